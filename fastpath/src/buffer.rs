@@ -1,0 +1,335 @@
+//! Append-only shared memory for arenas.
+//!
+//! An [`ArenaBuffer`] is one page-aligned allocation that never moves or shrinks while it
+//! exists, so its address can be registered with libfabric and handed to remote readers.
+//! Writers carve disjoint, exclusive [`WriteSlot`]s out of it with an atomic bump pointer
+//! and fill them; a finished slot becomes a [`Frozen`] extent that can be read (and
+//! shared) but never written again.
+//!
+//! # Soundness
+//!
+//! The type system, not the caller, keeps readers and writers apart:
+//!
+//! - slots come from a bump pointer that only moves forward, so two slots never overlap;
+//! - a [`Frozen`] extent can only be made by consuming its [`WriteSlot`], so once bytes are
+//!   readable nobody holds a mutable view of them, and no later slot can cover them;
+//! - slots and extents hold an `Arc` of the buffer, and [`ArenaBuffer::reset`] (which
+//!   moves the bump pointer back to zero for reuse) needs the only `Arc`, so no slot or
+//!   extent survives a reset.
+//!
+//! Remote one-sided readers are outside the type system; keeping them away from memory
+//! that is about to be reused is the job of leases and key rotation (see the gateway's
+//! store).
+
+use std::alloc::{self, Layout};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Alignment of every buffer: one page, which memory registration prefers.
+pub const BUFFER_ALIGN: usize = 4096;
+
+/// Why a buffer could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum BufferError {
+    /// The requested size is zero or does not fit a page-aligned layout.
+    #[error("invalid arena buffer size {0}")]
+    InvalidSize(usize),
+    /// The operating system refused the allocation.
+    #[error("out of memory allocating an arena buffer of {0} bytes")]
+    OutOfMemory(usize),
+}
+
+/// A fixed-size, page-aligned, zero-initialised block of memory written append-only.
+pub struct ArenaBuffer {
+    ptr: NonNull<u8>,
+    layout: Layout,
+    /// Offset of the first byte no slot has claimed yet.
+    next: AtomicUsize,
+}
+
+// SAFETY: the buffer owns its allocation; all shared access goes through `WriteSlot`
+// (exclusive, disjoint ranges) and `Frozen` (read-only ranges nobody writes), as argued in
+// the module documentation, so sharing and sending it between threads is sound.
+unsafe impl Send for ArenaBuffer {}
+// SAFETY: see `Send` above: `&ArenaBuffer` only hands out disjoint exclusive slots (via an
+// atomic bump pointer) and read-only views of frozen ranges.
+unsafe impl Sync for ArenaBuffer {}
+
+impl ArenaBuffer {
+    /// Allocates `capacity` bytes (rounded up to a page), zeroed.
+    ///
+    /// Fails cleanly instead of aborting when the system has no memory left.
+    pub fn new(capacity: usize) -> Result<Arc<Self>, BufferError> {
+        let rounded = capacity
+            .checked_next_multiple_of(BUFFER_ALIGN)
+            .filter(|&n| n > 0)
+            .ok_or(BufferError::InvalidSize(capacity))?;
+        let layout = Layout::from_size_align(rounded, BUFFER_ALIGN)
+            .map_err(|_| BufferError::InvalidSize(capacity))?;
+        // SAFETY: `layout` has a non-zero size (checked above).
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).ok_or(BufferError::OutOfMemory(rounded))?;
+        Ok(Arc::new(Self {
+            ptr,
+            layout,
+            next: AtomicUsize::new(0),
+        }))
+    }
+
+    /// Total size in bytes.
+    pub fn capacity(&self) -> usize {
+        self.layout.size()
+    }
+
+    /// Bytes claimed by slots so far (including padding).
+    pub fn used(&self) -> usize {
+        self.next.load(Ordering::Acquire).min(self.capacity())
+    }
+
+    /// Address of the first byte, for memory registration and descriptors.
+    pub fn base_addr(&self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
+
+    /// Claims `len` bytes starting at a multiple of `align` (a power of two), or `None`
+    /// when the rest of the buffer is too small.
+    pub fn try_reserve(self: &Arc<Self>, len: usize, align: usize) -> Option<WriteSlot> {
+        assert!(align.is_power_of_two(), "alignment must be a power of two");
+        let mut cur = self.next.load(Ordering::Relaxed);
+        loop {
+            let start = cur.checked_next_multiple_of(align)?;
+            let end = start.checked_add(len)?;
+            if end > self.capacity() {
+                return None;
+            }
+            match self
+                .next
+                .compare_exchange_weak(cur, end, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    return Some(WriteSlot {
+                        buf: Arc::clone(self),
+                        off: start,
+                        len,
+                    })
+                }
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+
+    /// Makes the whole buffer available again. Only possible for the sole owner, which
+    /// proves that no slot or extent is alive. Returns `false` (and does nothing) otherwise.
+    pub fn reset(this: &mut Arc<Self>) -> bool {
+        match Arc::get_mut(this) {
+            Some(buf) => {
+                *buf.next.get_mut() = 0;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Drop for ArenaBuffer {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` was returned by `alloc_zeroed` with exactly this layout and is
+        // freed once, here; no slot or extent outlives the buffer (they hold an `Arc`).
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+impl std::fmt::Debug for ArenaBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArenaBuffer")
+            .field("base", &format_args!("{:#x}", self.base_addr()))
+            .field("capacity", &self.capacity())
+            .field("used", &self.used())
+            .finish()
+    }
+}
+
+/// An exclusive, writable range of an [`ArenaBuffer`] that nobody can read yet.
+///
+/// Dropping a slot without [`freeze`](Self::freeze)ing it abandons the range: its bytes are
+/// never readable and return to use only when the whole buffer is reset.
+#[derive(Debug)]
+pub struct WriteSlot {
+    buf: Arc<ArenaBuffer>,
+    off: usize,
+    len: usize,
+}
+
+impl WriteSlot {
+    /// Offset of the slot within its buffer.
+    pub fn offset(&self) -> usize {
+        self.off
+    }
+
+    /// Length of the slot.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the slot is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The slot's bytes, for writing.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: `off + len <= capacity` (checked in `try_reserve`), so the range lies in
+        // the live allocation (kept alive by our `Arc`). The range is disjoint from every
+        // other slot and from every frozen extent (bump allocation, see module docs), and
+        // `&mut self` makes this the only view of it for the returned lifetime.
+        unsafe { std::slice::from_raw_parts_mut(self.buf.ptr.as_ptr().add(self.off), self.len) }
+    }
+
+    /// Ends writing: the range becomes immutable and readable.
+    pub fn freeze(self) -> Frozen {
+        Frozen {
+            buf: self.buf,
+            off: self.off,
+            len: self.len,
+        }
+    }
+}
+
+/// An immutable, readable range of an [`ArenaBuffer`]. Cheap to clone; keeps the buffer
+/// alive (an HTTP response holding one holds its arena).
+#[derive(Clone, Debug)]
+pub struct Frozen {
+    buf: Arc<ArenaBuffer>,
+    off: usize,
+    len: usize,
+}
+
+impl Frozen {
+    /// The buffer this extent lives in.
+    pub fn buffer(&self) -> &Arc<ArenaBuffer> {
+        &self.buf
+    }
+
+    /// Offset within the buffer.
+    pub fn offset(&self) -> usize {
+        self.off
+    }
+
+    /// Address of the first byte (buffer base + offset).
+    pub fn addr(&self) -> usize {
+        self.buf.base_addr() + self.off
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the extent is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The extent's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the range lies in the live allocation (kept alive by our `Arc`), it was
+        // fully owned by the `WriteSlot` we were made from, which is gone, and no other slot
+        // can ever cover it until a reset, which cannot happen while we hold an `Arc`. So
+        // nobody mutates these bytes while the shared view exists.
+        unsafe { std::slice::from_raw_parts(self.buf.ptr.as_ptr().add(self.off), self.len) }
+    }
+
+    /// A sub-range of this extent (`start..end`, relative to the extent).
+    ///
+    /// # Panics
+    /// When the range is out of bounds or reversed.
+    pub fn slice(&self, start: usize, end: usize) -> Frozen {
+        assert!(start <= end && end <= self.len, "slice out of bounds");
+        Frozen {
+            buf: Arc::clone(&self.buf),
+            off: self.off + start,
+            len: end - start,
+        }
+    }
+}
+
+impl AsRef<[u8]> for Frozen {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::thread;
+
+    #[test]
+    fn slots_are_disjoint_aligned_and_bounded() {
+        let buf = ArenaBuffer::new(10_000).unwrap();
+        assert_eq!(buf.capacity(), 12_288);
+        let a = buf.try_reserve(100, 64).unwrap();
+        let b = buf.try_reserve(100, 64).unwrap();
+        assert_eq!(a.offset(), 0);
+        assert_eq!(b.offset(), 128);
+        assert!(buf.try_reserve(20_000, 64).is_none());
+        // A failed reservation claims nothing.
+        assert_eq!(buf.used(), 228);
+    }
+
+    #[test]
+    fn frozen_reads_what_was_written_and_reset_needs_sole_owner() {
+        let mut buf = ArenaBuffer::new(4096).unwrap();
+        let mut slot = buf.try_reserve(5, 8).unwrap();
+        slot.as_mut_slice().copy_from_slice(b"hello");
+        let frozen = slot.freeze();
+        assert_eq!(frozen.as_slice(), b"hello");
+        assert_eq!(frozen.slice(1, 3).as_slice(), b"el");
+        assert_eq!(frozen.addr(), buf.base_addr());
+        assert!(
+            !ArenaBuffer::reset(&mut buf),
+            "reset while an extent is alive"
+        );
+        drop(frozen);
+        assert!(ArenaBuffer::reset(&mut buf));
+        assert_eq!(buf.used(), 0);
+    }
+
+    #[test]
+    fn concurrent_writers_never_overlap() {
+        let buf = ArenaBuffer::new(1 << 20).unwrap();
+        let extents: Vec<Frozen> = thread::scope(|s| {
+            let handles: Vec<_> = (0..8u8)
+                .map(|t| {
+                    let buf = &buf;
+                    s.spawn(move || {
+                        let mut out = Vec::new();
+                        while let Some(mut slot) = buf.try_reserve(1000, 64) {
+                            slot.as_mut_slice().fill(t);
+                            out.push((t, slot.freeze()));
+                        }
+                        out
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .map(|(t, f)| {
+                    assert!(f.as_slice().iter().all(|&b| b == t), "torn slot");
+                    f
+                })
+                .collect()
+        });
+        assert_eq!(extents.len(), (1 << 20) / 1024);
+    }
+
+    #[test]
+    fn zero_size_is_refused() {
+        assert!(matches!(
+            ArenaBuffer::new(0),
+            Err(BufferError::InvalidSize(0))
+        ));
+    }
+}

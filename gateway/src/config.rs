@@ -1,0 +1,181 @@
+//! Command line and environment configuration.
+//!
+//! Every flag has a `RASA_*` environment fallback. Sizes are written like `64MiB` or `1GB`,
+//! durations like `10s` or `250ms`. Values that parse but do not make sense together are
+//! refused at start with a one-line reason ([`Args::validate`]).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use crate::store::StoreConfig;
+
+/// Rasa gateway: an object-store-style HTTP gateway whose values can also be read
+/// one-sided over RDMA.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "rasa-gateway", version, about, long_about = None)]
+pub struct Args {
+    /// Address to serve HTTP on. Port 0 picks a free port (printed at start).
+    #[arg(long, env = "RASA_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Memory budget for stored values (all arenas together).
+    #[arg(long, env = "RASA_MEMORY", default_value = "1GiB", value_parser = parse_size)]
+    pub memory: u64,
+
+    /// Size of one arena, the unit of memory registration and reclamation. A value larger
+    /// than an arena gets an arena of its own.
+    #[arg(long, env = "RASA_ARENA_SIZE", default_value = "64MiB", value_parser = parse_size)]
+    pub arena_size: u64,
+
+    /// Largest value a PUT may store; larger bodies are refused with 413.
+    #[arg(long, env = "RASA_MAX_OBJECT_SIZE", default_value = "256MiB", value_parser = parse_size)]
+    pub max_object_size: u64,
+
+    /// How long a descriptor stays valid for one-sided reads.
+    #[arg(long, env = "RASA_LEASE", default_value = "10s", value_parser = parse_duration)]
+    pub lease: Duration,
+
+    /// Most keys accepted in one batch descriptor request.
+    #[arg(long, env = "RASA_MAX_BATCH_KEYS", default_value_t = 1000)]
+    pub max_batch_keys: usize,
+
+    /// Something to do instead of serving.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Print the OpenAPI document (JSON) and exit. `make openapi` writes it to
+    /// `openapi/openapi.json`.
+    Openapi,
+}
+
+/// Smallest arena accepted: smaller ones would mostly hold headers and padding.
+pub const MIN_ARENA_SIZE: u64 = 64 << 10;
+/// Longest lease accepted: longer ones would pin memory for too long after a delete.
+pub const MAX_LEASE: Duration = Duration::from_secs(3600);
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse::<bytesize::ByteSize>()
+        .map(|b| b.as_u64())
+        .map_err(|e| format!("{e} (write sizes like 64MiB, 1GiB or 1000000)"))
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("{e} (write durations like 10s or 250ms)"))
+}
+
+impl Args {
+    /// Checks that the values make sense together; the error is one line naming the flags.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.arena_size < MIN_ARENA_SIZE {
+            return Err(format!(
+                "--arena-size {} is below the minimum of {}",
+                show(self.arena_size),
+                show(MIN_ARENA_SIZE)
+            ));
+        }
+        if self.arena_size > self.memory {
+            return Err(format!(
+                "--arena-size {} does not fit in --memory {}",
+                show(self.arena_size),
+                show(self.memory)
+            ));
+        }
+        if usize::try_from(self.arena_size).is_err() || usize::try_from(self.memory).is_err() {
+            return Err("--memory does not fit this machine's address space".into());
+        }
+        let frame = self.max_object_size + rasa_fastpath::frame::HEADER_LEN as u64;
+        if frame > self.memory {
+            return Err(format!(
+                "--max-object-size {} does not fit in --memory {}",
+                show(self.max_object_size),
+                show(self.memory)
+            ));
+        }
+        if self.lease.is_zero() || self.lease > MAX_LEASE {
+            return Err(format!(
+                "--lease {} must be more than 0 and at most {}",
+                humantime::format_duration(self.lease),
+                humantime::format_duration(MAX_LEASE)
+            ));
+        }
+        if self.max_batch_keys == 0 {
+            return Err("--max-batch-keys must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// The store's part of the configuration.
+    pub fn store_config(&self) -> StoreConfig {
+        StoreConfig {
+            memory_budget: self.memory,
+            arena_size: self.arena_size as usize,
+            lease: self.lease,
+        }
+    }
+}
+
+fn show(n: u64) -> String {
+    bytesize::ByteSize::b(n).display().iec().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, String> {
+        let a = Args::try_parse_from(std::iter::once("rasa-gateway").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        a.validate()?;
+        Ok(a)
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let a = parse(&[]).unwrap();
+        assert_eq!(a.memory, 1 << 30);
+        assert_eq!(a.arena_size, 64 << 20);
+        assert_eq!(a.lease, Duration::from_secs(10));
+        assert_eq!(a.listen.to_string(), "127.0.0.1:8080");
+    }
+
+    #[test]
+    fn human_units_parse() {
+        let a = parse(&[
+            "--memory",
+            "2GiB",
+            "--arena-size",
+            "1MiB",
+            "--lease",
+            "250ms",
+        ])
+        .unwrap();
+        assert_eq!(a.memory, 2 << 30);
+        assert_eq!(a.arena_size, 1 << 20);
+        assert_eq!(a.lease, Duration::from_millis(250));
+    }
+
+    #[test]
+    fn bad_values_and_combinations_are_refused_in_one_line() {
+        for (args, needle) in [
+            (&["--memory", "lots"][..], "--memory"),
+            (&["--lease", "soon"], "--lease"),
+            (&["--arena-size", "2GiB"], "--arena-size"),
+            (&["--arena-size", "1KiB"], "minimum"),
+            (&["--max-object-size", "4GiB"], "--max-object-size"),
+            (&["--lease", "0s"], "--lease"),
+            (&["--lease", "2h"], "--lease"),
+            (&["--max-batch-keys", "0"], "--max-batch-keys"),
+        ] {
+            let err = parse(args).unwrap_err();
+            assert!(err.contains(needle), "{args:?}: {err}");
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! `/v1/descriptors`: what a fast-path client needs to read a version one-sided.
+
+use axum::extract::{Query, Request, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::Json;
+use rasa_fastpath::frame::{CHECKSUM_ALGORITHM, HEADER_LEN};
+use rasa_openapi::{Descriptor, DescriptorBatchRequest, DescriptorBatchResponse, DescriptorResult};
+
+use super::objects::{key_from_uri, lookup, VersionQuery};
+use super::{json_response, ApiError, AppState};
+use crate::key;
+use crate::store::StoredVersion;
+
+fn rfc3339(t: std::time::SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+/// The descriptor of `v`, granting a lease on it (recorded on its arena).
+pub fn descriptor(st: &AppState, v: &StoredVersion) -> Descriptor {
+    let deadline = st.store.lease(v);
+    Descriptor {
+        key: v.key.clone(),
+        version: v.version.to_string(),
+        length: v.len(),
+        sha256: v.sha256_hex(),
+        checksum: format!("{:016x}", v.checksum),
+        checksum_algorithm: CHECKSUM_ALGORITHM.to_owned(),
+        content_type: v.content_type.clone(),
+        created_at: rfc3339(v.created),
+        lease_ms: st.store.config().lease.as_millis() as u64,
+        lease_expires_at: rfc3339(deadline),
+        // Filled once arenas are registered with libfabric.
+        addr: None,
+        rkey: None,
+        frame_header_len: HEADER_LEN as u32,
+    }
+}
+
+/// Resolve a key to a descriptor of its current version (or of `?version=`).
+///
+/// Each call grants a new lease: the bytes named stay unchanged at least until
+/// `lease_expires_at`, even if the key is overwritten or deleted meanwhile.
+#[utoipa::path(
+    get, path = "/v1/descriptors/{key}", tag = "descriptors", operation_id = "get_descriptor",
+    params(("key" = String, Path, description = "Object key."), VersionQuery),
+    responses(
+        (status = 200, description = "The descriptor.", body = Descriptor),
+        (status = 400, description = "Invalid key or version.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such key or version.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn get_descriptor(
+    State(st): State<AppState>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let key = key_from_uri(req.uri().path(), "/v1/descriptors/")?;
+    let Query(q) = Query::<VersionQuery>::try_from_uri(req.uri())
+        .map_err(|e| ApiError::InvalidRequest(e.body_text()))?;
+    let v = lookup(&st, &key, &q)?;
+    Ok(json_response(StatusCode::OK, &descriptor(&st, &v)))
+}
+
+/// Resolve many keys in one round trip.
+///
+/// Answers one result per requested key, in request order: a descriptor, or a problem
+/// (`not_found`, `invalid_key`) for that key alone.
+#[utoipa::path(
+    post, path = "/v1/descriptors", tag = "descriptors", operation_id = "batch_descriptors",
+    request_body = DescriptorBatchRequest,
+    responses(
+        (status = 200, description = "One result per key, in order.", body = DescriptorBatchResponse),
+        (status = 400, description = "Malformed body or too many keys.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not JSON.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The JSON does not match the schema.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn batch_descriptors(
+    State(st): State<AppState>,
+    Json(req): Json<DescriptorBatchRequest>,
+) -> Result<Response, ApiError> {
+    let limit = st.config.max_batch_keys;
+    if req.keys.len() > limit {
+        return Err(ApiError::TooManyKeys {
+            got: req.keys.len(),
+            limit,
+        });
+    }
+    let results = req
+        .keys
+        .into_iter()
+        .map(|k| {
+            let found = key::validate(&k)
+                .map_err(ApiError::from)
+                .and_then(|()| lookup(&st, &k, &VersionQuery::default()));
+            match found {
+                Ok(v) => DescriptorResult {
+                    descriptor: Some(descriptor(&st, &v)),
+                    error: None,
+                    key: k,
+                },
+                Err(e) => DescriptorResult {
+                    descriptor: None,
+                    error: Some(e.problem()),
+                    key: k,
+                },
+            }
+        })
+        .collect();
+    Ok(json_response(
+        StatusCode::OK,
+        &DescriptorBatchResponse { results },
+    ))
+}

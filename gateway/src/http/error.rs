@@ -1,0 +1,149 @@
+//! The one place where gateway errors become HTTP statuses and problem documents.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use rasa_openapi::{Problem, ProblemCode, PROBLEM_JSON};
+
+use crate::key::KeyError;
+use crate::store::StoreError;
+
+/// Everything an API handler can fail with. Each variant has one status and one stable
+/// code; the detail says what was wrong with *this* request without leaking internals.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The key in the path or body is not acceptable.
+    #[error("invalid key: {0}")]
+    InvalidKey(#[from] KeyError),
+    /// `?version=` is not a version id.
+    #[error("invalid version '{0}': a version id is 16 hexadecimal digits")]
+    InvalidVersion(String),
+    /// A malformed header, query parameter or body.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// No current version under the key.
+    #[error("no object under key '{0}'")]
+    NotFound(String),
+    /// No such version (never existed, deleted, or reclaimed).
+    #[error("no version {version} of key '{key}' (never stored, deleted or reclaimed)")]
+    VersionNotFound {
+        /// The key.
+        key: String,
+        /// The version asked for.
+        version: String,
+    },
+    /// A conditional request's precondition is false.
+    #[error("{0}")]
+    PreconditionFailed(String),
+    /// The range does not overlap the object.
+    #[error("range not satisfiable: the object is {length} bytes long")]
+    RangeNotSatisfiable {
+        /// Object length, for `Content-Range: bytes */length`.
+        length: u64,
+    },
+    /// The body is larger than `--max-object-size`.
+    #[error("the body is larger than the maximum object size of {limit} bytes")]
+    PayloadTooLarge {
+        /// The limit.
+        limit: u64,
+    },
+    /// The memory budget cannot hold the value.
+    #[error("{0}")]
+    InsufficientStorage(String),
+    /// The body ended early or could not be read.
+    #[error("{0}")]
+    IncompleteBody(String),
+    /// A batch request with more keys than allowed.
+    #[error("{got} keys in one request; the limit is {limit}")]
+    TooManyKeys {
+        /// Keys sent.
+        got: usize,
+        /// The limit.
+        limit: usize,
+    },
+}
+
+impl ApiError {
+    /// The HTTP status of this error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::InvalidKey(_)
+            | Self::InvalidVersion(_)
+            | Self::InvalidRequest(_)
+            | Self::IncompleteBody(_)
+            | Self::TooManyKeys { .. } => StatusCode::BAD_REQUEST,
+            Self::NotFound(_) | Self::VersionNotFound { .. } => StatusCode::NOT_FOUND,
+            Self::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
+            Self::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
+            Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
+        }
+    }
+
+    /// The stable machine-readable code of this error.
+    pub fn code(&self) -> ProblemCode {
+        match self {
+            Self::InvalidKey(_) => ProblemCode::InvalidKey,
+            Self::InvalidVersion(_) => ProblemCode::InvalidVersion,
+            Self::InvalidRequest(_) => ProblemCode::InvalidRequest,
+            Self::NotFound(_) | Self::VersionNotFound { .. } => ProblemCode::NotFound,
+            Self::PreconditionFailed(_) => ProblemCode::PreconditionFailed,
+            Self::RangeNotSatisfiable { .. } => ProblemCode::RangeNotSatisfiable,
+            Self::PayloadTooLarge { .. } => ProblemCode::PayloadTooLarge,
+            Self::InsufficientStorage(_) => ProblemCode::InsufficientStorage,
+            Self::IncompleteBody(_) => ProblemCode::IncompleteBody,
+            Self::TooManyKeys { .. } => ProblemCode::TooManyKeys,
+        }
+    }
+
+    /// The problem document for this error.
+    pub fn problem(&self) -> Problem {
+        problem(self.status(), self.code(), self.to_string())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::InsufficientStorage { .. } => Self::InsufficientStorage(e.to_string()),
+            StoreError::LengthMismatch { .. } => Self::IncompleteBody(e.to_string()),
+            StoreError::PreconditionFailed(d) => Self::PreconditionFailed(d),
+        }
+    }
+}
+
+/// Builds a problem document.
+pub fn problem(status: StatusCode, code: ProblemCode, detail: impl Into<String>) -> Problem {
+    Problem {
+        type_uri: format!("urn:rasa:problem:{}", code.as_str()),
+        title: status.canonical_reason().unwrap_or("Error").to_owned(),
+        status: status.as_u16(),
+        detail: detail.into(),
+        code,
+        instance: None,
+    }
+}
+
+/// A problem document as a response.
+pub fn problem_response(p: &Problem) -> Response {
+    let status = StatusCode::from_u16(p.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = serde_json::to_vec(p).expect("a problem serializes");
+    (
+        status,
+        [(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON))],
+        body,
+    )
+        .into_response()
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut resp = problem_response(&self.problem());
+        if let Self::RangeNotSatisfiable { length } = self {
+            resp.headers_mut().insert(
+                header::CONTENT_RANGE,
+                HeaderValue::from_str(&format!("bytes */{length}")).expect("ascii"),
+            );
+        }
+        resp
+    }
+}

@@ -1,0 +1,193 @@
+//! The HTTP API: one file per resource, one router shared by the binary and the tests.
+//!
+//! | file | routes |
+//! | --- | --- |
+//! | [`objects`] | `PUT/GET/HEAD/DELETE /v1/objects/{key}`, `GET /v1/objects` |
+//! | [`descriptors`] | `GET /v1/descriptors/{key}`, `POST /v1/descriptors` |
+//! | [`fabric`] | `GET /v1/fabric` |
+//! | [`ops`] | `/healthz`, `/readyz`, `/metrics`, `/openapi.json`, `/docs` |
+//!
+//! Every error leaves as `application/problem+json` ([`error`]); responses produced below
+//! the handlers (unknown route, wrong method, rejected extractor, panic) are turned into
+//! problem documents by one middleware, so no plain-text error escapes.
+
+pub mod descriptors;
+pub mod doc;
+pub mod error;
+pub mod fabric;
+pub mod objects;
+pub mod ops;
+mod preconditions;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{MatchedPath, Request};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post, put};
+use axum::Router;
+use metrics_exporter_prometheus::PrometheusHandle;
+use rasa_openapi::{ProblemCode, PROBLEM_JSON};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::store::Store;
+pub use error::ApiError;
+
+/// Settings the HTTP layer needs beyond the store's.
+#[derive(Clone, Debug)]
+pub struct HttpConfig {
+    /// Largest body a PUT may store.
+    pub max_object_size: u64,
+    /// Most keys in one batch descriptor request.
+    pub max_batch_keys: usize,
+}
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    /// The versions.
+    pub store: Arc<Store>,
+    /// HTTP limits.
+    pub config: Arc<HttpConfig>,
+    /// Renders `/metrics`; `None` when no recorder is installed (then `/metrics` is empty).
+    pub metrics: Option<PrometheusHandle>,
+    /// The OpenAPI document, serialized once.
+    pub openapi_json: Arc<String>,
+}
+
+impl AppState {
+    /// State over `store` with `config`, without a metrics recorder.
+    pub fn new(store: Arc<Store>, config: HttpConfig) -> Self {
+        Self {
+            store,
+            config: Arc::new(config),
+            metrics: None,
+            openapi_json: Arc::new(doc::openapi_json()),
+        }
+    }
+}
+
+/// The gateway's router: every route, the docs, and the error and metrics middleware.
+pub fn app(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/v1/objects", get(objects::list_objects))
+        .route("/v1/objects/", any(objects::empty_key))
+        .route(
+            "/v1/objects/{*key}",
+            put(objects::put_object)
+                .get(objects::get_object)
+                .head(objects::head_object)
+                .delete(objects::delete_object),
+        )
+        .route("/v1/descriptors", post(descriptors::batch_descriptors))
+        .route("/v1/descriptors/", any(objects::empty_key))
+        .route("/v1/descriptors/{*key}", get(descriptors::get_descriptor))
+        .route("/v1/fabric", get(fabric::get_fabric))
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(ops::metrics))
+        .route("/openapi.json", get(ops::openapi_json))
+        .fallback(no_such_route)
+        .with_state(state);
+    api.merge(ops::swagger_ui())
+        .layer(middleware::from_fn(problem_for_every_error))
+        .layer(middleware::from_fn(record_metrics))
+        .layer(CatchPanicLayer::custom(panic_to_problem))
+        .layer(TraceLayer::new_for_http())
+}
+
+async fn no_such_route(req: Request) -> Response {
+    let p = error::problem(
+        StatusCode::NOT_FOUND,
+        ProblemCode::NoSuchRoute,
+        format!("no route for {} {}", req.method(), req.uri().path()),
+    );
+    error::problem_response(&p)
+}
+
+fn panic_to_problem(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let p = error::problem(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        ProblemCode::Internal,
+        "internal error; the gateway's log has details",
+    );
+    error::problem_response(&p)
+}
+
+/// Turns any error response that is not already a problem document (axum's 405, an
+/// extractor's rejection, a body limit) into one, keeping its status and headers (such as
+/// `Allow`) and using its text as the detail.
+async fn problem_for_every_error(req: Request, next: Next) -> Response {
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let is_problem = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(PROBLEM_JSON.as_bytes()));
+    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&text).trim().to_owned();
+    let code = match status {
+        StatusCode::NOT_FOUND => ProblemCode::NoSuchRoute,
+        StatusCode::METHOD_NOT_ALLOWED => ProblemCode::MethodNotAllowed,
+        StatusCode::PAYLOAD_TOO_LARGE => ProblemCode::PayloadTooLarge,
+        StatusCode::SERVICE_UNAVAILABLE => ProblemCode::Unavailable,
+        s if s.is_server_error() => ProblemCode::Internal,
+        _ => ProblemCode::InvalidRequest,
+    };
+    let detail = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_owned()
+    } else {
+        text
+    };
+    let fresh = error::problem_response(&error::problem(status, code, detail));
+    let (fresh_parts, body) = fresh.into_parts();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        fresh_parts.headers[header::CONTENT_TYPE].clone(),
+    );
+    Response::from_parts(parts, body)
+}
+
+/// Counts requests by route, method and status, and their latency.
+async fn record_metrics(req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let method = req.method().to_string();
+    let resp = next.run(req).await;
+    let labels = [
+        ("route", route),
+        ("method", method),
+        ("status", resp.status().as_u16().to_string()),
+    ];
+    metrics::counter!("rasa_http_requests_total", &labels).increment(1);
+    metrics::histogram!("rasa_http_request_duration_seconds", &labels[..2])
+        .record(start.elapsed().as_secs_f64());
+    resp
+}
+
+/// A JSON response with a status.
+pub(crate) fn json_response<T: serde::Serialize>(status: StatusCode, value: &T) -> Response {
+    let body = serde_json::to_vec(value).expect("wire types serialize");
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        Body::from(body),
+    )
+        .into_response()
+}

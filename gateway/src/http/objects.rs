@@ -1,0 +1,404 @@
+//! `/v1/objects`: store, read, delete and list values.
+
+use axum::body::Body;
+use axum::extract::{Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use rasa_openapi::{ObjectList, ObjectSummary, VERSION_HEADER};
+use serde::Deserialize;
+use std::sync::Arc;
+use utoipa::IntoParams;
+
+use super::preconditions::{self, Outcome, Preconditions, RangeOutcome};
+use super::{descriptors, json_response, ApiError, AppState};
+use crate::key::{self, KeyError};
+use crate::store::{StoredVersion, Upload, VersionId};
+
+/// Media type stored when a PUT names none.
+pub const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
+const MAX_CONTENT_TYPE_LEN: usize = 256;
+/// Largest page of a listing, and the default.
+pub const MAX_LIST_LIMIT: usize = 1000;
+
+/// The key part of `/v1/objects/{key}` or `/v1/descriptors/{key}`, decoded and validated.
+pub(crate) fn key_from_uri(path: &str, prefix: &str) -> Result<String, ApiError> {
+    let raw = path.strip_prefix(prefix).unwrap_or_default();
+    Ok(key::from_path(raw)?)
+}
+
+/// Query parameters of object and descriptor reads.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct VersionQuery {
+    /// A specific version id (16 hex digits) instead of the current version. Served while
+    /// the version is retained; `404` once it is reclaimed or its key deleted.
+    pub version: Option<String>,
+}
+
+/// Looks up the version a read asks for.
+pub(crate) fn lookup(
+    st: &AppState,
+    key: &str,
+    q: &VersionQuery,
+) -> Result<Arc<StoredVersion>, ApiError> {
+    match &q.version {
+        None => st
+            .store
+            .current(key)
+            .ok_or_else(|| ApiError::NotFound(key.to_owned())),
+        Some(raw) => {
+            let id: VersionId = raw
+                .parse()
+                .map_err(|_| ApiError::InvalidVersion(raw.clone()))?;
+            st.store
+                .version(key, id)
+                .ok_or_else(|| ApiError::VersionNotFound {
+                    key: key.to_owned(),
+                    version: id.to_string(),
+                })
+        }
+    }
+}
+
+fn content_type(h: &HeaderMap) -> Result<String, ApiError> {
+    let Some(v) = h.get(header::CONTENT_TYPE) else {
+        return Ok(DEFAULT_CONTENT_TYPE.to_owned());
+    };
+    let s = v
+        .to_str()
+        .ok()
+        .map(str::trim)
+        .filter(|s| !s.is_empty() && s.len() <= MAX_CONTENT_TYPE_LEN)
+        .ok_or_else(|| {
+            ApiError::InvalidRequest(format!(
+                "Content-Type must be visible ASCII of at most {MAX_CONTENT_TYPE_LEN} bytes"
+            ))
+        })?;
+    Ok(s.to_owned())
+}
+
+fn content_length(h: &HeaderMap) -> Result<Option<u64>, ApiError> {
+    h.get(header::CONTENT_LENGTH)
+        .map(|v| {
+            v.to_str()
+                .ok()
+                .and_then(|s| s.parse::<u64>().ok())
+                .ok_or_else(|| ApiError::InvalidRequest("malformed Content-Length".into()))
+        })
+        .transpose()
+}
+
+fn body_error(e: axum::Error) -> ApiError {
+    ApiError::IncompleteBody(format!(
+        "the request body could not be read to its end: {e}"
+    ))
+}
+
+/// Reads the body into a new upload: straight into arena memory when the length is
+/// declared, else gathered first (as received, without copying) and then copied once.
+async fn receive(
+    st: &AppState,
+    key: &str,
+    ctype: &str,
+    h: &HeaderMap,
+    body: Body,
+) -> Result<Upload, ApiError> {
+    let limit = st.config.max_object_size;
+    let too_large = ApiError::PayloadTooLarge { limit };
+    let mut stream = body.into_data_stream();
+    if let Some(declared) = content_length(h)? {
+        if declared > limit {
+            return Err(too_large);
+        }
+        let mut upload = st.store.begin(key, ctype, declared)?;
+        while let Some(chunk) = stream.next().await {
+            upload.write(&chunk.map_err(body_error)?)?;
+        }
+        return Ok(upload);
+    }
+    let mut parts: Vec<Bytes> = Vec::new();
+    let mut total = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(body_error)?;
+        total += chunk.len() as u64;
+        if total > limit {
+            return Err(too_large);
+        }
+        parts.push(chunk);
+    }
+    let mut upload = st.store.begin(key, ctype, total)?;
+    for part in &parts {
+        upload.write(part)?;
+    }
+    Ok(upload)
+}
+
+/// Store a value as a new immutable version.
+///
+/// The body is streamed into arena memory; SHA-256 (the ETag) and the frame checksum are
+/// computed on the way. The key's current version moves to the new one only when the
+/// whole body has arrived: a failed or interrupted upload stores nothing. Readers holding
+/// a descriptor of an older version may keep reading it until their lease ends.
+///
+/// Conditional writes: `If-None-Match: *` stores only if the key has no current version;
+/// `If-Match: "<etag>"` only if the current version has that ETag.
+#[utoipa::path(
+    put, path = "/v1/objects/{key}", tag = "objects", operation_id = "put_object",
+    params(
+        ("key" = String, Path, description = "Object key: 1 to 1024 bytes of UTF-8, may contain `/`; no control characters, no `.` or `..` segments."),
+        ("Content-Type" = Option<String>, Header, description = "Stored and served back; default `application/octet-stream`."),
+        ("If-Match" = Option<String>, Header, description = "Store only if the current version has one of these ETags."),
+        ("If-None-Match" = Option<String>, Header, description = "`*`: store only if the key has no current version."),
+    ),
+    request_body(content = super::doc::Binary, content_type = "application/octet-stream", description = "The value (any media type)."),
+    responses(
+        (status = 201, description = "Stored as a new version.", body = rasa_openapi::Descriptor,
+            headers(
+                ("ETag" = String, description = "Quoted SHA-256 hex of the value."),
+                ("Location" = String, description = "URL of exactly this version."),
+                ("Rasa-Version" = String, description = "The new version id."),
+            )),
+        (status = 400, description = "Invalid key, malformed header, or incomplete body.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 412, description = "A precondition failed; nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Larger than the maximum object size; nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 507, description = "The memory budget cannot hold the value; nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn put_object(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
+    let (parts, body) = req.into_parts();
+    let key = key_from_uri(parts.uri.path(), "/v1/objects/")?;
+    let ctype = content_type(&parts.headers)?;
+    let pre = Preconditions::from_headers(&parts.headers)?;
+    if !pre.is_empty() {
+        // Fail fast, before the body is read; checked again atomically at commit.
+        pre.evaluate(st.store.current(&key).as_deref(), false)?;
+    }
+    let upload = receive(&st, &key, &ctype, &parts.headers, body).await?;
+    let stored = st
+        .store
+        .commit(upload, |cur| pre.evaluate(cur, false).map(drop))?;
+    let d = descriptors::descriptor(&st, &stored);
+    let mut resp = json_response(StatusCode::CREATED, &d);
+    let h = resp.headers_mut();
+    let location = format!(
+        "/v1/objects/{}?version={}",
+        key::to_path(&key),
+        stored.version
+    );
+    h.insert(header::LOCATION, hv(&location));
+    h.insert(header::ETAG, hv(&stored.etag()));
+    h.insert(
+        HeaderName::from_static(VERSION_HEADER),
+        hv(&stored.version.to_string()),
+    );
+    Ok(resp)
+}
+
+fn hv(s: &str) -> HeaderValue {
+    HeaderValue::from_str(s).expect("generated header values are visible ASCII")
+}
+
+/// Headers shared by 200, 206 and 304 answers.
+fn validators(h: &mut HeaderMap, v: &StoredVersion, pinned: bool) {
+    h.insert(header::ETAG, hv(&v.etag()));
+    h.insert(
+        header::LAST_MODIFIED,
+        hv(&httpdate::fmt_http_date(preconditions::last_modified(v))),
+    );
+    h.insert(
+        HeaderName::from_static(VERSION_HEADER),
+        hv(&v.version.to_string()),
+    );
+    // A version id names bytes that never change; the bare key may move at any time.
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(if pinned {
+            "public, max-age=31536000, immutable"
+        } else {
+            "no-cache"
+        }),
+    );
+}
+
+async fn read_object(st: AppState, method: Method, req: Request) -> Result<Response, ApiError> {
+    let key = key_from_uri(req.uri().path(), "/v1/objects/")?;
+    let Query(q) = Query::<VersionQuery>::try_from_uri(req.uri())
+        .map_err(|e| ApiError::InvalidRequest(e.body_text()))?;
+    let h = req.headers();
+    let pre = Preconditions::from_headers(h)?;
+    let v = lookup(&st, &key, &q)?;
+    let pinned = q.version.is_some();
+    if pre.evaluate(Some(&v), true)? == Outcome::NotModified {
+        let mut resp = StatusCode::NOT_MODIFIED.into_response();
+        validators(resp.headers_mut(), &v, pinned);
+        return Ok(resp);
+    }
+    let len = v.len();
+    let range = if method == Method::GET {
+        preconditions::resolve_range(h, &v)
+    } else {
+        RangeOutcome::Full
+    };
+    let (status, start, end) = match range {
+        RangeOutcome::Full => (StatusCode::OK, 0, len),
+        RangeOutcome::Partial(s, e) => (StatusCode::PARTIAL_CONTENT, s, e + 1),
+        RangeOutcome::Unsatisfiable => return Err(ApiError::RangeNotSatisfiable { length: len }),
+    };
+    let body = if method == Method::HEAD {
+        Body::empty()
+    } else {
+        let bytes = v.payload().slice(start as usize, end as usize);
+        metrics::counter!("rasa_http_bytes_served_total").increment(end - start);
+        // Zero-copy: the body shares the arena and keeps it alive until sent.
+        Body::from(Bytes::from_owner(bytes))
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = status;
+    let rh = resp.headers_mut();
+    validators(rh, &v, pinned);
+    rh.insert(header::CONTENT_TYPE, hv(&v.content_type));
+    rh.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
+    rh.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    if status == StatusCode::PARTIAL_CONTENT {
+        rh.insert(
+            header::CONTENT_RANGE,
+            hv(&format!("bytes {start}-{}/{len}", end - 1)),
+        );
+    }
+    Ok(resp)
+}
+
+/// Read a value.
+///
+/// Serves the current version, or the version named by `?version=`. Supports a single
+/// byte `Range` (206; several ranges are answered with the whole value), `If-Range`,
+/// `If-None-Match`/`If-Modified-Since` (304) and `If-Match`/`If-Unmodified-Since` (412).
+#[utoipa::path(
+    get, path = "/v1/objects/{key}", tag = "objects", operation_id = "get_object",
+    params(
+        ("key" = String, Path, description = "Object key."),
+        VersionQuery,
+        ("Range" = Option<String>, Header, description = "One byte range: `bytes=0-99`, `bytes=100-`, `bytes=-100`."),
+        ("If-None-Match" = Option<String>, Header, description = "304 when the ETag matches."),
+        ("If-Match" = Option<String>, Header, description = "412 unless the ETag matches."),
+    ),
+    responses(
+        (status = 200, description = "The value.", body = super::doc::Binary, content_type = "application/octet-stream",
+            headers(
+                ("ETag" = String), ("Last-Modified" = String), ("Rasa-Version" = String),
+                ("Accept-Ranges" = String), ("Content-Length" = u64),
+            )),
+        (status = 206, description = "The requested range.", body = super::doc::Binary, content_type = "application/octet-stream",
+            headers(("Content-Range" = String), ("ETag" = String), ("Rasa-Version" = String))),
+        (status = 304, description = "Not modified."),
+        (status = 400, description = "Invalid key, version or header.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such key or version.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 412, description = "A precondition failed.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 416, description = "The range does not overlap the value.", body = rasa_openapi::Problem, content_type = "application/problem+json",
+            headers(("Content-Range" = String, description = "`bytes */<length>`"))),
+    )
+)]
+pub async fn get_object(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
+    read_object(st, Method::GET, req).await
+}
+
+/// Read a value's metadata: the headers a GET would send, without the body.
+#[utoipa::path(
+    head, path = "/v1/objects/{key}", tag = "objects", operation_id = "head_object",
+    params(("key" = String, Path, description = "Object key."), VersionQuery),
+    responses(
+        (status = 200, description = "The value exists.",
+            headers(("ETag" = String), ("Last-Modified" = String), ("Rasa-Version" = String), ("Content-Length" = u64))),
+        (status = 304, description = "Not modified."),
+        (status = 400, description = "Invalid key or version."),
+        (status = 404, description = "No such key or version."),
+        (status = 412, description = "A precondition failed."),
+    )
+)]
+pub async fn head_object(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
+    read_object(st, Method::HEAD, req).await
+}
+
+/// Delete a key.
+///
+/// Every version of the key becomes unreachable for new requests at once; deleting an
+/// absent key also answers 204 (idempotent, like S3). Deletes are lazy for one-sided
+/// readers: a reader holding a descriptor may still read the bytes until its lease ends.
+#[utoipa::path(
+    delete, path = "/v1/objects/{key}", tag = "objects", operation_id = "delete_object",
+    params(
+        ("key" = String, Path, description = "Object key."),
+        ("If-Match" = Option<String>, Header, description = "Delete only if the current version has this ETag."),
+    ),
+    responses(
+        (status = 204, description = "Deleted (or was absent)."),
+        (status = 400, description = "Invalid key or header.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 412, description = "A precondition failed; nothing deleted.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn delete_object(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
+    let key = key_from_uri(req.uri().path(), "/v1/objects/")?;
+    let pre = Preconditions::from_headers(req.headers())?;
+    st.store
+        .delete(&key, |cur| pre.evaluate(cur, false).map(drop))?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Query parameters of a listing.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Only keys starting with this.
+    pub prefix: Option<String>,
+    /// Most items to return, 1 to 1000 (default 1000).
+    pub limit: Option<usize>,
+    /// Continue after this key (the `next_after` of the previous page).
+    pub after: Option<String>,
+}
+
+/// List keys and their current versions, in key order, a page at a time.
+#[utoipa::path(
+    get, path = "/v1/objects", tag = "objects", operation_id = "list_objects",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "A page of objects.", body = ObjectList),
+        (status = 400, description = "Invalid parameter.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list_objects(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
+    let Query(q) = Query::<ListQuery>::try_from_uri(req.uri())
+        .map_err(|e| ApiError::InvalidRequest(e.body_text()))?;
+    let limit = q.limit.unwrap_or(MAX_LIST_LIMIT);
+    if !(1..=MAX_LIST_LIMIT).contains(&limit) {
+        return Err(ApiError::InvalidRequest(format!(
+            "limit must be between 1 and {MAX_LIST_LIMIT}"
+        )));
+    }
+    let prefix = q.prefix.unwrap_or_default();
+    let (page, more) = st.store.list(&prefix, q.after.as_deref(), limit);
+    let next_after = if more {
+        page.last().map(|v| v.key.clone())
+    } else {
+        None
+    };
+    let items = page
+        .iter()
+        .map(|v| ObjectSummary {
+            key: v.key.clone(),
+            version: v.version.to_string(),
+            length: v.len(),
+            etag: v.etag(),
+        })
+        .collect();
+    Ok(json_response(
+        StatusCode::OK,
+        &ObjectList { items, next_after },
+    ))
+}
+
+/// Any request for an empty key.
+pub async fn empty_key() -> ApiError {
+    ApiError::InvalidKey(KeyError::Empty)
+}

@@ -1,0 +1,72 @@
+//! Operations: health, readiness, metrics, the OpenAPI document and its browser UI.
+
+use axum::extract::State;
+use axum::http::{header, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
+use rasa_openapi::Health;
+use utoipa_swagger_ui::SwaggerUi;
+
+use super::AppState;
+
+/// Liveness: the process answers HTTP.
+#[utoipa::path(
+    get, path = "/healthz", tag = "operations", operation_id = "healthz",
+    responses((status = 200, description = "Alive.", body = Health))
+)]
+pub async fn healthz() -> Json<Health> {
+    Json(Health {
+        status: "ok".into(),
+    })
+}
+
+/// Readiness: the gateway can serve requests.
+#[utoipa::path(
+    get, path = "/readyz", tag = "operations", operation_id = "readyz",
+    responses((status = 200, description = "Ready.", body = Health))
+)]
+pub async fn readyz() -> Json<Health> {
+    Json(Health {
+        status: "ok".into(),
+    })
+}
+
+/// Prometheus metrics, in the text exposition format.
+#[utoipa::path(
+    get, path = "/metrics", tag = "operations", operation_id = "metrics",
+    responses((status = 200, description = "Metrics.", body = String, content_type = "text/plain; version=0.0.4"))
+)]
+pub async fn metrics(State(st): State<AppState>) -> Response {
+    let text = st.metrics.as_ref().map(|h| h.render()).unwrap_or_default();
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        text,
+    )
+        .into_response()
+}
+
+/// This API's OpenAPI 3.1 document.
+#[utoipa::path(
+    get, path = "/openapi.json", tag = "operations", operation_id = "openapi",
+    responses((status = 200, description = "The OpenAPI document.", body = Object, content_type = "application/json"))
+)]
+pub async fn openapi_json(State(st): State<AppState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        st.openapi_json.as_str().to_owned(),
+    )
+        .into_response()
+}
+
+/// Swagger UI at `/docs`, served from assets compiled into the binary (no CDN).
+pub fn swagger_ui() -> Router {
+    SwaggerUi::new("/docs")
+        .config(utoipa_swagger_ui::Config::new(["/openapi.json"]))
+        .into()
+}

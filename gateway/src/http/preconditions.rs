@@ -1,0 +1,198 @@
+//! Conditional requests (RFC 9110 §13) and byte ranges (RFC 9110 §14).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::http::{header, HeaderMap};
+use headers::{
+    ETag, HeaderMapExt, IfMatch, IfModifiedSince, IfNoneMatch, IfRange, IfUnmodifiedSince,
+    LastModified,
+};
+use http_range_header::{parse_range_header, EndPosition, RangeUnsatisfiableError, StartPosition};
+
+use super::ApiError;
+use crate::store::{StoreError, StoredVersion};
+
+/// `Last-Modified` of a version: its creation time, truncated to the second as HTTP dates are.
+pub fn last_modified(v: &StoredVersion) -> SystemTime {
+    let secs = v
+        .created
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    UNIX_EPOCH + Duration::from_secs(secs)
+}
+
+fn etag_of(v: &StoredVersion) -> ETag {
+    v.etag()
+        .parse()
+        .expect("a quoted hex digest is a valid entity tag")
+}
+
+/// The conditional headers of a request, parsed (malformed ones are refused with 400).
+#[derive(Debug, Default)]
+pub struct Preconditions {
+    if_match: Option<IfMatch>,
+    if_none_match: Option<IfNoneMatch>,
+    if_modified_since: Option<IfModifiedSince>,
+    if_unmodified_since: Option<IfUnmodifiedSince>,
+}
+
+/// What evaluating preconditions decided.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Go on with the request.
+    Proceed,
+    /// Answer `304 Not Modified` (reads only).
+    NotModified,
+}
+
+fn typed<H: headers::Header>(h: &HeaderMap) -> Result<Option<H>, ApiError> {
+    h.typed_try_get::<H>()
+        .map_err(|_| ApiError::InvalidRequest(format!("malformed {} header", H::name())))
+}
+
+impl Preconditions {
+    /// Reads the conditional headers.
+    pub fn from_headers(h: &HeaderMap) -> Result<Self, ApiError> {
+        Ok(Self {
+            if_match: typed(h)?,
+            if_none_match: typed(h)?,
+            if_modified_since: typed(h)?,
+            if_unmodified_since: typed(h)?,
+        })
+    }
+
+    /// Whether no conditional header was sent.
+    pub fn is_empty(&self) -> bool {
+        self.if_match.is_none()
+            && self.if_none_match.is_none()
+            && self.if_modified_since.is_none()
+            && self.if_unmodified_since.is_none()
+    }
+
+    /// Evaluates in the order of RFC 9110 §13.2.2 against the current version (`None` when
+    /// the key has none). `read` is true for GET and HEAD, where a matching
+    /// `If-None-Match` means 304 rather than 412.
+    pub fn evaluate(
+        &self,
+        current: Option<&StoredVersion>,
+        read: bool,
+    ) -> Result<Outcome, StoreError> {
+        let failed = |why: &str| Err(StoreError::PreconditionFailed(why.to_owned()));
+        if let Some(im) = &self.if_match {
+            match current {
+                Some(v) if im.precondition_passes(&etag_of(v)) => {}
+                Some(_) => return failed("If-Match does not match the current version"),
+                None => return failed("If-Match given but the key has no current version"),
+            }
+        } else if let (Some(ius), Some(v)) = (&self.if_unmodified_since, current) {
+            if !ius.precondition_passes(last_modified(v)) {
+                return failed("the object was modified after If-Unmodified-Since");
+            }
+        }
+        if let Some(inm) = &self.if_none_match {
+            if let Some(v) = current {
+                if !inm.precondition_passes(&etag_of(v)) {
+                    if read {
+                        return Ok(Outcome::NotModified);
+                    }
+                    return failed("If-None-Match matches the current version");
+                }
+            }
+        } else if let (true, Some(ims), Some(v)) = (read, &self.if_modified_since, current) {
+            if !ims.is_modified(last_modified(v)) {
+                return Ok(Outcome::NotModified);
+            }
+        }
+        Ok(Outcome::Proceed)
+    }
+}
+
+/// What a `Range` header asks of an object of a given length.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RangeOutcome {
+    /// Serve everything (no range, an ignorable one, or several ranges).
+    Full,
+    /// Serve `start..=end`.
+    Partial(u64, u64),
+    /// Answer 416.
+    Unsatisfiable,
+}
+
+/// Resolves the request's `Range` for a version (GET only). Follows RFC 9110: a malformed
+/// or non-`bytes` range is ignored; a stale `If-Range` means the whole object; a suffix
+/// longer than the object means all of it. Several ranges are answered with the whole
+/// object (allowed by §14.2; multipart bodies help no client of ours).
+pub fn resolve_range(h: &HeaderMap, v: &StoredVersion) -> RangeOutcome {
+    let Some(raw) = h.get(header::RANGE).and_then(|r| r.to_str().ok()) else {
+        return RangeOutcome::Full;
+    };
+    if let Ok(Some(if_range)) = h.typed_try_get::<IfRange>() {
+        let lm = LastModified::from(last_modified(v));
+        if if_range.is_modified(Some(&etag_of(v)), Some(&lm)) {
+            return RangeOutcome::Full;
+        }
+    }
+    resolve_range_str(raw, v.len())
+}
+
+fn resolve_range_str(raw: &str, len: u64) -> RangeOutcome {
+    let parsed = match parse_range_header(raw.trim()) {
+        Ok(p) => p,
+        // `bytes=-0` is well-formed but selects nothing.
+        Err(RangeUnsatisfiableError::ZeroSuffix) => return RangeOutcome::Unsatisfiable,
+        Err(_) => return RangeOutcome::Full,
+    };
+    let [range] = parsed.ranges.as_slice() else {
+        return RangeOutcome::Full;
+    };
+    match (range.start, range.end) {
+        (StartPosition::Index(start), end) => {
+            let last = match end {
+                EndPosition::Index(e) if e < start => return RangeOutcome::Full,
+                EndPosition::Index(e) => e,
+                EndPosition::LastByte => u64::MAX,
+            };
+            if start >= len {
+                return RangeOutcome::Unsatisfiable;
+            }
+            RangeOutcome::Partial(start, last.min(len - 1))
+        }
+        (StartPosition::FromLast(n), _) => {
+            if len == 0 {
+                return RangeOutcome::Unsatisfiable;
+            }
+            RangeOutcome::Partial(len.saturating_sub(n), len - 1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use RangeOutcome::*;
+
+    #[test]
+    fn ranges_follow_rfc_9110() {
+        let cases = [
+            ("bytes=0-0", 10, Partial(0, 0)),
+            ("bytes=-10", 100, Partial(90, 99)),
+            ("bytes=-10", 4, Partial(0, 3)),
+            ("bytes=5-", 10, Partial(5, 9)),
+            ("bytes=5-1000", 10, Partial(5, 9)),
+            ("bytes=10-", 10, Unsatisfiable),
+            ("bytes=10-20", 10, Unsatisfiable),
+            ("bytes=0-0", 0, Unsatisfiable),
+            ("bytes=-1", 0, Unsatisfiable),
+            ("bytes=-0", 10, Unsatisfiable),
+            ("bytes=0-1,4-5", 10, Full),
+            ("bytes=5-3", 10, Full),
+            ("items=0-1", 10, Full),
+            ("bytes=abc", 10, Full),
+            ("bytes=", 10, Full),
+        ];
+        for (raw, len, want) in cases {
+            assert_eq!(resolve_range_str(raw, len), want, "{raw} of {len}");
+        }
+    }
+}

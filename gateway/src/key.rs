@@ -1,0 +1,142 @@
+//! Object keys: what a valid key is, and how one is read out of a request path.
+
+use percent_encoding::percent_decode_str;
+
+/// Longest key accepted, in bytes of UTF-8 (the same limit as S3).
+pub const MAX_KEY_LEN: usize = 1024;
+
+/// Why a key was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// Nothing after the route prefix.
+    #[error("the key is empty")]
+    Empty,
+    /// Longer than [`MAX_KEY_LEN`] bytes.
+    #[error("the key is {0} bytes long; the limit is {MAX_KEY_LEN}")]
+    TooLong(usize),
+    /// Percent-decoding produced bytes that are not UTF-8.
+    #[error("the key is not valid UTF-8 once percent-decoded")]
+    NotUtf8,
+    /// A control character (U+0000–U+001F, U+007F–U+009F).
+    #[error("the key contains a control character (U+{0:04X})")]
+    ControlCharacter(u32),
+    /// A `.` or `..` path segment, which proxies and clients would rewrite.
+    #[error("the key contains a '.' or '..' segment")]
+    DotSegment,
+}
+
+/// Checks a decoded key.
+pub fn validate(key: &str) -> Result<(), KeyError> {
+    if key.is_empty() {
+        return Err(KeyError::Empty);
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Err(KeyError::TooLong(key.len()));
+    }
+    if let Some(c) = key.chars().find(|c| c.is_control()) {
+        return Err(KeyError::ControlCharacter(c as u32));
+    }
+    if key.split('/').any(|seg| seg == "." || seg == "..") {
+        return Err(KeyError::DotSegment);
+    }
+    Ok(())
+}
+
+/// Percent-decodes the raw (still encoded) key part of a request path and validates it.
+pub fn from_path(raw: &str) -> Result<String, KeyError> {
+    let bytes: Vec<u8> = percent_decode_str(raw).collect();
+    let key = String::from_utf8(bytes).map_err(|_| KeyError::NotUtf8)?;
+    validate(&key)?;
+    Ok(key)
+}
+
+/// Percent-encodes a key for use in a URL path (keeping `/` as the separator).
+pub fn to_path(key: &str) -> String {
+    use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
+    // Everything but unreserved characters and '/' (RFC 3986).
+    const PATH: &AsciiSet = &CONTROLS
+        .add(b' ')
+        .add(b'"')
+        .add(b'#')
+        .add(b'%')
+        .add(b'<')
+        .add(b'>')
+        .add(b'?')
+        .add(b'`')
+        .add(b'{')
+        .add(b'}')
+        .add(b'[')
+        .add(b']')
+        .add(b'\\')
+        .add(b'^')
+        .add(b'|')
+        .add(b'&')
+        .add(b'+')
+        .add(b';')
+        .add(b'=')
+        .add(b':')
+        .add(b'@')
+        .add(b'$')
+        .add(b',')
+        .add(b'\'')
+        .add(b'!')
+        .add(b'(')
+        .add(b')')
+        .add(b'*');
+    utf8_percent_encode(key, PATH).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn table() {
+        let cases: &[(&str, Result<&str, KeyError>)] = &[
+            ("photos/cat.jpg", Ok("photos/cat.jpg")),
+            ("a%2Fb", Ok("a/b")),
+            ("caf%C3%A9", Ok("café")),
+            ("a//b", Ok("a//b")),
+            ("...", Ok("...")),
+            ("", Err(KeyError::Empty)),
+            ("a/./b", Err(KeyError::DotSegment)),
+            ("..", Err(KeyError::DotSegment)),
+            ("a/%2E%2E", Err(KeyError::DotSegment)),
+            ("a%00b", Err(KeyError::ControlCharacter(0))),
+            ("a%0Ab", Err(KeyError::ControlCharacter(10))),
+            ("a%C2%85", Err(KeyError::ControlCharacter(0x85))),
+            ("%FF", Err(KeyError::NotUtf8)),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(
+                from_path(raw).as_deref(),
+                want.as_deref().map_err(Clone::clone),
+                "{raw}"
+            );
+        }
+        assert_eq!(from_path(&"k".repeat(1024)).unwrap().len(), 1024);
+        assert_eq!(from_path(&"k".repeat(1025)), Err(KeyError::TooLong(1025)));
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_on_arbitrary_paths(raw in ".{0,300}") {
+            let _ = from_path(&raw);
+        }
+
+        #[test]
+        fn never_panics_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let raw: String = bytes.iter().map(|b| format!("%{b:02X}")).collect();
+            if let Ok(key) = from_path(&raw) {
+                prop_assert_eq!(key.as_bytes(), &bytes[..]);
+            }
+        }
+
+        #[test]
+        fn encoding_round_trips_every_valid_key(key in "[^\\p{Cc}]{1,200}") {
+            prop_assume!(validate(&key).is_ok());
+            prop_assert_eq!(from_path(&to_path(&key)).unwrap(), key);
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! # rasa-gateway
+//!
+//! The Rasa gateway: an object-store-style HTTP API whose every `PUT` stores a new
+//! **immutable version** in arena memory laid out for one-sided RDMA reads, and answers
+//! with a **descriptor** (address, remote key, length, checksums, lease).
+//!
+//! - [`store`]: keys → immutable versions in arenas, under a memory budget. Knows nothing
+//!   of HTTP.
+//! - [`http`]: the axum router ([`http::app`]), one file per resource, errors as
+//!   `application/problem+json`, the OpenAPI document and Swagger UI.
+//! - [`key`]: what a valid object key is.
+//! - [`config`]: flags and `RASA_*` environment variables, validated at start.
+//! - [`server`]: serve a listener until a shutdown signal.
+//!
+//! ## The invariant
+//!
+//! Bytes at an advertised location never change while a lease on them is live, and the
+//! remote key that advertised them is revoked before they change. This crate keeps it by
+//! never writing into a published version (see [`store`]) and by recording on each arena
+//! the latest lease deadline it handed out ([`store::arena::Arena::extend_lease`]); an
+//! arena is reused only after that deadline.
+
+pub mod config;
+pub mod http;
+pub mod key;
+pub mod server;
+pub mod store;

@@ -1,0 +1,80 @@
+//! The `rasa-gateway` binary: parse flags, set up logs and metrics, serve until signalled.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use metrics_exporter_prometheus::PrometheusBuilder;
+use rasa_gateway::config::{Args, Command};
+use rasa_gateway::http::{doc, AppState, HttpConfig};
+use rasa_gateway::server;
+use rasa_gateway::store::Store;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if let Err(why) = args.validate() {
+        eprintln!("rasa-gateway: {why}");
+        return ExitCode::from(2);
+    }
+    if let Some(Command::Openapi) = args.command {
+        print!("{}", doc::openapi_json());
+        return ExitCode::SUCCESS;
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("rasa-gateway: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rasa-gateway: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(args: Args) -> Result<(), String> {
+    let recorder = PrometheusBuilder::new()
+        .install_recorder()
+        .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
+    let store = Arc::new(Store::new(args.store_config()));
+    let mut state = AppState::new(
+        store,
+        HttpConfig {
+            max_object_size: args.max_object_size,
+            max_batch_keys: args.max_batch_keys,
+        },
+    );
+    state.metrics = Some(recorder);
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the listening address: {e}"))?;
+    tracing::info!(
+        %addr,
+        memory = args.memory,
+        arena_size = args.arena_size,
+        max_object_size = args.max_object_size,
+        lease_ms = args.lease.as_millis() as u64,
+        "rasa-gateway ready"
+    );
+    // One line on stdout, for people and for tests that bind port 0.
+    println!("rasa-gateway listening on http://{addr}");
+    let _ = std::io::stdout().flush();
+    server::run(listener, state, server::shutdown_signal())
+        .await
+        .map_err(|e| format!("server error: {e}"))
+}

@@ -1,0 +1,250 @@
+//! # rasa-openapi — Rasa's HTTP contract
+//!
+//! The wire types that the gateway sends and the SDK reads, in one place so the two can
+//! never drift apart, each with a [`utoipa::ToSchema`] so the OpenAPI document describes
+//! exactly what is serialized. The document itself is assembled by the gateway (which
+//! owns the handlers) and checked in as `openapi/openapi.json`; an end-to-end test fails
+//! when that file no longer matches what the gateway serves.
+//!
+//! This crate knows nothing of libfabric or of how values are stored.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Media type of every error body (RFC 9457).
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// Name of the response header that carries the version id of the bytes served.
+pub const VERSION_HEADER: &str = "rasa-version";
+
+/// Everything a client needs to read one immutable version: over HTTP by key and
+/// version, or one-sided over the fabric by address and remote key until the lease ends.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Descriptor {
+    /// The object key.
+    #[schema(example = "photos/cat.jpg")]
+    pub key: String,
+    /// Version id: 16 lowercase hex digits, never reused (not even across restarts).
+    #[schema(example = "5f3a9c0e00000001")]
+    pub version: String,
+    /// Payload length in bytes.
+    pub length: u64,
+    /// SHA-256 of the payload, lowercase hex; the `ETag` is this value in quotes.
+    #[schema(example = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")]
+    pub sha256: String,
+    /// Frame checksum (see `checksum_algorithm`) over payload and frame header, 16 hex
+    /// digits. Fast-path readers validate every read against it.
+    #[schema(example = "9d1b6f0a4c2e7d31")]
+    pub checksum: String,
+    /// Algorithm of `checksum`.
+    #[schema(example = "xxh3-64")]
+    pub checksum_algorithm: String,
+    /// Media type given when the value was stored.
+    #[schema(example = "image/jpeg")]
+    pub content_type: String,
+    /// When this version was stored (RFC 3339).
+    pub created_at: String,
+    /// Lease length in milliseconds. A fast-path reader must not start a read later than
+    /// this long after it *sent* the request that returned this descriptor.
+    pub lease_ms: u64,
+    /// The gateway's view of the lease end (RFC 3339). Clients should compute their own
+    /// deadline from `lease_ms` and their send time, which is safe under clock skew.
+    pub lease_expires_at: String,
+    /// Remote address of the frame (header, then payload) on the fabric; `null` when the
+    /// fast path is off.
+    pub addr: Option<u64>,
+    /// Remote key of the memory region holding the frame; `null` when the fast path is off.
+    pub rkey: Option<u64>,
+    /// Length of the frame header that precedes the payload at `addr`.
+    pub frame_header_len: u32,
+}
+
+/// Stable machine-readable error codes. New codes may appear; clients should treat
+/// unknown ones by their HTTP status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ProblemCode {
+    /// The key is empty, too long, not UTF-8, or has control characters or `.`/`..` segments.
+    InvalidKey,
+    /// The `version` parameter is not a version id.
+    InvalidVersion,
+    /// A header, query parameter or body is malformed.
+    InvalidRequest,
+    /// No object (or no such version) under this key.
+    NotFound,
+    /// No route matches the path.
+    NoSuchRoute,
+    /// The route exists but not for this method.
+    MethodNotAllowed,
+    /// An `If-Match` / `If-None-Match` / `If-Unmodified-Since` precondition failed.
+    PreconditionFailed,
+    /// The requested range does not overlap the object.
+    RangeNotSatisfiable,
+    /// The body is larger than the gateway's maximum object size.
+    PayloadTooLarge,
+    /// The gateway's memory budget cannot hold the value.
+    InsufficientStorage,
+    /// The body ended before its declared length, or the upload failed midway.
+    IncompleteBody,
+    /// The request body sent with `Content-Digest` does not match what arrived.
+    DigestMismatch,
+    /// Too many keys in one batch request.
+    TooManyKeys,
+    /// The gateway is shutting down or not ready.
+    Unavailable,
+    /// An unexpected failure inside the gateway.
+    Internal,
+    /// A code this client version does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+impl ProblemCode {
+    /// The code as it appears on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidKey => "invalid_key",
+            Self::InvalidVersion => "invalid_version",
+            Self::InvalidRequest => "invalid_request",
+            Self::NotFound => "not_found",
+            Self::NoSuchRoute => "no_such_route",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::PreconditionFailed => "precondition_failed",
+            Self::RangeNotSatisfiable => "range_not_satisfiable",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::InsufficientStorage => "insufficient_storage",
+            Self::IncompleteBody => "incomplete_body",
+            Self::DigestMismatch => "digest_mismatch",
+            Self::TooManyKeys => "too_many_keys",
+            Self::Unavailable => "unavailable",
+            Self::Internal => "internal",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+/// An error, as `application/problem+json` (RFC 9457).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Problem {
+    /// URI naming the problem type: `urn:rasa:problem:<code>`.
+    #[serde(rename = "type")]
+    #[schema(example = "urn:rasa:problem:not_found")]
+    pub type_uri: String,
+    /// Short summary of the problem type.
+    #[schema(example = "Not Found")]
+    pub title: String,
+    /// The HTTP status code.
+    #[schema(example = 404)]
+    pub status: u16,
+    /// What went wrong with this request, for humans.
+    #[schema(example = "no object under key 'photos/cat.jpg'")]
+    pub detail: String,
+    /// Stable machine-readable code.
+    pub code: ProblemCode,
+    /// The request path the problem is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+}
+
+/// One entry of an object listing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ObjectSummary {
+    /// The object key.
+    pub key: String,
+    /// Current version id.
+    pub version: String,
+    /// Payload length in bytes.
+    pub length: u64,
+    /// Entity tag (quoted SHA-256 hex), as in the `ETag` header.
+    pub etag: String,
+}
+
+/// A page of an object listing, in key order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ObjectList {
+    /// Objects on this page.
+    pub items: Vec<ObjectSummary>,
+    /// Pass as `after` to get the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_after: Option<String>,
+}
+
+/// Request for several descriptors in one round trip.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DescriptorBatchRequest {
+    /// Keys to resolve, answered in this order.
+    #[schema(example = json!(["photos/cat.jpg", "photos/dog.jpg"]))]
+    pub keys: Vec<String>,
+}
+
+/// The answer for one key of a batch: a descriptor or a problem.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DescriptorResult {
+    /// The key as requested.
+    pub key: String,
+    /// The descriptor, when the key resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub descriptor: Option<Descriptor>,
+    /// Why the key did not resolve (`not_found`, `invalid_key`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Problem>,
+}
+
+/// Answer to a [`DescriptorBatchRequest`]: one result per requested key, in order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DescriptorBatchResponse {
+    /// One result per requested key, in request order.
+    pub results: Vec<DescriptorResult>,
+}
+
+/// How SDK clients reach the gateway's fast path.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct FabricInfo {
+    /// Whether one-sided reads are served. When `false`, use HTTP.
+    pub enabled: bool,
+    /// libfabric provider name (e.g. `efa`, `tcp;ofi_rxm`), when enabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// The gateway endpoint's address (`fi_getname`), base64, when enabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// libfabric address format of `address`, when enabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address_format: Option<String>,
+    /// Whether descriptor addresses are virtual addresses (`true`) or offsets into the
+    /// memory region (`false`), when enabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virtual_addressing: Option<bool>,
+    /// Random id of this gateway process (8 hex digits); changes at every start and forms
+    /// the high half of every version id it assigns.
+    pub incarnation: String,
+}
+
+/// Liveness / readiness answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Health {
+    /// `ok` when healthy / ready.
+    #[schema(example = "ok")]
+    pub status: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problem_codes_serialize_as_their_wire_names() {
+        for code in [
+            ProblemCode::InvalidKey,
+            ProblemCode::NoSuchRoute,
+            ProblemCode::RangeNotSatisfiable,
+            ProblemCode::InsufficientStorage,
+        ] {
+            let json = serde_json::to_string(&code).unwrap();
+            assert_eq!(json, format!("\"{}\"", code.as_str()));
+        }
+        let unknown: ProblemCode = serde_json::from_str("\"from_the_future\"").unwrap();
+        assert_eq!(unknown, ProblemCode::Unknown);
+    }
+}
