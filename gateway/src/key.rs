@@ -110,8 +110,8 @@ mod tests {
         ];
         for (raw, want) in cases {
             assert_eq!(
-                from_path(raw).as_deref(),
-                want.as_deref().map_err(Clone::clone),
+                from_path(raw).as_deref().map_err(Clone::clone),
+                want.clone(),
                 "{raw}"
             );
         }

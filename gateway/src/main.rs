@@ -72,8 +72,9 @@ async fn serve(args: Args) -> Result<(), String> {
         "rasa-gateway ready"
     );
     // One line on stdout, for people and for tests that bind port 0.
-    println!("rasa-gateway listening on http://{addr}");
-    let _ = std::io::stdout().flush();
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "rasa-gateway listening on http://{addr}").and_then(|()| out.flush());
+    drop(out);
     server::run(listener, state, server::shutdown_signal())
         .await
         .map_err(|e| format!("server error: {e}"))

@@ -1,1 +1,4 @@
-fn main() {}
+//! End-to-end tests: the real gateway binary over real HTTP.
+
+mod api;
+mod objects;

@@ -51,9 +51,35 @@ fn typed<H: headers::Header>(h: &HeaderMap) -> Result<Option<H>, ApiError> {
         .map_err(|_| ApiError::InvalidRequest(format!("malformed {} header", H::name())))
 }
 
+/// Checks the syntax of an entity-tag list (`*` or `"a", W/"b"`), which the typed headers
+/// accept too leniently: an unquoted tag is a client bug worth a clear 400.
+fn check_etag_list(h: &HeaderMap, name: header::HeaderName) -> Result<(), ApiError> {
+    for value in h.get_all(&name) {
+        let ok = value.to_str().is_ok_and(|s| {
+            s.trim() == "*"
+                || s.split(',').all(|t| {
+                    let t = t.trim();
+                    let t = t.strip_prefix("W/").unwrap_or(t);
+                    t.len() >= 2
+                        && t.starts_with('"')
+                        && t.ends_with('"')
+                        && !t[1..t.len() - 1].contains('"')
+                })
+        });
+        if !ok {
+            return Err(ApiError::InvalidRequest(format!(
+                "malformed {name} header: expected * or a list of quoted entity tags"
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Preconditions {
     /// Reads the conditional headers.
     pub fn from_headers(h: &HeaderMap) -> Result<Self, ApiError> {
+        check_etag_list(h, header::IF_MATCH)?;
+        check_etag_list(h, header::IF_NONE_MATCH)?;
         Ok(Self {
             if_match: typed(h)?,
             if_none_match: typed(h)?,

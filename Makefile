@@ -1,0 +1,33 @@
+# Rasa: the two commands a fresh Debian machine needs are `make run` and `make test`.
+# Both first install what is missing (scripts/setup.sh), then build.
+
+CARGO ?= cargo
+# Extra flags for the gateway, e.g. `make run ARGS="--memory 4GiB --listen 0.0.0.0:8080"`.
+ARGS ?=
+
+.PHONY: setup run build test lint openapi
+
+setup:
+	@./scripts/setup.sh
+
+## Build (release) and start the gateway on 127.0.0.1:8080, in memory, no S3.
+run: setup
+	$(CARGO) run --release --locked -p rasa-gateway -- $(ARGS)
+
+build: setup
+	$(CARGO) build --workspace --locked
+
+## Formatting, lints, unit tests and end-to-end tests (which start the real binary).
+test: setup
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	$(CARGO) build --workspace --bins --locked
+	$(CARGO) test --workspace --locked
+
+lint: setup
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+## Regenerate openapi/openapi.json from the code (a test fails when it is stale).
+openapi:
+	$(CARGO) run -q --locked -p rasa-gateway -- openapi > openapi/openapi.json

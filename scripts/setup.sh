@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what building and testing Rasa needs on a Debian machine, when it is missing.
+# Safe to run again: it only installs what is absent. Used by `make run` and `make test`.
+set -euo pipefail
+
+need_apt=()
+pkg-config --version >/dev/null 2>&1 || need_apt+=(pkg-config)
+pkg-config --exists libfabric 2>/dev/null || need_apt+=(libfabric-dev)
+# bindgen (fast path) needs libclang.
+compgen -G "/usr/lib/llvm-*/lib/libclang*.so*" >/dev/null || need_apt+=(libclang-dev clang)
+command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing ${need_apt[*]} (apt-get)" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: cargo not found; install Rust from https://rustup.rs" >&2
+  exit 1
+fi
+for comp in rustfmt clippy; do
+  if ! cargo "${comp/rustfmt/fmt}" --version >/dev/null 2>&1; then
+    echo "setup: adding rustup component $comp" >&2
+    rustup component add "$comp"
+  fi
+done

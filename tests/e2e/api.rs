@@ -1,0 +1,316 @@
+//! Descriptors, fabric info, operations, the OpenAPI document and Swagger UI, start-up and
+//! shutdown.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use rasa_openapi::{Descriptor, DescriptorBatchResponse, FabricInfo, ProblemCode};
+use rasa_tests::{gateway_bin, Gateway};
+use reqwest::{Client, StatusCode};
+use serde_json::Value;
+
+use crate::objects::assert_problem;
+
+#[tokio::test]
+async fn descriptors_single_and_batch() {
+    let gw = Gateway::start(&["--max-batch-keys", "3", "--lease", "2s"]);
+    let c = Client::new();
+    let put: Descriptor = c
+        .put(gw.url("/v1/objects/a/1"))
+        .body("hello")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let r = c.get(gw.url("/v1/descriptors/a/1")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let d: Descriptor = r.json().await.unwrap();
+    assert_eq!((d.key.as_str(), d.length, d.lease_ms), ("a/1", 5, 2000));
+    assert_eq!(
+        (&d.version, &d.sha256, &d.checksum),
+        (&put.version, &put.sha256, &put.checksum)
+    );
+    assert_eq!(d.addr, None, "no fast path yet");
+    let r = c
+        .get(gw.url("/v1/descriptors/missing"))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(r, 404, ProblemCode::NotFound).await;
+
+    let r = c
+        .post(gw.url("/v1/descriptors"))
+        .json(&serde_json::json!({"keys": ["missing", "a/1", "a/../x"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let b: DescriptorBatchResponse = r.json().await.unwrap();
+    let keys: Vec<_> = b.results.iter().map(|r| r.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["missing", "a/1", "a/../x"],
+        "answers keep request order"
+    );
+    assert_eq!(
+        b.results[0].error.as_ref().unwrap().code,
+        ProblemCode::NotFound
+    );
+    assert_eq!(
+        b.results[1].descriptor.as_ref().unwrap().version,
+        put.version
+    );
+    assert_eq!(
+        b.results[2].error.as_ref().unwrap().code,
+        ProblemCode::InvalidKey
+    );
+
+    let r = c
+        .post(gw.url("/v1/descriptors"))
+        .json(&serde_json::json!({"keys": ["a", "b", "c", "d"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(r, 400, ProblemCode::TooManyKeys).await;
+    for (body, status) in [
+        ("{", 400),
+        (r#"{"keys": 1}"#, 422),
+        (r#"{"keys": [], "x": 1}"#, 422),
+    ] {
+        let r = c
+            .post(gw.url("/v1/descriptors"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_problem(r, status, ProblemCode::InvalidRequest).await;
+    }
+}
+
+#[tokio::test]
+async fn fabric_health_and_metrics() {
+    let gw = Gateway::start(&[]);
+    let c = Client::new();
+    let f: FabricInfo = c
+        .get(gw.url("/v1/fabric"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(!f.enabled);
+    assert_eq!(f.incarnation.len(), 16);
+    for path in ["/healthz", "/readyz"] {
+        let v: Value = c
+            .get(gw.url(path))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(v["status"], "ok", "{path}");
+    }
+    c.put(gw.url("/v1/objects/m"))
+        .body("12345")
+        .send()
+        .await
+        .unwrap();
+    c.get(gw.url("/v1/objects/m"))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let text = c
+        .get(gw.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("rasa_versions_stored_total 1"), "{text}");
+    assert!(text.contains("rasa_bytes_stored_total 5"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("rasa_http_requests_total")
+                && l.contains("route=\"/v1/objects/{*key}\"")
+                && l.contains("method=\"PUT\"")
+                && l.contains("status=\"201\"")),
+        "{text}"
+    );
+}
+
+/// Every route the gateway serves, as (method, OpenAPI path).
+const ROUTES: &[(&str, &str)] = &[
+    ("put", "/v1/objects/{key}"),
+    ("get", "/v1/objects/{key}"),
+    ("head", "/v1/objects/{key}"),
+    ("delete", "/v1/objects/{key}"),
+    ("get", "/v1/objects"),
+    ("get", "/v1/descriptors/{key}"),
+    ("post", "/v1/descriptors"),
+    ("get", "/v1/fabric"),
+    ("get", "/healthz"),
+    ("get", "/readyz"),
+    ("get", "/metrics"),
+    ("get", "/openapi.json"),
+];
+
+#[tokio::test]
+async fn openapi_lists_every_route_and_matches_the_checked_in_file() {
+    let gw = Gateway::start(&[]);
+    let c = Client::new();
+    let served: Value = c
+        .get(gw.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let documented: BTreeSet<(String, String)> = served["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, ops)| {
+            ops.as_object()
+                .unwrap()
+                .keys()
+                .map(move |m| (m.clone(), path.clone()))
+        })
+        .collect();
+    let expected: BTreeSet<(String, String)> = ROUTES
+        .iter()
+        .map(|(m, p)| (m.to_string(), p.to_string()))
+        .collect();
+    assert_eq!(
+        documented, expected,
+        "documented routes differ from served routes"
+    );
+    // Each documented route is really served (no fallback 404 for any of them).
+    for (method, path) in ROUTES {
+        let url = gw.url(&path.replace("{key}", "k"));
+        let m = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+        let r = c
+            .request(m, url)
+            .body("{\"keys\":[]}")
+            .header("content-type", "application/json")
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 404
+            && r.headers()
+                .get("content-type")
+                .is_some_and(|t| t == "application/problem+json")
+        {
+            let p: rasa_openapi::Problem = r.json().await.unwrap();
+            assert_ne!(
+                p.code,
+                ProblemCode::NoSuchRoute,
+                "{method} {path} is documented but not routed"
+            );
+        }
+    }
+    // Every documented error body is a problem document.
+    for (path, ops) in served["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            for (status, resp) in op["responses"].as_object().unwrap() {
+                if status.as_str() >= "400" {
+                    if let Some(content) = resp.get("content").and_then(Value::as_object) {
+                        let types: Vec<_> = content.keys().collect();
+                        assert_eq!(
+                            types,
+                            ["application/problem+json"],
+                            "{method} {path} {status}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../openapi/openapi.json");
+    let checked_in: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap_or_default())
+            .unwrap_or(Value::Null);
+    assert!(
+        checked_in == served,
+        "openapi/openapi.json is stale or missing: regenerate it with `make openapi` and commit it"
+    );
+}
+
+#[tokio::test]
+async fn swagger_ui_is_served_from_the_gateway_itself() {
+    let gw = Gateway::start(&[]);
+    let c = Client::new();
+    let r = c.get(gw.url("/docs")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let page_url = r.url().clone();
+    let html = r.text().await.unwrap();
+    assert!(html.contains("swagger-ui"), "{html}");
+    // Every asset the page loads is relative, and the gateway serves it.
+    let assets: Vec<String> = ["src=\"", "href=\""]
+        .iter()
+        .flat_map(|attr| {
+            html.split(attr)
+                .skip(1)
+                .map(|s| s.split('"').next().unwrap().to_owned())
+        })
+        .collect();
+    assert!(assets.len() >= 4, "{assets:?}");
+    for asset in &assets {
+        assert!(
+            !asset.contains("://") && !asset.starts_with("//"),
+            "external asset {asset}"
+        );
+        let url = page_url.join(asset).unwrap();
+        let r = c.get(url.clone()).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{url}");
+        let body = r.text().await.unwrap();
+        assert!(!body.is_empty(), "{url}");
+        if asset.contains("initializer") {
+            assert!(
+                body.contains("/openapi.json"),
+                "the UI must load our document: {body}"
+            );
+            assert!(!body.contains("petstore"), "{body}");
+        }
+    }
+}
+
+#[test]
+fn bad_configuration_is_refused_with_one_line() {
+    for args in [
+        &["--arena-size", "1KiB"][..],
+        &["--max-object-size", "2GiB"],
+        &["--memory", "plenty"],
+        &["--lease", "0s"],
+    ] {
+        let out = Command::new(gateway_bin()).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let first = err.lines().next().unwrap_or_default();
+        assert!(first.contains(args[0]), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn sigterm_shuts_down_gracefully() {
+    let gw = Gateway::start(&[]);
+    let status = gw.terminate();
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn openapi_subcommand_prints_the_document() {
+    let out = Command::new(gateway_bin()).arg("openapi").output().unwrap();
+    assert!(out.status.success());
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["info"]["title"], "Rasa gateway");
+}
