@@ -5,7 +5,7 @@ CARGO ?= cargo
 # Extra flags for the gateway, e.g. `make run ARGS="--memory 4GiB --listen 0.0.0.0:8080"`.
 ARGS ?=
 
-.PHONY: setup run build test lint openapi
+.PHONY: setup run build test lint openapi bench
 
 setup:
 	@./scripts/setup.sh
@@ -31,3 +31,9 @@ lint: setup
 ## Regenerate openapi/openapi.json from the code (a test fails when it is stale).
 openapi:
 	$(CARGO) run -q --locked -p rasa-gateway -- openapi > openapi/openapi.json
+
+## Digest throughput and HTTP figures (release build, wrk on loopback).
+bench: setup
+	$(CARGO) bench --locked -p rasa-fastpath --bench checksums
+	$(CARGO) build --release --locked -p rasa-gateway
+	./bench/http.sh

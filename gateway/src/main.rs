@@ -57,6 +57,8 @@ async fn serve(args: Args) -> Result<(), String> {
         },
     );
     state.metrics = Some(recorder);
+    let shutdown =
+        server::shutdown_signal().map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
@@ -75,7 +77,7 @@ async fn serve(args: Args) -> Result<(), String> {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "rasa-gateway listening on http://{addr}").and_then(|()| out.flush());
     drop(out);
-    server::run(listener, state, server::shutdown_signal())
+    server::run(listener, state, shutdown)
         .await
         .map_err(|e| format!("server error: {e}"))
 }

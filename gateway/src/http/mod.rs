@@ -122,6 +122,7 @@ fn panic_to_problem(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 /// extractor's rejection, a body limit) into one, keeping its status and headers (such as
 /// `Allow`) and using its text as the detail.
 async fn problem_for_every_error(req: Request, next: Next) -> Response {
+    let what = format!("{} {}", req.method(), req.uri().path());
     let resp = next.run(req).await;
     let status = resp.status();
     let is_problem = resp
@@ -142,10 +143,13 @@ async fn problem_for_every_error(req: Request, next: Next) -> Response {
         s if s.is_server_error() => ProblemCode::Internal,
         _ => ProblemCode::InvalidRequest,
     };
-    let detail = if text.is_empty() {
-        status.canonical_reason().unwrap_or("error").to_owned()
-    } else {
-        text
+    let detail = match parts.headers.get(header::ALLOW) {
+        Some(allow) if status == StatusCode::METHOD_NOT_ALLOWED => format!(
+            "{what}: method not allowed; allowed: {}",
+            allow.to_str().unwrap_or_default()
+        ),
+        _ if text.is_empty() => format!("{what}: {}", status.canonical_reason().unwrap_or("error")),
+        _ => text,
     };
     let fresh = error::problem_response(&error::problem(status, code, detail));
     let (fresh_parts, body) = fresh.into_parts();
@@ -190,4 +194,61 @@ pub(crate) fn json_response<T: serde::Serialize>(status: StatusCode, value: &T) 
         Body::from(body),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Store, StoreConfig};
+    use proptest::prelude::*;
+    use tower::ServiceExt;
+
+    fn test_app() -> Router {
+        let store = Arc::new(Store::new(StoreConfig {
+            memory_budget: 1 << 20,
+            arena_size: 64 << 10,
+            lease: std::time::Duration::from_secs(1),
+        }));
+        app(AppState::new(
+            store,
+            HttpConfig {
+                max_object_size: 1024,
+                max_batch_keys: 10,
+            },
+        ))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Whatever path, method and headers arrive, the router answers without panicking
+        /// and without a server error, and every error is a problem document.
+        #[test]
+        fn arbitrary_requests_never_fail_the_server(
+            method in prop::sample::select(vec!["GET", "HEAD", "PUT", "DELETE", "POST", "PATCH"]),
+            prefix in prop::sample::select(vec!["/v1/objects/", "/v1/descriptors/", "/v1/objects", "/", "/docs/"]),
+            path in "[ -~]{0,40}|(%[0-9A-Fa-f]{2}){0,20}",
+            query in "[ -~]{0,20}",
+            range in "[ -~]{0,20}",
+            cond in "[ -~]{0,20}",
+            body in prop::collection::vec(proptest::arbitrary::any::<u8>(), 0..64),
+        ) {
+            let uri = format!("{prefix}{path}?{query}");
+            let Ok(req) = axum::http::Request::builder()
+                .method(method)
+                .uri(&uri)
+                .header("range", range.as_str())
+                .header("if-none-match", cond.as_str())
+                .body(Body::from(body))
+            else {
+                return Ok(()); // not a request hyper would have let through
+            };
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let resp = rt.block_on(test_app().oneshot(req)).unwrap();
+            prop_assert!(!resp.status().is_server_error(), "{method} {uri}: {}", resp.status());
+            if resp.status().is_client_error() {
+                prop_assert_eq!(&resp.headers()[header::CONTENT_TYPE], PROBLEM_JSON);
+            }
+        }
+    }
 }
