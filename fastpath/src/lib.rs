@@ -19,4 +19,8 @@
 //! key rotation, enforced by the gateway.
 
 pub mod buffer;
+pub mod fabric;
 pub mod frame;
+pub mod reader;
+pub mod server;
+mod sys;

@@ -1,0 +1,62 @@
+//! Generates raw libfabric bindings with bindgen over the headers pkg-config finds, and
+//! compiles the C shim that makes libfabric's `static inline` calls linkable.
+
+use std::path::PathBuf;
+
+fn main() {
+    println!("cargo:rerun-if-changed=src/sys/wrapper.h");
+    println!("cargo:rerun-if-changed=src/sys/shim.h");
+    println!("cargo:rerun-if-changed=src/sys/shim.c");
+    println!("cargo:rerun-if-env-changed=LIBFABRIC_INCLUDE_DIR");
+
+    let lib = match pkg_config::Config::new()
+        .atleast_version("1.17")
+        .probe("libfabric")
+    {
+        Ok(lib) => lib,
+        Err(e) => {
+            let first = e.to_string().lines().next().unwrap_or_default().to_owned();
+            eprintln!(
+                "error: libfabric >= 1.17 not found ({first}): install it with `apt-get install libfabric-dev` (Debian/Ubuntu) or the AWS EFA installer, or run `make setup`"
+            );
+            std::process::exit(1);
+        }
+    };
+    // Debian's .pc file gives no include path: fall back to /usr/include.
+    let mut includes: Vec<PathBuf> = lib.include_paths.clone();
+    if let Some(dir) = std::env::var_os("LIBFABRIC_INCLUDE_DIR") {
+        includes.insert(0, dir.into());
+    }
+    if includes.is_empty() {
+        includes.push("/usr/include".into());
+    }
+
+    let mut cc = cc::Build::new();
+    cc.file("src/sys/shim.c").warnings(true);
+    for dir in &includes {
+        cc.include(dir);
+    }
+    cc.compile("rasa_fabric_shim");
+
+    let mut builder = bindgen::Builder::default()
+        .header("src/sys/wrapper.h")
+        .clang_arg("-Isrc/sys")
+        .allowlist_function("fi_(getinfo|freeinfo|dupinfo|fabric|strerror|version|tostr)")
+        .allowlist_function("rasa_fi_.*")
+        .allowlist_type("fi_.*|fid_.*")
+        .allowlist_var("FI_.*")
+        .derive_default(true)
+        .layout_tests(false)
+        .generate_comments(false)
+        .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()));
+    for dir in &includes {
+        builder = builder.clang_arg(format!("-I{}", dir.display()));
+    }
+    let bindings = builder
+        .generate()
+        .unwrap_or_else(|e| panic!("bindgen failed over the libfabric headers: {e} (is libclang-dev installed? `make setup`)"));
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
+    bindings
+        .write_to_file(out.join("bindings.rs"))
+        .expect("write bindings");
+}

@@ -1,0 +1,707 @@
+//! Safe owners for libfabric objects.
+//!
+//! Every `fid_*` is owned by one RAII type whose `Drop` calls `fi_close`; children hold an
+//! `Arc` of their parent (endpoint → domain → fabric), so a parent is closed only after all
+//! its children. A [`MemoryRegion`] holds an `Arc` of the [`ArenaBuffer`] it registers, so
+//! registered memory cannot be freed while its region is open.
+//!
+//! One code path for every provider: `FI_EP_RDM` endpoints with `FI_RMA | FI_READ |
+//! FI_REMOTE_READ`. The memory-registration mode is negotiated: we offer
+//! `FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY` and honour what the
+//! provider keeps ([`Node::virtual_addressing`], [`Node::provider_keys`]).
+
+use std::ffi::{CStr, CString};
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+
+use crate::buffer::ArenaBuffer;
+use crate::sys;
+
+/// A failed libfabric call.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum FabricError {
+    /// A libfabric call returned an error code.
+    #[error("{call} failed: {text} (errno {errno})")]
+    Call {
+        /// The libfabric function.
+        call: &'static str,
+        /// The (positive) error number.
+        errno: i32,
+        /// `fi_strerror` text.
+        text: String,
+    },
+    /// A completion reported an error.
+    #[error("{call} completed with an error: {text} (errno {errno}, provider errno {prov_errno}: {prov_text})")]
+    Completion {
+        /// The operation.
+        call: &'static str,
+        /// The (positive) error number.
+        errno: i32,
+        /// `fi_strerror` text.
+        text: String,
+        /// The provider's own error number.
+        prov_errno: i32,
+        /// `fi_cq_strerror` text.
+        prov_text: String,
+    },
+    /// The provider does not offer what Rasa needs.
+    #[error("provider {provider:?} cannot serve Rasa: {why}")]
+    Unsupported {
+        /// Provider name.
+        provider: String,
+        /// What is missing.
+        why: String,
+    },
+}
+
+impl FabricError {
+    /// The (positive) errno of the failure, when it has one.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            Self::Call { errno, .. } | Self::Completion { errno, .. } => Some(*errno),
+            Self::Unsupported { .. } => None,
+        }
+    }
+}
+
+/// `fi_strerror` of a positive errno.
+pub fn strerror(errno: i32) -> String {
+    // SAFETY: fi_strerror accepts any value and returns a pointer to a static string.
+    let p = unsafe { sys::fi_strerror(errno) };
+    if p.is_null() {
+        return format!("error {errno}");
+    }
+    // SAFETY: non-null pointers from fi_strerror are NUL-terminated static strings.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+pub(crate) fn check(call: &'static str, ret: isize) -> Result<usize, FabricError> {
+    if ret < 0 {
+        let errno = (-ret) as i32;
+        Err(FabricError::Call {
+            call,
+            errno,
+            text: strerror(errno),
+        })
+    } else {
+        Ok(ret as usize)
+    }
+}
+
+/// Where and how to open a fabric endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FabricConfig {
+    /// libfabric provider name: `efa`, `tcp;ofi_rxm`, `sockets`, …
+    pub provider: String,
+    /// Local address to bind to (an IP or interface address); `None` lets the provider pick.
+    pub node: Option<String>,
+}
+
+impl FabricConfig {
+    /// A configuration for `provider`, binding to `node` if given.
+    pub fn new(provider: impl Into<String>, node: Option<String>) -> Self {
+        Self {
+            provider: provider.into(),
+            node,
+        }
+    }
+}
+
+/// An `fi_info` list returned by `fi_getinfo` (or allocated by `fi_dupinfo`).
+struct Info(NonNull<sys::fi_info>);
+
+impl Drop for Info {
+    fn drop(&mut self) {
+        // SAFETY: we own this list (from fi_getinfo/fi_dupinfo) and free it exactly once.
+        unsafe { sys::fi_freeinfo(self.0.as_ptr()) }
+    }
+}
+
+const MR_MODE_OFFERED: u32 =
+    sys::FI_MR_LOCAL | sys::FI_MR_VIRT_ADDR | sys::FI_MR_ALLOCATED | sys::FI_MR_PROV_KEY;
+
+impl Info {
+    fn get(cfg: &FabricConfig) -> Result<Info, FabricError> {
+        // SAFETY: fi_dupinfo(NULL) allocates a zeroed fi_info with its attribute structs.
+        let hints = unsafe { sys::fi_dupinfo(ptr::null()) };
+        let hints = Info(NonNull::new(hints).ok_or_else(|| FabricError::Call {
+            call: "fi_allocinfo",
+            errno: libc::ENOMEM,
+            text: strerror(libc::ENOMEM),
+        })?);
+        let prov = CString::new(cfg.provider.as_str()).map_err(|_| FabricError::Unsupported {
+            provider: cfg.provider.clone(),
+            why: "the provider name contains a NUL byte".into(),
+        })?;
+        let h = hints.0.as_ptr();
+        // SAFETY: `h` and its attribute pointers were allocated by fi_dupinfo and are
+        // valid; prov_name must be malloc'd because fi_freeinfo frees it (strdup does).
+        unsafe {
+            (*h).caps = (sys::FI_RMA | sys::FI_READ | sys::FI_REMOTE_READ) as u64;
+            // We pass an fi_context2 with every operation, so providers may use it.
+            (*h).mode = sys::rasa_fi_context_modes();
+            (*(*h).ep_attr).type_ = sys::fi_ep_type_FI_EP_RDM;
+            (*(*h).domain_attr).mr_mode = MR_MODE_OFFERED as i32;
+            (*(*h).domain_attr).threading = sys::fi_threading_FI_THREAD_SAFE;
+            (*(*h).fabric_attr).prov_name = libc::strdup(prov.as_ptr());
+        }
+        let node = cfg
+            .node
+            .as_deref()
+            .map(CString::new)
+            .transpose()
+            .map_err(|_| FabricError::Unsupported {
+                provider: cfg.provider.clone(),
+                why: "the node address contains a NUL byte".into(),
+            })?;
+        let (node_ptr, flags) = match &node {
+            Some(n) => (n.as_ptr(), sys::FI_SOURCE),
+            None => (ptr::null(), 0),
+        };
+        let mut out: *mut sys::fi_info = ptr::null_mut();
+        // SAFETY: all pointers are valid for the call; `out` receives a list we then own.
+        let ret = unsafe {
+            sys::fi_getinfo(
+                sys::rasa_fi_header_version(),
+                node_ptr,
+                ptr::null(),
+                flags,
+                h,
+                &mut out,
+            )
+        };
+        check("fi_getinfo", ret as isize).map_err(|e| match e {
+            FabricError::Call { errno, text, .. } if errno == sys::FI_ENODATA as i32 => {
+                FabricError::Unsupported {
+                    provider: cfg.provider.clone(),
+                    why: format!(
+                        "no matching provider/interface ({text}); is provider {:?} available (fi_info -l) and is {} a local address?",
+                        cfg.provider,
+                        cfg.node.as_deref().unwrap_or("the default interface")
+                    ),
+                }
+            }
+            other => other,
+        })?;
+        let info = Info(NonNull::new(out).ok_or_else(|| FabricError::Unsupported {
+            provider: cfg.provider.clone(),
+            why: "fi_getinfo returned nothing".into(),
+        })?);
+        Ok(info)
+    }
+
+    fn raw(&self) -> *mut sys::fi_info {
+        self.0.as_ptr()
+    }
+}
+
+/// Closes a fid; errors at close are logged to stderr by nobody — they cannot be acted on.
+///
+/// # Safety
+/// `fid` must be an open libfabric object that nothing uses afterwards.
+unsafe fn close(fid: *mut sys::fid) {
+    // SAFETY: guaranteed by the caller.
+    let _ = unsafe { sys::rasa_fi_close(fid) };
+}
+
+/// An open fabric.
+struct Fabric {
+    raw: NonNull<sys::fid_fabric>,
+}
+
+// SAFETY: fabric objects are opened with FI_THREAD_SAFE domains; libfabric allows calls on
+// them from any thread.
+unsafe impl Send for Fabric {}
+// SAFETY: see Send.
+unsafe impl Sync for Fabric {}
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        // SAFETY: we own the fabric; children hold an Arc to us, so none is left.
+        unsafe { close(&mut (*self.raw.as_ptr()).fid) }
+    }
+}
+
+/// An open domain: memory registration happens here.
+pub struct Domain {
+    raw: NonNull<sys::fid_domain>,
+    _fabric: Arc<Fabric>,
+}
+
+// SAFETY: the domain was opened with threading FI_THREAD_SAFE (checked in Node::open).
+unsafe impl Send for Domain {}
+// SAFETY: see Send.
+unsafe impl Sync for Domain {}
+
+impl Drop for Domain {
+    fn drop(&mut self) {
+        // SAFETY: we own the domain; endpoints, queues and regions hold an Arc to us.
+        unsafe { close(&mut (*self.raw.as_ptr()).fid) }
+    }
+}
+
+/// A completion queue.
+struct CompletionQueue {
+    raw: NonNull<sys::fid_cq>,
+    /// Whether it has a wait object (so `fi_cq_sread` can block).
+    waitable: bool,
+    _domain: Arc<Domain>,
+}
+
+// SAFETY: FI_THREAD_SAFE domain (checked in Node::open).
+unsafe impl Send for CompletionQueue {}
+// SAFETY: see Send.
+unsafe impl Sync for CompletionQueue {}
+
+impl Drop for CompletionQueue {
+    fn drop(&mut self) {
+        // SAFETY: we own the queue; the endpoint bound to it holds an Arc to us.
+        unsafe { close(&mut (*self.raw.as_ptr()).fid) }
+    }
+}
+
+/// An address vector.
+struct AddressVector {
+    raw: NonNull<sys::fid_av>,
+    _domain: Arc<Domain>,
+}
+
+// SAFETY: FI_THREAD_SAFE domain (checked in Node::open).
+unsafe impl Send for AddressVector {}
+// SAFETY: see Send.
+unsafe impl Sync for AddressVector {}
+
+impl Drop for AddressVector {
+    fn drop(&mut self) {
+        // SAFETY: we own the AV; the endpoint bound to it holds an Arc to us.
+        unsafe { close(&mut (*self.raw.as_ptr()).fid) }
+    }
+}
+
+/// An enabled RDM endpoint.
+struct Endpoint {
+    raw: NonNull<sys::fid_ep>,
+    _cq: Arc<CompletionQueue>,
+    _av: Arc<AddressVector>,
+    _domain: Arc<Domain>,
+}
+
+// SAFETY: FI_THREAD_SAFE domain (checked in Node::open).
+unsafe impl Send for Endpoint {}
+// SAFETY: see Send.
+unsafe impl Sync for Endpoint {}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        // SAFETY: we own the endpoint; closing it cancels its outstanding operations
+        // before the queue, AV and domain (which we keep alive until after) are closed.
+        unsafe { close(&mut (*self.raw.as_ptr()).fid) }
+    }
+}
+
+/// A registered memory region over a whole [`ArenaBuffer`]. Dropping it revokes its key;
+/// the buffer stays alive at least that long.
+pub struct MemoryRegion {
+    raw: NonNull<sys::fid_mr>,
+    key: u64,
+    desc: *mut libc::c_void,
+    buffer: Arc<ArenaBuffer>,
+    _domain: Arc<Domain>,
+}
+
+// SAFETY: FI_THREAD_SAFE domain; the region is only read (key, desc) after creation and
+// closed once in Drop.
+unsafe impl Send for MemoryRegion {}
+// SAFETY: see Send.
+unsafe impl Sync for MemoryRegion {}
+
+impl Drop for MemoryRegion {
+    fn drop(&mut self) {
+        // SAFETY: we own the region and close it once; the buffer (our Arc) is freed only
+        // after this, so the NIC never sees freed memory under a live key.
+        unsafe { close(&mut (*self.raw.as_ptr()).fid) }
+    }
+}
+
+impl MemoryRegion {
+    /// The remote key that grants access to this region.
+    pub fn key(&self) -> u64 {
+        self.key
+    }
+
+    /// The registered buffer.
+    pub fn buffer(&self) -> &Arc<ArenaBuffer> {
+        &self.buffer
+    }
+
+    pub(crate) fn desc(&self) -> *mut libc::c_void {
+        self.desc
+    }
+}
+
+impl std::fmt::Debug for MemoryRegion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryRegion")
+            .field("key", &format_args!("{:#x}", self.key))
+            .field("buffer", &self.buffer)
+            .finish()
+    }
+}
+
+/// Names of libfabric address formats.
+fn addr_format_name(f: u32) -> String {
+    match f {
+        sys::FI_SOCKADDR => "FI_SOCKADDR".into(),
+        sys::FI_SOCKADDR_IN => "FI_SOCKADDR_IN".into(),
+        sys::FI_SOCKADDR_IN6 => "FI_SOCKADDR_IN6".into(),
+        sys::FI_ADDR_EFA => "FI_ADDR_EFA".into(),
+        other => format!("format {other}"),
+    }
+}
+
+/// A complete local fabric stack: fabric, domain, completion queue, address vector and an
+/// enabled RDM endpoint, as negotiated with one provider.
+pub struct Node {
+    // Field order is drop order: endpoint first, then what it was bound to.
+    ep: Endpoint,
+    cq: Arc<CompletionQueue>,
+    av: Arc<AddressVector>,
+    domain: Arc<Domain>,
+    provider: String,
+    mr_mode: u32,
+    mr_key_size: usize,
+    addr_format: u32,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("provider", &self.provider)
+            .field("mr_mode", &format_args!("{:#x}", self.mr_mode))
+            .field("addr_format", &self.address_format())
+            .finish()
+    }
+}
+
+impl Node {
+    /// Opens the stack for `cfg`.
+    pub fn open(cfg: &FabricConfig) -> Result<Node, FabricError> {
+        let info = Info::get(cfg)?;
+        let i = info.raw();
+        // SAFETY: fi_getinfo returned a valid first entry with its attribute structs.
+        let (provider, mr_mode, mr_key_size, threading, addr_format, mode) = unsafe {
+            let prov = (*(*i).fabric_attr).prov_name;
+            let provider = if prov.is_null() {
+                cfg.provider.clone()
+            } else {
+                CStr::from_ptr(prov).to_string_lossy().into_owned()
+            };
+            (
+                provider,
+                (*(*i).domain_attr).mr_mode as u32,
+                (*(*i).domain_attr).mr_key_size,
+                (*(*i).domain_attr).threading,
+                (*i).addr_format,
+                (*i).mode,
+            )
+        };
+        let unsupported = |why: String| FabricError::Unsupported {
+            provider: provider.clone(),
+            why,
+        };
+        if threading != sys::fi_threading_FI_THREAD_SAFE {
+            return Err(unsupported("no FI_THREAD_SAFE domain".into()));
+        }
+        // SAFETY: a constant-returning shim function.
+        if mode & !unsafe { sys::rasa_fi_context_modes() } != 0 {
+            return Err(unsupported(format!(
+                "requires unsupported mode bits {mode:#x}"
+            )));
+        }
+        if mr_mode & !MR_MODE_OFFERED != 0 {
+            return Err(unsupported(format!(
+                "requires memory-registration mode bits {:#x} beyond those offered",
+                mr_mode & !MR_MODE_OFFERED
+            )));
+        }
+
+        let mut fabric: *mut sys::fid_fabric = ptr::null_mut();
+        // SAFETY: fabric_attr comes from fi_getinfo; `fabric` receives a new object we own.
+        let ret = unsafe { sys::fi_fabric((*i).fabric_attr, &mut fabric, ptr::null_mut()) };
+        check("fi_fabric", ret as isize)?;
+        let fabric = Arc::new(Fabric {
+            raw: NonNull::new(fabric).expect("fi_fabric succeeded"),
+        });
+
+        let mut domain: *mut sys::fid_domain = ptr::null_mut();
+        // SAFETY: valid fabric and info; `domain` receives a new object we own.
+        check("fi_domain", unsafe {
+            sys::rasa_fi_domain(fabric.raw.as_ptr(), i, &mut domain, ptr::null_mut())
+        } as isize)?;
+        let domain = Arc::new(Domain {
+            raw: NonNull::new(domain).expect("fi_domain succeeded"),
+            _fabric: fabric,
+        });
+
+        let cq = Arc::new(open_cq(&domain)?);
+
+        let mut av_attr = sys::fi_av_attr {
+            type_: sys::fi_av_type_FI_AV_TABLE,
+            ..Default::default()
+        };
+        let mut av: *mut sys::fid_av = ptr::null_mut();
+        // SAFETY: valid domain and attr; `av` receives a new object we own.
+        check("fi_av_open", unsafe {
+            sys::rasa_fi_av_open(domain.raw.as_ptr(), &mut av_attr, &mut av, ptr::null_mut())
+        } as isize)?;
+        let av = Arc::new(AddressVector {
+            raw: NonNull::new(av).expect("fi_av_open succeeded"),
+            _domain: Arc::clone(&domain),
+        });
+
+        let mut ep: *mut sys::fid_ep = ptr::null_mut();
+        // SAFETY: valid domain and info; `ep` receives a new object we own.
+        check("fi_endpoint", unsafe {
+            sys::rasa_fi_endpoint(domain.raw.as_ptr(), i, &mut ep, ptr::null_mut())
+        } as isize)?;
+        let ep = Endpoint {
+            raw: NonNull::new(ep).expect("fi_endpoint succeeded"),
+            _cq: Arc::clone(&cq),
+            _av: Arc::clone(&av),
+            _domain: Arc::clone(&domain),
+        };
+        // SAFETY: ep, cq and av are open objects of the same domain.
+        unsafe {
+            check(
+                "fi_ep_bind(cq)",
+                sys::rasa_fi_ep_bind(
+                    ep.raw.as_ptr(),
+                    &mut (*cq.raw.as_ptr()).fid,
+                    (sys::FI_TRANSMIT | sys::FI_RECV) as u64,
+                ) as isize,
+            )?;
+            check(
+                "fi_ep_bind(av)",
+                sys::rasa_fi_ep_bind(ep.raw.as_ptr(), &mut (*av.raw.as_ptr()).fid, 0) as isize,
+            )?;
+            check("fi_enable", sys::rasa_fi_enable(ep.raw.as_ptr()) as isize)?;
+        }
+        drop(info);
+        Ok(Node {
+            ep,
+            cq,
+            av,
+            domain,
+            provider,
+            mr_mode,
+            mr_key_size,
+            addr_format,
+        })
+    }
+
+    /// The provider actually chosen (e.g. `tcp;ofi_rxm`).
+    pub fn provider(&self) -> &str {
+        &self.provider
+    }
+
+    /// The negotiated memory-registration mode bits.
+    pub fn mr_mode(&self) -> u32 {
+        self.mr_mode
+    }
+
+    /// Whether remote addresses are virtual addresses (`FI_MR_VIRT_ADDR`) rather than
+    /// offsets into the region.
+    pub fn virtual_addressing(&self) -> bool {
+        self.mr_mode & sys::FI_MR_VIRT_ADDR != 0
+    }
+
+    /// Whether the provider chooses keys (`FI_MR_PROV_KEY`) rather than using ours.
+    pub fn provider_keys(&self) -> bool {
+        self.mr_mode & sys::FI_MR_PROV_KEY != 0
+    }
+
+    /// Size in bytes of a requested key the provider accepts.
+    pub fn key_size(&self) -> usize {
+        self.mr_key_size
+    }
+
+    /// The endpoint's address format, by name.
+    pub fn address_format(&self) -> String {
+        addr_format_name(self.addr_format)
+    }
+
+    /// The endpoint's own address (`fi_getname`), to give to peers.
+    pub fn address(&self) -> Result<Vec<u8>, FabricError> {
+        let mut buf = vec![0u8; 256];
+        let mut len = buf.len();
+        // SAFETY: buf has `len` writable bytes; fi_getname writes at most that and updates len.
+        let ret = unsafe {
+            sys::rasa_fi_getname(self.ep.raw.as_ptr(), buf.as_mut_ptr().cast(), &mut len)
+        };
+        if ret == -(sys::FI_ETOOSMALL as i32) {
+            buf.resize(len, 0);
+            // SAFETY: as above, with the size the provider asked for.
+            check("fi_getname", unsafe {
+                sys::rasa_fi_getname(self.ep.raw.as_ptr(), buf.as_mut_ptr().cast(), &mut len)
+            } as isize)?;
+        } else {
+            check("fi_getname", ret as isize)?;
+        }
+        buf.truncate(len);
+        Ok(buf)
+    }
+
+    /// Inserts a peer's address into the address vector.
+    pub(crate) fn insert_peer(&self, addr: &[u8]) -> Result<sys::fi_addr_t, FabricError> {
+        let mut out: sys::fi_addr_t = 0;
+        // SAFETY: addr is a readable peer address of this provider's format (checked by the
+        // provider); one address in, one fi_addr_t out.
+        let n = check("fi_av_insert", unsafe {
+            sys::rasa_fi_av_insert(
+                self.av.raw.as_ptr(),
+                addr.as_ptr().cast(),
+                1,
+                &mut out,
+                0,
+                ptr::null_mut(),
+            )
+        } as isize)?;
+        if n != 1 {
+            return Err(FabricError::Call {
+                call: "fi_av_insert",
+                errno: libc::EINVAL,
+                text: "the peer address was not accepted".into(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Registers all of `buffer` with `access` (`FI_REMOTE_READ` to serve, `FI_READ` to
+    /// read into), asking for `requested_key` where the provider uses requested keys.
+    pub fn register(
+        &self,
+        buffer: Arc<ArenaBuffer>,
+        access: u64,
+        requested_key: u64,
+    ) -> Result<MemoryRegion, FabricError> {
+        let mut mr: *mut sys::fid_mr = ptr::null_mut();
+        // SAFETY: the buffer is a live allocation of `capacity` bytes that the region keeps
+        // alive (it holds the Arc) until the region is closed.
+        check("fi_mr_reg", unsafe {
+            sys::rasa_fi_mr_reg(
+                self.domain.raw.as_ptr(),
+                buffer.base_addr() as *const libc::c_void,
+                buffer.capacity(),
+                access,
+                0,
+                requested_key,
+                0,
+                &mut mr,
+                ptr::null_mut(),
+            )
+        } as isize)?;
+        let raw = NonNull::new(mr).expect("fi_mr_reg succeeded");
+        // SAFETY: `raw` is an open region.
+        let (key, desc) = unsafe {
+            (
+                sys::rasa_fi_mr_key(raw.as_ptr()),
+                sys::rasa_fi_mr_desc(raw.as_ptr()),
+            )
+        };
+        Ok(MemoryRegion {
+            raw,
+            key,
+            desc,
+            buffer,
+            _domain: Arc::clone(&self.domain),
+        })
+    }
+
+    /// The remote address a peer must use for `offset` within `region`.
+    pub fn remote_addr(&self, region: &MemoryRegion, offset: usize) -> u64 {
+        if self.virtual_addressing() {
+            (region.buffer.base_addr() + offset) as u64
+        } else {
+            offset as u64
+        }
+    }
+
+    pub(crate) fn ep_raw(&self) -> *mut sys::fid_ep {
+        self.ep.raw.as_ptr()
+    }
+
+    pub(crate) fn cq_raw(&self) -> *mut sys::fid_cq {
+        self.cq.raw.as_ptr()
+    }
+
+    /// Whether the completion queue has a wait object (blocking reads possible).
+    pub fn waitable(&self) -> bool {
+        self.cq.waitable
+    }
+
+    /// Reads the pending error completion, as an error naming `call`.
+    pub(crate) fn cq_error(&self, call: &'static str) -> FabricError {
+        let mut entry = sys::fi_cq_err_entry::default();
+        // SAFETY: entry is a valid, zeroed err entry (err_data NULL, err_data_size 0).
+        let ret = unsafe { sys::rasa_fi_cq_readerr(self.cq_raw(), &mut entry, 0) };
+        if ret < 0 {
+            return check("fi_cq_readerr", ret).expect_err("negative");
+        }
+        let mut buf = [0 as libc::c_char; 256];
+        // SAFETY: buf has 256 bytes; fi_cq_strerror returns a NUL-terminated string (ours or
+        // a static one).
+        let prov_text = unsafe {
+            let p = sys::rasa_fi_cq_strerror(
+                self.cq_raw(),
+                entry.prov_errno,
+                entry.err_data,
+                buf.as_mut_ptr(),
+                buf.len(),
+            );
+            if p.is_null() {
+                String::new()
+            } else {
+                CStr::from_ptr(p).to_string_lossy().into_owned()
+            }
+        };
+        FabricError::Completion {
+            call,
+            errno: entry.err,
+            text: strerror(entry.err),
+            prov_errno: entry.prov_errno,
+            prov_text,
+        }
+    }
+}
+
+fn open_cq(domain: &Arc<Domain>) -> Result<CompletionQueue, FabricError> {
+    // Prefer a queue with a wait object (fi_cq_sread blocks: ~0 % idle CPU); providers
+    // without wait objects (EFA) get a polled one.
+    for wait in [
+        sys::fi_wait_obj_FI_WAIT_UNSPEC,
+        sys::fi_wait_obj_FI_WAIT_NONE,
+    ] {
+        let mut attr = sys::fi_cq_attr {
+            size: 1024,
+            format: sys::fi_cq_format_FI_CQ_FORMAT_CONTEXT,
+            wait_obj: wait,
+            ..Default::default()
+        };
+        let mut cq: *mut sys::fid_cq = ptr::null_mut();
+        // SAFETY: valid domain and attr; `cq` receives a new object we own.
+        let ret = unsafe {
+            sys::rasa_fi_cq_open(domain.raw.as_ptr(), &mut attr, &mut cq, ptr::null_mut())
+        };
+        if ret == 0 {
+            return Ok(CompletionQueue {
+                raw: NonNull::new(cq).expect("fi_cq_open succeeded"),
+                waitable: wait != sys::fi_wait_obj_FI_WAIT_NONE,
+                _domain: Arc::clone(domain),
+            });
+        }
+        if wait == sys::fi_wait_obj_FI_WAIT_NONE {
+            check("fi_cq_open", ret as isize)?;
+        }
+    }
+    unreachable!("the last attempt returns")
+}
