@@ -43,8 +43,10 @@ impl std::fmt::Debug for FabricServer {
 }
 
 /// Requested memory-region keys that never repeat: a random per-boot incarnation in the
-/// high half and a counter in the low half, cut to the provider's key size. (Re-registering
-/// with a key used before revives the old key on some providers, so reuse is never safe.)
+/// high half and a counter (from a random start) in the low half, cut to the provider's key
+/// size and to 53 bits, so descriptors stay exact in JSON for every client language.
+/// (Re-registering with a key used before revives the old key on some providers, so reuse
+/// is never safe.)
 #[derive(Debug)]
 struct KeyGen {
     incarnation: u64,
@@ -54,7 +56,7 @@ struct KeyGen {
 
 impl KeyGen {
     fn new(key_size: usize) -> Self {
-        let bits = (key_size.clamp(1, 8) * 8) as u32;
+        let bits = ((key_size.clamp(1, 8) * 8) as u32).min(53);
         let mask = if bits >= 64 {
             u64::MAX
         } else {
@@ -209,9 +211,7 @@ mod tests {
             let mut seen = std::collections::HashSet::new();
             for _ in 0..10_000 {
                 let key = k.next();
-                if size < 8 {
-                    assert!(key < 1u64 << (size * 8));
-                }
+                assert!(key < 1u64 << (size * 8).min(53));
                 assert!(seen.insert(key), "key {key:#x} repeated");
             }
         }

@@ -41,10 +41,44 @@ pub struct Args {
     #[arg(long, env = "RASA_MAX_BATCH_KEYS", default_value_t = 1000)]
     pub max_batch_keys: usize,
 
+    /// One-sided reads: `auto` serves them when the provider opens (HTTP only otherwise, with
+    /// a warning), `on` refuses to start without them, `off` serves HTTP only.
+    #[arg(long, env = "RASA_FAST_PATH", value_enum, default_value_t = FastPathMode::Auto)]
+    pub fast_path: FastPathMode,
+
+    /// libfabric provider for the fast path: `efa` on AWS, `tcp;ofi_rxm` or `sockets`
+    /// elsewhere. Without this flag, `FI_PROVIDER` is honoured, then `tcp;ofi_rxm`.
+    #[arg(long, env = "RASA_FABRIC_PROVIDER")]
+    pub fabric_provider: Option<String>,
+
+    /// Local address the fabric endpoint binds to. Default: the `--listen` IP, unless that
+    /// is a wildcard (then the provider picks an interface).
+    #[arg(long, env = "RASA_FABRIC_ADDR")]
+    pub fabric_addr: Option<String>,
+
+    /// Enables `/v1/_test/*` routes that revoke keys and fabricate corrupt frames, for
+    /// the fast-path test suite. Never enable in production.
+    #[arg(long, env = "RASA_TEST_HOOKS", hide = true)]
+    pub test_hooks: bool,
+
     /// Something to do instead of serving.
     #[command(subcommand)]
     pub command: Option<Command>,
 }
+
+/// Whether to serve one-sided reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FastPathMode {
+    /// Serve them if the provider opens; HTTP only otherwise.
+    Auto,
+    /// Serve them or refuse to start.
+    On,
+    /// HTTP only.
+    Off,
+}
+
+/// Provider used when neither `--fabric-provider` nor `FI_PROVIDER` names one.
+pub const DEFAULT_PROVIDER: &str = "tcp;ofi_rxm";
 
 /// Subcommands.
 #[derive(Debug, Clone, Subcommand)]
@@ -110,6 +144,20 @@ impl Args {
             return Err("--max-batch-keys must be at least 1".into());
         }
         Ok(())
+    }
+
+    /// The fabric endpoint configuration.
+    pub fn fabric_config(&self) -> rasa_fastpath::fabric::FabricConfig {
+        let provider = self
+            .fabric_provider
+            .clone()
+            .or_else(|| std::env::var("FI_PROVIDER").ok().filter(|p| !p.is_empty()))
+            .unwrap_or_else(|| DEFAULT_PROVIDER.to_owned());
+        let node = self.fabric_addr.clone().or_else(|| {
+            let ip = self.listen.ip();
+            (!ip.is_unspecified()).then(|| ip.to_string())
+        });
+        rasa_fastpath::fabric::FabricConfig::new(provider, node)
     }
 
     /// The store's part of the configuration.

@@ -50,41 +50,7 @@ pub fn from_path(raw: &str) -> Result<String, KeyError> {
     Ok(key)
 }
 
-/// Percent-encodes a key for use in a URL path (keeping `/` as the separator).
-pub fn to_path(key: &str) -> String {
-    use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
-    // Everything but unreserved characters and '/' (RFC 3986).
-    const PATH: &AsciiSet = &CONTROLS
-        .add(b' ')
-        .add(b'"')
-        .add(b'#')
-        .add(b'%')
-        .add(b'<')
-        .add(b'>')
-        .add(b'?')
-        .add(b'`')
-        .add(b'{')
-        .add(b'}')
-        .add(b'[')
-        .add(b']')
-        .add(b'\\')
-        .add(b'^')
-        .add(b'|')
-        .add(b'&')
-        .add(b'+')
-        .add(b';')
-        .add(b'=')
-        .add(b':')
-        .add(b'@')
-        .add(b'$')
-        .add(b',')
-        .add(b'\'')
-        .add(b'!')
-        .add(b'(')
-        .add(b')')
-        .add(b'*');
-    utf8_percent_encode(key, PATH).to_string()
-}
+pub use rasa_openapi::key_to_path as to_path;
 
 #[cfg(test)]
 mod tests {

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use clap::Parser;
 use metrics_exporter_prometheus::PrometheusBuilder;
-use rasa_gateway::config::{Args, Command};
+use rasa_fastpath::server::FabricServer;
+use rasa_gateway::config::{Args, Command, FastPathMode};
 use rasa_gateway::http::{doc, AppState, HttpConfig};
 use rasa_gateway::server;
 use rasa_gateway::store::Store;
@@ -48,12 +49,14 @@ async fn serve(args: Args) -> Result<(), String> {
     let recorder = PrometheusBuilder::new()
         .install_recorder()
         .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
-    let store = Arc::new(Store::new(args.store_config()));
+    let fabric = start_fast_path(&args)?;
+    let store = Arc::new(Store::new(args.store_config(), fabric));
     let mut state = AppState::new(
         store,
         HttpConfig {
             max_object_size: args.max_object_size,
             max_batch_keys: args.max_batch_keys,
+            test_hooks: args.test_hooks,
         },
     );
     state.metrics = Some(recorder);
@@ -80,4 +83,32 @@ async fn serve(args: Args) -> Result<(), String> {
     server::run(listener, state, shutdown)
         .await
         .map_err(|e| format!("server error: {e}"))
+}
+
+/// Opens the fabric endpoint as `--fast-path` asks.
+fn start_fast_path(args: &Args) -> Result<Option<Arc<FabricServer>>, String> {
+    if args.fast_path == FastPathMode::Off {
+        tracing::info!("fast path off: serving HTTP only");
+        return Ok(None);
+    }
+    let cfg = args.fabric_config();
+    match FabricServer::start(&cfg) {
+        Ok(server) => {
+            let node = server.node();
+            tracing::info!(
+                provider = node.provider(),
+                address_format = %node.address_format(),
+                virtual_addressing = node.virtual_addressing(),
+                provider_keys = node.provider_keys(),
+                progress = if node.waitable() { "blocking" } else { "polling" },
+                "fast path on"
+            );
+            Ok(Some(Arc::new(server)))
+        }
+        Err(e) if args.fast_path == FastPathMode::Auto => {
+            tracing::warn!(error = %e, provider = %cfg.provider, "fast path unavailable; serving HTTP only (use --fast-path on to make this fatal)");
+            Ok(None)
+        }
+        Err(e) => Err(format!("cannot start the fast path (--fast-path on): {e}")),
+    }
 }

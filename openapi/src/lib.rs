@@ -146,6 +146,43 @@ pub struct Problem {
     pub instance: Option<String>,
 }
 
+/// Percent-encodes an object key for a URL path (`/v1/objects/{key}`), keeping `/` as the
+/// separator: everything but RFC 3986 unreserved characters and `/` is encoded.
+pub fn key_to_path(key: &str) -> String {
+    use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
+    // Everything but unreserved characters and '/' (RFC 3986).
+    const PATH: &AsciiSet = &CONTROLS
+        .add(b' ')
+        .add(b'"')
+        .add(b'#')
+        .add(b'%')
+        .add(b'<')
+        .add(b'>')
+        .add(b'?')
+        .add(b'`')
+        .add(b'{')
+        .add(b'}')
+        .add(b'[')
+        .add(b']')
+        .add(b'\\')
+        .add(b'^')
+        .add(b'|')
+        .add(b'&')
+        .add(b'+')
+        .add(b';')
+        .add(b'=')
+        .add(b':')
+        .add(b'@')
+        .add(b'$')
+        .add(b',')
+        .add(b'\'')
+        .add(b'!')
+        .add(b'(')
+        .add(b')')
+        .add(b'*');
+    utf8_percent_encode(key, PATH).to_string()
+}
+
 /// One entry of an object listing.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ObjectSummary {
@@ -216,8 +253,8 @@ pub struct FabricInfo {
     /// memory region (`false`), when enabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub virtual_addressing: Option<bool>,
-    /// Random id of this gateway process (8 hex digits); changes at every start and forms
-    /// the high half of every version id it assigns.
+    /// Random id of this gateway process (16 hex digits), drawn at every start; the version
+    /// ids it assigns count up from it.
     pub incarnation: String,
 }
 

@@ -19,6 +19,7 @@ fn rfc3339(t: std::time::SystemTime) -> String {
 /// The descriptor of `v`, granting a lease on it (recorded on its arena).
 pub fn descriptor(st: &AppState, v: &StoredVersion) -> Descriptor {
     let deadline = st.store.lease(v);
+    let remote = st.store.remote(v);
     Descriptor {
         key: v.key.clone(),
         version: v.version.to_string(),
@@ -30,9 +31,8 @@ pub fn descriptor(st: &AppState, v: &StoredVersion) -> Descriptor {
         created_at: rfc3339(v.created),
         lease_ms: st.store.config().lease.as_millis() as u64,
         lease_expires_at: rfc3339(deadline),
-        // Filled once arenas are registered with libfabric.
-        addr: None,
-        rkey: None,
+        addr: remote.map(|(addr, _)| addr),
+        rkey: remote.map(|(_, rkey)| rkey),
         frame_header_len: HEADER_LEN as u32,
     }
 }

@@ -52,6 +52,9 @@ pub enum ApiError {
     /// The body ended early or could not be read.
     #[error("{0}")]
     IncompleteBody(String),
+    /// A failure inside the gateway (e.g. memory registration).
+    #[error("{0}")]
+    Internal(String),
     /// A batch request with more keys than allowed.
     #[error("{got} keys in one request; the limit is {limit}")]
     TooManyKeys {
@@ -76,6 +79,7 @@ impl ApiError {
             Self::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -92,6 +96,7 @@ impl ApiError {
             Self::InsufficientStorage(_) => ProblemCode::InsufficientStorage,
             Self::IncompleteBody(_) => ProblemCode::IncompleteBody,
             Self::TooManyKeys { .. } => ProblemCode::TooManyKeys,
+            Self::Internal(_) => ProblemCode::Internal,
         }
     }
 
@@ -107,6 +112,12 @@ impl From<StoreError> for ApiError {
             StoreError::InsufficientStorage { .. } => Self::InsufficientStorage(e.to_string()),
             StoreError::LengthMismatch { .. } => Self::IncompleteBody(e.to_string()),
             StoreError::PreconditionFailed(d) => Self::PreconditionFailed(d),
+            StoreError::Fabric(d) => {
+                tracing::error!(detail = %d, "fabric failure");
+                Self::Internal(
+                    "the fast path failed to register memory; see the gateway's log".into(),
+                )
+            }
         }
     }
 }

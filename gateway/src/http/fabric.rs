@@ -2,6 +2,7 @@
 
 use axum::extract::State;
 use axum::Json;
+use base64::prelude::*;
 use rasa_openapi::FabricInfo;
 
 use super::AppState;
@@ -15,12 +16,23 @@ use super::AppState;
     responses((status = 200, description = "The fabric endpoint, or that there is none.", body = FabricInfo))
 )]
 pub async fn get_fabric(State(st): State<AppState>) -> Json<FabricInfo> {
-    Json(FabricInfo {
-        enabled: false,
-        provider: None,
-        address: None,
-        address_format: None,
-        virtual_addressing: None,
-        incarnation: format!("{:016x}", st.store.incarnation()),
+    let incarnation = format!("{:016x}", st.store.incarnation());
+    Json(match st.store.fabric() {
+        Some(f) => FabricInfo {
+            enabled: true,
+            provider: Some(f.node().provider().to_owned()),
+            address: Some(BASE64_STANDARD.encode(f.address())),
+            address_format: Some(f.node().address_format()),
+            virtual_addressing: Some(f.node().virtual_addressing()),
+            incarnation,
+        },
+        None => FabricInfo {
+            enabled: false,
+            provider: None,
+            address: None,
+            address_format: None,
+            virtual_addressing: None,
+            incarnation,
+        },
     })
 }

@@ -18,6 +18,7 @@ pub mod fabric;
 pub mod objects;
 pub mod ops;
 mod preconditions;
+mod test_hooks;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -44,6 +45,8 @@ pub struct HttpConfig {
     pub max_object_size: u64,
     /// Most keys in one batch descriptor request.
     pub max_batch_keys: usize,
+    /// Serve the `/v1/_test/*` routes (fast-path test suite only).
+    pub test_hooks: bool,
 }
 
 /// What every handler can reach.
@@ -57,6 +60,8 @@ pub struct AppState {
     pub metrics: Option<PrometheusHandle>,
     /// The OpenAPI document, serialized once.
     pub openapi_json: Arc<String>,
+    /// Corrupt frame copies made by the test hooks, kept alive while a test reads them.
+    pub(crate) test_frames: Arc<std::sync::Mutex<Vec<Arc<crate::store::StoredVersion>>>>,
 }
 
 impl AppState {
@@ -67,6 +72,7 @@ impl AppState {
             config: Arc::new(config),
             metrics: None,
             openapi_json: Arc::new(doc::openapi_json()),
+            test_frames: Arc::default(),
         }
     }
 }
@@ -91,8 +97,14 @@ pub fn app(state: AppState) -> Router {
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
         .route("/openapi.json", get(ops::openapi_json))
-        .fallback(no_such_route)
-        .with_state(state);
+        .fallback(no_such_route);
+    let api = if state.config.test_hooks {
+        api.route("/v1/_test/revoke/{*key}", post(test_hooks::revoke))
+            .route("/v1/_test/corrupt/{*key}", post(test_hooks::corrupt))
+    } else {
+        api
+    };
+    let api = api.with_state(state);
     api.merge(ops::swagger_ui())
         .layer(middleware::from_fn(problem_for_every_error))
         .layer(middleware::from_fn(record_metrics))
@@ -204,16 +216,20 @@ mod tests {
     use tower::ServiceExt;
 
     fn test_app() -> Router {
-        let store = Arc::new(Store::new(StoreConfig {
-            memory_budget: 1 << 20,
-            arena_size: 64 << 10,
-            lease: std::time::Duration::from_secs(1),
-        }));
+        let store = Arc::new(Store::new(
+            StoreConfig {
+                memory_budget: 1 << 20,
+                arena_size: 64 << 10,
+                lease: std::time::Duration::from_secs(1),
+            },
+            None,
+        ));
         app(AppState::new(
             store,
             HttpConfig {
                 max_object_size: 1024,
                 max_batch_keys: 10,
+                test_hooks: false,
             },
         ))
     }

@@ -1,11 +1,13 @@
 //! Arenas: large buffers that values are appended into, under a memory budget.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rasa_fastpath::buffer::{ArenaBuffer, WriteSlot};
+use rasa_fastpath::fabric::{FabricError, MemoryRegion};
 use rasa_fastpath::frame::FRAME_ALIGN;
+use rasa_fastpath::server::FabricServer;
 
 use super::StoreError;
 
@@ -18,6 +20,9 @@ pub struct Arena {
     pub buffer: Arc<ArenaBuffer>,
     /// Whether this arena holds a single value larger than the arena size.
     pub dedicated: bool,
+    /// The arena's registration with the fabric (one memory region, one remote key), when
+    /// the fast path is on. Replaced by [`Arena::rotate_key`].
+    region: RwLock<Option<MemoryRegion>>,
     /// Latest lease deadline handed out for any value in this arena, in milliseconds since
     /// the Unix epoch. The arena's memory must not change before this moment plus a grace
     /// period, and its remote key must be revoked first: that is the lease invariant.
@@ -38,6 +43,41 @@ impl Drop for Arena {
 }
 
 impl Arena {
+    /// The remote address and key of `offset` within this arena, when registered.
+    pub fn remote(&self, fabric: &FabricServer, offset: usize) -> Option<(u64, u64)> {
+        let region = self.region.read().unwrap_or_else(PoisonError::into_inner);
+        region
+            .as_ref()
+            .map(|r| (fabric.remote_addr(r, offset), r.key()))
+    }
+
+    /// Registers the arena again under a fresh remote key and revokes the old one. Readers
+    /// holding the old key get a protection error from then on, never other bytes.
+    pub fn rotate_key(&self, fabric: &FabricServer) -> Result<(), FabricError> {
+        let mut region = self.region.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(old) = region.take() {
+            let old_key = old.key();
+            match fabric.rotate(old) {
+                Ok(fresh) => {
+                    tracing::info!(
+                        arena = self.id,
+                        old_key,
+                        new_key = fresh.key(),
+                        "remote key rotated"
+                    );
+                    metrics::counter!("rasa_keys_rotated_total").increment(1);
+                    *region = Some(fresh);
+                }
+                Err(e) => {
+                    // The old region is closed either way: the arena is HTTP-only now.
+                    tracing::error!(arena = self.id, error = %e, "key rotation failed; arena unregistered");
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Records that a descriptor naming this arena is valid until `deadline`.
     pub fn extend_lease(&self, deadline: SystemTime) {
         let ms = deadline
@@ -66,17 +106,20 @@ pub struct Arenas {
     /// The arena new values are appended to. Full arenas are sealed: dropped from here,
     /// they live on as long as a value in them is referenced.
     open: Mutex<Option<Arc<Arena>>>,
+    /// Registers every new arena for remote reads, when the fast path is on.
+    fabric: Option<Arc<FabricServer>>,
 }
 
 impl Arenas {
     /// An empty set of arenas: nothing is allocated until the first value arrives.
-    pub fn new(arena_size: usize, budget: u64) -> Self {
+    pub fn new(arena_size: usize, budget: u64, fabric: Option<Arc<FabricServer>>) -> Self {
         Self {
             arena_size,
             budget,
             allocated: Arc::new(AtomicU64::new(0)),
             next_id: AtomicU64::new(1),
             open: Mutex::new(None),
+            fabric,
         }
     }
 
@@ -145,6 +188,17 @@ impl Arenas {
             }
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let region = match &self.fabric {
+            Some(fabric) => match fabric.register(Arc::clone(&buffer)) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    self.allocated.fetch_sub(size, Ordering::AcqRel);
+                    tracing::error!(error = %e, "arena registration failed");
+                    return Err(StoreError::Fabric(e.to_string()));
+                }
+            },
+            None => None,
+        };
         metrics::gauge!("rasa_arena_bytes_allocated").set(self.allocated() as f64);
         metrics::counter!("rasa_arenas_created_total").increment(1);
         tracing::debug!(arena = id, size, dedicated, "arena allocated");
@@ -152,6 +206,7 @@ impl Arenas {
             id,
             buffer,
             dedicated,
+            region: RwLock::new(region),
             lease_deadline_ms: AtomicU64::new(0),
             charged_to: Arc::clone(&self.allocated),
         }))

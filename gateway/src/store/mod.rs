@@ -26,6 +26,7 @@ use std::time::{Duration, SystemTime};
 
 use rasa_fastpath::buffer::{Frozen, WriteSlot};
 use rasa_fastpath::frame::{self, FrameHasher, FrameIdentity, HEADER_LEN};
+use rasa_fastpath::server::FabricServer;
 use sha2::{Digest, Sha256};
 
 use arena::{Arena, Arenas};
@@ -130,6 +131,9 @@ pub enum StoreError {
         /// Bytes that arrived (so far, when too many).
         got: u64,
     },
+    /// Registering memory with the fabric failed.
+    #[error("fabric registration failed: {0}")]
+    Fabric(String),
     /// A conditional write's precondition did not hold at commit.
     #[error("precondition failed: {0}")]
     PreconditionFailed(String),
@@ -160,16 +164,19 @@ pub struct Store {
     incarnation: u64,
     counter: AtomicU64,
     arenas: Arenas,
+    fabric: Option<Arc<FabricServer>>,
     index: RwLock<BTreeMap<String, Entry>>,
 }
 
 impl Store {
-    /// An empty store with a fresh random incarnation.
-    pub fn new(config: StoreConfig) -> Self {
+    /// An empty store with a fresh random incarnation. With `fabric`, every arena is
+    /// registered for one-sided reads.
+    pub fn new(config: StoreConfig, fabric: Option<Arc<FabricServer>>) -> Self {
         Self {
             incarnation: rand::random(),
             counter: AtomicU64::new(1),
-            arenas: Arenas::new(config.arena_size, config.memory_budget),
+            arenas: Arenas::new(config.arena_size, config.memory_budget, fabric.clone()),
+            fabric,
             index: RwLock::new(BTreeMap::new()),
             config,
         }
@@ -183,6 +190,50 @@ impl Store {
     /// The store's sizing.
     pub fn config(&self) -> &StoreConfig {
         &self.config
+    }
+
+    /// The fabric endpoint serving one-sided reads, when the fast path is on.
+    pub fn fabric(&self) -> Option<&Arc<FabricServer>> {
+        self.fabric.as_ref()
+    }
+
+    /// Where `v`'s frame can be read one-sided: (remote address, remote key).
+    pub fn remote(&self, v: &StoredVersion) -> Option<(u64, u64)> {
+        let fabric = self.fabric.as_ref()?;
+        v.arena.remote(fabric, v.frame.offset())
+    }
+
+    /// Rotates the remote key of the arena holding `v` (revoking the key every descriptor
+    /// of that arena carried so far).
+    pub fn rotate_key(&self, v: &StoredVersion) -> Result<(), StoreError> {
+        match &self.fabric {
+            Some(fabric) => v
+                .arena
+                .rotate_key(fabric)
+                .map_err(|e| StoreError::Fabric(e.to_string())),
+            None => Ok(()),
+        }
+    }
+
+    /// Test support: a copy of `v`'s frame, in arena memory, with one byte flipped (the
+    /// last payload byte, or a header byte of an empty value), under `v`'s identity and
+    /// checksum. A reader given it must reject it.
+    pub fn corrupt_copy(&self, v: &StoredVersion) -> Result<Arc<StoredVersion>, StoreError> {
+        let (arena, mut slot) = self.arenas.reserve(v.frame.len())?;
+        let bytes = slot.as_mut_slice();
+        bytes.copy_from_slice(v.frame.as_slice());
+        let last = bytes.len() - 1;
+        bytes[if v.is_empty() { 20 } else { last }] ^= 0x01;
+        Ok(Arc::new(StoredVersion {
+            key: v.key.clone(),
+            version: v.version,
+            frame: slot.freeze(),
+            arena,
+            sha256: v.sha256,
+            checksum: v.checksum,
+            content_type: v.content_type.clone(),
+            created: v.created,
+        }))
     }
 
     /// Bytes of arena memory allocated now.
@@ -398,11 +449,14 @@ mod tests {
     use super::*;
 
     fn store(budget: u64, arena: usize) -> Store {
-        Store::new(StoreConfig {
-            memory_budget: budget,
-            arena_size: arena,
-            lease: Duration::from_secs(10),
-        })
+        Store::new(
+            StoreConfig {
+                memory_budget: budget,
+                arena_size: arena,
+                lease: Duration::from_secs(10),
+            },
+            None,
+        )
     }
 
     fn put(s: &Store, key: &str, body: &[u8]) -> Result<Arc<StoredVersion>, StoreError> {

@@ -1,0 +1,31 @@
+//! `/v1/_test/*`: hooks for the fast-path test suite, served only with `--test-hooks`.
+//! They exercise failure paths a healthy gateway never produces on its own.
+
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use super::objects::{key_from_uri, lookup, VersionQuery};
+use super::{descriptors, json_response, ApiError, AppState};
+
+/// Revokes the remote key of the arena holding the key's current version (key rotation).
+pub async fn revoke(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
+    let key = key_from_uri(req.uri().path(), "/v1/_test/revoke/")?;
+    let v = lookup(&st, &key, &VersionQuery::default())?;
+    st.store.rotate_key(&v)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Answers a descriptor with the current version's identity and checksum but pointing at a
+/// copy of its frame with one byte flipped, as if the arena memory had been corrupted.
+pub async fn corrupt(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
+    let key = key_from_uri(req.uri().path(), "/v1/_test/corrupt/")?;
+    let v = lookup(&st, &key, &VersionQuery::default())?;
+    let bad = st.store.corrupt_copy(&v)?;
+    let d = descriptors::descriptor(&st, &bad);
+    st.test_frames
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(bad);
+    Ok(json_response(StatusCode::OK, &d))
+}
