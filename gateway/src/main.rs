@@ -46,10 +46,15 @@ fn main() -> ExitCode {
 }
 
 async fn serve(args: Args) -> Result<(), String> {
+    // libfabric's PSM dependency hijacks SIGINT/SIGTERM at load time (exit 1, no graceful
+    // shutdown); take them back before installing ours.
+    rasa_fastpath::reset_termination_signals();
+    let shutdown =
+        server::shutdown_signal().map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    let fabric = start_fast_path(&args)?;
     let recorder = PrometheusBuilder::new()
         .install_recorder()
         .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
-    let fabric = start_fast_path(&args)?;
     let store = Arc::new(Store::new(args.store_config(), fabric));
     let mut state = AppState::new(
         store,
@@ -60,8 +65,6 @@ async fn serve(args: Args) -> Result<(), String> {
         },
     );
     state.metrics = Some(recorder);
-    let shutdown =
-        server::shutdown_signal().map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;

@@ -32,7 +32,10 @@ async fn descriptors_single_and_batch() {
         (&d.version, &d.sha256, &d.checksum),
         (&put.version, &put.sha256, &put.checksum)
     );
-    assert_eq!(d.addr, None, "no fast path yet");
+    assert!(
+        d.addr.is_some() && d.rkey.is_some(),
+        "the fast path is on by default: {d:?}"
+    );
     let r = c
         .get(gw.url("/v1/descriptors/missing"))
         .send()
@@ -102,8 +105,42 @@ async fn fabric_health_and_metrics() {
         .json()
         .await
         .unwrap();
-    assert!(!f.enabled);
+    assert!(f.enabled, "the fast path is on by default");
+    assert_eq!(f.provider.as_deref(), Some("tcp;ofi_rxm"));
+    assert_eq!(f.address_format.as_deref(), Some("FI_SOCKADDR_IN"));
+    assert!(f.address.is_some());
     assert_eq!(f.incarnation.len(), 16);
+    let off = Gateway::start(&["--fast-path", "off"]);
+    let f: FabricInfo = c
+        .get(off.url("/v1/fabric"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        !f.enabled && f.provider.is_none() && f.address.is_none(),
+        "{f:?}"
+    );
+    c.put(off.url("/v1/objects/x"))
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    let d: Descriptor = c
+        .get(off.url("/v1/descriptors/x"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (d.addr, d.rkey),
+        (None, None),
+        "HTTP-only descriptors have no address"
+    );
     for path in ["/healthz", "/readyz"] {
         let v: Value = c
             .get(gw.url(path))

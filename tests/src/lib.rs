@@ -16,16 +16,21 @@ pub fn gateway_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("RASA_GATEWAY_BIN") {
         return p.into();
     }
+    workspace_bin("rasa-gateway")
+}
+
+/// Path of a binary of this workspace, next to the test executable.
+pub fn workspace_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    // target/<profile>/deps/e2e-<hash> → target/<profile>/rasa-gateway
+    // target/<profile>/deps/e2e-<hash> → target/<profile>/<name>
     let bin = exe
         .parent()
         .and_then(|deps| deps.parent())
-        .map(|dir| dir.join("rasa-gateway"))
+        .map(|dir| dir.join(name))
         .expect("target directory");
     assert!(
         bin.exists(),
-        "{} is missing: run `cargo build -p rasa-gateway` first (make test does)",
+        "{} is missing: run `cargo build --workspace --bins` first (make test does)",
         bin.display()
     );
     bin

@@ -1,0 +1,260 @@
+//! The fast path across processes: the real gateway binary serves registered arenas, this
+//! test process reads them one-sided with the real libfabric API, on every software
+//! provider this machine has (`tcp;ofi_rxm`, `sockets`).
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use base64::prelude::*;
+use rasa_fastpath::fabric::FabricConfig;
+use rasa_fastpath::frame::{key_hash, FrameIdentity};
+use rasa_fastpath::reader::{ReadError, Reader, RemoteFrame};
+use rasa_openapi::{Descriptor, FabricInfo};
+use rasa_tests::{pattern, sha256_hex, workspace_bin, Gateway};
+use reqwest::Client;
+use serde_json::Value;
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+fn remote(d: &Descriptor) -> RemoteFrame {
+    RemoteFrame {
+        addr: d.addr.expect("descriptor carries an address"),
+        rkey: d.rkey.expect("descriptor carries a key"),
+        identity: FrameIdentity {
+            key_hash: key_hash(&d.key),
+            version: u64::from_str_radix(&d.version, 16).unwrap(),
+            payload_len: d.length,
+        },
+        checksum: u64::from_str_radix(&d.checksum, 16).unwrap(),
+    }
+}
+
+async fn descriptor(c: &Client, gw: &Gateway, key: &str) -> Descriptor {
+    c.get(gw.url(&format!("/v1/descriptors/{key}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn suite(provider: &str) {
+    let gw = Gateway::start(&[
+        "--fast-path",
+        "on",
+        "--fabric-provider",
+        provider,
+        "--test-hooks",
+    ]);
+    let c = Client::new();
+    let info: FabricInfo = c
+        .get(gw.url("/v1/fabric"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(info.enabled);
+    assert_eq!(info.provider.as_deref(), Some(provider));
+    let address = BASE64_STANDARD.decode(info.address.unwrap()).unwrap();
+    let cfg = FabricConfig::new(provider, Some("127.0.0.1".into()));
+    let mut reader = Reader::connect(cfg, address).unwrap();
+
+    // Values PUT over HTTP read back one-sided, byte for byte.
+    for (i, len) in [0usize, 1, 4 << 10, 1 << 20, 64 << 20]
+        .into_iter()
+        .enumerate()
+    {
+        let body = pattern(len, 7 + i as u64);
+        let key = format!("fp/{len}");
+        let r = c
+            .put(gw.url(&format!("/v1/objects/{key}")))
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        let d: Descriptor = r.json().await.unwrap();
+        let got = reader
+            .read(&remote(&d), TIMEOUT)
+            .unwrap_or_else(|e| panic!("{provider} {len}: {e}"));
+        assert_eq!(got.len(), len);
+        assert_eq!(
+            sha256_hex(&got),
+            sha256_hex(&body),
+            "{provider}: {len} bytes differ"
+        );
+    }
+
+    // A revoked key: a prompt, typed miss; a fresh descriptor then reads after the rebuild.
+    let stale = descriptor(&c, &gw, "fp/4096").await;
+    let r = c
+        .post(gw.url("/v1/_test/revoke/fp/4096"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let start = Instant::now();
+    let e = reader.read(&remote(&stale), TIMEOUT);
+    assert!(
+        matches!(e, Err(ReadError::KeyRevoked(_))),
+        "{provider}: revoked key gave {e:?}"
+    );
+    assert!(
+        start.elapsed() < TIMEOUT / 2,
+        "{provider}: revoked read took {:?}",
+        start.elapsed()
+    );
+    let fresh = descriptor(&c, &gw, "fp/4096").await;
+    assert_ne!(fresh.rkey, stale.rkey, "rotation hands out a new key");
+    let rebuilds = reader.rebuilds();
+    let got = reader.read(&remote(&fresh), TIMEOUT).unwrap();
+    assert_eq!(sha256_hex(&got), fresh.sha256);
+    assert_eq!(
+        reader.rebuilds(),
+        rebuilds + 1,
+        "the reader rebuilt its endpoint"
+    );
+
+    // Past the end of the region: a clean error, and the reader recovers.
+    let past = RemoteFrame {
+        addr: fresh.addr.unwrap() + (1 << 30),
+        ..remote(&fresh)
+    };
+    let e = reader.read(&past, TIMEOUT);
+    assert!(
+        matches!(e, Err(ReadError::KeyRevoked(_))),
+        "{provider}: read past the region gave {e:?}"
+    );
+    assert_eq!(
+        sha256_hex(&reader.read(&remote(&fresh), TIMEOUT).unwrap()),
+        fresh.sha256
+    );
+
+    // A frame whose bytes were corrupted in arena memory is rejected, never returned.
+    for key in ["fp/1048576", "fp/0"] {
+        let bad: Descriptor = c
+            .post(gw.url(&format!("/v1/_test/corrupt/{key}")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let e = reader.read(&remote(&bad), TIMEOUT);
+        assert!(
+            matches!(e, Err(ReadError::Frame(_))),
+            "{provider} {key}: corrupt frame gave {e:?}"
+        );
+    }
+    // The healthy copy is still served.
+    let d = descriptor(&c, &gw, "fp/1048576").await;
+    assert_eq!(
+        sha256_hex(&reader.read(&remote(&d), TIMEOUT).unwrap()),
+        d.sha256
+    );
+}
+
+#[tokio::test]
+async fn one_sided_reads_from_another_process_on_tcp_rxm() {
+    suite("tcp;ofi_rxm").await;
+}
+
+#[tokio::test]
+async fn one_sided_reads_from_another_process_on_sockets() {
+    suite("sockets").await;
+}
+
+fn rasa(gw: &Gateway, args: &[&str]) -> std::process::Output {
+    Command::new(workspace_bin("rasa"))
+        .args(["--endpoint", &gw.base])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn cli_reads_one_sided_and_falls_back_to_http() {
+    let gw = Gateway::start(&[]);
+    let dir = std::env::temp_dir().join(format!("rasa-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("value.bin");
+    let body = pattern(3 << 20, 42);
+    std::fs::write(&file, &body).unwrap();
+    let out = rasa(&gw, &["put", "cli/value.bin", file.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: Descriptor = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d.sha256, sha256_hex(&body));
+
+    let copy = dir.join("copy.bin");
+    let out = rasa(
+        &gw,
+        &[
+            "get",
+            "cli/value.bin",
+            "--fast-path",
+            "required",
+            "--json",
+            "-o",
+            copy.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["path"], "fabric");
+    assert_eq!(j["sha256"], d.sha256.as_str());
+    assert_eq!(j["length"], body.len());
+    assert_eq!(j["version"], d.version.as_str());
+    assert_eq!(std::fs::read(&copy).unwrap(), body);
+
+    let out = rasa(
+        &gw,
+        &["get", "cli/value.bin", "--fast-path", "off", "--json"],
+    );
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (j["path"].as_str(), j["sha256"].as_str()),
+        (Some("http"), Some(d.sha256.as_str()))
+    );
+
+    // Without output or --json, the value goes to standard output.
+    let out = rasa(&gw, &["get", "cli/value.bin"]);
+    assert_eq!(sha256_hex(&out.stdout), d.sha256);
+
+    let out = rasa(&gw, &["get", "cli/missing", "--json"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not_found"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn required_fast_path_fails_clearly_against_an_http_only_gateway() {
+    let gw = Gateway::start(&["--fast-path", "off"]);
+    let r = rasa_tests::raw_request(
+        gw.addr,
+        b"PUT /v1/objects/k HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi",
+    );
+    assert_eq!(r.status, 201);
+    let out = rasa(&gw, &["get", "k", "--fast-path", "required", "--json"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("fast path"), "{err}");
+    let out = rasa(&gw, &["get", "k", "--fast-path", "auto", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["path"], "http");
+}
