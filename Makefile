@@ -32,8 +32,9 @@ lint: setup
 openapi:
 	$(CARGO) run -q --locked -p rasa-gateway -- openapi > openapi/openapi.json
 
-## Digest throughput and HTTP figures (release build, wrk on loopback).
+## Digest throughput, HTTP figures (wrk) and fast path vs HTTP (release builds, loopback).
 bench: setup
 	$(CARGO) bench --locked -p rasa-fastpath --bench checksums
 	$(CARGO) build --release --locked -p rasa-gateway
 	./bench/http.sh
+	./bench/fastpath.sh

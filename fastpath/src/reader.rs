@@ -13,6 +13,8 @@ use crate::sys;
 pub const CHUNK: usize = 1 << 20;
 /// Most reads in flight at once.
 pub const MAX_IN_FLIGHT: usize = 16;
+/// Empty polls of the completion queue before the reader sleeps on its wait object.
+const SPIN_POLLS: u32 = 200;
 
 /// Where a frame lives on the fabric and what it must contain: what a descriptor promises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -227,6 +229,7 @@ fn read_chunks(
     let mut done = 0usize;
     let mut in_flight = 0usize;
     let mut entries = [sys::fi_cq_entry::default(); MAX_IN_FLIGHT];
+    let mut idle_polls = 0u32;
     while done < chunks {
         while next < chunks && in_flight < MAX_IN_FLIGHT {
             let off = next * CHUNK;
@@ -266,6 +269,7 @@ fn read_chunks(
         if ret > 0 {
             done += ret as usize;
             in_flight -= ret as usize;
+            idle_polls = 0;
             continue;
         }
         if ret == -(sys::FI_EAVAIL as isize) {
@@ -276,10 +280,35 @@ fn read_chunks(
                 crate::fabric::check("fi_cq_read", ret).expect_err("negative"),
             ));
         }
-        if Instant::now() >= deadline {
+        let now = Instant::now();
+        if now >= deadline {
             return Err(ReadError::Timeout(Duration::ZERO));
         }
-        std::hint::spin_loop();
+        idle_polls += 1;
+        if idle_polls < SPIN_POLLS || !conn.node.waitable() {
+            std::hint::spin_loop();
+        } else {
+            // Nothing yet after a short spin: sleep on the queue's wait object (which also
+            // drives progress) instead of burning a core the gateway may need.
+            let ms = (deadline - now).as_millis().clamp(1, 10) as i32;
+            // SAFETY: as for fi_cq_read above; blocks at most `ms` milliseconds.
+            let ret = unsafe {
+                sys::rasa_fi_cq_sread(
+                    conn.node.cq_raw(),
+                    entries.as_mut_ptr().cast(),
+                    entries.len(),
+                    std::ptr::null(),
+                    ms,
+                )
+            };
+            if ret > 0 {
+                done += ret as usize;
+                in_flight -= ret as usize;
+                idle_polls = 0;
+            } else if ret == -(sys::FI_EAVAIL as isize) {
+                return Err(classify(conn.node.cq_error("fi_read")));
+            }
+        }
     }
     Ok(())
 }

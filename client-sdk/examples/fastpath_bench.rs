@@ -1,0 +1,144 @@
+//! Fast path vs HTTP, side by side, against a running gateway.
+//!
+//! ```sh
+//! cargo run --release -p rasa-client --example fastpath_bench -- http://127.0.0.1:8080 [GATEWAY_PID]
+//! ```
+//!
+//! For 4 KiB, 1 MiB and 16 MiB values: latency (p50/p99) and throughput of one-sided reads
+//! (one descriptor, many validated reads) and of HTTP GETs of the same value, one request
+//! at a time; with the gateway's PID, also the gateway's CPU time per GB served on each
+//! path (from /proc). `make bench` runs it.
+
+use std::time::{Duration, Instant};
+
+use base64::prelude::*;
+use rasa_client::{Client, Descriptor, FastPath};
+use rasa_fastpath::fabric::FabricConfig;
+use rasa_fastpath::frame::{key_hash, FrameIdentity};
+use rasa_fastpath::reader::{Reader, RemoteFrame};
+
+fn cpu_seconds(pid: Option<u32>) -> f64 {
+    let Some(pid) = pid else { return 0.0 };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may contain spaces): utime is 14th, stime 15th.
+    let rest = stat.rsplit(')').next().unwrap_or_default();
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    ticks / 100.0
+}
+
+struct Run {
+    p50: Duration,
+    p99: Duration,
+    gbps: f64,
+    cpu_per_gb: f64,
+}
+
+fn summarize(mut lat: Vec<Duration>, bytes: usize, wall: Duration, cpu: f64) -> Run {
+    lat.sort();
+    let total = (bytes * lat.len()) as f64;
+    Run {
+        p50: lat[lat.len() / 2],
+        p99: lat[(lat.len() * 99 / 100).min(lat.len() - 1)],
+        gbps: total / wall.as_secs_f64() / 1e9,
+        cpu_per_gb: cpu / (total / 1e9),
+    }
+}
+
+fn frame_of(d: &Descriptor) -> RemoteFrame {
+    RemoteFrame {
+        addr: d.addr.expect("fast path on"),
+        rkey: d.rkey.expect("fast path on"),
+        identity: FrameIdentity {
+            key_hash: key_hash(&d.key),
+            version: u64::from_str_radix(&d.version, 16).unwrap(),
+            payload_len: d.length,
+        },
+        checksum: u64::from_str_radix(&d.checksum, 16).unwrap(),
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let mut args = std::env::args().skip(1);
+    let endpoint = args
+        .next()
+        .unwrap_or_else(|| "http://127.0.0.1:8080".into());
+    let pid: Option<u32> = args.next().and_then(|p| p.parse().ok());
+    let client = Client::builder(&endpoint)
+        .fast_path(FastPath::Off)
+        .build()
+        .unwrap();
+    let http = reqwest::Client::new();
+    let info = client.fabric_info().await.expect("gateway reachable");
+    assert!(info.enabled, "the gateway's fast path is off");
+    let provider = info.provider.unwrap();
+    let addr = BASE64_STANDARD.decode(info.address.unwrap()).unwrap();
+    let mut reader = Reader::connect(
+        FabricConfig::new(provider.clone(), Some("127.0.0.1".into())),
+        addr,
+    )
+    .unwrap();
+
+    println!("provider: {provider}; one request at a time; median of the run");
+    println!("| size | path | p50 | p99 | throughput | gateway CPU per GB |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for (label, size, iters) in [
+        ("4 KiB", 4usize << 10, 3000usize),
+        ("1 MiB", 1 << 20, 600),
+        ("16 MiB", 16 << 20, 60),
+    ] {
+        let key = format!("bench/fastpath/{size}");
+        let body: Vec<u8> = (0..size).map(|i| (i * 131 % 251) as u8).collect();
+        client.put(&key, body.clone()).await.unwrap();
+
+        // One-sided: resolve, then validated reads until the lease margin, then resolve again.
+        let mut lat = Vec::with_capacity(iters);
+        let cpu0 = cpu_seconds(pid);
+        let wall = Instant::now();
+        let mut d = client.resolve(&key).await.unwrap();
+        let mut resolved = Instant::now();
+        for _ in 0..iters {
+            if resolved.elapsed() > Duration::from_millis(d.lease_ms / 2) {
+                d = client.resolve(&key).await.unwrap();
+                resolved = Instant::now();
+            }
+            let t = Instant::now();
+            let got = reader.read(&frame_of(&d), Duration::from_secs(5)).unwrap();
+            lat.push(t.elapsed());
+            assert_eq!(got.len(), size);
+        }
+        let fabric = summarize(lat, size, wall.elapsed(), cpu_seconds(pid) - cpu0);
+
+        let url = format!("{endpoint}/v1/objects/{key}");
+        let mut lat = Vec::with_capacity(iters);
+        let cpu0 = cpu_seconds(pid);
+        let wall = Instant::now();
+        for _ in 0..iters {
+            let t = Instant::now();
+            let got = http.get(&url).send().await.unwrap().bytes().await.unwrap();
+            lat.push(t.elapsed());
+            assert_eq!(got.len(), size);
+        }
+        let web = summarize(lat, size, wall.elapsed(), cpu_seconds(pid) - cpu0);
+        for (name, r) in [("fabric", &fabric), ("http", &web)] {
+            println!(
+                "| {label} | {name} | {:.0} µs | {:.0} µs | {:.2} GB/s | {} |",
+                r.p50.as_secs_f64() * 1e6,
+                r.p99.as_secs_f64() * 1e6,
+                r.gbps,
+                if pid.is_some() {
+                    format!("{:.2} s", r.cpu_per_gb)
+                } else {
+                    "n/a".into()
+                },
+            );
+        }
+        println!(
+            "| {label} | ratio fabric/http | {:.2}x faster p50 | | {:.2}x | |",
+            web.p50.as_secs_f64() / fabric.p50.as_secs_f64(),
+            fabric.gbps / web.gbps
+        );
+    }
+}
