@@ -141,6 +141,10 @@ impl Info {
             // We pass an fi_context2 with every operation, so providers may use it.
             (*h).mode = sys::rasa_fi_context_modes();
             (*(*h).ep_attr).type_ = sys::fi_ep_type_FI_EP_RDM;
+            // Rasa only issues RMA reads (a few in flight) and never receives messages:
+            // small queues keep providers from preallocating tens of MiB of buffers.
+            (*(*h).tx_attr).size = 256;
+            (*(*h).rx_attr).size = 16;
             (*(*h).domain_attr).mr_mode = MR_MODE_OFFERED as i32;
             (*(*h).domain_attr).threading = sys::fi_threading_FI_THREAD_SAFE;
             (*(*h).fabric_attr).prov_name = libc::strdup(prov.as_ptr());

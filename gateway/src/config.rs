@@ -37,6 +37,11 @@ pub struct Args {
     #[arg(long, env = "RASA_LEASE", default_value = "10s", value_parser = parse_duration)]
     pub lease: Duration,
 
+    /// Extra time after the latest lease on an arena ends before its memory is reused
+    /// (covers reads still in flight at the deadline).
+    #[arg(long, env = "RASA_LEASE_GRACE", default_value = "1s", value_parser = parse_duration)]
+    pub lease_grace: Duration,
+
     /// Most keys accepted in one batch descriptor request.
     #[arg(long, env = "RASA_MAX_BATCH_KEYS", default_value_t = 1000)]
     pub max_batch_keys: usize,
@@ -166,6 +171,7 @@ impl Args {
             memory_budget: self.memory,
             arena_size: self.arena_size as usize,
             lease: self.lease,
+            grace: self.lease_grace,
         }
     }
 }

@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Parser;
 use metrics_exporter_prometheus::PrometheusBuilder;
@@ -56,6 +57,8 @@ async fn serve(args: Args) -> Result<(), String> {
         .install_recorder()
         .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
     let store = Arc::new(Store::new(args.store_config(), fabric));
+    let tick = (args.lease_grace / 2).clamp(Duration::from_millis(10), Duration::from_millis(250));
+    tokio::spawn(Arc::clone(&store).run_reclaimer(tick));
     let mut state = AppState::new(
         store,
         HttpConfig {

@@ -78,6 +78,11 @@ impl Gateway {
         }
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Full URL of `path`.
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)

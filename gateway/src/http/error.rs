@@ -52,6 +52,14 @@ pub enum ApiError {
     /// The body ended early or could not be read.
     #[error("{0}")]
     IncompleteBody(String),
+    /// Temporarily unable (memory full of leased values); retry after the given seconds.
+    #[error("{detail}")]
+    Unavailable {
+        /// What is going on.
+        detail: String,
+        /// Seconds after which a retry makes sense.
+        retry_after: u64,
+    },
     /// A failure inside the gateway (e.g. memory registration).
     #[error("{0}")]
     Internal(String),
@@ -80,6 +88,7 @@ impl ApiError {
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -97,6 +106,7 @@ impl ApiError {
             Self::IncompleteBody(_) => ProblemCode::IncompleteBody,
             Self::TooManyKeys { .. } => ProblemCode::TooManyKeys,
             Self::Internal(_) => ProblemCode::Internal,
+            Self::Unavailable { .. } => ProblemCode::Unavailable,
         }
     }
 
@@ -112,6 +122,10 @@ impl From<StoreError> for ApiError {
             StoreError::InsufficientStorage { .. } => Self::InsufficientStorage(e.to_string()),
             StoreError::LengthMismatch { .. } => Self::IncompleteBody(e.to_string()),
             StoreError::PreconditionFailed(d) => Self::PreconditionFailed(d),
+            StoreError::Busy { retry_after } => Self::Unavailable {
+                detail: e.to_string(),
+                retry_after: retry_after.as_secs().max(1),
+            },
             StoreError::Fabric(d) => {
                 tracing::error!(detail = %d, "fabric failure");
                 Self::Internal(
@@ -149,11 +163,18 @@ pub fn problem_response(p: &Problem) -> Response {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut resp = problem_response(&self.problem());
-        if let Self::RangeNotSatisfiable { length } = self {
-            resp.headers_mut().insert(
-                header::CONTENT_RANGE,
-                HeaderValue::from_str(&format!("bytes */{length}")).expect("ascii"),
-            );
+        match self {
+            Self::RangeNotSatisfiable { length } => {
+                resp.headers_mut().insert(
+                    header::CONTENT_RANGE,
+                    HeaderValue::from_str(&format!("bytes */{length}")).expect("ascii"),
+                );
+            }
+            Self::Unavailable { retry_after, .. } => {
+                resp.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+            }
+            _ => {}
         }
         resp
     }

@@ -221,6 +221,7 @@ mod tests {
                 memory_budget: 1 << 20,
                 arena_size: 64 << 10,
                 lease: std::time::Duration::from_secs(1),
+                grace: std::time::Duration::from_millis(10),
             },
             None,
         ));

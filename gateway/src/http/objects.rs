@@ -112,7 +112,7 @@ async fn receive(
         if declared > limit {
             return Err(too_large);
         }
-        let mut upload = st.store.begin(key, ctype, declared)?;
+        let mut upload = st.store.begin(key, ctype, declared).await?;
         while let Some(chunk) = stream.next().await {
             upload.write(&chunk.map_err(body_error)?)?;
         }
@@ -128,7 +128,7 @@ async fn receive(
         }
         parts.push(chunk);
     }
-    let mut upload = st.store.begin(key, ctype, total)?;
+    let mut upload = st.store.begin(key, ctype, total).await?;
     for part in &parts {
         upload.write(part)?;
     }
@@ -163,7 +163,9 @@ async fn receive(
         (status = 400, description = "Invalid key, malformed header, or incomplete body.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
         (status = 412, description = "A precondition failed; nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
         (status = 413, description = "Larger than the maximum object size; nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
-        (status = 507, description = "The memory budget cannot hold the value; nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Memory is full of values under lease; retry after `Retry-After` seconds. Nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64))),
+        (status = 507, description = "The value is larger than the memory budget can ever hold; nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn put_object(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {

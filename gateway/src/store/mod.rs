@@ -29,7 +29,7 @@ use rasa_fastpath::frame::{self, FrameHasher, FrameIdentity, HEADER_LEN};
 use rasa_fastpath::server::FabricServer;
 use sha2::{Digest, Sha256};
 
-use arena::{Arena, Arenas};
+use arena::{Arena, Arenas, ReserveError};
 
 /// Identity of one immutable version: unique across the keys and the restarts of a gateway.
 ///
@@ -134,9 +134,26 @@ pub enum StoreError {
     /// Registering memory with the fabric failed.
     #[error("fabric registration failed: {0}")]
     Fabric(String),
+    /// Memory is full and nothing became reusable in time (leases still running).
+    #[error("memory is full of leased values; retry in {retry_after:?}")]
+    Busy {
+        /// When retrying makes sense.
+        retry_after: Duration,
+    },
     /// A conditional write's precondition did not hold at commit.
     #[error("precondition failed: {0}")]
     PreconditionFailed(String),
+}
+
+impl From<ReserveError> for StoreError {
+    fn from(e: ReserveError) -> Self {
+        match e {
+            ReserveError::NeedRoom => StoreError::Busy {
+                retry_after: Duration::from_secs(1),
+            },
+            ReserveError::Never(e) => e,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -155,6 +172,8 @@ pub struct StoreConfig {
     pub arena_size: usize,
     /// How long a descriptor handed out stays valid.
     pub lease: Duration,
+    /// Extra time after the latest lease deadline before an arena's memory is reused.
+    pub grace: Duration,
 }
 
 /// Keys → versions, over arenas.
@@ -166,6 +185,8 @@ pub struct Store {
     arenas: Arenas,
     fabric: Option<Arc<FabricServer>>,
     index: RwLock<BTreeMap<String, Entry>>,
+    /// Woken whenever reclamation makes memory reusable (PUTs waiting for room).
+    room: tokio::sync::Notify,
 }
 
 impl Store {
@@ -175,8 +196,14 @@ impl Store {
         Self {
             incarnation: rand::random(),
             counter: AtomicU64::new(1),
-            arenas: Arenas::new(config.arena_size, config.memory_budget, fabric.clone()),
+            arenas: Arenas::new(
+                config.arena_size,
+                config.memory_budget,
+                config.grace,
+                fabric.clone(),
+            ),
             fabric,
+            room: tokio::sync::Notify::new(),
             index: RwLock::new(BTreeMap::new()),
             config,
         }
@@ -249,26 +276,216 @@ impl Store {
     }
 
     /// Starts storing a value of exactly `len` bytes under `key`: reserves its frame.
-    pub fn begin(&self, key: &str, content_type: &str, len: u64) -> Result<Upload, StoreError> {
+    ///
+    /// When memory is full, makes room (compacting a sparse arena or evicting the least
+    /// recently used one; see [`Store::make_room`]) and waits for reclamation, at most a
+    /// lease plus the grace period; then answers [`StoreError::Busy`]. A value that can
+    /// never fit is refused at once.
+    pub async fn begin(
+        &self,
+        key: &str,
+        content_type: &str,
+        len: u64,
+    ) -> Result<Upload, StoreError> {
+        let never = || StoreError::InsufficientStorage {
+            needed: len,
+            allocated: self.allocated(),
+            budget: self.config.memory_budget,
+        };
         let frame_len = usize::try_from(len)
             .ok()
             .and_then(|n| n.checked_add(HEADER_LEN))
-            .ok_or(StoreError::InsufficientStorage {
-                needed: len,
-                allocated: self.allocated(),
-                budget: self.config.memory_budget,
-            })?;
-        let (arena, slot) = self.arenas.reserve(frame_len)?;
-        Ok(Upload {
-            key: key.to_owned(),
-            content_type: content_type.to_owned(),
-            declared: len,
-            written: 0,
-            sha256: Sha256::new(),
-            frame: FrameHasher::new(),
-            arena,
-            slot: Some(slot),
-        })
+            .ok_or_else(never)?;
+        let give_up = std::time::Instant::now() + self.config.lease + self.config.grace * 2;
+        loop {
+            let wake = self.room.notified();
+            match self.arenas.reserve(frame_len) {
+                Ok((arena, slot)) => {
+                    return Ok(Upload {
+                        key: key.to_owned(),
+                        content_type: content_type.to_owned(),
+                        declared: len,
+                        written: 0,
+                        sha256: Sha256::new(),
+                        frame: FrameHasher::new(),
+                        arena,
+                        slot: Some(slot),
+                    })
+                }
+                Err(ReserveError::Never(e)) => return Err(e),
+                Err(ReserveError::NeedRoom) => {}
+            }
+            self.make_room();
+            if self.reclaim() > 0 {
+                continue;
+            }
+            let now = std::time::Instant::now();
+            if now >= give_up {
+                return Err(StoreError::Busy {
+                    retry_after: self.config.lease + self.config.grace,
+                });
+            }
+            // Woken by the reclaimer; the timeout only bounds the wait.
+            let _ =
+                tokio::time::timeout((give_up - now).min(Duration::from_millis(100)), wake).await;
+        }
+    }
+
+    /// Makes unreachable what no longer needs to be reachable so its arenas can drain:
+    /// sealed arenas without current versions first; if none is draining after that, the
+    /// sparsest sealed arena is compacted (its current versions copied to the open arena,
+    /// same version ids) when at most a quarter full, else the least recently used sealed
+    /// arena is evicted whole. Eviction works on arenas, not single values, because memory
+    /// comes back one arena (one memory region, one key) at a time: evicting scattered cold
+    /// values would free nothing until every neighbour died too.
+    pub fn make_room(&self) {
+        self.drain_dead();
+        if self.arenas.draining() > 0 {
+            return;
+        }
+        let Some((arena, compact)) = self.arenas.take_victim() else {
+            return;
+        };
+        let mut index = self.index.write().unwrap_or_else(PoisonError::into_inner);
+        if compact {
+            self.compact(&mut index, &arena);
+        }
+        let evicted = self.purge(&mut index, &arena);
+        drop(index);
+        if evicted > 0 {
+            tracing::info!(
+                arena = arena.id,
+                evicted,
+                "evicted the least recently used arena"
+            );
+        }
+        self.arenas.drain(vec![arena]);
+    }
+
+    /// One reclamation pass: drains dead arenas and recycles those whose leases and grace
+    /// have passed. Returns how many arenas became reusable. The gateway runs this
+    /// periodically ([`Store::run_reclaimer`]); PUTs waiting for room run it too.
+    pub fn reclaim(&self) -> usize {
+        self.drain_dead();
+        let freed = self.arenas.reclaim(SystemTime::now());
+        if freed > 0 {
+            self.room.notify_waiters();
+        }
+        freed
+    }
+
+    /// Runs [`Store::reclaim`] every `interval` until the store is dropped by everyone else.
+    pub async fn run_reclaimer(self: Arc<Self>, interval: Duration) {
+        let weak = Arc::downgrade(&self);
+        drop(self);
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(store) = weak.upgrade() else { return };
+            store.reclaim();
+        }
+    }
+
+    /// Arena life-cycle counters.
+    pub fn arena_stats(&self) -> &arena::ArenaStats {
+        &self.arenas.stats
+    }
+
+    /// Arena counts by state.
+    pub fn arena_counts(&self) -> arena::ArenaCounts {
+        self.arenas.counts()
+    }
+
+    fn drain_dead(&self) {
+        let dead = self.arenas.take_dead();
+        if dead.is_empty() {
+            return;
+        }
+        let mut index = self.index.write().unwrap_or_else(PoisonError::into_inner);
+        for a in &dead {
+            self.purge(&mut index, a);
+        }
+        drop(index);
+        self.arenas.drain(dead);
+    }
+
+    /// Makes every version in `arena` unreachable: retained older versions are dropped, and
+    /// keys whose current version lives there are evicted. Returns the evicted keys' count.
+    fn purge(&self, index: &mut BTreeMap<String, Entry>, arena: &Arc<Arena>) -> u64 {
+        let mut evicted = 0;
+        for (key, ver) in arena.take_members() {
+            let Some(e) = index.get_mut(&key) else {
+                continue;
+            };
+            if e.current.version == ver && Arc::ptr_eq(&e.current.arena, arena) {
+                let e = index.remove(&key).expect("present");
+                arena.sub_live(e.current.frame.len() as u64);
+                evicted += 1;
+            } else if e
+                .older
+                .get(&ver)
+                .is_some_and(|o| Arc::ptr_eq(&o.arena, arena))
+            {
+                e.older.remove(&ver);
+            }
+        }
+        if evicted > 0 {
+            self.arenas
+                .stats
+                .evicted
+                .fetch_add(evicted, Ordering::Relaxed);
+            metrics::counter!("rasa_evictions_total").increment(evicted);
+        }
+        evicted
+    }
+
+    /// Copies the current versions living in `arena` to the open arena (same version ids,
+    /// same frames) and moves their keys there, as far as room allows.
+    fn compact(&self, index: &mut BTreeMap<String, Entry>, arena: &Arc<Arena>) {
+        let members = arena.take_members();
+        let mut kept = Vec::new();
+        let mut moved = 0u64;
+        for (key, ver) in members {
+            let Some(e) = index.get_mut(&key) else {
+                continue;
+            };
+            if !(e.current.version == ver && Arc::ptr_eq(&e.current.arena, arena)) {
+                kept.push((key, ver));
+                continue;
+            }
+            let old = Arc::clone(&e.current);
+            let Ok((to, mut slot)) = self.arenas.reserve(old.frame.len()) else {
+                kept.push((key, ver));
+                continue;
+            };
+            slot.as_mut_slice().copy_from_slice(old.frame.as_slice());
+            let copy = Arc::new(StoredVersion {
+                key: old.key.clone(),
+                version: old.version,
+                frame: slot.freeze(),
+                arena: Arc::clone(&to),
+                sha256: old.sha256,
+                checksum: old.checksum,
+                content_type: old.content_type.clone(),
+                created: old.created,
+            });
+            to.add_live(&key, ver, copy.frame.len() as u64);
+            to.finish_pending();
+            arena.sub_live(old.frame.len() as u64);
+            e.current = copy;
+            moved += 1;
+        }
+        // Whatever could not move stays a member, to be evicted by the purge that follows.
+        arena.restore_members(kept);
+        if moved > 0 {
+            self.arenas
+                .stats
+                .compacted
+                .fetch_add(moved, Ordering::Relaxed);
+            metrics::counter!("rasa_compacted_total").increment(moved);
+            tracing::info!(arena = arena.id, moved, "compacted a sparse arena");
+        }
     }
 
     /// Publishes a fully written upload as the key's current version, if `check` accepts
@@ -308,9 +525,13 @@ impl Store {
         });
         let mut index = self.index.write().unwrap_or_else(PoisonError::into_inner);
         check(index.get(&stored.key).map(|e| &*e.current))?;
+        stored
+            .arena
+            .add_live(&stored.key, version, stored.frame.len() as u64);
         match index.get_mut(&stored.key) {
             Some(entry) => {
                 let old = std::mem::replace(&mut entry.current, Arc::clone(&stored));
+                old.arena.sub_live(old.frame.len() as u64);
                 entry.older.insert(old.version, old);
             }
             None => {
@@ -332,17 +553,22 @@ impl Store {
     /// The current version of `key`.
     pub fn current(&self, key: &str) -> Option<Arc<StoredVersion>> {
         let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
-        index.get(key).map(|e| Arc::clone(&e.current))
+        let v = index.get(key).map(|e| Arc::clone(&e.current))?;
+        v.arena.touch();
+        Some(v)
     }
 
     /// A given version of `key`, current or older, while retained.
     pub fn version(&self, key: &str, version: VersionId) -> Option<Arc<StoredVersion>> {
         let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
         let entry = index.get(key)?;
-        if entry.current.version == version {
-            return Some(Arc::clone(&entry.current));
-        }
-        entry.older.get(&version).cloned()
+        let v = if entry.current.version == version {
+            Arc::clone(&entry.current)
+        } else {
+            Arc::clone(entry.older.get(&version)?)
+        };
+        v.arena.touch();
+        Some(v)
     }
 
     /// Makes every version of `key` unreachable for new requests. Returns whether the key
@@ -356,6 +582,9 @@ impl Store {
         check(index.get(key).map(|e| &*e.current))?;
         let removed = index.remove(key);
         drop(index);
+        if let Some(e) = &removed {
+            e.current.arena.sub_live(e.current.frame.len() as u64);
+        }
         Ok(removed.is_some())
     }
 
@@ -431,6 +660,8 @@ impl Upload {
 
 impl Drop for Upload {
     fn drop(&mut self) {
+        // Committed or not, this upload no longer holds its arena open.
+        self.arena.finish_pending();
         if let Some(slot) = &self.slot {
             metrics::counter!("rasa_uploads_abandoned_total").increment(1);
             tracing::debug!(
@@ -448,30 +679,42 @@ impl Drop for Upload {
 mod tests {
     use super::*;
 
-    fn store(budget: u64, arena: usize) -> Store {
+    fn store_with(budget: u64, arena: usize, lease: Duration, grace: Duration) -> Store {
         Store::new(
             StoreConfig {
                 memory_budget: budget,
                 arena_size: arena,
-                lease: Duration::from_secs(10),
+                lease,
+                grace,
             },
             None,
         )
     }
 
-    fn put(s: &Store, key: &str, body: &[u8]) -> Result<Arc<StoredVersion>, StoreError> {
-        let mut up = s.begin(key, "application/octet-stream", body.len() as u64)?;
+    fn store(budget: u64, arena: usize) -> Store {
+        store_with(
+            budget,
+            arena,
+            Duration::from_secs(10),
+            Duration::from_secs(1),
+        )
+    }
+
+    async fn put(s: &Store, key: &str, body: &[u8]) -> Result<Arc<StoredVersion>, StoreError> {
+        let mut up = s
+            .begin(key, "application/octet-stream", body.len() as u64)
+            .await?;
         for part in body.chunks(3) {
             up.write(part)?;
         }
         s.commit(up, |_| Ok(()))
     }
 
-    #[test]
-    fn frames_validate_and_versions_stay_readable() {
+    #[tokio::test]
+    async fn frames_validate_and_versions_stay_readable() {
         let s = store(1 << 20, 64 << 10);
-        let v1 = put(&s, "k", b"one").unwrap();
-        let v2 = put(&s, "k", b"two!").unwrap();
+        let v1 = put(&s, "k", b"one").await.unwrap();
+        let v2 = put(&s, "k", b"two!").await.unwrap();
         assert_ne!(v1.version, v2.version);
         assert_eq!(s.current("k").unwrap().version, v2.version);
         assert_eq!(
@@ -498,52 +741,153 @@ mod tests {
         assert!(!s.delete("k", |_| Ok(())).unwrap());
     }
 
-    #[test]
-    fn wrong_length_or_dropped_upload_publishes_nothing() {
+    #[tokio::test]
+    async fn wrong_length_or_dropped_upload_publishes_nothing() {
         let s = store(1 << 20, 64 << 10);
-        let mut up = s.begin("k", "t", 4).unwrap();
+        let mut up = s.begin("k", "t", 4).await.unwrap();
         up.write(b"abc").unwrap();
         assert!(matches!(
             s.commit(up, |_| Ok(())),
             Err(StoreError::LengthMismatch { .. })
         ));
-        let mut up = s.begin("k", "t", 2).unwrap();
+        let mut up = s.begin("k", "t", 2).await.unwrap();
         assert!(up.write(b"abc").is_err());
         drop(up);
         assert!(s.current("k").is_none());
     }
 
-    #[test]
-    fn budget_is_enforced_and_large_values_get_their_own_arena() {
+    #[tokio::test]
+    async fn a_value_that_can_never_fit_is_refused_at_once() {
         let s = store(256 << 10, 64 << 10);
-        let big = vec![7u8; 100 << 10];
-        let v = put(&s, "big", &big).unwrap();
-        assert!(v.arena.dedicated);
-        assert_eq!(v.payload().as_slice(), &big[..]);
-        let mut stored = 1;
-        loop {
-            match put(&s, &format!("k{stored}"), &[1u8; 30 << 10]) {
-                Ok(_) => stored += 1,
-                Err(StoreError::InsufficientStorage { .. }) => break,
-                Err(e) => panic!("{e}"),
-            }
-        }
-        assert!(s.allocated() <= 256 << 10);
-        // Nothing stored before the refusal was harmed.
-        assert_eq!(s.current("big").unwrap().payload().as_slice(), &big[..]);
-        assert!(stored > 2);
-        // Deleting frees whole arenas once nothing references them.
-        let before = s.allocated();
-        s.delete("big", |_| Ok(())).unwrap();
-        drop(v);
-        assert!(s.allocated() < before);
+        assert!(matches!(
+            put(&s, "huge", &vec![0u8; 300 << 10]).await,
+            Err(StoreError::InsufficientStorage { .. })
+        ));
     }
 
-    #[test]
-    fn list_pages_in_key_order_within_prefix() {
+    #[tokio::test]
+    async fn eviction_and_recycling_keep_memory_within_budget() {
+        let s = store_with(
+            256 << 10,
+            64 << 10,
+            Duration::from_millis(20),
+            Duration::from_millis(5),
+        );
+        let mut last = Vec::new();
+        for i in 0..200u32 {
+            let body = vec![(i % 251) as u8; 20 << 10];
+            let v = put(&s, &format!("k{}", i % 50), &body).await.unwrap();
+            s.lease(&v);
+            assert!(s.allocated() <= 256 << 10, "over budget after {i} puts");
+            last = body;
+        }
+        // The most recent value is readable; older ones were evicted or overwritten.
+        assert_eq!(s.current("k49").unwrap().payload().as_slice(), &last[..]);
+        let st = s.arena_stats();
+        assert!(st.recycled.load(Ordering::Relaxed) > 0, "{st:?}");
+        assert!(
+            st.keys_revoked.load(Ordering::Relaxed) == 0,
+            "no fabric, no keys"
+        );
+        // A large value gets its own arena within the budget, evicting what it must.
+        let big = vec![9u8; 150 << 10];
+        let v = put(&s, "big", &big).await.unwrap();
+        assert!(v.arena.dedicated);
+        assert!(s.allocated() <= 256 << 10);
+        assert_eq!(s.current("big").unwrap().payload().as_slice(), &big[..]);
+    }
+
+    #[tokio::test]
+    async fn arenas_wait_for_leases_and_local_readers_before_reuse() {
+        let s = store_with(
+            1 << 20,
+            64 << 10,
+            Duration::from_secs(5),
+            Duration::from_millis(100),
+        );
+        // Fill one arena, lease a value in it, then make every value in it dead.
+        let first = put(&s, "a", &[1u8; 40 << 10]).await.unwrap();
+        let deadline = s.lease(&first);
+        let reader = first.payload(); // like an HTTP body in flight
+        let arena_id = first.arena.id;
+        put(&s, "b", &[2u8; 40 << 10]).await.unwrap(); // seals the first arena
+        put(&s, "a", &[3u8; 10]).await.unwrap(); // overwrites the only value in it
+        drop(first);
+        s.drain_dead();
+        assert_eq!(s.arena_counts().draining, 1);
+        // Not before the lease deadline plus grace...
+        assert_eq!(s.arenas.reclaim(deadline), 0);
+        assert_eq!(s.arenas.reclaim(deadline + Duration::from_millis(99)), 0);
+        // ...and not while a local reader holds its memory.
+        let after = deadline + Duration::from_millis(101);
+        assert_eq!(s.arenas.reclaim(after), 0);
+        assert_eq!(reader.as_slice()[0], 1, "bytes unchanged under a reader");
+        drop(reader);
+        assert_eq!(s.arenas.reclaim(after), 1);
+        let counts = s.arena_counts();
+        assert_eq!(
+            (counts.draining, counts.free),
+            (0, 1),
+            "{counts:?} (arena {arena_id})"
+        );
+        // The old version went with it.
+        assert_eq!(s.current("a").unwrap().payload().as_slice(), &[3u8; 10]);
+    }
+
+    #[tokio::test]
+    async fn compaction_moves_live_values_out_of_sparse_arenas() {
+        let s = store_with(
+            192 << 10,
+            64 << 10,
+            Duration::from_millis(1),
+            Duration::ZERO,
+        );
+        // Arena 1: one small live value among dead ones.
+        let (kept_version, kept_arena) = {
+            let v = put(&s, "keep", b"kept value").await.unwrap();
+            (v.version, v.arena.id)
+        };
+        for i in 0..5 {
+            put(&s, &format!("dead{i}"), &[0u8; 10 << 10])
+                .await
+                .unwrap();
+        }
+        for i in 0..5 {
+            s.delete(&format!("dead{i}"), |_| Ok(())).unwrap();
+        }
+        // Fill the rest of the budget.
+        for i in 0..4 {
+            put(&s, &format!("fill{i}"), &[1u8; 40 << 10])
+                .await
+                .unwrap();
+        }
+        let mut spin = 0;
+        while s.arena_stats().compacted.load(Ordering::Relaxed) == 0 {
+            put(&s, &format!("more{spin}"), &[2u8; 40 << 10])
+                .await
+                .unwrap();
+            spin += 1;
+            assert!(spin < 20, "no compaction happened");
+        }
+        let after = s
+            .current("keep")
+            .expect("a compacted value stays reachable");
+        assert_eq!(
+            after.version, kept_version,
+            "compaction keeps the version id"
+        );
+        assert_ne!(
+            after.arena.id, kept_arena,
+            "the value moved to another arena"
+        );
+        assert_eq!(after.payload().as_slice(), b"kept value");
+    }
+
+    #[tokio::test]
+    async fn list_pages_in_key_order_within_prefix() {
         let s = store(1 << 20, 64 << 10);
         for k in ["a/1", "a/2", "a/3", "b/1", "a"] {
-            put(&s, k, k.as_bytes()).unwrap();
+            put(&s, k, k.as_bytes()).await.unwrap();
         }
         let keys = |v: Vec<Arc<StoredVersion>>| v.iter().map(|x| x.key.clone()).collect::<Vec<_>>();
         let (p, more) = s.list("a/", None, 2);
