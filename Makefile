@@ -5,7 +5,7 @@ CARGO ?= cargo
 # Extra flags for the gateway, e.g. `make run ARGS="--memory 4GiB --listen 0.0.0.0:8080"`.
 ARGS ?=
 
-.PHONY: setup run build test lint openapi bench
+.PHONY: setup run build test lint openapi bench stress
 
 setup:
 	@./scripts/setup.sh
@@ -38,3 +38,9 @@ bench: setup
 	$(CARGO) build --release --locked -p rasa-gateway
 	./bench/http.sh
 	./bench/fastpath.sh
+
+## The reclamation race test at scale: 10 million reads (release build; ~20-30 min here).
+stress: setup
+	$(CARGO) build --release --locked --workspace --bins
+	RASA_STRESS_READS=$${RASA_STRESS_READS:-10000000} $(CARGO) test --release --locked -p rasa-tests \
+	  -- race::readers --nocapture

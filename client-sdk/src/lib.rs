@@ -118,6 +118,81 @@ pub struct Object {
     pub path: ReadPath,
 }
 
+/// Why a read that could have gone one-sided went over HTTP (or failed, with
+/// [`FastPath::Required`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Fallback {
+    /// The gateway or this machine has no fast path.
+    Unavailable,
+    /// The descriptor's lease ended before a read could start.
+    LeaseExpired,
+    /// The remote key was revoked (the version was reclaimed) or the range was out of bounds.
+    KeyRevoked,
+    /// The fabric connection was lost; the endpoint is being rebuilt.
+    ConnectionLost,
+    /// The read did not complete in time.
+    Timeout,
+    /// The bytes were not the promised frame (torn, stale or corrupt).
+    FrameMismatch,
+    /// The SHA-256 check (opt-in) failed.
+    Sha256Mismatch,
+    /// The endpoint is being rebuilt after a failure; reads go over HTTP meanwhile.
+    Rebuilding,
+    /// Another libfabric failure.
+    FabricError,
+}
+
+impl Fallback {
+    /// A short stable name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unavailable => "unavailable",
+            Self::LeaseExpired => "lease_expired",
+            Self::KeyRevoked => "key_revoked",
+            Self::ConnectionLost => "connection_lost",
+            Self::Timeout => "timeout",
+            Self::FrameMismatch => "frame_mismatch",
+            Self::Sha256Mismatch => "sha256_mismatch",
+            Self::Rebuilding => "rebuilding",
+            Self::FabricError => "fabric_error",
+        }
+    }
+
+    fn of(e: &ReadError) -> Self {
+        match e {
+            ReadError::KeyRevoked(_) => Self::KeyRevoked,
+            ReadError::ConnectionLost(_) => Self::ConnectionLost,
+            ReadError::Timeout(_) => Self::Timeout,
+            ReadError::Frame(_) => Self::FrameMismatch,
+            ReadError::Fabric(_) => Self::FabricError,
+        }
+    }
+}
+
+/// Read counters of a client.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Values served one-sided.
+    pub fabric_reads: u64,
+    /// Values served over HTTP.
+    pub http_reads: u64,
+    /// One-sided attempts that failed, by reason (each attempt counts once).
+    pub fallbacks: std::collections::BTreeMap<&'static str, u64>,
+}
+
+/// Metadata of a value (from `HEAD`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Meta {
+    /// Version id.
+    pub version: String,
+    /// Payload length.
+    pub length: u64,
+    /// Entity tag (quoted SHA-256).
+    pub etag: String,
+    /// Media type.
+    pub content_type: String,
+}
+
 /// Builds a [`Client`].
 #[derive(Debug)]
 pub struct ClientBuilder {
@@ -175,6 +250,9 @@ impl ClientBuilder {
                 verify_sha256: self.verify_sha256,
                 read_timeout: self.read_timeout,
                 fabric: Arc::new(Mutex::new(FabricState::Unknown)),
+                rebuilding: Arc::default(),
+                cache: Default::default(),
+                stats: Default::default(),
             }),
         })
     }
@@ -197,6 +275,11 @@ struct Inner {
     verify_sha256: bool,
     read_timeout: Duration,
     fabric: Arc<Mutex<FabricState>>,
+    /// Set while the endpoint is rebuilt in the background; reads go over HTTP meanwhile.
+    rebuilding: Arc<std::sync::atomic::AtomicBool>,
+    /// Descriptors with the instant after which no read may start.
+    cache: std::sync::Mutex<std::collections::HashMap<String, (Descriptor, Instant)>>,
+    stats: std::sync::Mutex<Stats>,
 }
 
 /// A client of one gateway.
@@ -218,6 +301,13 @@ impl std::fmt::Debug for Client {
 /// resolve request was sent.
 fn lease_margin(lease: Duration) -> Duration {
     (lease / 4).min(Duration::from_secs(1))
+}
+
+/// The instant after which no one-sided read of `d` may start: counted from when the
+/// request was *sent* (never from when the answer arrived), minus a margin.
+fn deadline_of(d: &Descriptor, sent: Instant) -> Instant {
+    let lease = Duration::from_millis(d.lease_ms);
+    sent + lease.saturating_sub(lease_margin(lease))
 }
 
 async fn problem_or<T: serde::de::DeserializeOwned>(resp: reqwest::Response) -> Result<T, Error> {
@@ -315,27 +405,235 @@ impl Client {
         problem_or(resp).await
     }
 
+    /// Whether this client already knows the fast path cannot work here (Auto mode then
+    /// goes straight to HTTP).
+    fn known_unavailable(&self) -> bool {
+        self.inner.fast_path == FastPath::Auto
+            && self
+                .inner
+                .fabric
+                .try_lock()
+                .is_ok_and(|s| matches!(*s, FabricState::Unavailable(_)))
+    }
+
+    /// Read counters so far.
+    pub fn stats(&self) -> Stats {
+        self.inner
+            .stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn count_fallback(&self, why: Fallback) {
+        let mut st = self.inner.stats.lock().unwrap_or_else(|e| e.into_inner());
+        *st.fallbacks.entry(why.as_str()).or_default() += 1;
+    }
+
+    fn count_read(&self, path: ReadPath) {
+        let mut st = self.inner.stats.lock().unwrap_or_else(|e| e.into_inner());
+        match path {
+            ReadPath::Fabric => st.fabric_reads += 1,
+            ReadPath::Http => st.http_reads += 1,
+        }
+    }
+
+    /// Resolves several keys in one round trip; one result per key, in order.
+    pub async fn resolve_many(
+        &self,
+        keys: &[&str],
+    ) -> Result<Vec<Result<Descriptor, Problem>>, Error> {
+        let (list, _) = self.resolve_many_timed(keys).await?;
+        Ok(list)
+    }
+
+    async fn resolve_many_timed(
+        &self,
+        keys: &[&str],
+    ) -> Result<(Vec<Result<Descriptor, Problem>>, Instant), Error> {
+        let sent = Instant::now();
+        let body = DescriptorBatchRequest {
+            keys: keys.iter().map(|k| k.to_string()).collect(),
+        };
+        let resp = self
+            .inner
+            .http
+            .post(format!("{}/v1/descriptors", self.inner.endpoint))
+            .json(&body)
+            .send()
+            .await?;
+        let batch: DescriptorBatchResponse = problem_or(resp).await?;
+        let out = batch
+            .results
+            .into_iter()
+            .map(|r| match (r.descriptor, r.error) {
+                (Some(d), _) => Ok(d),
+                (None, Some(p)) => Err(p),
+                (None, None) => Err(Problem {
+                    type_uri: "urn:rasa:problem:unknown".into(),
+                    title: "Unknown".into(),
+                    status: 500,
+                    detail: "the gateway returned neither a descriptor nor a problem".into(),
+                    code: ProblemCode::Unknown,
+                    instance: None,
+                }),
+            })
+            .collect();
+        Ok((out, sent))
+    }
+
+    /// The metadata of `key`'s current version.
+    pub async fn head(&self, key: &str) -> Result<Meta, Error> {
+        let resp = self
+            .inner
+            .http
+            .head(self.url("objects", key))
+            .send()
+            .await?;
+        if !resp.status().is_success() {
+            return Err(Error::Problem(Problem {
+                type_uri: "urn:rasa:problem:not_found".into(),
+                title: resp.status().canonical_reason().unwrap_or("Error").into(),
+                status: resp.status().as_u16(),
+                detail: format!("HEAD {key}: {}", resp.status()),
+                code: if resp.status() == reqwest::StatusCode::NOT_FOUND {
+                    ProblemCode::NotFound
+                } else {
+                    ProblemCode::Unknown
+                },
+                instance: None,
+            }));
+        }
+        let h = |name: &str| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        Ok(Meta {
+            version: h(rasa_openapi::VERSION_HEADER),
+            length: h("content-length").parse().unwrap_or(0),
+            etag: h("etag"),
+            content_type: h("content-type"),
+        })
+    }
+
+    /// A page of keys starting with `prefix`, after `after`, at most `limit` (1–1000).
+    pub async fn list(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<ObjectList, Error> {
+        let mut q = vec![("prefix", prefix.to_owned()), ("limit", limit.to_string())];
+        if let Some(a) = after {
+            q.push(("after", a.to_owned()));
+        }
+        let resp = self
+            .inner
+            .http
+            .get(format!("{}/v1/objects", self.inner.endpoint))
+            .query(&q)
+            .send()
+            .await?;
+        problem_or(resp).await
+    }
+
+    /// Reads bytes `start..end` of `key`'s current version (over HTTP: a range is cheaper to
+    /// send than to validate one-sided, since the frame checksum covers the whole value).
+    pub async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Object, Error> {
+        let mut obj = self
+            .http_get(
+                key,
+                Some(format!(
+                    "bytes={}-{}",
+                    range.start,
+                    range.end.saturating_sub(1)
+                )),
+            )
+            .await?;
+        obj.path = ReadPath::Http;
+        Ok(obj)
+    }
+
     /// Reads `key`'s current version: one-sided when the policy allows and it works, else
     /// over HTTP.
     pub async fn get(&self, key: &str) -> Result<Object, Error> {
-        match self.inner.fast_path {
-            FastPath::Off => self.get_http(key).await,
-            FastPath::Required => self.get_fabric(key).await,
-            FastPath::Auto => match self.get_fabric(key).await {
-                Ok(obj) => Ok(obj),
-                // The key itself is missing or invalid: HTTP would say the same.
-                Err(e @ Error::Problem(_)) => Err(e),
-                Err(e) => {
-                    tracing::debug!(key, error = %e, "fast path failed; reading over HTTP");
-                    self.get_http(key).await
-                }
-            },
+        if self.inner.fast_path == FastPath::Off || self.known_unavailable() {
+            return self.get_http(key).await;
         }
+        match self.get_fabric(key).await {
+            Ok(obj) => Ok(obj),
+            Err(e @ Error::Problem(_)) => Err(e),
+            Err(e) if self.inner.fast_path == FastPath::Required => Err(e),
+            Err(e) => {
+                tracing::debug!(key, error = %e, "fast path failed; reading over HTTP");
+                self.get_http(key).await
+            }
+        }
+    }
+
+    /// Reads several keys: one descriptor round trip, then all one-sided reads in flight
+    /// together; keys that cannot be read one-sided are read over HTTP (per the policy).
+    /// One result per key, in order.
+    pub async fn get_many(&self, keys: &[&str]) -> Result<Vec<Result<Object, Error>>, Error> {
+        if self.inner.fast_path == FastPath::Off {
+            let mut out = Vec::with_capacity(keys.len());
+            for k in keys {
+                out.push(self.get_http(k).await);
+            }
+            return Ok(out);
+        }
+        let (resolved, sent) = self.resolve_many_timed(keys).await?;
+        let mut out: Vec<Option<Result<Object, Error>>> = Vec::with_capacity(keys.len());
+        let mut batch = Vec::new();
+        for (i, r) in resolved.into_iter().enumerate() {
+            match r {
+                Ok(d) => {
+                    batch.push((i, d));
+                    out.push(None);
+                }
+                Err(p) => out.push(Some(Err(Error::Problem(p)))),
+            }
+        }
+        let descs: Vec<&Descriptor> = batch.iter().map(|(_, d)| d).collect();
+        match self.read_descriptors(&descs, sent).await {
+            Ok(results) => {
+                for ((i, _), r) in batch.iter().zip(results) {
+                    out[*i] = Some(r);
+                }
+            }
+            Err(e) => {
+                for (i, _) in &batch {
+                    out[*i] = Some(Err(Error::FastPath(e.to_string())));
+                }
+            }
+        }
+        let mut done = Vec::with_capacity(keys.len());
+        for (i, r) in out.into_iter().enumerate() {
+            let r = r.expect("every key answered");
+            done.push(match r {
+                Err(Error::FastPath(_)) if self.inner.fast_path == FastPath::Auto => {
+                    self.get_http(keys[i]).await
+                }
+                other => other,
+            });
+        }
+        Ok(done)
     }
 
     /// Reads `key` over HTTP.
     pub async fn get_http(&self, key: &str) -> Result<Object, Error> {
-        let resp = self.inner.http.get(self.url("objects", key)).send().await?;
+        self.http_get(key, None).await
+    }
+
+    async fn http_get(&self, key: &str, range: Option<String>) -> Result<Object, Error> {
+        let mut req = self.inner.http.get(self.url("objects", key));
+        if let Some(r) = range {
+            req = req.header(reqwest::header::RANGE, r);
+        }
+        let resp = req.send().await?;
         if !resp.status().is_success() {
             return Err(problem(resp).await);
         }
@@ -350,6 +648,7 @@ impl Client {
         let sha256 = header("etag").trim_matches('"').to_owned();
         let content_type = header("content-type");
         let bytes = resp.bytes().await?;
+        self.count_read(ReadPath::Http);
         Ok(Object {
             bytes,
             version,
@@ -359,16 +658,55 @@ impl Client {
         })
     }
 
-    /// Reads `key` one-sided, or fails (never falls back to HTTP).
+    /// A descriptor of `key` that may still be read from now on: the cached one while its
+    /// deadline is ahead, else a fresh one (and its deadline).
+    async fn descriptor(&self, key: &str, fresh: bool) -> Result<(Descriptor, Instant), Error> {
+        if !fresh {
+            let cache = self.inner.cache.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((d, deadline)) = cache.get(key) {
+                if Instant::now() < *deadline {
+                    return Ok((d.clone(), *deadline));
+                }
+            }
+        }
+        let sent = Instant::now();
+        let d = self.resolve(key).await?;
+        let deadline = deadline_of(&d, sent);
+        self.inner
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_owned(), (d.clone(), deadline));
+        Ok((d, deadline))
+    }
+
+    fn forget(&self, key: &str) {
+        self.inner
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+
+    /// Reads `key` one-sided, or fails (never falls back to HTTP). A stale, revoked, torn
+    /// or timed-out read drops the cached descriptor and gets one more try with a fresh one.
     pub async fn get_fabric(&self, key: &str) -> Result<Object, Error> {
         let mut last = None;
-        // A stale, revoked or torn read gets one more try with a fresh descriptor.
-        for _ in 0..2 {
-            let sent = Instant::now();
-            let d = self.resolve(key).await?;
-            match self.read_descriptor(&d, sent).await {
+        for attempt in 0..2 {
+            let (d, deadline) = self.descriptor(key, attempt > 0).await?;
+            match self.read_one(&d, deadline).await {
                 Ok(obj) => return Ok(obj),
-                Err(e) => last = Some(e),
+                Err(e) => {
+                    self.forget(key);
+                    last = Some(e);
+                    if self
+                        .inner
+                        .rebuilding
+                        .load(std::sync::atomic::Ordering::Acquire)
+                    {
+                        break; // the endpoint is down for a while: don't wait for it
+                    }
+                }
             }
         }
         Err(last.expect("at least one attempt"))
@@ -377,53 +715,145 @@ impl Client {
     /// Reads the version `d` names one-sided. `sent` is when the request that returned `d`
     /// was sent: the lease is counted from then.
     pub async fn read_descriptor(&self, d: &Descriptor, sent: Instant) -> Result<Object, Error> {
-        let (Some(addr), Some(rkey)) = (d.addr, d.rkey) else {
-            return Err(Error::FastPath("the gateway serves HTTP only".into()));
-        };
-        let checksum = u64::from_str_radix(&d.checksum, 16)
-            .map_err(|_| Error::Protocol(format!("bad checksum {:?}", d.checksum)))?;
-        let version = u64::from_str_radix(&d.version, 16)
-            .map_err(|_| Error::Protocol(format!("bad version {:?}", d.version)))?;
-        let lease = Duration::from_millis(d.lease_ms);
-        let deadline = sent + lease.saturating_sub(lease_margin(lease));
-        let remaining = deadline.saturating_duration_since(Instant::now());
+        self.read_one(d, deadline_of(d, sent)).await
+    }
+
+    async fn read_one(&self, d: &Descriptor, deadline: Instant) -> Result<Object, Error> {
+        let mut r = self.read_frames(&[(d, deadline)]).await?;
+        r.pop().expect("one result")
+    }
+
+    async fn read_descriptors(
+        &self,
+        ds: &[&Descriptor],
+        sent: Instant,
+    ) -> Result<Vec<Result<Object, Error>>, Error> {
+        let with: Vec<(&Descriptor, Instant)> =
+            ds.iter().map(|d| (*d, deadline_of(d, sent))).collect();
+        self.read_frames(&with).await
+    }
+
+    /// The core of every one-sided read: checks leases, reads all frames in one go,
+    /// validates, counts, and rebuilds the endpoint in the background after a failure.
+    async fn read_frames(
+        &self,
+        ds: &[(&Descriptor, Instant)],
+    ) -> Result<Vec<Result<Object, Error>>, Error> {
+        if ds.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self
+            .inner
+            .rebuilding
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            self.count_fallback(Fallback::Rebuilding);
+            return Err(Error::FastPath(
+                "the fabric endpoint is being rebuilt".into(),
+            ));
+        }
+        let mut frames = Vec::with_capacity(ds.len());
+        let mut earliest = None::<Instant>;
+        for (d, deadline) in ds {
+            let (Some(addr), Some(rkey)) = (d.addr, d.rkey) else {
+                self.count_fallback(Fallback::Unavailable);
+                return Err(Error::FastPath("the gateway serves HTTP only".into()));
+            };
+            let parse = |s: &str, what: &str| {
+                u64::from_str_radix(s, 16).map_err(|_| Error::Protocol(format!("bad {what} {s:?}")))
+            };
+            frames.push(RemoteFrame {
+                addr,
+                rkey,
+                identity: FrameIdentity {
+                    key_hash: key_hash(&d.key),
+                    version: parse(&d.version, "version")?,
+                    payload_len: d.length,
+                },
+                checksum: parse(&d.checksum, "checksum")?,
+            });
+            earliest = Some(earliest.map_or(*deadline, |e: Instant| e.min(*deadline)));
+        }
+        let remaining = earliest
+            .expect("non-empty")
+            .saturating_duration_since(Instant::now());
         if remaining.is_zero() {
+            self.count_fallback(Fallback::LeaseExpired);
             return Err(Error::FastPath(
                 "the descriptor's lease ended before the read".into(),
             ));
         }
-        let frame = RemoteFrame {
-            addr,
-            rkey,
-            identity: FrameIdentity {
-                key_hash: key_hash(&d.key),
-                version,
-                payload_len: d.length,
-            },
-            checksum,
-        };
         let timeout = remaining.min(self.inner.read_timeout);
         let mut state = Arc::clone(&self.inner.fabric).lock_owned().await;
-        self.connect(&mut state).await?;
-        let result = tokio::task::spawn_blocking(move || match &mut *state {
-            FabricState::Ready(reader) => reader.read(&frame, timeout),
-            _ => unreachable!("connected above"),
+        if let Err(e) = self.connect(&mut state).await {
+            self.count_fallback(Fallback::Unavailable);
+            return Err(e);
+        }
+        let (state, result) = tokio::task::spawn_blocking(move || {
+            let r = match &mut *state {
+                FabricState::Ready(reader) => reader.read_many(&frames, timeout),
+                _ => unreachable!("connected above"),
+            };
+            (state, r)
         })
         .await
         .map_err(|e| Error::FastPath(format!("read task failed: {e}")))?;
-        let payload = result.map_err(|e: ReadError| Error::FastPath(e.to_string()))?;
-        if self.inner.verify_sha256 && hex::encode(Sha256::digest(&payload)) != d.sha256 {
-            return Err(Error::FastPath(
-                "SHA-256 mismatch on a one-sided read".into(),
-            ));
+        let results = match result {
+            Ok(r) => {
+                drop(state);
+                r
+            }
+            Err(e) => {
+                self.count_fallback(Fallback::of(&e));
+                self.rebuild_in_background(state);
+                return Err(Error::FastPath(e.to_string()));
+            }
+        };
+        let mut out = Vec::with_capacity(ds.len());
+        for ((d, _), r) in ds.iter().zip(results) {
+            out.push(match r {
+                Err(e) => {
+                    self.count_fallback(Fallback::FrameMismatch);
+                    Err(Error::FastPath(format!("frame rejected: {e}")))
+                }
+                Ok(payload)
+                    if self.inner.verify_sha256
+                        && hex::encode(Sha256::digest(&payload)) != d.sha256 =>
+                {
+                    self.count_fallback(Fallback::Sha256Mismatch);
+                    Err(Error::FastPath(
+                        "SHA-256 mismatch on a one-sided read".into(),
+                    ))
+                }
+                Ok(payload) => {
+                    self.count_read(ReadPath::Fabric);
+                    Ok(Object {
+                        bytes: Bytes::from(payload),
+                        version: d.version.clone(),
+                        sha256: d.sha256.clone(),
+                        content_type: d.content_type.clone(),
+                        path: ReadPath::Fabric,
+                    })
+                }
+            });
         }
-        Ok(Object {
-            bytes: Bytes::from(payload),
-            version: d.version.clone(),
-            sha256: d.sha256.clone(),
-            content_type: d.content_type.clone(),
-            path: ReadPath::Fabric,
-        })
+        Ok(out)
+    }
+
+    /// After a fabric failure the reader has dropped its endpoint; build a new one on the
+    /// blocking pool while reads go over HTTP.
+    fn rebuild_in_background(&self, mut state: tokio::sync::OwnedMutexGuard<FabricState>) {
+        let flag = Arc::clone(&self.inner.rebuilding);
+        flag.store(true, std::sync::atomic::Ordering::Release);
+        tokio::task::spawn_blocking(move || {
+            if let FabricState::Ready(reader) = &mut *state {
+                if let Err(e) = reader.reconnect() {
+                    tracing::warn!(error = %e, "fabric endpoint rebuild failed; will retry on the next read");
+                }
+            }
+            drop(state);
+            flag.store(false, std::sync::atomic::Ordering::Release);
+        });
     }
 
     /// Makes sure `state` holds a connected reader (asking the gateway on first use).

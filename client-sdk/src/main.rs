@@ -1,12 +1,17 @@
-//! `rasa`: the command-line client of a Rasa gateway.
+//! `rasa`: the command-line client of a Rasa gateway, on top of the SDK.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
 use rasa_client::{Client, FastPath};
 use sha2::{Digest, Sha256};
+
+/// Transfers at least this large get a progress bar (on a terminal, without `--json`).
+const PROGRESS_MIN: u64 = 4 << 20;
 
 /// Command-line client for a Rasa gateway.
 #[derive(Debug, Parser)]
@@ -25,6 +30,10 @@ struct Cli {
     #[arg(long, env = "RASA_FABRIC_ADDR", global = true)]
     fabric_addr: Option<String>,
 
+    /// Machine-readable output: one JSON object (or array) on standard output.
+    #[arg(long, global = true)]
+    json: bool,
+
     #[command(subcommand)]
     command: Cmd,
 }
@@ -41,7 +50,7 @@ enum Mode {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
-    /// Store FILE under KEY; prints the descriptor (JSON).
+    /// Store FILE under KEY; prints the descriptor.
     Put {
         /// Object key.
         key: String,
@@ -51,7 +60,8 @@ enum Cmd {
         #[arg(long)]
         content_type: Option<String>,
     },
-    /// Read KEY to standard output or a file.
+    /// Read KEY to standard output or a file. With `--json`, prints
+    /// `{key, version, length, sha256, path}` instead (`path`: `fabric` or `http`).
     Get {
         /// Object key.
         key: String,
@@ -61,10 +71,28 @@ enum Cmd {
         /// Whether to read one-sided.
         #[arg(long, value_enum, default_value_t = Mode::Auto)]
         fast_path: Mode,
-        /// Print one JSON object `{key, version, length, sha256, path}` instead of the
-        /// value (which goes to `--output` if given); `path` is `fabric` or `http`.
+        /// Also check the SHA-256 of one-sided reads.
         #[arg(long)]
-        json: bool,
+        verify: bool,
+    },
+    /// Delete KEY (succeeds when absent too).
+    Rm {
+        /// Object key.
+        key: String,
+    },
+    /// Show KEY's current version, length, ETag and media type.
+    Stat {
+        /// Object key.
+        key: String,
+    },
+    /// List keys (in key order).
+    Ls {
+        /// Only keys starting with this.
+        #[arg(default_value = "")]
+        prefix: String,
+        /// Stop after this many keys (default: all).
+        #[arg(long)]
+        limit: Option<usize>,
     },
 }
 
@@ -80,13 +108,28 @@ async fn main() -> ExitCode {
     }
 }
 
+fn bar(len: u64, json: bool, what: &str) -> Option<ProgressBar> {
+    if json || len < PROGRESS_MIN || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = ProgressBar::new(len);
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    pb.set_message(what.to_owned());
+    Some(pb)
+}
+
+fn print_json(v: &serde_json::Value) {
+    println!("{v}");
+}
+
 async fn run(cli: Cli) -> Result<(), String> {
     let mode = match &cli.command {
-        Cmd::Get {
-            fast_path: Mode::Off,
-            ..
-        }
-        | Cmd::Put { .. } => FastPath::Off,
         Cmd::Get {
             fast_path: Mode::Required,
             ..
@@ -95,12 +138,17 @@ async fn run(cli: Cli) -> Result<(), String> {
             fast_path: Mode::Auto,
             ..
         } => FastPath::Auto,
+        _ => FastPath::Off,
     };
-    let mut builder = Client::builder(&cli.endpoint).fast_path(mode);
+    let verify = matches!(&cli.command, Cmd::Get { verify: true, .. });
+    let mut builder = Client::builder(&cli.endpoint)
+        .fast_path(mode)
+        .verify_sha256(verify);
     if let Some(a) = &cli.fabric_addr {
         builder = builder.fabric_addr(a);
     }
     let client = builder.build().map_err(|e| e.to_string())?;
+    let json = cli.json;
     match cli.command {
         Cmd::Put {
             key,
@@ -117,37 +165,115 @@ async fn run(cli: Cli) -> Result<(), String> {
                     .await
                     .map_err(|e| format!("reading {}: {e}", file.display()))?
             };
+            let len = body.len() as u64;
+            let pb = bar(len, json, &format!("put {key}"));
+            let body = match &pb {
+                None => reqwest::Body::from(body),
+                Some(pb) => {
+                    let pb = pb.clone();
+                    let chunks: Vec<bytes::Bytes> = bytes::Bytes::from(body)
+                        .chunks(1 << 20)
+                        .map(bytes::Bytes::copy_from_slice)
+                        .collect();
+                    let stream = futures_util::stream::iter(chunks.into_iter().map(move |c| {
+                        pb.inc(c.len() as u64);
+                        Ok::<_, std::io::Error>(c)
+                    }));
+                    reqwest::Body::wrap_stream(stream)
+                }
+            };
             let d = client
                 .put_typed(&key, body, content_type.as_deref())
                 .await
                 .map_err(|e| e.to_string())?;
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&d).expect("descriptor serializes")
-            );
+            if let Some(pb) = pb {
+                pb.finish_and_clear();
+            }
+            let v = serde_json::to_value(&d).expect("descriptor serializes");
+            if json {
+                print_json(&v);
+            } else {
+                println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+            }
         }
-        Cmd::Get {
-            key, output, json, ..
-        } => {
+        Cmd::Get { key, output, .. } => {
+            let spinner =
+                (!json && std::io::stderr().is_terminal() && output.is_some()).then(|| {
+                    let s = ProgressBar::new_spinner();
+                    s.set_message(format!("get {key}"));
+                    s.enable_steady_tick(Duration::from_millis(100));
+                    s
+                });
             let obj = client.get(&key).await.map_err(|e| e.to_string())?;
+            if let Some(s) = spinner {
+                s.finish_and_clear();
+            }
             if let Some(path) = &output {
                 tokio::fs::write(path, &obj.bytes)
                     .await
                     .map_err(|e| format!("writing {}: {e}", path.display()))?;
             }
             if json {
-                let out = serde_json::json!({
+                print_json(&serde_json::json!({
                     "key": key,
                     "version": obj.version,
                     "length": obj.bytes.len(),
                     "sha256": hex::encode(Sha256::digest(&obj.bytes)),
                     "path": obj.path.as_str(),
-                });
-                println!("{out}");
+                }));
             } else if output.is_none() {
                 std::io::stdout()
                     .write_all(&obj.bytes)
                     .map_err(|e| format!("writing standard output: {e}"))?;
+            } else if std::io::stderr().is_terminal() {
+                eprintln!("{} bytes via {}", obj.bytes.len(), obj.path.as_str());
+            }
+        }
+        Cmd::Rm { key } => {
+            client.delete(&key).await.map_err(|e| e.to_string())?;
+            if json {
+                print_json(&serde_json::json!({"key": key, "deleted": true}));
+            }
+        }
+        Cmd::Stat { key } => {
+            let m = client.head(&key).await.map_err(|e| e.to_string())?;
+            if json {
+                print_json(&serde_json::json!({
+                    "key": key,
+                    "version": m.version,
+                    "length": m.length,
+                    "etag": m.etag,
+                    "content_type": m.content_type,
+                }));
+            } else {
+                println!("key:          {key}");
+                println!("version:      {}", m.version);
+                println!("length:       {}", m.length);
+                println!("etag:         {}", m.etag);
+                println!("content-type: {}", m.content_type);
+            }
+        }
+        Cmd::Ls { prefix, limit } => {
+            let mut after: Option<String> = None;
+            let mut items = Vec::new();
+            let want = limit.unwrap_or(usize::MAX);
+            loop {
+                let page = client
+                    .list(&prefix, after.as_deref(), (want - items.len()).min(1000))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                items.extend(page.items);
+                match page.next_after {
+                    Some(next) if items.len() < want => after = Some(next),
+                    _ => break,
+                }
+            }
+            if json {
+                print_json(&serde_json::to_value(&items).expect("json"));
+            } else {
+                for i in &items {
+                    println!("{:>12}  {}  {}", i.length, i.version, i.key);
+                }
             }
         }
     }

@@ -142,18 +142,35 @@ impl Reader {
         self.conn.is_some()
     }
 
+    /// Rebuilds the endpoint now if a failure dropped it (otherwise the next read does).
+    pub fn reconnect(&mut self) -> Result<(), FabricError> {
+        if self.conn.is_none() {
+            self.conn = Some(self.open()?);
+            self.rebuilds += 1;
+        }
+        Ok(())
+    }
+
     /// Reads the frame `f` one-sided, validates it against what `f` promises, and returns
     /// its payload. Never blocks longer than `timeout` (plus endpoint set-up after a
     /// failure), never returns bytes that fail validation.
     pub fn read(&mut self, f: &RemoteFrame, timeout: Duration) -> Result<Vec<u8>, ReadError> {
-        let result = self.try_read(f, timeout);
-        if matches!(
-            result,
-            Err(ReadError::KeyRevoked(_)
-                | ReadError::ConnectionLost(_)
-                | ReadError::Timeout(_)
-                | ReadError::Fabric(_))
-        ) {
+        let mut out = self.read_many(std::slice::from_ref(f), timeout)?;
+        out.pop()
+            .expect("one result per frame")
+            .map_err(ReadError::Frame)
+    }
+
+    /// Reads several frames one-sided with all their pieces in flight together, and
+    /// validates each. A fabric failure fails the whole batch (and drops the endpoint); a
+    /// frame that does not match its promise fails only its own entry.
+    pub fn read_many(
+        &mut self,
+        frames: &[RemoteFrame],
+        timeout: Duration,
+    ) -> Result<Vec<Result<Vec<u8>, FrameError>>, ReadError> {
+        let result = self.try_read_many(frames, timeout);
+        if result.is_err() {
             // The provider may have torn the connection down (tcp;ofi_rxm does after a
             // revoked key) and reads may still be in flight: drop the endpoint, which
             // cancels them, and build a new one next time.
@@ -162,26 +179,34 @@ impl Reader {
         result
     }
 
-    fn try_read(&mut self, f: &RemoteFrame, timeout: Duration) -> Result<Vec<u8>, ReadError> {
-        let frame_len = usize::try_from(f.identity.payload_len)
-            .ok()
-            .and_then(|n| n.checked_add(HEADER_LEN))
-            .ok_or(FrameError::Truncated {
-                got: 0,
-                expected: usize::MAX,
-            })?;
-        if self.conn.is_none() {
-            self.conn = Some(self.open().map_err(classify)?);
-            self.rebuilds += 1;
+    fn try_read_many(
+        &mut self,
+        frames: &[RemoteFrame],
+        timeout: Duration,
+    ) -> Result<Vec<Result<Vec<u8>, FrameError>>, ReadError> {
+        // Lay the frames out one after another (64-byte aligned) in the scratch buffer.
+        let mut layout = Vec::with_capacity(frames.len());
+        let mut total = 0usize;
+        for f in frames {
+            let len = usize::try_from(f.identity.payload_len)
+                .ok()
+                .and_then(|n| n.checked_add(HEADER_LEN))
+                .ok_or(FrameError::Truncated {
+                    got: 0,
+                    expected: usize::MAX,
+                })?;
+            layout.push((total, len));
+            total = (total + len).next_multiple_of(64);
         }
+        self.reconnect().map_err(classify)?;
         let conn = self.conn.as_mut().expect("connected above");
         let need_new = conn
             .scratch
             .as_ref()
-            .is_none_or(|(slot, _)| slot.len() < frame_len);
+            .is_none_or(|(slot, _)| slot.len() < total);
         if need_new {
             conn.scratch = None;
-            let size = frame_len.next_power_of_two().max(64 << 10);
+            let size = total.next_power_of_two().max(64 << 10);
             let buffer = ArenaBuffer::new(size).map_err(|e| {
                 ReadError::Fabric(FabricError::Call {
                     call: "allocate scratch buffer",
@@ -198,56 +223,75 @@ impl Reader {
                 .expect("a fresh buffer has room for itself");
             conn.scratch = Some((slot, mr));
         }
+        let mut pieces = Vec::new();
+        for (f, &(at, len)) in frames.iter().zip(&layout) {
+            let mut off = 0;
+            while off < len {
+                let n = CHUNK.min(len - off);
+                pieces.push(Piece {
+                    local: at + off,
+                    remote: f.addr + off as u64,
+                    rkey: f.rkey,
+                    len: n,
+                });
+                off += n;
+            }
+        }
         let deadline = Instant::now() + timeout;
-        read_chunks(conn, f, frame_len, deadline).map_err(|e| match e {
+        read_pieces(conn, &pieces, deadline).map_err(|e| match e {
             ReadError::Timeout(_) => ReadError::Timeout(timeout),
             other => other,
         })?;
         let (slot, _) = conn.scratch.as_mut().expect("scratch set above");
-        let bytes = &slot.as_mut_slice()[..frame_len];
-        let payload = frame::validate(bytes, f.identity, f.checksum)?;
-        Ok(payload.to_vec())
+        let bytes = slot.as_mut_slice();
+        Ok(frames
+            .iter()
+            .zip(&layout)
+            .map(|(f, &(at, len))| {
+                frame::validate(&bytes[at..at + len], f.identity, f.checksum).map(<[u8]>::to_vec)
+            })
+            .collect())
     }
 }
 
-/// Issues the reads of `frame_len` bytes in chunks (up to [`MAX_IN_FLIGHT`] at once) and
-/// waits for all of them.
-fn read_chunks(
-    conn: &mut Conn,
-    f: &RemoteFrame,
-    frame_len: usize,
-    deadline: Instant,
-) -> Result<(), ReadError> {
+/// One read: `len` bytes from `remote` (under `rkey`) into the scratch buffer at `local`.
+struct Piece {
+    local: usize,
+    remote: u64,
+    rkey: u64,
+    len: usize,
+}
+
+/// Issues `pieces` (up to [`MAX_IN_FLIGHT`] at once) and waits for all of them.
+fn read_pieces(conn: &mut Conn, pieces: &[Piece], deadline: Instant) -> Result<(), ReadError> {
     let (slot, mr) = conn.scratch.as_mut().expect("scratch registered");
     let base = slot.as_mut_slice().as_mut_ptr();
     let desc = mr.desc();
-    let chunks = frame_len.div_ceil(CHUNK).max(1);
-    // One context per chunk; the provider may write into it while the read is in flight.
-    let mut contexts: Vec<sys::fi_context2> = vec![sys::fi_context2::default(); chunks];
+    // One context per piece; the provider may write into it while the read is in flight.
+    let mut contexts: Vec<sys::fi_context2> = vec![sys::fi_context2::default(); pieces.len()];
     let ctx_base = contexts.as_mut_ptr();
     let mut next = 0usize;
     let mut done = 0usize;
     let mut in_flight = 0usize;
     let mut entries = [sys::fi_cq_entry::default(); MAX_IN_FLIGHT];
     let mut idle_polls = 0u32;
-    while done < chunks {
-        while next < chunks && in_flight < MAX_IN_FLIGHT {
-            let off = next * CHUNK;
-            let len = CHUNK.min(frame_len - off);
-            // SAFETY: `base + off .. + len` lies in the registered scratch slot, which we
-            // hold exclusively (&mut) and which outlives the read: on any early return the
-            // caller drops the endpoint (cancelling reads) before the buffer. The context
-            // stays at a fixed address (`contexts` is not resized) until completion or
-            // endpoint close.
+    while done < pieces.len() {
+        while next < pieces.len() && in_flight < MAX_IN_FLIGHT {
+            let p = &pieces[next];
+            // SAFETY: `base + p.local .. + p.len` lies in the registered scratch slot, which
+            // we hold exclusively (&mut) and which outlives the read: on any early return
+            // the caller drops the endpoint (cancelling reads) before the buffer. The
+            // context stays at a fixed address (`contexts` is not resized) until
+            // completion or endpoint close.
             let ret = unsafe {
                 sys::rasa_fi_read(
                     conn.node.ep_raw(),
-                    base.add(off).cast(),
-                    len,
+                    base.add(p.local).cast(),
+                    p.len,
                     desc,
                     conn.peer,
-                    f.addr + off as u64,
-                    f.rkey,
+                    p.remote,
+                    p.rkey,
                     ctx_base.add(next).cast(),
                 )
             };
@@ -375,6 +419,18 @@ mod tests {
             let got = reader.read(&s.frame, TIMEOUT).unwrap();
             assert_eq!(got, s.payload, "{provider}: {len} bytes");
         }
+
+        // Several frames in one go; one bad promise fails only its own entry.
+        let a = store(&server, vec![1u8; 3 << 20], 100);
+        let b = store(&server, b"small".to_vec(), 101);
+        let lie = RemoteFrame {
+            checksum: b.frame.checksum ^ 1,
+            ..b.frame
+        };
+        let got = reader.read_many(&[a.frame, b.frame, lie], TIMEOUT).unwrap();
+        assert_eq!(got[0].as_deref().unwrap(), &a.payload[..]);
+        assert_eq!(got[1].as_deref().unwrap(), &b.payload[..]);
+        assert!(got[2].is_err());
 
         // A promise the bytes do not keep (wrong checksum, wrong version) is rejected.
         let s = store(&server, b"hello".to_vec(), 9);

@@ -231,6 +231,28 @@ fn cli_reads_one_sided_and_falls_back_to_http() {
     let out = rasa(&gw, &["get", "cli/value.bin"]);
     assert_eq!(sha256_hex(&out.stdout), d.sha256);
 
+    // stat, ls and rm, human and --json.
+    let out = rasa(&gw, &["stat", "cli/value.bin", "--json"]);
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (j["length"].as_u64(), j["version"].as_str()),
+        (Some(body.len() as u64), Some(d.version.as_str()))
+    );
+    let out = rasa(&gw, &["stat", "cli/value.bin"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&d.version));
+    let out = rasa(&gw, &["ls", "cli/", "--json"]);
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j.as_array().map(Vec::len), Some(1));
+    assert_eq!(j[0]["key"], "cli/value.bin");
+    let out = rasa(&gw, &["rm", "cli/value.bin", "--json"]);
+    assert!(out.status.success());
+    let out = rasa(&gw, &["ls", "cli/"]);
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
     let out = rasa(&gw, &["get", "cli/missing", "--json"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not_found"));

@@ -3,3 +3,4 @@
 mod api;
 mod fastpath;
 mod objects;
+mod race;
