@@ -122,7 +122,24 @@ async fn main() {
             assert_eq!(got.len(), size);
         }
         let web = summarize(lat, size, wall.elapsed(), cpu_seconds(pid) - cpu0);
-        for (name, r) in [("fabric", &fabric), ("http", &web)] {
+
+        // The SDK's `get` end to end (descriptor cache, validation, fallback), both ways.
+        let mut sdk = Vec::new();
+        for (mode, want) in [(FastPath::Required, rasa_client::ReadPath::Fabric), (FastPath::Off, rasa_client::ReadPath::Http)] {
+            let c = Client::builder(&endpoint).fast_path(mode).build().unwrap();
+            c.get(&key).await.unwrap(); // connect / warm up
+            let mut lat = Vec::with_capacity(iters);
+            let cpu0 = cpu_seconds(pid);
+            let wall = Instant::now();
+            for _ in 0..iters {
+                let t = Instant::now();
+                let obj = c.get(&key).await.unwrap();
+                lat.push(t.elapsed());
+                assert_eq!((obj.bytes.len(), obj.path), (size, want));
+            }
+            sdk.push(summarize(lat, size, wall.elapsed(), cpu_seconds(pid) - cpu0));
+        }
+        for (name, r) in [("fabric", &fabric), ("http", &web), ("SDK get, fabric", &sdk[0]), ("SDK get, http", &sdk[1])] {
             println!(
                 "| {label} | {name} | {:.0} µs | {:.0} µs | {:.2} GB/s | {} |",
                 r.p50.as_secs_f64() * 1e6,
@@ -139,6 +156,11 @@ async fn main() {
             "| {label} | ratio fabric/http | {:.2}x faster p50 | | {:.2}x | |",
             web.p50.as_secs_f64() / fabric.p50.as_secs_f64(),
             fabric.gbps / web.gbps
+        );
+        println!(
+            "| {label} | ratio SDK get fabric/http | {:.2}x faster p50 | | {:.2}x | |",
+            sdk[1].p50.as_secs_f64() / sdk[0].p50.as_secs_f64(),
+            sdk[0].gbps / sdk[1].gbps
         );
     }
 }
