@@ -125,7 +125,10 @@ async fn main() {
 
         // The SDK's `get` end to end (descriptor cache, validation, fallback), both ways.
         let mut sdk = Vec::new();
-        for (mode, want) in [(FastPath::Required, rasa_client::ReadPath::Fabric), (FastPath::Off, rasa_client::ReadPath::Http)] {
+        for (mode, want) in [
+            (FastPath::Required, rasa_client::ReadPath::Fabric),
+            (FastPath::Off, rasa_client::ReadPath::Http),
+        ] {
             let c = Client::builder(&endpoint).fast_path(mode).build().unwrap();
             c.get(&key).await.unwrap(); // connect / warm up
             let mut lat = Vec::with_capacity(iters);
@@ -137,9 +140,19 @@ async fn main() {
                 lat.push(t.elapsed());
                 assert_eq!((obj.bytes.len(), obj.path), (size, want));
             }
-            sdk.push(summarize(lat, size, wall.elapsed(), cpu_seconds(pid) - cpu0));
+            sdk.push(summarize(
+                lat,
+                size,
+                wall.elapsed(),
+                cpu_seconds(pid) - cpu0,
+            ));
         }
-        for (name, r) in [("fabric", &fabric), ("http", &web), ("SDK get, fabric", &sdk[0]), ("SDK get, http", &sdk[1])] {
+        for (name, r) in [
+            ("fabric", &fabric),
+            ("http", &web),
+            ("SDK get, fabric", &sdk[0]),
+            ("SDK get, http", &sdk[1]),
+        ] {
             println!(
                 "| {label} | {name} | {:.0} µs | {:.0} µs | {:.2} GB/s | {} |",
                 r.p50.as_secs_f64() * 1e6,

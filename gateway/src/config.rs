@@ -61,6 +61,41 @@ pub struct Args {
     #[arg(long, env = "RASA_FABRIC_ADDR")]
     pub fabric_addr: Option<String>,
 
+    /// Read-through origin: `s3://bucket` or `s3://bucket/prefix`. Values the gateway does
+    /// not hold are fetched from it on first access.
+    #[arg(long, env = "RASA_ORIGIN", value_parser = parse_origin)]
+    pub origin: Option<crate::origin::s3::S3Location>,
+
+    /// S3 endpoint URL for non-AWS servers (MinIO, s3s-fs); implies path-style addressing.
+    #[arg(long, env = "RASA_S3_ENDPOINT", requires = "origin")]
+    pub s3_endpoint: Option<String>,
+
+    /// S3 region.
+    #[arg(long, env = "RASA_S3_REGION", default_value = "us-east-1")]
+    pub s3_region: String,
+
+    /// Use virtual-hosted-style addressing (`bucket.endpoint`) even with `--s3-endpoint`.
+    #[arg(long, env = "RASA_S3_VIRTUAL_HOSTED")]
+    pub s3_virtual_hosted: bool,
+
+    /// What PUT and DELETE do with the origin. `write-through` (the default with an origin)
+    /// acknowledges a PUT only after S3 stored it and deletes in S3 too; `cache-only` keeps
+    /// writes in the gateway (a DELETE then only drops the cached copy).
+    #[arg(long, env = "RASA_WRITE_POLICY", value_enum)]
+    pub write_policy: Option<crate::origin::WritePolicy>,
+
+    /// Revalidate a cached origin object (conditional GET) once it is this old; `0s` never.
+    #[arg(long, env = "RASA_ORIGIN_TTL", default_value = "60s", value_parser = parse_duration)]
+    pub origin_ttl: Duration,
+
+    /// Remember "not found at the origin" this long.
+    #[arg(long, env = "RASA_NEGATIVE_TTL", default_value = "5s", value_parser = parse_duration)]
+    pub negative_ttl: Duration,
+
+    /// Longest wait for the origin (per request, and between body chunks): then 504.
+    #[arg(long, env = "RASA_ORIGIN_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub origin_timeout: Duration,
+
     /// Enables `/v1/_test/*` routes that revoke keys and fabricate corrupt frames, for
     /// the fast-path test suite. Never enable in production.
     #[arg(long, env = "RASA_TEST_HOOKS", hide = true)]
@@ -105,6 +140,10 @@ fn parse_size(s: &str) -> Result<u64, String> {
         .map_err(|e| format!("{e} (write sizes like 64MiB, 1GiB or 1000000)"))
 }
 
+fn parse_origin(s: &str) -> Result<crate::origin::s3::S3Location, String> {
+    s.parse()
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s.trim())
         .map_err(|e| format!("{e} (write durations like 10s or 250ms)"))
@@ -145,6 +184,14 @@ impl Args {
                 humantime::format_duration(MAX_LEASE)
             ));
         }
+        if self.write_policy == Some(crate::origin::WritePolicy::WriteThrough)
+            && self.origin.is_none()
+        {
+            return Err("--write-policy write-through needs an --origin".into());
+        }
+        if self.origin.is_some() && self.origin_timeout.is_zero() {
+            return Err("--origin-timeout must be more than 0".into());
+        }
         if self.max_batch_keys == 0 {
             return Err("--max-batch-keys must be at least 1".into());
         }
@@ -163,6 +210,26 @@ impl Args {
             (!ip.is_unspecified()).then(|| ip.to_string())
         });
         rasa_fastpath::fabric::FabricConfig::new(provider, node)
+    }
+
+    /// The effective write policy.
+    pub fn effective_write_policy(&self) -> crate::origin::WritePolicy {
+        self.write_policy.unwrap_or(if self.origin.is_some() {
+            crate::origin::WritePolicy::WriteThrough
+        } else {
+            crate::origin::WritePolicy::CacheOnly
+        })
+    }
+
+    /// The S3 origin's configuration, when there is an origin.
+    pub fn s3_config(&self) -> Option<crate::origin::s3::S3Config> {
+        Some(crate::origin::s3::S3Config {
+            location: self.origin.clone()?,
+            endpoint: self.s3_endpoint.clone(),
+            region: self.s3_region.clone(),
+            path_style: self.s3_endpoint.is_some() && !self.s3_virtual_hosted,
+            timeout: self.origin_timeout,
+        })
     }
 
     /// The store's part of the configuration.
@@ -227,6 +294,10 @@ mod tests {
             (&["--lease", "0s"], "--lease"),
             (&["--lease", "2h"], "--lease"),
             (&["--max-batch-keys", "0"], "--max-batch-keys"),
+            (&["--origin", "http://bucket"], "s3://"),
+            (&["--origin", "s3://B"], "bucket"),
+            (&["--write-policy", "write-through"], "--origin"),
+            (&["--s3-endpoint", "http://x"], "--origin"),
         ] {
             let err = parse(args).unwrap_err();
             assert!(err.contains(needle), "{args:?}: {err}");

@@ -9,6 +9,7 @@
 //! - [`http`]: the axum router ([`http::app`]), one file per resource, errors as
 //!   `application/problem+json`, the OpenAPI document and Swagger UI.
 //! - [`key`]: what a valid object key is.
+//! - [`origin`]: the S3 origin behind the store (read-through, write-through).
 //! - [`config`]: flags and `RASA_*` environment variables, validated at start.
 //! - [`server`]: serve a listener until a shutdown signal.
 //!
@@ -23,5 +24,6 @@
 pub mod config;
 pub mod http;
 pub mod key;
+pub mod origin;
 pub mod server;
 pub mod store;

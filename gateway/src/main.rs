@@ -65,8 +65,25 @@ async fn serve(args: Args) -> Result<(), String> {
             max_object_size: args.max_object_size,
             max_batch_keys: args.max_batch_keys,
             test_hooks: args.test_hooks,
+            write_policy: args.effective_write_policy(),
         },
     );
+    if let Some(cfg) = args.s3_config() {
+        let origin = rasa_gateway::origin::s3::S3Origin::new(cfg).await;
+        tracing::info!(
+            origin = %rasa_gateway::origin::Origin::describe(&origin),
+            write_policy = ?args.effective_write_policy(),
+            ttl = ?args.origin_ttl,
+            "read-through origin"
+        );
+        state.origin = Some(rasa_gateway::origin::readthrough::ReadThrough::new(
+            Arc::new(origin),
+            Arc::clone(&state.store),
+            (!args.origin_ttl.is_zero()).then_some(args.origin_ttl),
+            args.negative_ttl,
+            args.max_object_size,
+        ));
+    }
     state.metrics = Some(recorder);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

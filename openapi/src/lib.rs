@@ -90,8 +90,12 @@ pub enum ProblemCode {
     DigestMismatch,
     /// Too many keys in one batch request.
     TooManyKeys,
-    /// The gateway is shutting down or not ready.
+    /// The gateway is shutting down, not ready, or out of reusable memory for now.
     Unavailable,
+    /// The origin (S3) failed, refused access, or could not be reached.
+    OriginUnavailable,
+    /// The origin (S3) did not answer within `--origin-timeout`.
+    OriginTimeout,
     /// An unexpected failure inside the gateway.
     Internal,
     /// A code this client version does not know.
@@ -117,6 +121,8 @@ impl ProblemCode {
             Self::DigestMismatch => "digest_mismatch",
             Self::TooManyKeys => "too_many_keys",
             Self::Unavailable => "unavailable",
+            Self::OriginUnavailable => "origin_unavailable",
+            Self::OriginTimeout => "origin_timeout",
             Self::Internal => "internal",
             Self::Unknown => "unknown",
         }

@@ -48,6 +48,9 @@ pub fn descriptor(st: &AppState, v: &StoredVersion) -> Descriptor {
         (status = 200, description = "The descriptor.", body = Descriptor),
         (status = 400, description = "Invalid key or version.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such key or version.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 502, description = "Read-through miss: the origin failed.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Read-through miss: no reusable memory for now.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 504, description = "Read-through miss: the origin timed out.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn get_descriptor(
@@ -57,7 +60,7 @@ pub async fn get_descriptor(
     let key = key_from_uri(req.uri().path(), "/v1/descriptors/")?;
     let Query(q) = Query::<VersionQuery>::try_from_uri(req.uri())
         .map_err(|e| ApiError::InvalidRequest(e.body_text()))?;
-    let v = lookup(&st, &key, &q)?;
+    let v = lookup(&st, &key, &q).await?;
     Ok(json_response(StatusCode::OK, &descriptor(&st, &v)))
 }
 
@@ -86,13 +89,13 @@ pub async fn batch_descriptors(
             limit,
         });
     }
-    let results = req
-        .keys
-        .into_iter()
-        .map(|k| {
-            let found = key::validate(&k)
-                .map_err(ApiError::from)
-                .and_then(|()| lookup(&st, &k, &VersionQuery::default()));
+    let lookups = req.keys.into_iter().map(|k| {
+        let st = st.clone();
+        async move {
+            let found = match key::validate(&k) {
+                Ok(()) => lookup(&st, &k, &VersionQuery::default()).await,
+                Err(e) => Err(ApiError::from(e)),
+            };
             match found {
                 Ok(v) => DescriptorResult {
                     descriptor: Some(descriptor(&st, &v)),
@@ -105,8 +108,10 @@ pub async fn batch_descriptors(
                     key: k,
                 },
             }
-        })
-        .collect();
+        }
+    });
+    // Read-through misses of one batch are fetched concurrently.
+    let results = futures_util::future::join_all(lookups).await;
     Ok(json_response(
         StatusCode::OK,
         &DescriptorBatchResponse { results },

@@ -60,6 +60,12 @@ pub enum ApiError {
         /// Seconds after which a retry makes sense.
         retry_after: u64,
     },
+    /// The origin failed, refused access or could not be reached.
+    #[error("{0}")]
+    OriginUnavailable(String),
+    /// The origin did not answer in time.
+    #[error("{0}")]
+    OriginTimeout(String),
     /// A failure inside the gateway (e.g. memory registration).
     #[error("{0}")]
     Internal(String),
@@ -89,6 +95,8 @@ impl ApiError {
             Self::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::OriginUnavailable(_) => StatusCode::BAD_GATEWAY,
+            Self::OriginTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
         }
     }
 
@@ -107,6 +115,8 @@ impl ApiError {
             Self::TooManyKeys { .. } => ProblemCode::TooManyKeys,
             Self::Internal(_) => ProblemCode::Internal,
             Self::Unavailable { .. } => ProblemCode::Unavailable,
+            Self::OriginUnavailable(_) => ProblemCode::OriginUnavailable,
+            Self::OriginTimeout(_) => ProblemCode::OriginTimeout,
         }
     }
 
@@ -177,5 +187,33 @@ impl IntoResponse for ApiError {
             _ => {}
         }
         resp
+    }
+}
+
+impl From<crate::origin::OriginError> for ApiError {
+    fn from(e: crate::origin::OriginError) -> Self {
+        use crate::origin::OriginError;
+        match &e {
+            OriginError::Timeout(_) => Self::OriginTimeout(e.to_string()),
+            OriginError::Denied(_) => Self::OriginUnavailable(format!(
+                "{e} (check the gateway's AWS credentials and bucket policy)"
+            )),
+            OriginError::Failed(_) => Self::OriginUnavailable(e.to_string()),
+        }
+    }
+}
+
+impl From<crate::origin::readthrough::FetchError> for ApiError {
+    fn from(e: crate::origin::readthrough::FetchError) -> Self {
+        use crate::origin::readthrough::FetchError;
+        match e {
+            FetchError::Origin(o) => o.into(),
+            FetchError::TooLarge(_) => Self::OriginUnavailable(e.to_string()),
+            FetchError::Busy(d) => Self::Unavailable {
+                detail: e.to_string(),
+                retry_after: d.as_secs().max(1),
+            },
+            FetchError::Store(d) => Self::InsufficientStorage(d),
+        }
     }
 }

@@ -47,6 +47,8 @@ pub struct HttpConfig {
     pub max_batch_keys: usize,
     /// Serve the `/v1/_test/*` routes (fast-path test suite only).
     pub test_hooks: bool,
+    /// What PUT and DELETE do with the origin (when there is one).
+    pub write_policy: crate::origin::WritePolicy,
 }
 
 /// What every handler can reach.
@@ -60,6 +62,8 @@ pub struct AppState {
     pub metrics: Option<PrometheusHandle>,
     /// The OpenAPI document, serialized once.
     pub openapi_json: Arc<String>,
+    /// The origin behind the store, when the gateway is a read-through cache.
+    pub origin: Option<Arc<crate::origin::readthrough::ReadThrough>>,
     /// Corrupt frame copies made by the test hooks, kept alive while a test reads them.
     pub(crate) test_frames: Arc<std::sync::Mutex<Vec<Arc<crate::store::StoredVersion>>>>,
 }
@@ -72,6 +76,7 @@ impl AppState {
             config: Arc::new(config),
             metrics: None,
             openapi_json: Arc::new(doc::openapi_json()),
+            origin: None,
             test_frames: Arc::default(),
         }
     }
@@ -231,6 +236,7 @@ mod tests {
                 max_object_size: 1024,
                 max_batch_keys: 10,
                 test_hooks: false,
+                write_policy: crate::origin::WritePolicy::CacheOnly,
             },
         ))
     }

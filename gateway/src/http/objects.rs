@@ -14,6 +14,7 @@ use utoipa::IntoParams;
 use super::preconditions::{self, Outcome, Preconditions, RangeOutcome};
 use super::{descriptors, json_response, ApiError, AppState};
 use crate::key::{self, KeyError};
+use crate::origin::WritePolicy;
 use crate::store::{StoredVersion, Upload, VersionId};
 
 /// Media type stored when a PUT names none.
@@ -37,17 +38,20 @@ pub struct VersionQuery {
     pub version: Option<String>,
 }
 
-/// Looks up the version a read asks for.
-pub(crate) fn lookup(
+/// Looks up the version a read asks for (through the origin on a miss, when there is one).
+pub(crate) async fn lookup(
     st: &AppState,
     key: &str,
     q: &VersionQuery,
 ) -> Result<Arc<StoredVersion>, ApiError> {
     match &q.version {
-        None => st
-            .store
-            .current(key)
-            .ok_or_else(|| ApiError::NotFound(key.to_owned())),
+        None => {
+            let found = match &st.origin {
+                Some(rt) => rt.current(key).await?,
+                None => st.store.current(key),
+            };
+            found.ok_or_else(|| ApiError::NotFound(key.to_owned()))
+        }
         Some(raw) => {
             let id: VersionId = raw
                 .parse()
@@ -165,6 +169,8 @@ async fn receive(
         (status = 413, description = "Larger than the maximum object size; nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
         (status = 503, description = "Memory is full of values under lease; retry after `Retry-After` seconds. Nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64))),
+        (status = 502, description = "Write-through: the origin failed; nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 504, description = "Write-through: the origin timed out; nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
         (status = 507, description = "The value is larger than the memory budget can ever hold; nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
     )
 )]
@@ -178,9 +184,26 @@ pub async fn put_object(State(st): State<AppState>, req: Request) -> Result<Resp
         pre.evaluate(st.store.current(&key).as_deref(), false)?;
     }
     let upload = receive(&st, &key, &ctype, &parts.headers, body).await?;
+    let sealed = st.store.seal(upload)?;
+    if let (Some(rt), WritePolicy::WriteThrough) = (&st.origin, st.config.write_policy) {
+        // Acknowledged only once the origin has it; the SHA-256 goes along as its checksum.
+        let v = sealed.version();
+        let body = Bytes::from_owner(v.payload());
+        let etag = rt
+            .origin()
+            .put(&key, body, v.sha256, &v.content_type)
+            .await?;
+        if let Some(e) = etag {
+            let _ = v.origin.etag.set(e);
+        }
+        v.origin.touch();
+    }
     let stored = st
         .store
-        .commit(upload, |cur| pre.evaluate(cur, false).map(drop))?;
+        .publish(sealed, |cur| pre.evaluate(cur, false).map(drop))?;
+    if let Some(rt) = &st.origin {
+        rt.forget_negative(&key);
+    }
     let d = descriptors::descriptor(&st, &stored);
     let mut resp = json_response(StatusCode::CREATED, &d);
     let h = resp.headers_mut();
@@ -230,7 +253,7 @@ async fn read_object(st: AppState, method: Method, req: Request) -> Result<Respo
         .map_err(|e| ApiError::InvalidRequest(e.body_text()))?;
     let h = req.headers();
     let pre = Preconditions::from_headers(h)?;
-    let v = lookup(&st, &key, &q)?;
+    let v = lookup(&st, &key, &q).await?;
     let pinned = q.version.is_some();
     if pre.evaluate(Some(&v), true)? == Outcome::NotModified {
         let mut resp = StatusCode::NOT_MODIFIED.into_response();
@@ -300,6 +323,9 @@ async fn read_object(st: AppState, method: Method, req: Request) -> Result<Respo
         (status = 412, description = "A precondition failed.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
         (status = 416, description = "The range does not overlap the value.", body = rasa_openapi::Problem, content_type = "application/problem+json",
             headers(("Content-Range" = String, description = "`bytes */<length>`"))),
+        (status = 502, description = "Read-through miss: the origin failed.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Read-through miss: no reusable memory for now.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 504, description = "Read-through miss: the origin timed out.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn get_object(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
@@ -317,6 +343,9 @@ pub async fn get_object(State(st): State<AppState>, req: Request) -> Result<Resp
         (status = 400, description = "Invalid key or version."),
         (status = 404, description = "No such key or version."),
         (status = 412, description = "A precondition failed."),
+        (status = 502, description = "Read-through miss: the origin failed."),
+        (status = 503, description = "Read-through miss: no reusable memory for now."),
+        (status = 504, description = "Read-through miss: the origin timed out."),
     )
 )]
 pub async fn head_object(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
@@ -338,11 +367,19 @@ pub async fn head_object(State(st): State<AppState>, req: Request) -> Result<Res
         (status = 204, description = "Deleted (or was absent)."),
         (status = 400, description = "Invalid key or header.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
         (status = 412, description = "A precondition failed; nothing deleted.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 502, description = "Write-through: the origin failed; nothing deleted.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 504, description = "Write-through: the origin timed out; nothing deleted.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn delete_object(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
     let key = key_from_uri(req.uri().path(), "/v1/objects/")?;
     let pre = Preconditions::from_headers(req.headers())?;
+    if let (Some(rt), WritePolicy::WriteThrough) = (&st.origin, st.config.write_policy) {
+        if !pre.is_empty() {
+            pre.evaluate(st.store.current(&key).as_deref(), false)?;
+        }
+        rt.origin().delete(&key).await?;
+    }
     st.store
         .delete(&key, |cur| pre.evaluate(cur, false).map(drop))?;
     Ok(StatusCode::NO_CONTENT.into_response())

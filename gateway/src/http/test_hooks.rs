@@ -11,7 +11,7 @@ use super::{descriptors, json_response, ApiError, AppState};
 /// Revokes the remote key of the arena holding the key's current version (key rotation).
 pub async fn revoke(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
     let key = key_from_uri(req.uri().path(), "/v1/_test/revoke/")?;
-    let v = lookup(&st, &key, &VersionQuery::default())?;
+    let v = lookup(&st, &key, &VersionQuery::default()).await?;
     st.store.rotate_key(&v)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -20,7 +20,7 @@ pub async fn revoke(State(st): State<AppState>, req: Request) -> Result<Response
 /// copy of its frame with one byte flipped, as if the arena memory had been corrupted.
 pub async fn corrupt(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
     let key = key_from_uri(req.uri().path(), "/v1/_test/corrupt/")?;
-    let v = lookup(&st, &key, &VersionQuery::default())?;
+    let v = lookup(&st, &key, &VersionQuery::default()).await?;
     let bad = st.store.corrupt_copy(&v)?;
     let d = descriptors::descriptor(&st, &bad);
     st.test_frames

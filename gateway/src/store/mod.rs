@@ -81,6 +81,48 @@ pub struct StoredVersion {
     pub content_type: String,
     /// When the version was committed.
     pub created: SystemTime,
+    /// Freshness against the origin, for versions the origin also holds.
+    pub origin: OriginMeta,
+}
+
+/// What the gateway knows of a version's copy at the origin.
+#[derive(Debug, Default)]
+pub struct OriginMeta {
+    /// The origin's entity tag (for conditional revalidation), once known.
+    pub etag: std::sync::OnceLock<String>,
+    /// When the origin last confirmed this version (ms since the epoch; 0 = never).
+    pub validated_ms: AtomicU64,
+}
+
+impl OriginMeta {
+    /// Metadata of a copy the origin confirmed just now, with entity tag `etag`.
+    pub fn confirmed(etag: Option<String>) -> Self {
+        let m = Self::default();
+        if let Some(e) = etag {
+            let _ = m.etag.set(e);
+        }
+        m.touch();
+        m
+    }
+
+    /// Records that the origin confirmed the copy now.
+    pub fn touch(&self) {
+        let now = SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        self.validated_ms.store(now, Ordering::Release);
+    }
+
+    /// How long ago the origin last confirmed the copy (`None`: never).
+    pub fn age(&self) -> Option<Duration> {
+        let ms = self.validated_ms.load(Ordering::Acquire);
+        (ms > 0).then(|| {
+            SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH + Duration::from_millis(ms))
+                .unwrap_or_default()
+        })
+    }
 }
 
 impl StoredVersion {
@@ -260,6 +302,7 @@ impl Store {
             checksum: v.checksum,
             content_type: v.content_type.clone(),
             created: v.created,
+            origin: OriginMeta::default(),
         }))
     }
 
@@ -310,6 +353,7 @@ impl Store {
                         frame: FrameHasher::new(),
                         arena,
                         slot: Some(slot),
+                        origin: OriginMeta::default(),
                     })
                 }
                 Err(ReserveError::Never(e)) => return Err(e),
@@ -469,6 +513,10 @@ impl Store {
                 checksum: old.checksum,
                 content_type: old.content_type.clone(),
                 created: old.created,
+                origin: OriginMeta {
+                    etag: old.origin.etag.clone(),
+                    validated_ms: AtomicU64::new(old.origin.validated_ms.load(Ordering::Acquire)),
+                },
             });
             to.add_live(&key, ver, copy.frame.len() as u64);
             to.finish_pending();
@@ -493,16 +541,22 @@ impl Store {
     /// published.
     pub fn commit(
         &self,
-        mut upload: Upload,
+        upload: Upload,
         check: impl FnOnce(Option<&StoredVersion>) -> Result<(), StoreError>,
     ) -> Result<Arc<StoredVersion>, StoreError> {
+        self.publish(self.seal(upload)?, check)
+    }
+
+    /// Finishes a fully written upload as an immutable version (header written, digests
+    /// final) without making it visible: write-through sends it to the origin first.
+    pub fn seal(&self, mut upload: Upload) -> Result<Sealed, StoreError> {
         if upload.written != upload.declared {
             return Err(StoreError::LengthMismatch {
                 declared: upload.declared,
                 got: upload.written,
             });
         }
-        let mut slot = upload.slot.take().expect("an upload is committed once");
+        let mut slot = upload.slot.take().expect("an upload is sealed once");
         let version = self.next_version();
         let id = FrameIdentity {
             key_hash: frame::key_hash(&upload.key),
@@ -522,7 +576,23 @@ impl Store {
             checksum,
             content_type: std::mem::take(&mut upload.content_type),
             created: SystemTime::now(),
+            origin: std::mem::take(&mut upload.origin),
         });
+        Ok(Sealed {
+            version: stored,
+            _upload: upload,
+        })
+    }
+
+    /// Makes a sealed version the key's current version, if `check` accepts the current
+    /// version (or its absence) at that moment.
+    pub fn publish(
+        &self,
+        sealed: Sealed,
+        check: impl FnOnce(Option<&StoredVersion>) -> Result<(), StoreError>,
+    ) -> Result<Arc<StoredVersion>, StoreError> {
+        let stored = Arc::clone(&sealed.version);
+        let version = stored.version;
         let mut index = self.index.write().unwrap_or_else(PoisonError::into_inner);
         check(index.get(&stored.key).map(|e| &*e.current))?;
         stored
@@ -545,6 +615,7 @@ impl Store {
             }
         }
         drop(index);
+        drop(sealed);
         metrics::counter!("rasa_versions_stored_total").increment(1);
         metrics::counter!("rasa_bytes_stored_total").increment(stored.len());
         Ok(stored)
@@ -631,9 +702,30 @@ pub struct Upload {
     frame: FrameHasher,
     arena: Arc<Arena>,
     slot: Option<WriteSlot>,
+    origin: OriginMeta,
+}
+
+/// A finished, immutable version that is not visible yet (see [`Store::seal`]). Dropping it
+/// publishes nothing; its space is reclaimed with its arena.
+#[derive(Debug)]
+pub struct Sealed {
+    version: Arc<StoredVersion>,
+    _upload: Upload,
+}
+
+impl Sealed {
+    /// The version as it will be published.
+    pub fn version(&self) -> &Arc<StoredVersion> {
+        &self.version
+    }
 }
 
 impl Upload {
+    /// Marks the value as a copy of an origin object with entity tag `etag`, confirmed now.
+    pub fn from_origin(&mut self, etag: Option<String>) {
+        self.origin = OriginMeta::confirmed(etag);
+    }
+
     /// Appends the next body chunk: copies it into arena memory and feeds both digests.
     pub fn write(&mut self, chunk: &[u8]) -> Result<(), StoreError> {
         let end = self.written + chunk.len() as u64;

@@ -1,0 +1,104 @@
+//! The origin: where values the gateway does not hold come from, and where write-through
+//! PUTs and DELETEs go. Knows nothing of arenas.
+//!
+//! [`Origin`] is a small trait; [`s3::S3Origin`] implements it over any S3-compatible
+//! endpoint. [`readthrough::ReadThrough`] puts it in front of the store: single-flight
+//! misses, freshness, negative caching.
+
+pub mod readthrough;
+pub mod s3;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use bytes::Bytes;
+use futures_util::Stream;
+
+/// A boxed future, as the trait's methods return (the trait is used as `dyn Origin`).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A body streaming from the origin.
+pub type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, OriginError>> + Send>>;
+
+/// An object as the origin serves it.
+pub struct OriginObject {
+    /// Payload length (the origin's `Content-Length`).
+    pub length: u64,
+    /// Media type, when the origin has one.
+    pub content_type: Option<String>,
+    /// The origin's entity tag, for revalidation.
+    pub etag: Option<String>,
+    /// The payload.
+    pub body: BodyStream,
+}
+
+impl std::fmt::Debug for OriginObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OriginObject")
+            .field("length", &self.length)
+            .field("content_type", &self.content_type)
+            .field("etag", &self.etag)
+            .finish()
+    }
+}
+
+/// The answer to a (conditional) fetch.
+#[derive(Debug)]
+pub enum Fetch {
+    /// The object (changed, when the fetch was conditional).
+    Found(OriginObject),
+    /// Unchanged since the entity tag given.
+    NotModified,
+    /// The origin has no such object.
+    NotFound,
+}
+
+/// Why the origin could not answer. Every variant maps to a gateway error naming the
+/// origin (502 or 504), never to a wrong answer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum OriginError {
+    /// The origin did not answer in time (`--origin-timeout`).
+    #[error("the origin did not answer within {0:?}")]
+    Timeout(std::time::Duration),
+    /// The origin refused the credentials (403).
+    #[error("the origin denied access: {0}")]
+    Denied(String),
+    /// The origin could not be reached or failed.
+    #[error("the origin failed: {0}")]
+    Failed(String),
+}
+
+/// A source of truth behind the gateway.
+pub trait Origin: Send + Sync + std::fmt::Debug {
+    /// Fetches `key`; with `if_none_match`, only if its entity tag changed.
+    fn get<'a>(
+        &'a self,
+        key: &'a str,
+        if_none_match: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Fetch, OriginError>>;
+
+    /// Stores `body` under `key` (with its SHA-256 as the integrity checksum); returns the
+    /// origin's entity tag.
+    fn put<'a>(
+        &'a self,
+        key: &'a str,
+        body: Bytes,
+        sha256: [u8; 32],
+        content_type: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, OriginError>>;
+
+    /// Deletes `key` (succeeds when absent).
+    fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), OriginError>>;
+
+    /// A short description for logs (`s3://bucket/prefix`).
+    fn describe(&self) -> String;
+}
+
+/// What a PUT does with the origin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WritePolicy {
+    /// A PUT is acknowledged only after the origin stored it; a DELETE deletes there too.
+    WriteThrough,
+    /// PUTs and DELETEs stay in the gateway (lost on restart or eviction).
+    CacheOnly,
+}

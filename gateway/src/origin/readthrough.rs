@@ -1,0 +1,242 @@
+//! Read-through: the store as a cache in front of an origin.
+//!
+//! - A miss fetches the object **once**, however many requests wait for it (single-flight):
+//!   the first request starts the fetch, the others join it and get its result or its error.
+//!   The body streams from the origin straight into arena memory and becomes a normal
+//!   version with its own SHA-256; the origin's entity tag and media type are kept.
+//! - After `--origin-ttl` a hit is revalidated with a conditional request: unchanged keeps
+//!   the version, changed becomes a new version, gone at the origin is deleted here. If the
+//!   origin cannot answer, the cached version is served (stale beats unavailable).
+//! - "Not found" answers are remembered for `--negative-ttl`, so a storm of misses for
+//!   absent keys does not hammer the bucket.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures_util::future::{FutureExt, Shared};
+use futures_util::StreamExt;
+
+use super::{BoxFuture, Fetch, Origin, OriginError};
+use crate::store::{Store, StoreError, StoredVersion};
+
+/// Why a read-through lookup failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum FetchError {
+    /// The origin failed or timed out.
+    #[error(transparent)]
+    Origin(#[from] OriginError),
+    /// The origin's object is larger than `--max-object-size`.
+    #[error("the origin's object is {0} bytes, over the maximum object size")]
+    TooLarge(u64),
+    /// The store could not take the object (memory full of leased values, …).
+    #[error("{0}")]
+    Store(String),
+    /// Memory is full of leased values; retry later.
+    #[error("memory is full of leased values; retry in {0:?}")]
+    Busy(Duration),
+}
+
+impl From<StoreError> for FetchError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Busy { retry_after } => Self::Busy(retry_after),
+            other => Self::Store(other.to_string()),
+        }
+    }
+}
+
+type Flight = Shared<BoxFuture<'static, Result<Option<Arc<StoredVersion>>, FetchError>>>;
+
+/// The store in front of an origin.
+#[derive(Debug)]
+pub struct ReadThrough {
+    origin: Arc<dyn Origin>,
+    store: Arc<Store>,
+    /// Revalidate hits older than this (`None`: never).
+    ttl: Option<Duration>,
+    negative_ttl: Duration,
+    max_object_size: u64,
+    inflight: Mutex<HashMap<String, Flight>>,
+    negative: Mutex<HashMap<String, Instant>>,
+}
+
+impl ReadThrough {
+    /// Read-through of `store` from `origin`.
+    pub fn new(
+        origin: Arc<dyn Origin>,
+        store: Arc<Store>,
+        ttl: Option<Duration>,
+        negative_ttl: Duration,
+        max_object_size: u64,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            origin,
+            store,
+            ttl,
+            negative_ttl,
+            max_object_size,
+            inflight: Mutex::default(),
+            negative: Mutex::default(),
+        })
+    }
+
+    /// The origin.
+    pub fn origin(&self) -> &Arc<dyn Origin> {
+        &self.origin
+    }
+
+    /// The current version of `key`, from memory or (on a miss or a stale hit) the origin.
+    pub async fn current(
+        self: &Arc<Self>,
+        key: &str,
+    ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
+        if let Some(v) = self.store.current(key) {
+            let stale = match (self.ttl, v.origin.age()) {
+                (Some(ttl), Some(age)) => age >= ttl,
+                _ => false,
+            };
+            if !stale {
+                metrics::counter!("rasa_cache_hits_total").increment(1);
+                return Ok(Some(v));
+            }
+            return match self.flight(key, Some(v.clone())).await {
+                Ok(found) => Ok(found),
+                Err(FetchError::Origin(e)) => {
+                    tracing::warn!(key, error = %e, "revalidation failed; serving the cached version");
+                    metrics::counter!("rasa_cache_stale_served_total").increment(1);
+                    Ok(Some(v))
+                }
+                Err(e) => Err(e),
+            };
+        }
+        let negative = {
+            let mut neg = self.negative.lock().unwrap_or_else(PoisonError::into_inner);
+            match neg.get(key) {
+                Some(at) if at.elapsed() < self.negative_ttl => true,
+                Some(_) => {
+                    neg.remove(key);
+                    false
+                }
+                None => false,
+            }
+        };
+        if negative {
+            metrics::counter!("rasa_cache_negative_hits_total").increment(1);
+            return Ok(None);
+        }
+        metrics::counter!("rasa_cache_misses_total").increment(1);
+        self.flight(key, None).await
+    }
+
+    /// Forgets a remembered "not found" (after a PUT, say).
+    pub fn forget_negative(&self, key: &str) {
+        self.negative
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
+    }
+
+    /// Joins the fetch of `key` in flight, or starts one.
+    async fn flight(
+        self: &Arc<Self>,
+        key: &str,
+        current: Option<Arc<StoredVersion>>,
+    ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
+        let flight = {
+            let mut inflight = self.inflight.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(f) = inflight.get(key) {
+                metrics::counter!("rasa_singleflight_joins_total").increment(1);
+                f.clone()
+            } else {
+                let this = Arc::clone(self);
+                let owned = key.to_owned();
+                let fut: BoxFuture<'static, _> = Box::pin(async move {
+                    let r = this.fill(&owned, current).await;
+                    // Done: later lookups see the store (or the negative cache) instead.
+                    this.inflight
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .remove(&owned);
+                    r
+                });
+                let f = fut.shared();
+                inflight.insert(key.to_owned(), f.clone());
+                f
+            }
+        };
+        flight.await
+    }
+
+    async fn fill(
+        &self,
+        key: &str,
+        current: Option<Arc<StoredVersion>>,
+    ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
+        let started = Instant::now();
+        let etag = current.as_ref().and_then(|v| v.origin.etag.get().cloned());
+        metrics::counter!("rasa_origin_fetches_total").increment(1);
+        let fetched = self.origin.get(key, etag.as_deref()).await;
+        metrics::histogram!("rasa_origin_fetch_seconds").record(started.elapsed().as_secs_f64());
+        let fetched = fetched.inspect_err(|e| {
+            let kind = match e {
+                OriginError::Timeout(_) => "timeout",
+                OriginError::Denied(_) => "denied",
+                OriginError::Failed(_) => "failed",
+            };
+            metrics::counter!("rasa_origin_errors_total", "kind" => kind).increment(1);
+        })?;
+        match fetched {
+            Fetch::NotModified => {
+                let v = current.expect("conditional fetches carry a current version");
+                v.origin.touch();
+                Ok(Some(v))
+            }
+            Fetch::NotFound => {
+                self.negative
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(key.to_owned(), Instant::now());
+                if let Some(v) = current {
+                    // Gone at the origin: drop the copy unless it was replaced meanwhile.
+                    let _ = self.store.delete(key, |cur| match cur {
+                        Some(c) if c.version == v.version => Ok(()),
+                        _ => Err(StoreError::PreconditionFailed("replaced".into())),
+                    });
+                }
+                Ok(None)
+            }
+            Fetch::Found(mut obj) => {
+                if obj.length > self.max_object_size {
+                    return Err(FetchError::TooLarge(obj.length));
+                }
+                let ctype = obj
+                    .content_type
+                    .clone()
+                    .unwrap_or_else(|| crate::http::objects::DEFAULT_CONTENT_TYPE.to_owned());
+                let mut up = self.store.begin(key, &ctype, obj.length).await?;
+                up.from_origin(obj.etag.take());
+                while let Some(chunk) = obj.body.next().await {
+                    let chunk = chunk?;
+                    metrics::counter!("rasa_origin_bytes_total").increment(chunk.len() as u64);
+                    up.write(&chunk)?;
+                }
+                // Don't replace a version written here meanwhile (a newer PUT wins).
+                let base = current.as_ref().map(|v| v.version);
+                let v = self
+                    .store
+                    .commit(up, |cur| match (cur.map(|c| c.version), base) {
+                        (a, b) if a == b => Ok(()),
+                        _ => Err(StoreError::PreconditionFailed(
+                            "replaced while fetching".into(),
+                        )),
+                    });
+                match v {
+                    Ok(v) => Ok(Some(v)),
+                    Err(StoreError::PreconditionFailed(_)) => Ok(self.store.current(key)),
+                    Err(e) => Err(e.into()),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! [`Origin`] over any S3-compatible endpoint (AWS, MinIO, s3s-fs) with `aws-sdk-s3`.
+
+use std::time::Duration;
+
+use aws_sdk_s3::error::DisplayErrorContext;
+use aws_sdk_s3::primitives::ByteStream;
+use base64::prelude::*;
+use bytes::Bytes;
+
+use super::{BoxFuture, Fetch, Origin, OriginError, OriginObject};
+
+/// `s3://bucket[/prefix]`, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Location {
+    /// Bucket name.
+    pub bucket: String,
+    /// Key prefix, empty or ending in `/`.
+    pub prefix: String,
+}
+
+impl std::str::FromStr for S3Location {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let rest = s.strip_prefix("s3://").ok_or_else(|| {
+            format!("{s:?} is not an s3:// URL (write s3://bucket or s3://bucket/prefix)")
+        })?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        let valid = (3..=63).contains(&bucket.len())
+            && bucket
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            && !bucket.starts_with(['-', '.'])
+            && !bucket.ends_with(['-', '.']);
+        if !valid {
+            return Err(format!(
+                "{bucket:?} is not a valid bucket name (3-63 lowercase letters, digits, '-' or '.')"
+            ));
+        }
+        let prefix = prefix.trim_matches('/');
+        Ok(Self {
+            bucket: bucket.to_owned(),
+            prefix: if prefix.is_empty() {
+                String::new()
+            } else {
+                format!("{prefix}/")
+            },
+        })
+    }
+}
+
+impl std::fmt::Display for S3Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "s3://{}/{}", self.bucket, self.prefix)
+    }
+}
+
+/// How to reach the bucket.
+#[derive(Debug, Clone)]
+pub struct S3Config {
+    /// Bucket and prefix.
+    pub location: S3Location,
+    /// Endpoint URL for non-AWS servers (MinIO, s3s-fs); `None` for AWS.
+    pub endpoint: Option<String>,
+    /// Region.
+    pub region: String,
+    /// Path-style addressing (`endpoint/bucket/key`), which most non-AWS servers need.
+    pub path_style: bool,
+    /// Longest wait for the origin's answer (and between body chunks).
+    pub timeout: Duration,
+}
+
+/// An S3 bucket (and prefix) as the origin. Credentials come from the standard AWS chain:
+/// environment, profile, web identity, container and instance metadata.
+#[derive(Debug, Clone)]
+pub struct S3Origin {
+    client: aws_sdk_s3::Client,
+    config: S3Config,
+}
+
+impl S3Origin {
+    /// A client for `config`.
+    pub async fn new(config: S3Config) -> Self {
+        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new(config.region.clone()));
+        if let Some(ep) = &config.endpoint {
+            loader = loader.endpoint_url(ep);
+        }
+        let shared = loader.load().await;
+        let s3 = aws_sdk_s3::config::Builder::from(&shared)
+            .force_path_style(config.path_style)
+            .build();
+        Self {
+            client: aws_sdk_s3::Client::from_conf(s3),
+            config,
+        }
+    }
+
+    fn key(&self, key: &str) -> String {
+        format!("{}{key}", self.config.location.prefix)
+    }
+
+    async fn timed<T, E: std::error::Error + 'static>(
+        &self,
+        what: &str,
+        f: impl std::future::Future<
+            Output = Result<
+                T,
+                aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
+            >,
+        >,
+    ) -> Result<Result<T, (Option<u16>, String)>, OriginError> {
+        match tokio::time::timeout(self.config.timeout, f).await {
+            Err(_) => Err(OriginError::Timeout(self.config.timeout)),
+            Ok(Ok(v)) => Ok(Ok(v)),
+            Ok(Err(e)) => {
+                let status = e.raw_response().map(|r| r.status().as_u16());
+                let detail = format!("{what}: {}", DisplayErrorContext(&e));
+                Ok(Err((status, detail)))
+            }
+        }
+    }
+}
+
+fn failure(status: Option<u16>, detail: String) -> OriginError {
+    match status {
+        Some(403) => OriginError::Denied(detail),
+        _ => OriginError::Failed(detail),
+    }
+}
+
+impl Origin for S3Origin {
+    fn get<'a>(
+        &'a self,
+        key: &'a str,
+        if_none_match: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Fetch, OriginError>> {
+        Box::pin(async move {
+            let mut req = self
+                .client
+                .get_object()
+                .bucket(&self.config.location.bucket)
+                .key(self.key(key));
+            if let Some(etag) = if_none_match {
+                req = req.if_none_match(etag);
+            }
+            let out = match self.timed("GetObject", req.send()).await? {
+                Ok(out) => out,
+                Err((Some(304), _)) => return Ok(Fetch::NotModified),
+                Err((Some(404), _)) => return Ok(Fetch::NotFound),
+                Err((status, detail)) => return Err(failure(status, detail)),
+            };
+            let timeout = self.config.timeout;
+            let body = futures_util::stream::unfold(Some(out.body), move |body| async move {
+                let mut body = body?;
+                match tokio::time::timeout(timeout, body.try_next()).await {
+                    Err(_) => Some((Err(OriginError::Timeout(timeout)), None)),
+                    Ok(Ok(Some(chunk))) => Some((Ok(chunk), Some(body))),
+                    Ok(Ok(None)) => None,
+                    Ok(Err(e)) => Some((
+                        Err(OriginError::Failed(format!("reading the body: {e}"))),
+                        None,
+                    )),
+                }
+            });
+            Ok(Fetch::Found(OriginObject {
+                length: out.content_length.unwrap_or(0).max(0) as u64,
+                content_type: out.content_type,
+                etag: out.e_tag,
+                body: Box::pin(body),
+            }))
+        })
+    }
+
+    fn put<'a>(
+        &'a self,
+        key: &'a str,
+        body: Bytes,
+        sha256: [u8; 32],
+        content_type: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, OriginError>> {
+        Box::pin(async move {
+            let req = self
+                .client
+                .put_object()
+                .bucket(&self.config.location.bucket)
+                .key(self.key(key))
+                .content_type(content_type)
+                .checksum_sha256(BASE64_STANDARD.encode(sha256))
+                .body(ByteStream::from(body));
+            match self.timed("PutObject", req.send()).await? {
+                Ok(out) => Ok(out.e_tag),
+                Err((status, detail)) => Err(failure(status, detail)),
+            }
+        })
+    }
+
+    fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), OriginError>> {
+        Box::pin(async move {
+            let req = self
+                .client
+                .delete_object()
+                .bucket(&self.config.location.bucket)
+                .key(self.key(key));
+            match self.timed("DeleteObject", req.send()).await? {
+                Ok(_) | Err((Some(404), _)) => Ok(()),
+                Err((status, detail)) => Err(failure(status, detail)),
+            }
+        })
+    }
+
+    fn describe(&self) -> String {
+        self.config.location.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origin_urls_parse_or_are_refused_with_a_reason() {
+        let l: S3Location = "s3://my-bucket/some/prefix/".parse().unwrap();
+        assert_eq!(
+            (l.bucket.as_str(), l.prefix.as_str()),
+            ("my-bucket", "some/prefix/")
+        );
+        let l: S3Location = "s3://bucket".parse().unwrap();
+        assert_eq!(l.prefix, "");
+        for bad in [
+            "bucket",
+            "http://bucket",
+            "s3://",
+            "s3://AB",
+            "s3://-bad",
+            "s3://a",
+        ] {
+            assert!(bad.parse::<S3Location>().is_err(), "{bad}");
+        }
+    }
+}
