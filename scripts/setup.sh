@@ -30,3 +30,9 @@ for comp in rustfmt clippy; do
     rustup component add "$comp"
   fi
 done
+
+# The S3-compatible server the read-through tests start (newer versions need a newer Rust).
+if ! command -v s3s-fs >/dev/null 2>&1; then
+  echo "setup: installing s3s-fs 0.14.1 (cargo install, a few minutes)" >&2
+  cargo install s3s-fs@0.14.1 --locked --features binary
+fi

@@ -1,6 +1,8 @@
-//! End-to-end tests: the real gateway binary over real HTTP and the real fabric.
+//! End-to-end tests: the real gateway binary over real HTTP, the real fabric and a real
+//! S3-compatible server.
 
 mod api;
 mod fastpath;
 mod objects;
 mod race;
+mod s3;

@@ -207,6 +207,13 @@ impl ReadThrough {
                 Ok(None)
             }
             Fetch::Found(mut obj) => {
+                // Some servers ignore If-None-Match: an unchanged entity tag is unchanged.
+                if let (Some(v), Some(etag)) = (&current, &obj.etag) {
+                    if v.origin.etag.get() == Some(etag) {
+                        v.origin.touch();
+                        return Ok(current);
+                    }
+                }
                 if obj.length > self.max_object_size {
                     return Err(FetchError::TooLarge(obj.length));
                 }

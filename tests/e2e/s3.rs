@@ -1,0 +1,253 @@
+//! Rasa as a read-through cache in front of a real S3-compatible server (`s3s-fs`), whose
+//! own request log counts what reaches S3.
+
+use std::time::{Duration, Instant};
+
+use aws_sdk_s3::primitives::ByteStream;
+use rasa_client::{Client, FastPath, ReadPath};
+use rasa_openapi::{DescriptorBatchResponse, ProblemCode};
+use rasa_tests::{pattern, sha256_hex, Gateway, S3Server, S3_BUCKET};
+
+use crate::objects::assert_problem;
+
+async fn put_s3(s3: &aws_sdk_s3::Client, key: &str, body: Vec<u8>, ctype: &str) {
+    s3.put_object()
+        .bucket(S3_BUCKET)
+        .key(key)
+        .content_type(ctype)
+        .body(ByteStream::from(body))
+        .send()
+        .await
+        .unwrap();
+}
+
+fn gateway(s3: &S3Server, extra: &[&str]) -> Gateway {
+    let mut args = s3.gateway_args("pre");
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Gateway::start_with_s3(&args)
+}
+
+#[tokio::test]
+async fn misses_are_fetched_once_then_served_from_memory_and_one_sided() {
+    let s3 = S3Server::start();
+    let direct = s3.client().await;
+    let csv = b"year,total\n2026,42\n".to_vec();
+    put_s3(&direct, "pre/reports/2026.csv", csv.clone(), "text/csv").await;
+    let big = pattern(4 << 20, 5);
+    put_s3(
+        &direct,
+        "pre/big.bin",
+        big.clone(),
+        "application/octet-stream",
+    )
+    .await;
+    put_s3(
+        &direct,
+        "pre/ranged.bin",
+        pattern(1000, 6),
+        "application/octet-stream",
+    )
+    .await;
+    let gw = gateway(&s3, &["--negative-ttl", "60s"]);
+    let c = reqwest::Client::new();
+
+    // First touch comes from S3, with its media type; the second is a hit.
+    for _ in 0..2 {
+        let r = c
+            .get(gw.url("/v1/objects/reports/2026.csv"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["content-type"], "text/csv");
+        assert_eq!(r.bytes().await.unwrap(), csv);
+    }
+    assert_eq!(s3.ops("GetObject", "pre/reports/2026.csv"), 1);
+
+    // 100 concurrent GETs of one cold key: exactly one GetObject reaches S3.
+    let gets = (0..100).map(|_| {
+        let c = c.clone();
+        let url = gw.url("/v1/objects/big.bin");
+        async move { c.get(url).send().await.unwrap().bytes().await.unwrap() }
+    });
+    for body in futures_util::future::join_all(gets).await {
+        assert_eq!(sha256_hex(&body), sha256_hex(&big));
+    }
+    assert_eq!(s3.ops("GetObject", "pre/big.bin"), 1, "single-flight");
+
+    // A range of a cold object.
+    let r = c
+        .get(gw.url("/v1/objects/ranged.bin"))
+        .header("range", "bytes=10-19")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 206);
+    assert_eq!(r.bytes().await.unwrap(), pattern(1000, 6)[10..20]);
+
+    // Absent at the origin: 404, remembered (one GetObject for two misses).
+    for _ in 0..2 {
+        let r = c.get(gw.url("/v1/objects/missing")).send().await.unwrap();
+        assert_problem(r, 404, ProblemCode::NotFound).await;
+    }
+    assert_eq!(s3.ops("GetObject", "pre/missing"), 1, "negative caching");
+
+    // Batch descriptors read through too.
+    put_s3(&direct, "pre/batch.bin", b"batched".to_vec(), "text/plain").await;
+    let b: DescriptorBatchResponse = c
+        .post(gw.url("/v1/descriptors"))
+        .json(&serde_json::json!({"keys": ["batch.bin", "missing"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(b.results[0].descriptor.as_ref().unwrap().length, 7);
+    assert_eq!(
+        b.results[1].error.as_ref().unwrap().code,
+        ProblemCode::NotFound
+    );
+
+    // A one-sided read of a read-through object.
+    put_s3(
+        &direct,
+        "pre/fast.bin",
+        pattern(1 << 20, 7),
+        "application/octet-stream",
+    )
+    .await;
+    let sdk = Client::builder(&gw.base)
+        .fast_path(FastPath::Required)
+        .build()
+        .unwrap();
+    let obj = sdk.get("fast.bin").await.unwrap();
+    assert_eq!(obj.path, ReadPath::Fabric);
+    assert_eq!(sha256_hex(&obj.bytes), sha256_hex(&pattern(1 << 20, 7)));
+}
+
+#[tokio::test]
+async fn write_through_and_delete_through() {
+    let s3 = S3Server::start();
+    let direct = s3.client().await;
+    let gw = gateway(&s3, &[]);
+    let c = reqwest::Client::new();
+    let body = pattern(100_000, 9);
+    let r = c
+        .put(gw.url("/v1/objects/docs/a.bin"))
+        .header("content-type", "application/x-test")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let got = direct
+        .get_object()
+        .bucket(S3_BUCKET)
+        .key("pre/docs/a.bin")
+        .send()
+        .await
+        .expect("the PUT is in the bucket once acknowledged");
+    assert_eq!(got.content_type(), Some("application/x-test"));
+    assert_eq!(got.body.collect().await.unwrap().into_bytes(), body);
+
+    assert_eq!(
+        c.delete(gw.url("/v1/objects/docs/a.bin"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        204
+    );
+    let gone = direct
+        .head_object()
+        .bucket(S3_BUCKET)
+        .key("pre/docs/a.bin")
+        .send()
+        .await;
+    assert!(gone.is_err(), "DELETE deletes in S3 too");
+    let r = c
+        .get(gw.url("/v1/objects/docs/a.bin"))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(r, 404, ProblemCode::NotFound).await;
+}
+
+#[tokio::test]
+async fn changes_at_the_origin_are_picked_up_after_the_ttl() {
+    let s3 = S3Server::start();
+    let direct = s3.client().await;
+    put_s3(&direct, "pre/doc", b"v1".to_vec(), "text/plain").await;
+    // A TTL of 1 ms: every hit is revalidated with a conditional GET.
+    let gw = gateway(&s3, &["--origin-ttl", "1ms"]);
+    let c = reqwest::Client::new();
+    let first = c.get(gw.url("/v1/objects/doc")).send().await.unwrap();
+    let v1 = first.headers()["rasa-version"].to_str().unwrap().to_owned();
+    assert_eq!(first.bytes().await.unwrap(), "v1");
+    // Unchanged at the origin: same version.
+    let again = c.get(gw.url("/v1/objects/doc")).send().await.unwrap();
+    assert_eq!(again.headers()["rasa-version"].to_str().unwrap(), v1);
+    // Changed at the origin: a new version.
+    put_s3(&direct, "pre/doc", b"v2!".to_vec(), "text/plain").await;
+    let changed = c.get(gw.url("/v1/objects/doc")).send().await.unwrap();
+    assert_ne!(changed.headers()["rasa-version"].to_str().unwrap(), v1);
+    assert_eq!(changed.bytes().await.unwrap(), "v2!");
+    // Deleted at the origin: gone here too.
+    direct
+        .delete_object()
+        .bucket(S3_BUCKET)
+        .key("pre/doc")
+        .send()
+        .await
+        .unwrap();
+    let r = c.get(gw.url("/v1/objects/doc")).send().await.unwrap();
+    assert_problem(r, 404, ProblemCode::NotFound).await;
+}
+
+#[tokio::test]
+async fn s3_down_hits_still_served_misses_fail_fast_and_recovery_is_automatic() {
+    let mut s3 = S3Server::start();
+    let direct = s3.client().await;
+    put_s3(&direct, "pre/warm", b"warm".to_vec(), "text/plain").await;
+    put_s3(&direct, "pre/cold", b"cold".to_vec(), "text/plain").await;
+    let gw = gateway(&s3, &["--origin-timeout", "2s", "--origin-ttl", "0s"]);
+    let c = reqwest::Client::new();
+    assert_eq!(
+        c.get(gw.url("/v1/objects/warm"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+
+    s3.kill();
+    let r = c.get(gw.url("/v1/objects/warm")).send().await.unwrap();
+    assert_eq!(r.status(), 200, "hits are served while S3 is down");
+    let start = Instant::now();
+    let r = c.get(gw.url("/v1/objects/cold")).send().await.unwrap();
+    let status = r.status().as_u16();
+    assert!(
+        status == 502 || status == 504,
+        "miss with S3 down gave {status}"
+    );
+    let code = if status == 502 {
+        ProblemCode::OriginUnavailable
+    } else {
+        ProblemCode::OriginTimeout
+    };
+    let p = assert_problem(r, status, code).await;
+    assert!(p.detail.contains("origin"), "{p:?}");
+    assert!(
+        start.elapsed() < Duration::from_secs(2 + 8),
+        "took {:?}",
+        start.elapsed()
+    );
+
+    s3.restart();
+    let r = c.get(gw.url("/v1/objects/cold")).send().await.unwrap();
+    assert_eq!(r.status(), 200, "misses work again once S3 is back");
+    assert_eq!(r.bytes().await.unwrap(), "cold");
+}
