@@ -351,3 +351,105 @@ fn openapi_subcommand_prints_the_document() {
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["info"]["title"], "Rasa gateway");
 }
+
+/// Parses the Prometheus text format into `name{labels}` → value.
+fn scrape(text: &str) -> std::collections::HashMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            Some((k.to_owned(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn metrics_move_by_the_right_amounts() {
+    let gw = Gateway::start(&[
+        "--memory",
+        "256MiB",
+        "--arena-size",
+        "1MiB",
+        "--max-object-size",
+        "1MiB",
+    ]);
+    let c = Client::new();
+    for (k, n) in [("m/a", 10usize), ("m/b", 20), ("m/c", 30)] {
+        let r = c
+            .put(gw.url(&format!("/v1/objects/{k}")))
+            .body(vec![1u8; n])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+    }
+    for k in ["m/a", "m/b"] {
+        c.get(gw.url(&format!("/v1/objects/{k}")))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+    }
+    c.get(gw.url("/v1/objects/m/none")).send().await.unwrap();
+    for k in ["m/a", "m/b"] {
+        c.get(gw.url(&format!("/v1/descriptors/{k}")))
+            .send()
+            .await
+            .unwrap();
+    }
+    let m = scrape(
+        &c.get(gw.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    );
+    let get = |k: &str| {
+        m.get(k)
+            .copied()
+            .unwrap_or_else(|| panic!("{k} missing from {m:#?}"))
+    };
+    let route = "route=\"/v1/objects/{*key}\"";
+    assert_eq!(get("rasa_versions_stored_total"), 3.0);
+    assert_eq!(get("rasa_bytes_stored_total"), 60.0);
+    assert_eq!(
+        get(&format!(
+            "rasa_http_requests_total{{{route},method=\"PUT\",status=\"201\"}}"
+        )),
+        3.0
+    );
+    assert_eq!(
+        get(&format!(
+            "rasa_http_requests_total{{{route},method=\"GET\",status=\"200\"}}"
+        )),
+        2.0
+    );
+    assert_eq!(
+        get(&format!(
+            "rasa_http_requests_total{{{route},method=\"GET\",status=\"404\"}}"
+        )),
+        1.0
+    );
+    assert_eq!(get("rasa_http_bytes_served_total"), 30.0);
+    // Every PUT answer and every descriptor request hands out a lease on the fast path.
+    assert_eq!(get("rasa_leases_granted_total"), 5.0);
+    assert_eq!(get("rasa_descriptors_total{path=\"fabric\"}"), 5.0);
+    assert_eq!(
+        get("rasa_fastpath_bytes_advertised_total"),
+        60.0 + 10.0 + 20.0
+    );
+    assert_eq!(get("rasa_memory_budget_bytes"), (256u64 << 20) as f64);
+    assert_eq!(get("rasa_arena_bytes_allocated"), (1u64 << 20) as f64);
+    assert_eq!(get("rasa_arenas{state=\"open\"}"), 1.0);
+    assert_eq!(get("rasa_arenas_leased"), 1.0);
+    assert_eq!(
+        get("rasa_live_bytes"),
+        (3 * 64 + 60) as f64,
+        "frames: 64-byte headers + payloads"
+    );
+    assert!(get("rasa_fabric_progress_wakeups_total") >= 0.0);
+}

@@ -20,6 +20,13 @@ fn rfc3339(t: std::time::SystemTime) -> String {
 pub fn descriptor(st: &AppState, v: &StoredVersion) -> Descriptor {
     let deadline = st.store.lease(v);
     let remote = st.store.remote(v);
+    if remote.is_some() {
+        // Bytes handed to the fast path: served by the NIC, invisible to the gateway after.
+        metrics::counter!("rasa_fastpath_bytes_advertised_total").increment(v.len());
+        metrics::counter!("rasa_descriptors_total", "path" => "fabric").increment(1);
+    } else {
+        metrics::counter!("rasa_descriptors_total", "path" => "http").increment(1);
+    }
     Descriptor {
         key: v.key.clone(),
         version: v.version.to_string(),

@@ -37,6 +37,7 @@ pub async fn readyz() -> Json<Health> {
     responses((status = 200, description = "Metrics.", body = String, content_type = "text/plain; version=0.0.4"))
 )]
 pub async fn metrics(State(st): State<AppState>) -> Response {
+    st.store.observe();
     let text = st.metrics.as_ref().map(|h| h.render()).unwrap_or_default();
     (
         [(

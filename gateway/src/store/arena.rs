@@ -380,6 +380,22 @@ impl Arenas {
         Ok(Arc::new(Arena::new(id, buffer, dedicated, region)))
     }
 
+    /// Arenas with a lease still running at `now`, and bytes of current versions, over all
+    /// arenas (for metrics).
+    pub fn observe(&self, now: SystemTime) -> (usize, u64) {
+        let t = self.table();
+        let all = t.open.iter().chain(&t.sealed).chain(&t.draining);
+        let mut leased = 0;
+        let mut live = 0;
+        for a in all {
+            if a.lease_deadline() > now {
+                leased += 1;
+            }
+            live += a.live_bytes();
+        }
+        (leased, live)
+    }
+
     /// Sealed arenas that no value keeps reachable any more (nor an unfinished upload).
     pub fn take_dead(&self) -> Vec<Arc<Arena>> {
         let mut t = self.table();
@@ -493,21 +509,6 @@ impl Arenas {
             }
         }
         t.draining = waiting;
-        let (open, sealed, draining, free) = (
-            usize::from(t.open.is_some()),
-            t.sealed.len(),
-            t.draining.len(),
-            t.free.len(),
-        );
-        metrics::gauge!("rasa_arena_bytes_allocated").set(t.allocated as f64);
-        for (state, n) in [
-            ("open", open),
-            ("sealed", sealed),
-            ("draining", draining),
-            ("free", free),
-        ] {
-            metrics::gauge!("rasa_arenas", "state" => state).set(n as f64);
-        }
         freed
     }
 }

@@ -431,6 +431,33 @@ impl Store {
         }
     }
 
+    /// Publishes gauges that are cheaper to compute when scraped than to keep current:
+    /// arenas by state, memory allocated and budget, bytes of current versions, arenas
+    /// under a live lease, and the fast path's progress-thread activity.
+    pub fn observe(&self) {
+        let c = self.arenas.counts();
+        for (state, n) in [
+            ("open", c.open),
+            ("sealed", c.sealed),
+            ("draining", c.draining),
+            ("free", c.free),
+        ] {
+            metrics::gauge!("rasa_arenas", "state" => state).set(n as f64);
+        }
+        metrics::gauge!("rasa_arena_bytes_allocated").set(c.allocated as f64);
+        metrics::gauge!("rasa_memory_budget_bytes").set(self.config.memory_budget as f64);
+        let (leased, live) = self.arenas.observe(SystemTime::now());
+        metrics::gauge!("rasa_arenas_leased").set(leased as f64);
+        metrics::gauge!("rasa_live_bytes").set(live as f64);
+        if let Some(f) = &self.fabric {
+            let st = f.stats();
+            metrics::counter!("rasa_fabric_progress_wakeups_total")
+                .absolute(st.wakeups.load(Ordering::Relaxed));
+            metrics::counter!("rasa_fabric_progress_errors_total")
+                .absolute(st.errors.load(Ordering::Relaxed));
+        }
+    }
+
     /// Arena life-cycle counters.
     pub fn arena_stats(&self) -> &arena::ArenaStats {
         &self.arenas.stats
