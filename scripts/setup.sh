@@ -32,7 +32,8 @@ for comp in rustfmt clippy; do
 done
 
 # The S3-compatible server the read-through tests start (newer versions need a newer Rust).
-if ! command -v s3s-fs >/dev/null 2>&1; then
+# RASA_SETUP_SKIP_TEST_TOOLS=1 skips it (image builds).
+if [ "${RASA_SETUP_SKIP_TEST_TOOLS:-0}" != 1 ] && ! command -v s3s-fs >/dev/null 2>&1; then
   echo "setup: installing s3s-fs 0.14.1 (cargo install, a few minutes)" >&2
   cargo install s3s-fs@0.14.1 --locked --features binary
 fi

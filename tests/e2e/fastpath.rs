@@ -280,3 +280,50 @@ fn required_fast_path_fails_clearly_against_an_http_only_gateway() {
     let j: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["path"], "http");
 }
+
+#[tokio::test]
+async fn clients_that_come_and_go_do_not_leak_gateway_resources() {
+    let gw = Gateway::start(&["--fast-path", "on"]);
+    let c = Client::new();
+    let d: Descriptor = c
+        .put(gw.url("/v1/objects/churn"))
+        .body(vec![5u8; 4096])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let info: FabricInfo = c
+        .get(gw.url("/v1/fabric"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let address = BASE64_STANDARD.decode(info.address.unwrap()).unwrap();
+    let fds = || {
+        std::fs::read_dir(format!("/proc/{}/fd", gw.pid()))
+            .unwrap()
+            .count()
+    };
+    let cfg = FabricConfig::new("tcp;ofi_rxm", Some("127.0.0.1".into()));
+    let mut connect_and_read = || {
+        let mut r = Reader::connect(cfg.clone(), address.clone()).unwrap();
+        assert_eq!(r.read(&remote(&d), TIMEOUT).unwrap().len(), 4096);
+    };
+    for _ in 0..5 {
+        connect_and_read();
+    }
+    let before = fds();
+    for _ in 0..100 {
+        connect_and_read();
+    }
+    let after = fds();
+    println!("gateway descriptors: {before} before, {after} after 100 client endpoints");
+    assert!(
+        after <= before + 10,
+        "the gateway leaks per client: {before} -> {after}"
+    );
+}
