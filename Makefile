@@ -5,7 +5,7 @@ CARGO ?= cargo
 # Extra flags for the gateway, e.g. `make run ARGS="--memory 4GiB --listen 0.0.0.0:8080"`.
 ARGS ?=
 
-.PHONY: setup run build test lint openapi bench stress
+.PHONY: setup run build test lint openapi bench stress docker-check
 
 setup:
 	@./scripts/setup.sh
@@ -32,12 +32,14 @@ lint: setup
 openapi:
 	$(CARGO) run -q --locked -p rasa-gateway -- openapi > openapi/openapi.json
 
-## Digest throughput, HTTP figures (wrk) and fast path vs HTTP (release builds, loopback).
+## Rasa next to nginx and S3, fast path vs HTTP; writes bench/results.md (release builds).
 bench: setup
-	$(CARGO) bench --locked -p rasa-fastpath --bench checksums
-	$(CARGO) build --release --locked -p rasa-gateway
-	./bench/http.sh
-	./bench/fastpath.sh
+	./bench/run.sh
+
+## Checks docker/compose.yaml offline (installs Debian's docker-compose when missing).
+docker-check:
+	@command -v docker-compose >/dev/null || apt-get install -y -qq docker-compose >/dev/null
+	docker-compose -f docker/compose.yaml config -q && echo "docker/compose.yaml: valid"
 
 ## The reclamation race test at scale: 10 million reads (release build; ~20-30 min here).
 stress: setup

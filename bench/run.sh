@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# `make bench`: Rasa next to what users would otherwise pick, in one run on this machine,
+# and bench/results.md with the table. Release builds, loopback, wrk as load generator.
+# Rounds: each figure is the median of $ROUNDS runs of $SECS seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${ROUNDS:-3}
+SECS=${SECS:-5}
+for tool in wrk nginx curl; do
+  command -v $tool >/dev/null || { echo "bench: installing $tool" >&2; apt-get install -y -qq "$tool" >/dev/null; }
+done
+cargo build --release --locked -p rasa-gateway -p rasa-client --bins --examples >/dev/null
+tmp=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# wrk output → numbers: requests/s, bytes/s, p50 and p99 in microseconds.
+wrk_run() { # url conns [script]
+  local extra=(); [ -n "${3:-}" ] && extra=(-s "$3")
+  wrk -t2 -c"$2" -d"${SECS}s" --latency "${extra[@]}" "$1" | python3 -c '
+import sys,re
+t=sys.stdin.read()
+def dur(s):
+    v=float(re.match(r"[\d.]+",s).group()); u=s[len(re.match(r"[\d.]+",s).group()):]
+    return v*{"us":1,"ms":1e3,"s":1e6}[u]
+def size(s):
+    v=float(re.match(r"[\d.]+",s).group()); u=s[len(re.match(r"[\d.]+",s).group()):]
+    return v*{"B":1,"KB":1024,"MB":1024**2,"GB":1024**3}[u]
+rps=float(re.search(r"Requests/sec:\s+([\d.]+)",t).group(1))
+bps=size(re.search(r"Transfer/sec:\s+(\S+)",t).group(1))
+p50=dur(re.search(r"50%\s+(\S+)",t).group(1)); p99=dur(re.search(r"99%\s+(\S+)",t).group(1))
+bad=re.search(r"Non-2xx or 3xx responses: (\d+)",t)
+print(rps,bps,p50,p99,bad.group(1) if bad else 0)'
+}
+rounds() { # url conns [script] → medians "rps bps p50 p99 non2xx"
+  local out=(); for _ in $(seq "$ROUNDS"); do out+=("$(wrk_run "$@")"); done
+  for col in 1 2 3 4 5; do printf '%s\n' "${out[@]}" | awk -v c=$col '{print $c}' | median; done | paste -sd' '
+}
+
+# --- data
+mkdir -p "$tmp/www"; chmod 755 "$tmp" "$tmp/www"
+head -c 1024 /dev/urandom >"$tmp/www/1k"; head -c 1048576 /dev/urandom >"$tmp/www/1m"; chmod 644 "$tmp/www/"*
+
+# --- Rasa (fast path on, as deployed)
+"$PWD/target/release/rasa-gateway" --listen 127.0.0.1:0 --memory 16GiB --max-object-size 32MiB >"$tmp/rasa.out" 2>"$tmp/rasa.err" &
+rasa_pid=$!; pids+=($rasa_pid)
+while ! grep -q listening "$tmp/rasa.out"; do sleep 0.05; done
+rasa=$(sed -n 's/.*listening on //p' "$tmp/rasa.out")
+curl -sf -T "$tmp/www/1k" "$rasa/v1/objects/bench/1k" >/dev/null
+curl -sf -T "$tmp/www/1m" "$rasa/v1/objects/bench/1m" >/dev/null
+
+# --- nginx on the same files
+port=$(free_port)
+sed -e "s#@TMP@#$tmp#g" -e "s#@PORT@#$port#g" -e "s#@WORKERS@#$(nproc)#g" bench/nginx.conf.in >"$tmp/nginx.conf"
+nginx -c "$tmp/nginx.conf" -p "$tmp" &
+pids+=($!)
+until curl -sf "http://127.0.0.1:$port/1k" >/dev/null; do sleep 0.05; done
+nginx_url="http://127.0.0.1:$port"
+
+echo "GET 1 KiB..." >&2
+r1k=$(rounds "$rasa/v1/objects/bench/1k" 64); n1k=$(rounds "$nginx_url/1k" 64)
+echo "GET 1 MiB..." >&2
+r1m=$(rounds "$rasa/v1/objects/bench/1m" 16); n1m=$(rounds "$nginx_url/1m" 16)
+
+echo "PUT 1 MiB..." >&2
+cat >"$tmp/put.lua" <<LUA
+wrk.method = "PUT"
+local f = io.open("$tmp/www/1m", "rb"); wrk.body = f:read("*a"); f:close()
+LUA
+put=$(rounds "$rasa/v1/objects/bench/put" 8 "$tmp/put.lua")
+sha=$(cargo bench -q --locked -p rasa-fastpath --bench checksums 2>/dev/null | tee "$tmp/checksums.txt" | awk '/sha256 1 MiB/ {print $4}')
+xxh=$(awk '/xxh3-64 frame checksum 1 MiB/ {print $6}' "$tmp/checksums.txt")
+
+echo "fast path vs HTTP via the SDK..." >&2
+idle0=$(awk '{print $14+$15}' /proc/$rasa_pid/stat); sleep 5; idle1=$(awk '{print $14+$15}' /proc/$rasa_pid/stat)
+"$PWD/target/release/examples/fastpath_bench" "$rasa" "$rasa_pid" >"$tmp/fastpath.md"
+
+echo "cold misses via s3s-fs..." >&2
+cold=""
+if command -v s3s-fs >/dev/null; then
+  mkdir -p "$tmp/s3/bucket/cold"
+  for i in $(seq 1 30); do head -c 1048576 /dev/urandom >"$tmp/s3/bucket/cold/$i"; done
+  RUST_LOG=s3s_fs=info NO_COLOR=1 s3s-fs --host 127.0.0.1 --port 0 "$tmp/s3" >"$tmp/s3.out" 2>&1 &
+  pids+=($!)
+  while ! grep -q "server is running at" "$tmp/s3.out"; do sleep 0.05; done
+  s3=$(sed -n 's/.*server is running at //p' "$tmp/s3.out" | tr -d '\r' | awk '{print $1}')
+  AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench "$PWD/target/release/rasa-gateway" --listen 127.0.0.1:0 \
+    --origin s3://bucket/cold --s3-endpoint "$s3" --fast-path off >"$tmp/rc.out" 2>"$tmp/rc.err" &
+  pids+=($!)
+  while ! grep -q listening "$tmp/rc.out"; do sleep 0.05; done
+  rc=$(sed -n 's/.*listening on //p' "$tmp/rc.out")
+  timed() { curl -sf -o /dev/null -w '%{time_total}\n' "$1" || { echo "bench: GET $1 failed" >&2; exit 1; }; }
+  direct=$(for i in $(seq 1 30); do timed "$s3/bucket/cold/$i"; done | median)
+  miss=$(for i in $(seq 1 30); do timed "$rc/v1/objects/$i"; done | median)
+  hit=$(for i in $(seq 1 30); do timed "$rc/v1/objects/$i"; done | median)
+  cold=$(printf '| 1 MiB cold miss through Rasa | %.0f µs |\n| 1 MiB direct GET from s3s-fs | %.0f µs |\n| 1 MiB hit after the miss | %.0f µs |\n| miss / direct | %.2fx |' \
+    "$(echo "$miss*1000000" | bc -l)" "$(echo "$direct*1000000" | bc -l)" "$(echo "$hit*1000000" | bc -l)" "$(echo "$miss/$direct" | bc -l)")
+fi
+
+row() { # name rasa nginx
+  read -r rr rb rp50 rp99 rbad <<<"$2"; read -r nr nb np50 np99 nbad <<<"$3"
+  printf '| %s | %.0f req/s, %.2f GB/s, p50 %.0f µs, p99 %.0f µs | %.0f req/s, %.2f GB/s, p50 %.0f µs, p99 %.0f µs | %.2f |\n' \
+    "$1" "$rr" "$(echo "$rb/1000000000" | bc -l)" "$rp50" "$rp99" "$nr" "$(echo "$nb/1000000000" | bc -l)" "$np50" "$np99" "$(echo "$rr/$nr" | bc -l)"
+}
+read -r pr pb pp50 pp99 pbad <<<"$put"
+{
+  echo "# Rasa benchmarks"
+  echo
+  echo "Generated by \`make bench\` on $(date -u +%Y-%m-%d) — $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem:/ {print $2}') GiB."
+  echo "Loopback; load generator and servers share the machine. Medians of $ROUNDS rounds of ${SECS}s; ratios from the same run."
+  echo
+  echo "## GET hit: Rasa vs nginx serving the same bytes from files"
+  echo
+  echo "\`wrk -t2 -c64 -d${SECS}s --latency URL\` (1 KiB), \`-c16\` (1 MiB); nginx $(nginx -v 2>&1 | sed 's/.*nginx\///'), sendfile on, $(nproc) workers."
+  echo
+  echo "| value | Rasa | nginx | Rasa/nginx (req/s) |"
+  echo "| --- | --- | --- | --- |"
+  row "1 KiB" "$r1k" "$n1k"
+  row "1 MiB" "$r1m" "$n1m"
+  echo
+  echo "## PUT 1 MiB"
+  echo
+  echo "\`wrk -t2 -c8 -d${SECS}s -s put.lua\`: $(printf '%.0f' "$pr") req/s = **$(printf '%.0f' "$(echo "$pr*1.048576" | bc -l)") MB/s** (p50 $(printf '%.0f' "$pp50") µs, p99 $(printf '%.0f' "$pp99") µs, non-2xx $pbad)."
+  echo "Ceiling, same run, one core (\`cargo bench -p rasa-fastpath --bench checksums\`): SHA-256 $sha GB/s, XXH3-64 frame checksum $xxh GB/s."
+  echo
+  echo "## One-sided reads vs HTTP GET, through the SDK (\`target/release/examples/fastpath_bench\`)"
+  echo
+  echo "Gateway idle CPU with the progress thread running: $(( (idle1 - idle0) * 10 )) ms over 5 s."
+  echo
+  cat "$tmp/fastpath.md"
+  echo
+  echo "## Cold misses via s3s-fs (medians of 30 \`curl\` GETs of distinct 1 MiB objects)"
+  echo
+  if [ -n "$cold" ]; then echo "| | latency |"; echo "| --- | --- |"; echo "$cold"; else echo "s3s-fs not installed (make test installs it)."; fi
+} >bench/results.md
+cat bench/results.md
