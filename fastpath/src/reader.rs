@@ -13,8 +13,10 @@ use crate::sys;
 pub const CHUNK: usize = 1 << 20;
 /// Most reads in flight at once.
 pub const MAX_IN_FLIGHT: usize = 16;
-/// Empty polls of the completion queue before the reader sleeps on its wait object.
+/// Empty polls of the completion queue before the reader yields its core between polls.
 const SPIN_POLLS: u32 = 200;
+/// Empty polls (spins plus yields) before the reader sleeps on the queue's wait object.
+const YIELD_POLLS: u32 = 2_000;
 
 /// Where a frame lives on the fabric and what it must contain: what a descriptor promises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -331,10 +333,15 @@ fn read_pieces(conn: &mut Conn, pieces: &[Piece], deadline: Instant) -> Result<(
         idle_polls += 1;
         if idle_polls < SPIN_POLLS || !conn.node.waitable() {
             std::hint::spin_loop();
+        } else if idle_polls < YIELD_POLLS {
+            // Give the core to whoever serves the read (on loopback, the gateway's progress
+            // thread) without sleeping through the completion.
+            std::thread::yield_now();
         } else {
-            // Nothing yet after a short spin: sleep on the queue's wait object (which also
-            // drives progress) instead of burning a core the gateway may need.
-            let ms = (deadline - now).as_millis().clamp(1, 10) as i32;
+            // Still nothing: sleep on the queue's wait object (which also drives progress)
+            // instead of burning a core. Providers do not always signal it for RMA
+            // completions, so sleep 1 ms at a time.
+            let ms = (deadline - now).as_millis().clamp(1, 1) as i32;
             // SAFETY: as for fi_cq_read above; blocks at most `ms` milliseconds.
             let ret = unsafe {
                 sys::rasa_fi_cq_sread(
