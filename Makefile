@@ -5,7 +5,7 @@ CARGO ?= cargo
 # Extra flags for the gateway, e.g. `make run ARGS="--memory 4GiB --listen 0.0.0.0:8080"`.
 ARGS ?=
 
-.PHONY: setup run build test lint openapi bench stress docker-check
+.PHONY: setup run build test lint openapi bench stress docker-check fuzz-api
 
 setup:
 	@./scripts/setup.sh
@@ -17,12 +17,19 @@ run: setup
 build: setup
 	$(CARGO) build --workspace --locked
 
-## Formatting, lints, unit tests and end-to-end tests (which start the real binary).
+## Formatting, lints, unit tests, end-to-end tests (which start the real binary, s3s-fs and
+## libfabric endpoints) and a bounded schemathesis run against the OpenAPI document.
 test: setup
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) build --workspace --bins --locked
 	$(CARGO) test --workspace --locked
+	./scripts/fuzz-api.sh 20
+
+## Fuzz the HTTP API with schemathesis (no 5xx, no violation of our own OpenAPI document).
+fuzz-api: setup
+	$(CARGO) build --workspace --bins --locked
+	./scripts/fuzz-api.sh $${FUZZ_SECONDS:-120}
 
 lint: setup
 	$(CARGO) fmt --all -- --check

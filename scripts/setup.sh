@@ -10,6 +10,12 @@ pkg-config --exists libfabric 2>/dev/null || need_apt+=(libfabric-dev)
 compgen -G "/usr/lib/llvm-*/lib/libclang*.so*" >/dev/null || need_apt+=(libclang-dev clang)
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+# The API fuzzer (schemathesis) runs in a virtualenv.
+if [ "${RASA_SETUP_SKIP_TEST_TOOLS:-0}" != 1 ]; then
+  command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+  python3 -m venv --help >/dev/null 2>&1 || need_apt+=(python3-venv)
+  python3 -c 'import ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+fi
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]} (apt-get)" >&2
