@@ -12,10 +12,9 @@
 use std::time::{Duration, Instant};
 
 use base64::prelude::*;
-use rasa_client::{Client, Descriptor, FastPath};
+use rasa_client::{Client, FastPath};
 use rasa_fastpath::fabric::FabricConfig;
-use rasa_fastpath::frame::{key_hash, FrameIdentity};
-use rasa_fastpath::reader::{Reader, RemoteFrame};
+use rasa_fastpath::reader::Reader;
 
 fn cpu_seconds(pid: Option<u32>) -> f64 {
     let Some(pid) = pid else { return 0.0 };
@@ -43,19 +42,6 @@ fn summarize(mut lat: Vec<Duration>, bytes: usize, wall: Duration, cpu: f64) -> 
         p99: lat[(lat.len() * 99 / 100).min(lat.len() - 1)],
         gbps: total / wall.as_secs_f64() / 1e9,
         cpu_per_gb: cpu / (total / 1e9),
-    }
-}
-
-fn frame_of(d: &Descriptor) -> RemoteFrame {
-    RemoteFrame {
-        addr: d.addr.expect("fast path on"),
-        rkey: d.rkey.expect("fast path on"),
-        identity: FrameIdentity {
-            key_hash: key_hash(&d.key),
-            version: u64::from_str_radix(&d.version, 16).unwrap(),
-            payload_len: d.length,
-        },
-        checksum: u64::from_str_radix(&d.checksum, 16).unwrap(),
     }
 }
 
@@ -105,7 +91,14 @@ async fn main() {
                 resolved = Instant::now();
             }
             let t = Instant::now();
-            let got = reader.read(&frame_of(&d), Duration::from_secs(5)).unwrap();
+            let got = reader
+                .read(
+                    &rasa_client::remote_frame(&d)
+                        .unwrap()
+                        .expect("fast path on"),
+                    Duration::from_secs(5),
+                )
+                .unwrap();
             lat.push(t.elapsed());
             assert_eq!(got.len(), size);
         }

@@ -303,6 +303,27 @@ fn lease_margin(lease: Duration) -> Duration {
     (lease / 4).min(Duration::from_secs(1))
 }
 
+/// What a descriptor promises, as the fast-path reader needs it: where the frame is and
+/// what it must contain. `None` when the descriptor has no fabric address (HTTP only).
+pub fn remote_frame(d: &Descriptor) -> Result<Option<RemoteFrame>, Error> {
+    let (Some(addr), Some(rkey)) = (d.addr, d.rkey) else {
+        return Ok(None);
+    };
+    let hex = |s: &str, what: &str| {
+        u64::from_str_radix(s, 16).map_err(|_| Error::Protocol(format!("bad {what} {s:?}")))
+    };
+    Ok(Some(RemoteFrame {
+        addr,
+        rkey,
+        identity: FrameIdentity {
+            key_hash: key_hash(&d.key),
+            version: hex(&d.version, "version")?,
+            payload_len: d.length,
+        },
+        checksum: hex(&d.checksum, "checksum")?,
+    }))
+}
+
 /// The instant after which no one-sided read of `d` may start: counted from when the
 /// request was *sent* (never from when the answer arrived), minus a margin.
 fn deadline_of(d: &Descriptor, sent: Instant) -> Instant {
@@ -755,23 +776,11 @@ impl Client {
         let mut frames = Vec::with_capacity(ds.len());
         let mut earliest = None::<Instant>;
         for (d, deadline) in ds {
-            let (Some(addr), Some(rkey)) = (d.addr, d.rkey) else {
+            let Some(frame) = remote_frame(d)? else {
                 self.count_fallback(Fallback::Unavailable);
                 return Err(Error::FastPath("the gateway serves HTTP only".into()));
             };
-            let parse = |s: &str, what: &str| {
-                u64::from_str_radix(s, 16).map_err(|_| Error::Protocol(format!("bad {what} {s:?}")))
-            };
-            frames.push(RemoteFrame {
-                addr,
-                rkey,
-                identity: FrameIdentity {
-                    key_hash: key_hash(&d.key),
-                    version: parse(&d.version, "version")?,
-                    payload_len: d.length,
-                },
-                checksum: parse(&d.checksum, "checksum")?,
-            });
+            frames.push(frame);
             earliest = Some(earliest.map_or(*deadline, |e: Instant| e.min(*deadline)));
         }
         let remaining = earliest

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use base64::prelude::*;
 use rasa_fastpath::fabric::FabricConfig;
-use rasa_fastpath::frame::{key_hash, FrameIdentity};
 use rasa_fastpath::reader::{ReadError, Reader, RemoteFrame};
 use rasa_openapi::{Descriptor, FabricInfo};
 use rasa_tests::{pattern, sha256_hex, workspace_bin, Gateway};
@@ -15,19 +14,6 @@ use reqwest::Client;
 use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
-
-fn remote(d: &Descriptor) -> RemoteFrame {
-    RemoteFrame {
-        addr: d.addr.expect("descriptor carries an address"),
-        rkey: d.rkey.expect("descriptor carries a key"),
-        identity: FrameIdentity {
-            key_hash: key_hash(&d.key),
-            version: u64::from_str_radix(&d.version, 16).unwrap(),
-            payload_len: d.length,
-        },
-        checksum: u64::from_str_radix(&d.checksum, 16).unwrap(),
-    }
-}
 
 async fn descriptor(c: &Client, gw: &Gateway, key: &str) -> Descriptor {
     c.get(gw.url(&format!("/v1/descriptors/{key}")))
@@ -78,7 +64,7 @@ async fn suite(provider: &str) {
         assert_eq!(r.status(), 201);
         let d: Descriptor = r.json().await.unwrap();
         let got = reader
-            .read(&remote(&d), TIMEOUT)
+            .read(&rasa_tests::remote(&d), TIMEOUT)
             .unwrap_or_else(|e| panic!("{provider} {len}: {e}"));
         assert_eq!(got.len(), len);
         assert_eq!(
@@ -97,7 +83,7 @@ async fn suite(provider: &str) {
         .unwrap();
     assert_eq!(r.status(), 204);
     let start = Instant::now();
-    let e = reader.read(&remote(&stale), TIMEOUT);
+    let e = reader.read(&rasa_tests::remote(&stale), TIMEOUT);
     assert!(
         matches!(e, Err(ReadError::KeyRevoked(_))),
         "{provider}: revoked key gave {e:?}"
@@ -110,7 +96,7 @@ async fn suite(provider: &str) {
     let fresh = descriptor(&c, &gw, "fp/4096").await;
     assert_ne!(fresh.rkey, stale.rkey, "rotation hands out a new key");
     let rebuilds = reader.rebuilds();
-    let got = reader.read(&remote(&fresh), TIMEOUT).unwrap();
+    let got = reader.read(&rasa_tests::remote(&fresh), TIMEOUT).unwrap();
     assert_eq!(sha256_hex(&got), fresh.sha256);
     assert_eq!(
         reader.rebuilds(),
@@ -121,7 +107,7 @@ async fn suite(provider: &str) {
     // Past the end of the region: a clean error, and the reader recovers.
     let past = RemoteFrame {
         addr: fresh.addr.unwrap() + (1 << 30),
-        ..remote(&fresh)
+        ..rasa_tests::remote(&fresh)
     };
     let e = reader.read(&past, TIMEOUT);
     assert!(
@@ -129,7 +115,7 @@ async fn suite(provider: &str) {
         "{provider}: read past the region gave {e:?}"
     );
     assert_eq!(
-        sha256_hex(&reader.read(&remote(&fresh), TIMEOUT).unwrap()),
+        sha256_hex(&reader.read(&rasa_tests::remote(&fresh), TIMEOUT).unwrap()),
         fresh.sha256
     );
 
@@ -143,7 +129,7 @@ async fn suite(provider: &str) {
             .json()
             .await
             .unwrap();
-        let e = reader.read(&remote(&bad), TIMEOUT);
+        let e = reader.read(&rasa_tests::remote(&bad), TIMEOUT);
         assert!(
             matches!(e, Err(ReadError::Frame(_))),
             "{provider} {key}: corrupt frame gave {e:?}"
@@ -152,7 +138,7 @@ async fn suite(provider: &str) {
     // The healthy copy is still served.
     let d = descriptor(&c, &gw, "fp/1048576").await;
     assert_eq!(
-        sha256_hex(&reader.read(&remote(&d), TIMEOUT).unwrap()),
+        sha256_hex(&reader.read(&rasa_tests::remote(&d), TIMEOUT).unwrap()),
         d.sha256
     );
 }
@@ -309,9 +295,12 @@ async fn clients_that_come_and_go_do_not_leak_gateway_resources() {
             .count()
     };
     let cfg = FabricConfig::new("tcp;ofi_rxm", Some("127.0.0.1".into()));
-    let mut connect_and_read = || {
+    let connect_and_read = || {
         let mut r = Reader::connect(cfg.clone(), address.clone()).unwrap();
-        assert_eq!(r.read(&remote(&d), TIMEOUT).unwrap().len(), 4096);
+        assert_eq!(
+            r.read(&rasa_tests::remote(&d), TIMEOUT).unwrap().len(),
+            4096
+        );
     };
     for _ in 0..5 {
         connect_and_read();

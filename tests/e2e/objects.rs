@@ -391,8 +391,8 @@ async fn memory_budget_holds_while_puts_evict_cold_values() {
     // Cold ones made room (evicted whole arenas at a time).
     let first = c.get(gw.url("/v1/objects/fill/0")).send().await.unwrap();
     assert_eq!(first.status(), 404);
-    assert!(metric(&c, &gw, "rasa_evictions_total").await > 0.0);
-    assert!(metric(&c, &gw, "rasa_arenas_recycled_total").await > 0.0);
+    assert!(rasa_tests::metric(&gw, "rasa_evictions_total").await > 0.0);
+    assert!(rasa_tests::metric(&gw, "rasa_arenas_recycled_total").await > 0.0);
     let peak = proc_status_kib(gw.pid(), "VmHWM:");
     println!(
         "RSS: idle {} MiB, peak {} MiB with --memory 64MiB after {total} MiB of PUTs",
@@ -408,21 +408,6 @@ async fn memory_budget_holds_while_puts_evict_cold_values() {
         put(&c, &gw, "large", pattern(6 << 20, 1)).await.status(),
         201
     );
-}
-
-async fn metric(c: &Client, gw: &Gateway, name: &str) -> f64 {
-    let text = c
-        .get(gw.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| l.starts_with(name))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 #[tokio::test]
@@ -444,7 +429,7 @@ async fn a_client_that_disconnects_mid_upload_leaves_no_version() {
     .unwrap();
     // The signal that the gateway saw the upload end: its abandoned-upload counter.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while metric(&c, &gw, "rasa_uploads_abandoned_total").await < 1.0 {
+    while rasa_tests::metric(&gw, "rasa_uploads_abandoned_total").await < 1.0 {
         assert!(
             std::time::Instant::now() < deadline,
             "the abandoned upload was never noticed"
@@ -457,7 +442,10 @@ async fn a_client_that_disconnects_mid_upload_leaves_no_version() {
         ProblemCode::NotFound,
     )
     .await;
-    assert_eq!(metric(&c, &gw, "rasa_versions_stored_total").await, 0.0);
+    assert_eq!(
+        rasa_tests::metric(&gw, "rasa_versions_stored_total").await,
+        0.0
+    );
 }
 
 #[tokio::test]

@@ -8,8 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rasa_client::{Client, Error, FastPath, ProblemCode};
-use rasa_fastpath::reader::{ReadError, Reader, RemoteFrame};
-use rasa_openapi::Descriptor;
+use rasa_fastpath::reader::{ReadError, Reader};
 use rasa_tests::{pattern, Gateway};
 use sha2::{Digest, Sha256};
 
@@ -32,20 +31,6 @@ fn valid(key: &str, bytes: &[u8]) -> bool {
     let (body, sum) = bytes.split_at(bytes.len() - 32);
     let prefix = format!("RACE|{key}|");
     body.starts_with(prefix.as_bytes()) && Sha256::digest(body).as_slice() == sum
-}
-
-async fn metric(gw: &Gateway, name: &str) -> f64 {
-    let text = reqwest::get(gw.url("/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| l.starts_with(name))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>()
-        + 0.0 // an empty sum is -0.0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -160,9 +145,9 @@ async fn readers_never_see_torn_stale_or_foreign_bytes_while_memory_is_recycled(
     for w in writers {
         w.await.unwrap();
     }
-    let recycled = metric(&gw, "rasa_arenas_recycled_total").await;
-    let revoked = metric(&gw, "rasa_keys_revoked_total").await;
-    let evicted = metric(&gw, "rasa_evictions_total").await;
+    let recycled = rasa_tests::metric(&gw, "rasa_arenas_recycled_total").await;
+    let revoked = rasa_tests::metric(&gw, "rasa_keys_revoked_total").await;
+    let evicted = rasa_tests::metric(&gw, "rasa_evictions_total").await;
     let total = stats.fabric_reads + stats.http_reads;
     println!(
         "race: {} reads in {:.1?} ({} not found), {:.1}% one-sided, fallbacks {:?}; {} puts ({} busy); arenas recycled {recycled}, keys revoked {revoked}, evictions {evicted}; corrupt {}",
@@ -185,19 +170,6 @@ async fn readers_never_see_torn_stale_or_foreign_bytes_while_memory_is_recycled(
         recycled >= 3.0 && revoked >= 3.0,
         "the run did not exercise reclamation"
     );
-}
-
-fn remote(d: &Descriptor) -> RemoteFrame {
-    RemoteFrame {
-        addr: d.addr.unwrap(),
-        rkey: d.rkey.unwrap(),
-        identity: rasa_fastpath::frame::FrameIdentity {
-            key_hash: rasa_fastpath::frame::key_hash(&d.key),
-            version: u64::from_str_radix(&d.version, 16).unwrap(),
-            payload_len: d.length,
-        },
-        checksum: u64::from_str_radix(&d.checksum, 16).unwrap(),
-    }
 }
 
 #[tokio::test]
@@ -234,7 +206,9 @@ async fn an_old_descriptor_reads_the_old_version_until_reclaimed_then_misses_cle
         rasa_fastpath::fabric::FabricConfig::new(info.provider.unwrap(), Some("127.0.0.1".into()));
     let mut reader = Reader::connect(cfg, addr).unwrap();
     assert_eq!(
-        reader.read(&remote(&d1), Duration::from_secs(5)).unwrap(),
+        reader
+            .read(&rasa_tests::remote(&d1), Duration::from_secs(5))
+            .unwrap(),
         v1
     );
     // ...and so does the SDK, from its cached descriptor, while the lease runs.
@@ -248,14 +222,14 @@ async fn an_old_descriptor_reads_the_old_version_until_reclaimed_then_misses_cle
 
     // After the lease and grace, the arena is reclaimed: its key revoked.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while metric(&gw, "rasa_keys_revoked_total").await < 1.0 {
+    while rasa_tests::metric(&gw, "rasa_keys_revoked_total").await < 1.0 {
         assert!(
             Instant::now() < deadline,
             "the old arena was never reclaimed"
         );
         tokio::task::yield_now().await;
     }
-    let e = reader.read(&remote(&d1), Duration::from_secs(5));
+    let e = reader.read(&rasa_tests::remote(&d1), Duration::from_secs(5));
     assert!(
         matches!(e, Err(ReadError::KeyRevoked(_))),
         "old descriptor after reclaim gave {e:?}"

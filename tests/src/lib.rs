@@ -335,3 +335,25 @@ impl Gateway {
         )
     }
 }
+
+/// The fast-path frame a descriptor names (which must carry a fabric address).
+pub fn remote(d: &rasa_openapi::Descriptor) -> rasa_fastpath::reader::RemoteFrame {
+    rasa_client::remote_frame(d)
+        .expect("a well-formed descriptor")
+        .expect("the descriptor carries a fabric address")
+}
+
+/// The sum of a metric's samples (all label sets) on the gateway's `/metrics`; 0 if absent.
+pub async fn metric(gw: &Gateway, name: &str) -> f64 {
+    let text = reqwest::get(gw.url("/metrics"))
+        .await
+        .expect("scrape /metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    text.lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>()
+        + 0.0 // an empty sum is -0.0
+}
