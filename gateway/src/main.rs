@@ -99,6 +99,12 @@ async fn serve(args: Args) -> Result<(), String> {
         lease_ms = args.lease.as_millis() as u64,
         "rasa-gateway ready"
     );
+    if !addr.ip().is_loopback() {
+        tracing::warn!(
+            %addr,
+            "listening beyond loopback with no authentication: anyone who can reach this port can read, write and obtain descriptors"
+        );
+    }
     // One line on stdout, for people and for tests that bind port 0.
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "rasa-gateway listening on http://{addr}").and_then(|()| out.flush());
