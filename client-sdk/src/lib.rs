@@ -338,6 +338,15 @@ async fn problem_or<T: serde::de::DeserializeOwned>(resp: reqwest::Response) -> 
     Err(problem(resp).await)
 }
 
+/// A response header as text ("" when absent or not text).
+fn header_str(resp: &reqwest::Response, name: &str) -> String {
+    resp.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
 async fn problem(resp: reqwest::Response) -> Error {
     let status = resp.status();
     match resp.json::<Problem>().await {
@@ -525,13 +534,7 @@ impl Client {
                 instance: None,
             }));
         }
-        let h = |name: &str| {
-            resp.headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_owned()
-        };
+        let h = |name: &str| header_str(&resp, name);
         Ok(Meta {
             version: h(rasa_openapi::VERSION_HEADER),
             length: h("content-length").parse().unwrap_or(0),
@@ -658,13 +661,7 @@ impl Client {
         if !resp.status().is_success() {
             return Err(problem(resp).await);
         }
-        let header = |name: &str| {
-            resp.headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_owned()
-        };
+        let header = |name: &str| header_str(&resp, name);
         let version = header(rasa_openapi::VERSION_HEADER);
         let sha256 = header("etag").trim_matches('"').to_owned();
         let content_type = header("content-type");
