@@ -23,9 +23,8 @@ mod test_hooks;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::Body;
 use axum::extract::{MatchedPath, Request};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post, put};
@@ -201,22 +200,14 @@ async fn record_metrics(req: Request, next: Next) -> Response {
 
 /// A JSON response with a status.
 pub(crate) fn json_response<T: serde::Serialize>(status: StatusCode, value: &T) -> Response {
-    let body = serde_json::to_vec(value).expect("wire types serialize");
-    (
-        status,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        Body::from(body),
-    )
-        .into_response()
+    (status, axum::Json(value)).into_response()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::{Store, StoreConfig};
+    use axum::body::Body;
     use proptest::prelude::*;
     use tower::ServiceExt;
 
