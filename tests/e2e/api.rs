@@ -97,28 +97,14 @@ async fn descriptors_single_and_batch() {
 async fn fabric_health_and_metrics() {
     let gw = Gateway::start(&[]);
     let c = Client::new();
-    let f: FabricInfo = c
-        .get(gw.url("/v1/fabric"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let f: FabricInfo = gw.get_json("/v1/fabric").await;
     assert!(f.enabled, "the fast path is on by default");
     assert_eq!(f.provider.as_deref(), Some("tcp;ofi_rxm"));
     assert_eq!(f.address_format.as_deref(), Some("FI_SOCKADDR_IN"));
     assert!(f.address.is_some());
     assert_eq!(f.incarnation.len(), 16);
     let off = Gateway::start(&["--fast-path", "off"]);
-    let f: FabricInfo = c
-        .get(off.url("/v1/fabric"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let f: FabricInfo = off.get_json("/v1/fabric").await;
     assert!(
         !f.enabled && f.provider.is_none() && f.address.is_none(),
         "{f:?}"
@@ -128,28 +114,14 @@ async fn fabric_health_and_metrics() {
         .send()
         .await
         .unwrap();
-    let d: Descriptor = c
-        .get(off.url("/v1/descriptors/x"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let d: Descriptor = off.get_json("/v1/descriptors/x").await;
     assert_eq!(
         (d.addr, d.rkey),
         (None, None),
         "HTTP-only descriptors have no address"
     );
     for path in ["/healthz", "/readyz"] {
-        let v: Value = c
-            .get(gw.url(path))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let v: Value = gw.get_json(path).await;
         assert_eq!(v["status"], "ok", "{path}");
     }
     c.put(gw.url("/v1/objects/m"))
@@ -204,14 +176,7 @@ const ROUTES: &[(&str, &str)] = &[
 async fn openapi_lists_every_route_and_matches_the_checked_in_file() {
     let gw = Gateway::start(&[]);
     let c = Client::new();
-    let served: Value = c
-        .get(gw.url("/openapi.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let served: Value = gw.get_json("/openapi.json").await;
     let documented: BTreeSet<(String, String)> = served["paths"]
         .as_object()
         .unwrap()

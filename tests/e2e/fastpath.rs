@@ -15,14 +15,8 @@ use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-async fn descriptor(c: &Client, gw: &Gateway, key: &str) -> Descriptor {
-    c.get(gw.url(&format!("/v1/descriptors/{key}")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+async fn descriptor(gw: &Gateway, key: &str) -> Descriptor {
+    gw.get_json(&format!("/v1/descriptors/{key}")).await
 }
 
 async fn suite(provider: &str) {
@@ -34,14 +28,7 @@ async fn suite(provider: &str) {
         "--test-hooks",
     ]);
     let c = Client::new();
-    let info: FabricInfo = c
-        .get(gw.url("/v1/fabric"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let info: FabricInfo = gw.get_json("/v1/fabric").await;
     assert!(info.enabled);
     assert_eq!(info.provider.as_deref(), Some(provider));
     let address = BASE64_STANDARD.decode(info.address.unwrap()).unwrap();
@@ -75,7 +62,7 @@ async fn suite(provider: &str) {
     }
 
     // A revoked key: a prompt, typed miss; a fresh descriptor then reads after the rebuild.
-    let stale = descriptor(&c, &gw, "fp/4096").await;
+    let stale = descriptor(&gw, "fp/4096").await;
     let r = c
         .post(gw.url("/v1/_test/revoke/fp/4096"))
         .send()
@@ -93,7 +80,7 @@ async fn suite(provider: &str) {
         "{provider}: revoked read took {:?}",
         start.elapsed()
     );
-    let fresh = descriptor(&c, &gw, "fp/4096").await;
+    let fresh = descriptor(&gw, "fp/4096").await;
     assert_ne!(fresh.rkey, stale.rkey, "rotation hands out a new key");
     let rebuilds = reader.rebuilds();
     let got = reader.read(&rasa_tests::remote(&fresh), TIMEOUT).unwrap();
@@ -136,7 +123,7 @@ async fn suite(provider: &str) {
         );
     }
     // The healthy copy is still served.
-    let d = descriptor(&c, &gw, "fp/1048576").await;
+    let d = descriptor(&gw, "fp/1048576").await;
     assert_eq!(
         sha256_hex(&reader.read(&rasa_tests::remote(&d), TIMEOUT).unwrap()),
         d.sha256
@@ -280,14 +267,7 @@ async fn clients_that_come_and_go_do_not_leak_gateway_resources() {
         .json()
         .await
         .unwrap();
-    let info: FabricInfo = c
-        .get(gw.url("/v1/fabric"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let info: FabricInfo = gw.get_json("/v1/fabric").await;
     let address = BASE64_STANDARD.decode(info.address.unwrap()).unwrap();
     let fds = || {
         std::fs::read_dir(format!("/proc/{}/fd", gw.pid()))

@@ -316,14 +316,7 @@ async fn oversized_bodies_are_refused_and_leave_nothing() {
         ProblemCode::NotFound,
     )
     .await;
-    let list: ObjectList = c
-        .get(gw.url("/v1/objects"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: ObjectList = gw.get_json("/v1/objects").await;
     assert_eq!(list.items.len(), 1, "only the accepted object is listed");
     // A chunked body within the limit is stored.
     let chunks: Vec<Result<Vec<u8>, std::io::Error>> = vec![Ok(vec![3; 500]), Ok(vec![4; 500])];

@@ -357,3 +357,15 @@ pub async fn metric(gw: &Gateway, name: &str) -> f64 {
         .sum::<f64>()
         + 0.0 // an empty sum is -0.0
 }
+
+impl Gateway {
+    /// `GET path` on this gateway, answered with JSON, decoded as `T` (panics otherwise).
+    pub async fn get_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
+        reqwest::get(self.url(path))
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+            .json()
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: not the expected JSON: {e}"))
+    }
+}
