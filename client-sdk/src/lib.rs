@@ -91,6 +91,9 @@ pub enum Error {
     /// A one-sided read was required and could not be done.
     #[error("fast path unavailable: {0}")]
     FastPath(String),
+    /// The client could not be built as configured (unreadable CA file, bad token).
+    #[error("client configuration: {0}")]
+    Config(String),
 }
 
 impl Error {
@@ -194,16 +197,42 @@ pub struct Meta {
 }
 
 /// Builds a [`Client`].
-#[derive(Debug)]
 pub struct ClientBuilder {
     endpoint: String,
     fast_path: FastPath,
     fabric_addr: Option<String>,
     verify_sha256: bool,
     read_timeout: Duration,
+    token: Option<String>,
+    ca_file: Option<std::path::PathBuf>,
+}
+
+impl std::fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("endpoint", &self.endpoint)
+            .field("fast_path", &self.fast_path)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("ca_file", &self.ca_file)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ClientBuilder {
+    /// Bearer token sent on every request (`Authorization: Bearer …`), for gateways run
+    /// with `--token-file`. The token is marked sensitive and never printed.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// A PEM file of extra certificate authorities to trust for `https://` endpoints, in
+    /// addition to the system's (for gateways with a private or self-signed certificate).
+    pub fn ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.ca_file = Some(path.into());
+        self
+    }
+
     /// Fast-path policy (default [`FastPath::Auto`]).
     pub fn fast_path(mut self, mode: FastPath) -> Self {
         self.fast_path = mode;
@@ -241,9 +270,27 @@ impl ClientBuilder {
                 .unwrap_or_default();
             matches!(host, "127.0.0.1" | "localhost").then(|| "127.0.0.1".to_owned())
         });
+        let mut http = reqwest::Client::builder()
+            // Below the gateway's default --header-timeout (30 s), which also closes idle
+            // keep-alive connections: the pool lets go first, so no request races a close.
+            .pool_idle_timeout(Duration::from_secs(20))
+            .use_preconfigured_tls(tls_config(
+                endpoint.starts_with("https://"),
+                self.ca_file.as_deref(),
+            )?);
+        if let Some(token) = &self.token {
+            let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| {
+                    Error::Config("the token has characters a header cannot carry".into())
+                })?;
+            value.set_sensitive(true);
+            let mut headers = reqwest::header::HeaderMap::new();
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+            http = http.default_headers(headers);
+        }
         Ok(Client {
             inner: Arc::new(Inner {
-                http: reqwest::Client::builder().build()?,
+                http: http.build()?,
                 endpoint,
                 fast_path: self.fast_path,
                 fabric_addr,
@@ -256,6 +303,45 @@ impl ClientBuilder {
             }),
         })
     }
+}
+
+/// TLS for the HTTP client: rustls with aws-lc-rs, the system's roots (for `https`
+/// endpoints) and the extra CAs in `ca_file`.
+fn tls_config(
+    system_roots: bool,
+    ca_file: Option<&std::path::Path>,
+) -> Result<rustls::ClientConfig, Error> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let mut roots = rustls::RootCertStore::empty();
+    if system_roots {
+        let native = rustls_native_certs::load_native_certs();
+        roots.add_parsable_certificates(native.certs);
+    }
+    if let Some(path) = ca_file {
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+            .and_then(|it| it.collect::<Result<_, _>>())
+            .map_err(|e| Error::Config(format!("CA file {}: {e}", path.display())))?;
+        if certs.is_empty() {
+            return Err(Error::Config(format!(
+                "CA file {}: no certificate in it",
+                path.display()
+            )));
+        }
+        for cert in certs {
+            roots
+                .add(cert)
+                .map_err(|e| Error::Config(format!("CA file {}: {e}", path.display())))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Config(format!("TLS: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
 }
 
 enum FabricState {
@@ -364,6 +450,8 @@ impl Client {
             fabric_addr: None,
             verify_sha256: false,
             read_timeout: Duration::from_secs(5),
+            token: None,
+            ca_file: None,
         }
     }
 

@@ -26,6 +26,14 @@ struct Cli {
     )]
     endpoint: String,
 
+    /// Bearer token for a gateway run with --token-file (sent on every request).
+    #[arg(long, env = "RASA_TOKEN", global = true, hide_env_values = true)]
+    token: Option<String>,
+
+    /// Extra CA certificates (PEM) to trust for an https:// endpoint.
+    #[arg(long, env = "RASA_CA_FILE", global = true)]
+    ca_file: Option<PathBuf>,
+
     /// Local address for the fabric endpoint (default: 127.0.0.1 for a loopback gateway).
     #[arg(long, env = "RASA_FABRIC_ADDR", global = true)]
     fabric_addr: Option<String>,
@@ -146,6 +154,12 @@ async fn run(cli: Cli) -> Result<(), String> {
         .verify_sha256(verify);
     if let Some(a) = &cli.fabric_addr {
         builder = builder.fabric_addr(a);
+    }
+    if let Some(t) = &cli.token {
+        builder = builder.token(t);
+    }
+    if let Some(ca) = &cli.ca_file {
+        builder = builder.ca_file(ca);
     }
     let client = builder.build().map_err(|e| e.to_string())?;
     let json = cli.json;

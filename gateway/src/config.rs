@@ -5,6 +5,7 @@
 //! refused at start with a one-line reason ([`Args::validate`]).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
@@ -96,6 +97,43 @@ pub struct Args {
     #[arg(long, env = "RASA_ORIGIN_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub origin_timeout: Duration,
 
+    /// Token file: one `NAME SCOPES sha256:HEX` line per token (make one with
+    /// `rasa-gateway token new`). With it every `/v1` route needs `Authorization: Bearer`;
+    /// without it the gateway is open to anyone who can reach it.
+    #[arg(long, env = "RASA_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+
+    /// Serve `/metrics` without a token even when a token file is given (it needs `admin`
+    /// otherwise).
+    #[arg(long, env = "RASA_PUBLIC_METRICS")]
+    pub public_metrics: bool,
+
+    /// PEM certificate chain: serve HTTPS instead of HTTP (needs --tls-key).
+    #[arg(long, env = "RASA_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key for --tls-cert.
+    #[arg(long, env = "RASA_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Most `/v1` requests handled at once; more are answered `503` with `Retry-After`
+    /// at once rather than queued.
+    #[arg(long, env = "RASA_MAX_CONCURRENT_REQUESTS", default_value_t = 512)]
+    pub max_concurrent_requests: usize,
+
+    /// Largest request line plus headers; larger requests get `431`.
+    #[arg(long, env = "RASA_MAX_HEADER_SIZE", default_value = "16KiB", value_parser = parse_size)]
+    pub max_header_size: u64,
+
+    /// Longest time a client may take to send a complete request head (or a TLS
+    /// handshake); then the connection is closed. Also closes idle keep-alive connections.
+    #[arg(long, env = "RASA_HEADER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub header_timeout: Duration,
+
+    /// Longest pause between two chunks of a request body; then `408` and nothing stored.
+    #[arg(long, env = "RASA_BODY_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub body_timeout: Duration,
+
     /// Enables `/v1/_test/*` routes that revoke keys and fabricate corrupt frames, for
     /// the fast-path test suite. Never enable in production.
     #[arg(long, env = "RASA_TEST_HOOKS", hide = true)]
@@ -126,10 +164,33 @@ pub enum Command {
     /// Print the OpenAPI document (JSON) and exit. `make openapi` writes it to
     /// `openapi/openapi.json`.
     Openapi,
+    /// Manage bearer tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+/// `rasa-gateway token …`
+#[derive(Debug, Clone, Subcommand)]
+pub enum TokenCommand {
+    /// Make a new token: append its line (name, scopes, hash) to the token file and print
+    /// the secret once on stdout. The file never holds the secret.
+    New {
+        /// The token's name, as logs and errors show it.
+        name: String,
+        /// Comma-separated scopes: read, write, admin (admin implies the others).
+        #[arg(long)]
+        scopes: crate::tokens::ScopeList,
+        /// The token file to append to (created if missing, mode 0600).
+        #[arg(long, env = "RASA_TOKEN_FILE")]
+        file: PathBuf,
+    },
 }
 
 /// Smallest arena accepted: smaller ones would mostly hold headers and padding.
 pub const MIN_ARENA_SIZE: u64 = 64 << 10;
+/// Largest `--max-header-size` accepted: hyper's own read buffer (about 400 KiB) must stay
+/// the larger bound, so that the gateway, not hyper, answers with a problem document.
+pub const MAX_HEADER_SIZE: u64 = 256 << 10;
 /// Longest lease accepted: longer ones would pin memory for too long after a delete.
 pub const MAX_LEASE: Duration = Duration::from_secs(3600);
 
@@ -191,6 +252,19 @@ impl Args {
         }
         if self.origin.is_some() && self.origin_timeout.is_zero() {
             return Err("--origin-timeout must be more than 0".into());
+        }
+        if self.max_concurrent_requests == 0 {
+            return Err("--max-concurrent-requests must be at least 1".into());
+        }
+        if !(1024..=MAX_HEADER_SIZE).contains(&self.max_header_size) {
+            return Err(format!(
+                "--max-header-size {} must be between 1KiB and {}",
+                show(self.max_header_size),
+                show(MAX_HEADER_SIZE)
+            ));
+        }
+        if self.header_timeout.is_zero() || self.body_timeout.is_zero() {
+            return Err("--header-timeout and --body-timeout must be more than 0".into());
         }
         if self.max_batch_keys == 0 {
             return Err("--max-batch-keys must be at least 1".into());
@@ -294,6 +368,13 @@ mod tests {
             (&["--lease", "0s"], "--lease"),
             (&["--lease", "2h"], "--lease"),
             (&["--max-batch-keys", "0"], "--max-batch-keys"),
+            (
+                &["--max-concurrent-requests", "0"],
+                "--max-concurrent-requests",
+            ),
+            (&["--max-header-size", "1MiB"], "--max-header-size"),
+            (&["--header-timeout", "0s"], "--header-timeout"),
+            (&["--tls-cert", "c.pem"], "--tls-key"),
             (&["--origin", "http://bucket"], "s3://"),
             (&["--origin", "s3://B"], "bucket"),
             (&["--write-policy", "write-through"], "--origin"),

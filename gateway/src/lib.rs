@@ -11,7 +11,9 @@
 //! - [`key`]: what a valid object key is.
 //! - [`origin`]: the S3 origin behind the store (read-through, write-through).
 //! - [`config`]: flags and `RASA_*` environment variables, validated at start.
-//! - [`server`]: serve a listener until a shutdown signal.
+//! - [`server`]: serve a listener (plain or TLS) with connection limits until a shutdown
+//!   signal.
+//! - [`tokens`]: bearer tokens with scopes, from a token file of hashes.
 //!
 //! ## The invariant
 //!
@@ -27,3 +29,4 @@ pub mod key;
 pub mod origin;
 pub mod server;
 pub mod store;
+pub mod tokens;

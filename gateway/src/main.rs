@@ -8,10 +8,11 @@ use std::time::Duration;
 use clap::Parser;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use rasa_fastpath::server::FabricServer;
-use rasa_gateway::config::{Args, Command, FastPathMode};
+use rasa_gateway::config::{Args, Command, FastPathMode, TokenCommand};
 use rasa_gateway::http::{doc, AppState, HttpConfig};
-use rasa_gateway::server;
+use rasa_gateway::server::{self, ServeOptions};
 use rasa_gateway::store::Store;
+use rasa_gateway::tokens::{self, TokenSet};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -20,9 +21,21 @@ fn main() -> ExitCode {
         eprintln!("rasa-gateway: {why}");
         return ExitCode::from(2);
     }
-    if let Some(Command::Openapi) = args.command {
-        print!("{}", doc::openapi_json());
-        return ExitCode::SUCCESS;
+    match &args.command {
+        Some(Command::Openapi) => {
+            print!("{}", doc::openapi_json());
+            return ExitCode::SUCCESS;
+        }
+        Some(Command::Token(TokenCommand::New { name, scopes, file })) => {
+            return match new_token(name, &scopes.0, file) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(why) => {
+                    eprintln!("rasa-gateway: {why}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        None => {}
     }
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -52,6 +65,14 @@ async fn serve(args: Args) -> Result<(), String> {
     rasa_fastpath::reset_termination_signals();
     let shutdown =
         server::shutdown_signal().map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    let tokens = match &args.token_file {
+        Some(path) => Some(Arc::new(TokenSet::load(path)?)),
+        None => None,
+    };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(server::tls_config(cert, key)?),
+        _ => None,
+    };
     let fabric = start_fast_path(&args)?;
     let recorder = PrometheusBuilder::new()
         .install_recorder()
@@ -62,10 +83,14 @@ async fn serve(args: Args) -> Result<(), String> {
     let mut state = AppState::new(
         store,
         HttpConfig {
-            max_object_size: args.max_object_size,
-            max_batch_keys: args.max_batch_keys,
             test_hooks: args.test_hooks,
             write_policy: args.effective_write_policy(),
+            tokens: tokens.clone(),
+            public_metrics: args.public_metrics,
+            max_concurrent_requests: args.max_concurrent_requests,
+            max_header_size: args.max_header_size as usize,
+            body_timeout: args.body_timeout,
+            ..HttpConfig::new(args.max_object_size, args.max_batch_keys)
         },
     );
     if let Some(cfg) = args.s3_config() {
@@ -97,21 +122,66 @@ async fn serve(args: Args) -> Result<(), String> {
         arena_size = args.arena_size,
         max_object_size = args.max_object_size,
         lease_ms = args.lease.as_millis() as u64,
+        tokens = tokens.as_ref().map_or(0, |t| t.len()),
+        tls = tls.is_some(),
+        max_concurrent_requests = args.max_concurrent_requests,
         "rasa-gateway ready"
     );
-    if !addr.ip().is_loopback() {
+    if tokens.is_none() && !addr.ip().is_loopback() {
         tracing::warn!(
             %addr,
-            "listening beyond loopback with no authentication: anyone who can reach this port can read, write and obtain descriptors"
+            "listening beyond loopback with no --token-file: anyone who can reach this port can read, write and obtain descriptors"
+        );
+    }
+    if tls.is_none() && tokens.is_some() && !addr.ip().is_loopback() {
+        tracing::warn!(
+            %addr,
+            "bearer tokens over plain HTTP beyond loopback: anyone on the path can copy them; use --tls-cert/--tls-key or a TLS proxy"
         );
     }
     // One line on stdout, for people and for tests that bind port 0.
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "rasa-gateway listening on http://{addr}").and_then(|()| out.flush());
+    let _ = writeln!(out, "rasa-gateway listening on {scheme}://{addr}").and_then(|()| out.flush());
     drop(out);
-    server::run(listener, state, shutdown)
+    let options = ServeOptions {
+        header_timeout: args.header_timeout,
+        tls,
+    };
+    server::run(listener, state, options, shutdown)
         .await
         .map_err(|e| format!("server error: {e}"))
+}
+
+/// `rasa-gateway token new`: appends the token's line to `file` (created 0600 if missing)
+/// and prints the secret, once, on stdout.
+fn new_token(name: &str, scopes: &[tokens::Scope], file: &std::path::Path) -> Result<(), String> {
+    let secret = tokens::new_secret();
+    let line = tokens::file_line(name, scopes, &secret)?;
+    if file.exists() {
+        // Refuse to append to a file the gateway would refuse, or a duplicate name.
+        let existing = TokenSet::load(file)?;
+        if existing.get(name).is_some() {
+            return Err(format!(
+                "{} already has a token named '{name}'",
+                file.display()
+            ));
+        }
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut f = options
+        .open(file)
+        .map_err(|e| format!("cannot open {}: {e}", file.display()))?;
+    writeln!(f, "{line}").map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    eprintln!(
+        "rasa-gateway: added token '{name}' to {}; its secret (shown only now) follows",
+        file.display()
+    );
+    println!("{secret}");
+    Ok(())
 }
 
 /// Opens the fabric endpoint as `--fast-path` asks.

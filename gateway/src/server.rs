@@ -1,28 +1,179 @@
-//! Serving: a caller-supplied listener and shutdown signal, so the binary and tests share it.
+//! Serving: accept connections (plain or TLS) on a caller-supplied listener and hand them
+//! to hyper with the gateway's connection limits, until a shutdown signal.
+//!
+//! `axum::serve` exposes none of hyper's connection settings, so this is the small accept
+//! loop it would be, with:
+//!
+//! - **header read timeout** (`--header-timeout`): hyper closes an HTTP/1 connection whose
+//!   request head is not complete in time — slowloris clients trickling headers, and idle
+//!   keep-alive connections. The same bound applies to the TLS handshake.
+//! - **TLS** (`--tls-cert`/`--tls-key`): rustls, HTTP/2 and HTTP/1.1 by ALPN.
+//! - **graceful shutdown**: stop accepting, let requests in flight finish (an upload in
+//!   progress is completed or abandoned, never half-published).
 
 use std::future::Future;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
+use axum::body::Body;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
 
 use crate::http::{app, AppState};
 
+/// Connection-level settings.
+#[derive(Clone)]
+pub struct ServeOptions {
+    /// Longest time to receive a complete request head (and to finish a TLS handshake).
+    pub header_timeout: Duration,
+    /// TLS, when the gateway serves HTTPS.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::from_secs(30),
+            tls: None,
+        }
+    }
+}
+
 /// Serves the API on `listener` until `shutdown` completes, then lets requests in flight
-/// finish (an upload in progress is completed or abandoned, never half-published).
+/// finish.
 pub async fn run(
     listener: TcpListener,
     state: AppState,
+    options: ServeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+) -> io::Result<()> {
+    let app = app(state);
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(options.header_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Some(options.header_timeout))
+        .keep_alive_timeout(options.header_timeout);
+    let tls = options.tls.map(TlsAcceptor::from);
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(e) => {
+                    accept_failed(e).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(
+            app.clone()
+                .map_request(|req: http::Request<Incoming>| req.map(Body::new)),
+        );
+        let builder = builder.clone();
+        let watcher = graceful.watcher();
+        let tls = tls.clone();
+        let handshake_timeout = options.header_timeout;
+        tokio::spawn(async move {
+            let result =
+                match tls {
+                    None => {
+                        let conn =
+                            builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                        watcher.watch(conn.into_owned()).await
+                    }
+                    Some(acceptor) => {
+                        let stream =
+                            match tokio::time::timeout(handshake_timeout, acceptor.accept(stream))
+                                .await
+                            {
+                                Ok(Ok(s)) => s,
+                                Ok(Err(e)) => {
+                                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                                    return;
+                                }
+                                Err(_) => {
+                                    tracing::debug!(%peer, "TLS handshake timed out");
+                                    return;
+                                }
+                            };
+                        let conn =
+                            builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                        watcher.watch(conn.into_owned()).await
+                    }
+                };
+            if let Err(e) = result {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
+
+/// A failed `accept`: a connection reset before it was accepted is nothing; anything else
+/// (out of file descriptors) is logged and the loop pauses a second instead of spinning.
+async fn accept_failed(e: io::Error) {
+    if matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    ) {
+        return;
+    }
+    tracing::error!(error = %e, "accept failed; pausing 1s");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+/// Loads a PEM certificate chain and private key into a rustls server configuration that
+/// offers HTTP/2 and HTTP/1.1. The error names the file at fault.
+pub fn tls_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .and_then(|it| it.collect::<Result<_, _>>())
+        .map_err(|e| format!("--tls-cert {}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "--tls-cert {}: no certificate in the file",
+            cert.display()
+        ));
+    }
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("--tls-key {}: {e}", key.display()))?;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("--tls-cert/--tls-key: {e}"))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
 }
 
 /// Registers SIGINT and SIGTERM handlers now, and returns a future that completes when
 /// either arrives. Registering before the gateway announces itself means a signal sent
 /// right after start-up still shuts down gracefully instead of killing the process.
 #[cfg(unix)]
-pub fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
+pub fn shutdown_signal() -> io::Result<impl Future<Output = ()> + Send + 'static> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate = signal(SignalKind::terminate())?;
@@ -36,7 +187,7 @@ pub fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send + 's
 
 /// Returns a future that completes on Ctrl-C.
 #[cfg(not(unix))]
-pub fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
+pub fn shutdown_signal() -> io::Result<impl Future<Output = ()> + Send + 'static> {
     Ok(async {
         let _ = tokio::signal::ctrl_c().await;
         tracing::info!("Ctrl-C received, shutting down");

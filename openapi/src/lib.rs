@@ -98,6 +98,17 @@ pub enum ProblemCode {
     OriginTimeout,
     /// An unexpected failure inside the gateway.
     Internal,
+    /// No bearer token, or one the gateway does not know (`401`, with `WWW-Authenticate`).
+    Unauthorized,
+    /// The token is valid but lacks the scope this route needs (`403`).
+    Forbidden,
+    /// The gateway is handling as many requests as `--max-concurrent-requests` allows;
+    /// retry after `Retry-After` seconds (`503`).
+    Overloaded,
+    /// The request body stalled longer than `--body-timeout` (`408`); nothing was stored.
+    RequestTimeout,
+    /// The request's header section is larger than `--max-header-size` (`431`).
+    HeadersTooLarge,
     /// A code this client version does not know.
     #[serde(other)]
     Unknown,
@@ -124,6 +135,11 @@ impl ProblemCode {
             Self::OriginUnavailable => "origin_unavailable",
             Self::OriginTimeout => "origin_timeout",
             Self::Internal => "internal",
+            Self::Unauthorized => "unauthorized",
+            Self::Forbidden => "forbidden",
+            Self::Overloaded => "overloaded",
+            Self::RequestTimeout => "request_timeout",
+            Self::HeadersTooLarge => "headers_too_large",
             Self::Unknown => "unknown",
         }
     }
@@ -283,6 +299,9 @@ mod tests {
             ProblemCode::NoSuchRoute,
             ProblemCode::RangeNotSatisfiable,
             ProblemCode::InsufficientStorage,
+            ProblemCode::Unauthorized,
+            ProblemCode::HeadersTooLarge,
+            ProblemCode::RequestTimeout,
         ] {
             let json = serde_json::to_string(&code).unwrap();
             assert_eq!(json, format!("\"{}\"", code.as_str()));

@@ -1,6 +1,14 @@
 //! The OpenAPI document, assembled from the handlers' annotations.
 
-use utoipa::OpenApi;
+use axum::http::Method;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::openapi::{
+    Content, HeaderBuilder, Object, OpenApi as Document, PathItem, Ref, ResponseBuilder,
+    SecurityRequirement,
+};
+use utoipa::{Modify, OpenApi};
+
+use super::{route_table, Access, HttpConfig};
 
 /// A body of raw bytes, of any media type.
 #[derive(utoipa::ToSchema)]
@@ -12,7 +20,7 @@ pub struct Binary(pub Vec<u8>);
 #[openapi(
     info(
         title = "Rasa gateway",
-        description = "Object-store-style HTTP gateway with an RDMA fast path. Every PUT stores a new immutable version and returns a descriptor (address, remote key, length, checksums, lease) that libfabric clients can read one-sided; every other client reads the same bytes over HTTP.\n\nUpdates and deletes are lazy for one-sided readers: a reader holding a descriptor may read the version it names until the descriptor's lease ends. HTTP readers always see the current version.\n\nErrors are `application/problem+json` (RFC 9457) with a stable `code`.",
+        description = "Object-store-style HTTP gateway with an RDMA fast path. Every PUT stores a new immutable version and returns a descriptor (address, remote key, length, checksums, lease) that libfabric clients can read one-sided; every other client reads the same bytes over HTTP.\n\nUpdates and deletes are lazy for one-sided readers: a reader holding a descriptor may read the version it names until the descriptor's lease ends. HTTP readers always see the current version.\n\nErrors are `application/problem+json` (RFC 9457) with a stable `code`.\n\n**Authentication.** A gateway started with `--token-file` requires `Authorization: Bearer <token>` on every `/v1` route (scope `read` for reads and descriptors, `write` for PUT and DELETE, `admin` for everything including `/metrics`) and answers `401` (missing or unknown token, with `WWW-Authenticate`) or `403` (scope too small). `/healthz`, `/readyz`, `/openapi.json` and `/docs` are always public. In Swagger UI, use **Authorize** to send a token.\n\n**Limits.** Excess concurrent `/v1` requests get `503` (`overloaded`) with `Retry-After`; a request head larger than the limit gets `431`; a body that stalls gets `408`.",
         license(name = "Apache-2.0"),
     ),
     paths(
@@ -30,6 +38,7 @@ pub struct Binary(pub Vec<u8>);
         super::ops::openapi_json,
     ),
     components(schemas(rasa_openapi::Problem, rasa_openapi::ProblemCode)),
+    modifiers(&BearerAuth),
     tags(
         (name = "objects", description = "Store and read values over HTTP."),
         (name = "descriptors", description = "Resolve keys to descriptors for one-sided reads."),
@@ -38,6 +47,89 @@ pub struct Binary(pub Vec<u8>);
     )
 )]
 pub struct ApiDoc;
+
+/// Declares the bearer scheme and, from the router's own route table, which scope each
+/// operation needs, with its `401` and `403` answers.
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, doc: &mut Document) {
+        let mut bearer = Http::new(HttpAuthScheme::Bearer);
+        bearer.description = Some(
+            "A token from the gateway's token file (`rasa-gateway token new`). Needed only when the gateway runs with `--token-file`.".into(),
+        );
+        doc.components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme(SCHEME, SecurityScheme::Http(bearer));
+        let problem = || Content::new(Some(Ref::from_schema_name("Problem")));
+        let challenge = || {
+            HeaderBuilder::new()
+                .schema(Object::with_type(utoipa::openapi::schema::Type::String))
+                .description(Some(
+                    "`Bearer realm=\"rasa\"`, with `error` and `scope` as RFC 6750 describes.",
+                ))
+                .build()
+        };
+        for route in route_table(&HttpConfig::new(0, 1)) {
+            let (Some(method), Access::Scope(scope)) = (&route.method, route.access) else {
+                continue;
+            };
+            let path = route.path.replace("{*key}", "{key}");
+            let Some(op) = doc
+                .paths
+                .paths
+                .get_mut(&path)
+                .and_then(|item| operation(item, method))
+            else {
+                continue;
+            };
+            op.security = Some(vec![SecurityRequirement::new(SCHEME, [scope.as_str()])]);
+            let responses = &mut op.responses.responses;
+            responses.entry("401".into()).or_insert_with(|| {
+                ResponseBuilder::new()
+                    .description("No bearer token, or one the gateway does not know.")
+                    .content(rasa_openapi::PROBLEM_JSON, problem())
+                    .header("WWW-Authenticate", challenge())
+                    .build()
+                    .into()
+            });
+            responses.entry("403".into()).or_insert_with(|| {
+                ResponseBuilder::new()
+                    .description(format!("The token lacks scope `{scope}`."))
+                    .content(rasa_openapi::PROBLEM_JSON, problem())
+                    .header("WWW-Authenticate", challenge())
+                    .build()
+                    .into()
+            });
+            if route.path.starts_with("/v1/") {
+                responses.entry("503".into()).or_insert_with(|| {
+                    ResponseBuilder::new()
+                        .description("Overloaded (too many concurrent requests); retry after `Retry-After` seconds.")
+                        .content(rasa_openapi::PROBLEM_JSON, problem())
+                        .build()
+                        .into()
+                });
+            }
+        }
+    }
+}
+
+/// The name of the bearer security scheme in the document.
+const SCHEME: &str = "bearer";
+
+fn operation<'a>(
+    item: &'a mut PathItem,
+    method: &Method,
+) -> Option<&'a mut utoipa::openapi::path::Operation> {
+    match *method {
+        Method::GET => item.get.as_mut(),
+        Method::HEAD => item.head.as_mut(),
+        Method::PUT => item.put.as_mut(),
+        Method::POST => item.post.as_mut(),
+        Method::DELETE => item.delete.as_mut(),
+        _ => None,
+    }
+}
 
 /// The document as pretty JSON with a final newline, exactly as checked in at
 /// `openapi/openapi.json`.

@@ -69,6 +69,9 @@ pub enum ApiError {
     /// A failure inside the gateway (e.g. memory registration).
     #[error("{0}")]
     Internal(String),
+    /// The request body stalled longer than `--body-timeout`.
+    #[error("the request body stalled longer than --body-timeout; nothing was stored")]
+    BodyTimeout,
     /// A batch request with more keys than allowed.
     #[error("{got} keys in one request; the limit is {limit}")]
     TooManyKeys {
@@ -97,6 +100,7 @@ impl ApiError {
             Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::OriginUnavailable(_) => StatusCode::BAD_GATEWAY,
             Self::OriginTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
         }
     }
 
@@ -117,6 +121,7 @@ impl ApiError {
             Self::Unavailable { .. } => ProblemCode::Unavailable,
             Self::OriginUnavailable(_) => ProblemCode::OriginUnavailable,
             Self::OriginTimeout(_) => ProblemCode::OriginTimeout,
+            Self::BodyTimeout => ProblemCode::RequestTimeout,
         }
     }
 
@@ -183,6 +188,11 @@ impl IntoResponse for ApiError {
             Self::Unavailable { retry_after, .. } => {
                 resp.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+            }
+            Self::BodyTimeout => {
+                // The rest of the body is not read; the connection cannot carry another request.
+                resp.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             _ => {}
         }

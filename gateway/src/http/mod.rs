@@ -7,34 +7,48 @@
 //! | [`fabric`] | `GET /v1/fabric` |
 //! | [`ops`] | `/healthz`, `/readyz`, `/metrics`, `/openapi.json`, `/docs` |
 //!
+//! Every route is declared once, with the [`auth::Access`] it demands, in [`route_specs`];
+//! the router, the authorisation matrix test and the OpenAPI security requirements are
+//! all derived from that list.
+//!
 //! Every error leaves as `application/problem+json` ([`error`]); responses produced below
 //! the handlers (unknown route, wrong method, rejected extractor, panic) are turned into
 //! problem documents by one middleware, so no plain-text error escapes.
 
+pub mod auth;
 pub mod descriptors;
 pub mod doc;
 pub mod error;
 pub mod fabric;
+pub mod limits;
 pub mod objects;
 pub mod ops;
 mod preconditions;
 mod test_hooks;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use axum::error_handling::HandleErrorLayer;
 use axum::extract::{MatchedPath, Request};
+use axum::http::Method;
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get, post, put};
+use axum::routing::{delete, get, head, on, post, put, MethodFilter, MethodRouter};
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use rasa_openapi::{ProblemCode, PROBLEM_JSON};
+use tower::limit::GlobalConcurrencyLimitLayer;
+use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
+use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::store::Store;
+use crate::tokens::{self, TokenSet};
+pub use auth::Access;
 pub use error::ApiError;
 
 /// Settings the HTTP layer needs beyond the store's.
@@ -48,6 +62,34 @@ pub struct HttpConfig {
     pub test_hooks: bool,
     /// What PUT and DELETE do with the origin (when there is one).
     pub write_policy: crate::origin::WritePolicy,
+    /// The accepted bearer tokens; `None` serves every route openly.
+    pub tokens: Option<Arc<TokenSet>>,
+    /// Serve `/metrics` without a token even when tokens are configured.
+    pub public_metrics: bool,
+    /// Most `/v1` requests handled at once; more are answered `503` at once.
+    pub max_concurrent_requests: usize,
+    /// Largest request line plus header section, in bytes.
+    pub max_header_size: usize,
+    /// Longest wait for the next chunk of a request body.
+    pub body_timeout: Duration,
+}
+
+impl HttpConfig {
+    /// Open (no tokens), with the default limits, for `max_object_size` and
+    /// `max_batch_keys`.
+    pub fn new(max_object_size: u64, max_batch_keys: usize) -> Self {
+        Self {
+            max_object_size,
+            max_batch_keys,
+            test_hooks: false,
+            write_policy: crate::origin::WritePolicy::CacheOnly,
+            tokens: None,
+            public_metrics: false,
+            max_concurrent_requests: 1024,
+            max_header_size: 16 << 10,
+            body_timeout: Duration::from_secs(30),
+        }
+    }
 }
 
 /// What every handler can reach.
@@ -81,39 +123,208 @@ impl AppState {
     }
 }
 
+/// One route as declared: method, path and who may call it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteInfo {
+    /// The method; `None` for a route that answers every method.
+    pub method: Option<Method>,
+    /// The path pattern, as axum writes it (`/v1/objects/{*key}`).
+    pub path: &'static str,
+    /// Who may call it.
+    pub access: Access,
+}
+
+struct RouteSpec {
+    info: RouteInfo,
+    handler: MethodRouter<AppState>,
+}
+
+/// Every route the gateway serves, with its access, in one list.
+fn route_specs(test_hooks: bool) -> Vec<RouteSpec> {
+    use tokens::Scope::{Admin, Read, Write};
+    use Access::{AnyToken, Public, Scope};
+    let r = |method: Option<Method>, path, access, handler| RouteSpec {
+        info: RouteInfo {
+            method,
+            path,
+            access,
+        },
+        handler,
+    };
+    let mut routes = vec![
+        r(
+            Some(Method::GET),
+            "/v1/objects",
+            Scope(Read),
+            get(objects::list_objects),
+        ),
+        r(
+            None,
+            "/v1/objects/",
+            AnyToken,
+            on(every_method(), objects::empty_key),
+        ),
+        r(
+            Some(Method::PUT),
+            "/v1/objects/{*key}",
+            Scope(Write),
+            put(objects::put_object),
+        ),
+        r(
+            Some(Method::GET),
+            "/v1/objects/{*key}",
+            Scope(Read),
+            get(objects::get_object),
+        ),
+        r(
+            Some(Method::HEAD),
+            "/v1/objects/{*key}",
+            Scope(Read),
+            head(objects::head_object),
+        ),
+        r(
+            Some(Method::DELETE),
+            "/v1/objects/{*key}",
+            Scope(Write),
+            delete(objects::delete_object),
+        ),
+        r(
+            Some(Method::POST),
+            "/v1/descriptors",
+            Scope(Read),
+            post(descriptors::batch_descriptors),
+        ),
+        r(
+            None,
+            "/v1/descriptors/",
+            AnyToken,
+            on(every_method(), objects::empty_key),
+        ),
+        r(
+            Some(Method::GET),
+            "/v1/descriptors/{*key}",
+            Scope(Read),
+            get(descriptors::get_descriptor),
+        ),
+        r(
+            Some(Method::GET),
+            "/v1/fabric",
+            Scope(Read),
+            get(fabric::get_fabric),
+        ),
+        r(Some(Method::GET), "/healthz", Public, get(ops::healthz)),
+        r(Some(Method::GET), "/readyz", Public, get(ops::readyz)),
+        r(
+            Some(Method::GET),
+            "/metrics",
+            Scope(Admin),
+            get(ops::metrics),
+        ),
+        r(
+            Some(Method::GET),
+            "/openapi.json",
+            Public,
+            get(ops::openapi_json),
+        ),
+    ];
+    if test_hooks {
+        routes.push(r(
+            Some(Method::POST),
+            "/v1/_test/revoke/{*key}",
+            Scope(Admin),
+            post(test_hooks::revoke),
+        ));
+        routes.push(r(
+            Some(Method::POST),
+            "/v1/_test/corrupt/{*key}",
+            Scope(Admin),
+            post(test_hooks::corrupt),
+        ));
+    }
+    routes
+}
+
+/// Every method axum routes by (a route answering all of them still gets route layers,
+/// which `any` would not).
+fn every_method() -> MethodFilter {
+    [
+        MethodFilter::HEAD,
+        MethodFilter::PUT,
+        MethodFilter::POST,
+        MethodFilter::DELETE,
+        MethodFilter::PATCH,
+        MethodFilter::OPTIONS,
+        MethodFilter::TRACE,
+        MethodFilter::CONNECT,
+    ]
+    .into_iter()
+    .fold(MethodFilter::GET, MethodFilter::or)
+}
+
+/// The routes `config` serves and who may call each: the list the router is built from,
+/// plus Swagger UI's public `/docs`. `/metrics` is public under `--public-metrics`.
+pub fn route_table(config: &HttpConfig) -> Vec<RouteInfo> {
+    let mut table: Vec<RouteInfo> = route_specs(config.test_hooks)
+        .into_iter()
+        .map(|s| effective(s.info, config))
+        .collect();
+    table.push(RouteInfo {
+        method: Some(Method::GET),
+        path: "/docs/",
+        access: Access::Public,
+    });
+    table
+}
+
+fn effective(mut info: RouteInfo, config: &HttpConfig) -> RouteInfo {
+    if info.path == "/metrics" && config.public_metrics {
+        info.access = Access::Public;
+    }
+    info
+}
+
 /// The gateway's router: every route, the docs, and the error and metrics middleware.
 pub fn app(state: AppState) -> Router {
-    let api = Router::new()
-        .route("/v1/objects", get(objects::list_objects))
-        .route("/v1/objects/", any(objects::empty_key))
-        .route(
-            "/v1/objects/{*key}",
-            put(objects::put_object)
-                .get(objects::get_object)
-                .head(objects::head_object)
-                .delete(objects::delete_object),
-        )
-        .route("/v1/descriptors", post(descriptors::batch_descriptors))
-        .route("/v1/descriptors/", any(objects::empty_key))
-        .route("/v1/descriptors/{*key}", get(descriptors::get_descriptor))
-        .route("/v1/fabric", get(fabric::get_fabric))
-        .route("/healthz", get(ops::healthz))
-        .route("/readyz", get(ops::readyz))
-        .route("/metrics", get(ops::metrics))
-        .route("/openapi.json", get(ops::openapi_json))
-        .fallback(no_such_route);
-    let api = if state.config.test_hooks {
-        api.route("/v1/_test/revoke/{*key}", post(test_hooks::revoke))
-            .route("/v1/_test/corrupt/{*key}", post(test_hooks::corrupt))
-    } else {
-        api
-    };
-    let api = api.with_state(state);
+    let config = Arc::clone(&state.config);
+    let slots = Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_requests));
+    let mut api = Router::new();
+    for spec in route_specs(config.test_hooks) {
+        let info = effective(spec.info, &config);
+        let mut handler = spec.handler;
+        if info.path.starts_with("/v1/") {
+            handler = handler.route_layer(
+                ServiceBuilder::new()
+                    .layer(HandleErrorLayer::new(limits::overloaded))
+                    .load_shed()
+                    .layer(GlobalConcurrencyLimitLayer::with_semaphore(Arc::clone(
+                        &slots,
+                    )))
+                    .layer(middleware::from_fn(limits::count_active)),
+            );
+        }
+        let guard = auth::Guard {
+            tokens: config.tokens.clone(),
+            access: info.access,
+        };
+        handler = handler.route_layer(middleware::from_fn_with_state(guard, auth::authorize));
+        api = api.route(info.path, handler);
+    }
+    let api = api.fallback(no_such_route).with_state(state);
     api.merge(ops::swagger_ui())
         .layer(middleware::from_fn(problem_for_every_error))
+        .layer(RequestBodyTimeoutLayer::new(config.body_timeout))
+        .layer(middleware::from_fn_with_state(
+            config.max_header_size,
+            limits::check_header_size,
+        ))
         .layer(middleware::from_fn(record_metrics))
         .layer(CatchPanicLayer::custom(panic_to_problem))
         .layer(TraceLayer::new_for_http())
+        .layer(SetSensitiveRequestHeadersLayer::new([
+            header::AUTHORIZATION,
+            header::PROXY_AUTHORIZATION,
+            header::COOKIE,
+        ]))
 }
 
 async fn no_such_route(req: Request) -> Response {
@@ -221,15 +432,7 @@ mod tests {
             },
             None,
         ));
-        app(AppState::new(
-            store,
-            HttpConfig {
-                max_object_size: 1024,
-                max_batch_keys: 10,
-                test_hooks: false,
-                write_policy: crate::origin::WritePolicy::CacheOnly,
-            },
-        ))
+        app(AppState::new(store, HttpConfig::new(1024, 10)))
     }
 
     proptest! {

@@ -95,6 +95,9 @@ fn content_length(h: &HeaderMap) -> Result<Option<u64>, ApiError> {
 }
 
 fn body_error(e: axum::Error) -> ApiError {
+    if super::limits::is_body_timeout(&e) {
+        return ApiError::BodyTimeout;
+    }
     ApiError::IncompleteBody(format!(
         "the request body could not be read to its end: {e}"
     ))
@@ -166,6 +169,7 @@ async fn receive(
             )),
         (status = 400, description = "Invalid key, malformed header, or incomplete body.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
         (status = 412, description = "A precondition failed; nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 408, description = "The body stalled longer than the body timeout; nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
         (status = 413, description = "Larger than the maximum object size; nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
         (status = 503, description = "Memory is full of values under lease; retry after `Retry-After` seconds. Nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64))),

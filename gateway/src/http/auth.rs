@@ -1,0 +1,151 @@
+//! Authorisation: which token a route needs, checked before its handler runs.
+//!
+//! Every route is declared with an [`Access`] in [`super::route_specs`]; the router is
+//! built from that list, so a route cannot exist without one. Without a token file every
+//! route is open. With one, a request to a protected route needs
+//! `Authorization: Bearer <secret>`:
+//!
+//! - missing or unknown token: `401`, `WWW-Authenticate: Bearer realm="rasa"` (with
+//!   `error="invalid_token"` when a token was sent but is not known);
+//! - known token without the scope: `403`, `WWW-Authenticate` with
+//!   `error="insufficient_scope"` and the scope needed (RFC 6750 §3.1).
+//!
+//! The secret is never logged: the header is marked sensitive for the trace layer, and
+//! messages name the token by its name only.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::Response;
+use rasa_openapi::ProblemCode;
+
+use crate::tokens::{Scope, TokenSet};
+
+/// What a route demands of its caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone (health, readiness, the OpenAPI document, the docs).
+    Public,
+    /// Any known token, whatever its scopes (routes that only explain a mistake).
+    AnyToken,
+    /// A token with this scope.
+    Scope(Scope),
+}
+
+impl Access {
+    /// The scope a token needs, when one is needed.
+    pub fn scope(self) -> Option<Scope> {
+        match self {
+            Self::Scope(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// What the guard of one route knows.
+#[derive(Clone)]
+pub(crate) struct Guard {
+    pub tokens: Option<Arc<TokenSet>>,
+    pub access: Access,
+}
+
+/// The realm named in `WWW-Authenticate`.
+const REALM: &str = "rasa";
+
+/// Lets the request through when its token satisfies the route's [`Access`].
+pub(crate) async fn authorize(State(guard): State<Guard>, req: Request, next: Next) -> Response {
+    let Some(tokens) = guard.tokens.as_deref() else {
+        return next.run(req).await;
+    };
+    if guard.access == Access::Public {
+        return next.run(req).await;
+    }
+    let what = || format!("{} {}", req.method(), req.uri().path());
+    let needs = match guard.access.scope() {
+        Some(s) => format!("a bearer token with scope '{s}'"),
+        None => "a bearer token".to_owned(),
+    };
+    let Some(value) = req.headers().get(header::AUTHORIZATION) else {
+        metrics::counter!("rasa_http_auth_failures_total", "reason" => "missing").increment(1);
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            ProblemCode::Unauthorized,
+            format!("{} needs {needs} (Authorization: Bearer …)", what()),
+            format!("Bearer realm=\"{REALM}\""),
+        );
+    };
+    let token = bearer_secret(value).and_then(|secret| tokens.authenticate(secret));
+    let Some(token) = token else {
+        metrics::counter!("rasa_http_auth_failures_total", "reason" => "invalid").increment(1);
+        tracing::info!(request = %what(), "refused an unknown or malformed bearer token");
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            ProblemCode::Unauthorized,
+            format!(
+                "{}: the bearer token is malformed or not known to this gateway",
+                what()
+            ),
+            format!("Bearer realm=\"{REALM}\", error=\"invalid_token\""),
+        );
+    };
+    if let Some(scope) = guard.access.scope() {
+        if !token.allows(scope) {
+            metrics::counter!("rasa_http_auth_failures_total", "reason" => "scope").increment(1);
+            tracing::info!(request = %what(), token = %token.name, needs = %scope, "refused: scope too small");
+            return refuse(
+                StatusCode::FORBIDDEN,
+                ProblemCode::Forbidden,
+                format!(
+                    "{}: token '{}' lacks scope '{scope}' (it has {})",
+                    what(),
+                    token.name,
+                    token
+                        .scopes
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                format!(
+                    "Bearer realm=\"{REALM}\", error=\"insufficient_scope\", scope=\"{scope}\""
+                ),
+            );
+        }
+    }
+    tracing::debug!(token = %token.name, "authorised");
+    next.run(req).await
+}
+
+/// The secret in `Bearer <secret>` (scheme case-insensitive, RFC 9110 §11.1).
+fn bearer_secret(value: &HeaderValue) -> Option<&str> {
+    let value = value.to_str().ok()?;
+    let (scheme, secret) = value.split_once(' ')?;
+    let secret = secret.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !secret.is_empty()).then_some(secret)
+}
+
+fn refuse(status: StatusCode, code: ProblemCode, detail: String, challenge: String) -> Response {
+    let mut resp = super::error::problem_response(&super::error::problem(status, code, detail));
+    resp.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_str(&challenge).expect("ascii challenge"),
+    );
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_scheme_is_case_insensitive_and_needs_a_secret() {
+        let v = |s: &'static str| HeaderValue::from_static(s);
+        assert_eq!(bearer_secret(&v("Bearer abc")), Some("abc"));
+        assert_eq!(bearer_secret(&v("bearer  abc ")), Some("abc"));
+        assert_eq!(bearer_secret(&v("Basic abc")), None);
+        assert_eq!(bearer_secret(&v("Bearer ")), None);
+        assert_eq!(bearer_secret(&v("Bearer")), None);
+    }
+}

@@ -1,0 +1,106 @@
+//! Limits that keep a hostile or broken client from exhausting the gateway, and the
+//! problem documents they answer with.
+//!
+//! | limit | enforced by | answer |
+//! | --- | --- | --- |
+//! | `--max-concurrent-requests` | tower `GlobalConcurrencyLimit` + `LoadShed` on `/v1` routes | `503 overloaded`, `Retry-After: 1` |
+//! | `--max-header-size` | [`check_header_size`] (hyper's read buffer is the backstop) | `431 headers_too_large` |
+//! | `--body-timeout` | tower-http `RequestBodyTimeout` (idle time between body chunks) | `408 request_timeout` |
+//! | `--header-timeout` | hyper's `header_read_timeout` (see [`crate::server`]) | connection closed |
+//! | `--max-batch-keys` | the batch handler | `400 too_many_keys` |
+//! | `--max-object-size` | the PUT handler | `413 payload_too_large` |
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::BoxError;
+use rasa_openapi::ProblemCode;
+
+use super::error::{problem, problem_response};
+
+/// Seconds a shed request is told to wait before retrying.
+pub const OVERLOAD_RETRY_AFTER_SECS: u64 = 1;
+
+/// Answers a request that the concurrency limit shed (or any other error of the limit
+/// layers) with a problem document.
+pub(crate) async fn overloaded(err: BoxError) -> Response {
+    if err.is::<tower::load_shed::error::Overloaded>() {
+        metrics::counter!("rasa_http_requests_shed_total").increment(1);
+        let mut resp = problem_response(&problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ProblemCode::Overloaded,
+            "the gateway is handling as many requests as --max-concurrent-requests allows; retry shortly",
+        ));
+        resp.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(OVERLOAD_RETRY_AFTER_SECS),
+        );
+        resp
+    } else {
+        tracing::error!(error = %err, "request limit layer failed");
+        problem_response(&problem(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ProblemCode::Internal,
+            "internal error; the gateway's log has details",
+        ))
+    }
+}
+
+/// Counts requests holding a concurrency slot (`rasa_http_requests_active`).
+pub(crate) async fn count_active(req: Request, next: Next) -> Response {
+    struct Active;
+    impl Drop for Active {
+        fn drop(&mut self) {
+            metrics::gauge!("rasa_http_requests_active").decrement(1.0);
+        }
+    }
+    metrics::gauge!("rasa_http_requests_active").increment(1.0);
+    let _active = Active;
+    next.run(req).await
+}
+
+/// The size of a request's head as it came on the wire (request line and header fields,
+/// HTTP/1.1 framing), which is what `--max-header-size` bounds.
+fn head_size(req: &Request) -> usize {
+    let line = req.method().as_str().len()
+        + req.uri().path_and_query().map_or(1, |p| p.as_str().len())
+        + " HTTP/1.1\r\n ".len();
+    req.headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum::<usize>()
+        + line
+        + 2
+}
+
+/// Refuses requests whose head is larger than the limit with `431`.
+pub(crate) async fn check_header_size(
+    State(max): State<usize>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let size = head_size(&req);
+    if size > max {
+        metrics::counter!("rasa_http_requests_refused_total", "reason" => "headers_too_large")
+            .increment(1);
+        return problem_response(&problem(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ProblemCode::HeadersTooLarge,
+            format!("the request line and headers are {size} bytes; the limit is {max} (--max-header-size)"),
+        ));
+    }
+    next.run(req).await
+}
+
+/// Whether a body read failed because the body stalled past `--body-timeout`.
+pub(crate) fn is_body_timeout(e: &axum::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}

@@ -1,0 +1,293 @@
+//! Bearer tokens with scopes, loaded from a token file that holds only hashes.
+//!
+//! The token file (`--token-file`) has one token per line: a name, its scopes, and the
+//! SHA-256 of its secret. Blank lines and `#` comments are ignored.
+//!
+//! ```text
+//! # name      scopes        sha256 of the secret
+//! uploader    read,write    sha256:5f1c…(64 hex digits)
+//! prometheus  admin         sha256:9a07…
+//! ```
+//!
+//! `rasa-gateway token new NAME --scopes read,write --file FILE` makes a secret, appends
+//! its line to the file and prints the secret once. Secrets are 256 random bits, so a
+//! plain SHA-256 is enough to store them (a slow password hash protects guessable
+//! secrets, which these are not). A presented secret is hashed and compared with every
+//! stored hash in constant time; the secret itself is never stored or logged.
+
+use std::fmt;
+use std::path::Path;
+
+use base64::Engine;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// Prefix of every secret the gateway makes, so secret scanners can recognise them.
+pub const SECRET_PREFIX: &str = "rasa_";
+
+/// What a token may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Scope {
+    /// GET/HEAD objects, list, descriptors, the fabric address.
+    Read,
+    /// PUT and DELETE objects.
+    Write,
+    /// `/metrics` (unless public) and operator routes; implies `read` and `write`.
+    Admin,
+}
+
+impl Scope {
+    /// The scope's name in token files and `WWW-Authenticate`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Admin => "admin",
+        }
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Scope {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "read" => Ok(Self::Read),
+            "write" => Ok(Self::Write),
+            "admin" => Ok(Self::Admin),
+            other => Err(format!(
+                "unknown scope '{other}' (scopes are read, write, admin)"
+            )),
+        }
+    }
+}
+
+/// One token: who it is and what it may do. The secret is not here, only its hash.
+#[derive(Clone, Debug)]
+pub struct Token {
+    /// The name logs and errors use for this token.
+    pub name: String,
+    /// Its scopes.
+    pub scopes: Vec<Scope>,
+    hash: [u8; 32],
+}
+
+impl Token {
+    /// Whether this token may act with `scope` (`admin` may do everything).
+    pub fn allows(&self, scope: Scope) -> bool {
+        self.scopes.contains(&scope) || self.scopes.contains(&Scope::Admin)
+    }
+}
+
+/// The tokens the gateway accepts.
+#[derive(Clone, Debug, Default)]
+pub struct TokenSet {
+    tokens: Vec<Token>,
+}
+
+impl TokenSet {
+    /// Reads and parses a token file; the error names the file and line.
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
+        Self::parse(&text).map_err(|e| format!("token file {}: {e}", path.display()))
+    }
+
+    /// Parses the token file format (see the module documentation).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut tokens: Vec<Token> = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or_default().trim();
+            if line.is_empty() {
+                continue;
+            }
+            let at = |why: String| format!("line {}: {why}", n + 1);
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let [name, scopes, hash] = fields[..] else {
+                return Err(at(format!(
+                    "expected 'NAME SCOPES sha256:HEX', found {} fields",
+                    fields.len()
+                )));
+            };
+            check_name(name).map_err(at)?;
+            let scopes = parse_scopes(scopes).map_err(at)?;
+            let hash = parse_hash(hash).map_err(at)?;
+            if tokens.iter().any(|t| t.name == name) {
+                return Err(at(format!("the name '{name}' is used twice")));
+            }
+            if tokens.iter().any(|t| t.hash == hash) {
+                return Err(at("the same secret hash appears twice".into()));
+            }
+            tokens.push(Token {
+                name: name.to_owned(),
+                scopes,
+                hash,
+            });
+        }
+        if tokens.is_empty() {
+            return Err("no tokens (an empty token file would lock every client out)".into());
+        }
+        Ok(Self { tokens })
+    }
+
+    /// The token named `name`.
+    pub fn get(&self, name: &str) -> Option<&Token> {
+        self.tokens.iter().find(|t| t.name == name)
+    }
+
+    /// How many tokens there are.
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    /// The token whose secret is `secret`, if any. Every stored hash is compared, in
+    /// constant time, whatever matches.
+    pub fn authenticate(&self, secret: &str) -> Option<&Token> {
+        let presented: [u8; 32] = Sha256::digest(secret.as_bytes()).into();
+        let mut found = None;
+        for t in &self.tokens {
+            if bool::from(t.hash.ct_eq(&presented)) {
+                found = Some(t);
+            }
+        }
+        found
+    }
+}
+
+/// A token name: 1–64 of `A-Z a-z 0-9 . _ -`.
+fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "token name '{name}' must be 1-64 characters of A-Z, a-z, 0-9, '.', '_', '-'"
+        ))
+    }
+}
+
+/// Parses `read,write` into scopes (at least one, no repeats).
+pub fn parse_scopes(s: &str) -> Result<Vec<Scope>, String> {
+    let mut scopes = Vec::new();
+    for part in s.split(',') {
+        let scope: Scope = part.trim().parse()?;
+        if !scopes.contains(&scope) {
+            scopes.push(scope);
+        }
+    }
+    scopes.sort();
+    Ok(scopes)
+}
+
+fn parse_hash(s: &str) -> Result<[u8; 32], String> {
+    let hex_digits = s.strip_prefix("sha256:").ok_or_else(|| {
+        "the third field must be 'sha256:' and 64 hex digits (the hash of the secret, never the secret)".to_owned()
+    })?;
+    let mut hash = [0u8; 32];
+    hex::decode_to_slice(hex_digits, &mut hash)
+        .map_err(|_| "the hash must be 'sha256:' followed by 64 hex digits".to_owned())?;
+    Ok(hash)
+}
+
+/// Scopes as written on a command line (`read,write`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScopeList(pub Vec<Scope>);
+
+impl std::str::FromStr for ScopeList {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        parse_scopes(s).map(Self)
+    }
+}
+
+/// A new secret: the prefix and 256 random bits, base64url.
+pub fn new_secret() -> String {
+    let bytes: [u8; 32] = rand::random();
+    format!(
+        "{SECRET_PREFIX}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    )
+}
+
+/// The token file line for a token named `name` with `scopes` and `secret`.
+pub fn file_line(name: &str, scopes: &[Scope], secret: &str) -> Result<String, String> {
+    check_name(name)?;
+    if scopes.is_empty() {
+        return Err("a token needs at least one scope".into());
+    }
+    let scopes: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
+    Ok(format!(
+        "{name} {} sha256:{}",
+        scopes.join(","),
+        hex::encode(Sha256::digest(secret.as_bytes()))
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_token_round_trips_through_its_file_line() {
+        let secret = new_secret();
+        assert!(secret.starts_with(SECRET_PREFIX) && secret.len() == 5 + 43);
+        let line = file_line("ci", &[Scope::Read, Scope::Write], &secret).unwrap();
+        assert!(
+            !line.contains(&secret[5..]),
+            "the line must not hold the secret"
+        );
+        let set = TokenSet::parse(&format!("# comment\n\n{line}  # trailing\n")).unwrap();
+        let t = set.authenticate(&secret).expect("the secret authenticates");
+        assert_eq!(t.name, "ci");
+        assert!(t.allows(Scope::Read) && t.allows(Scope::Write) && !t.allows(Scope::Admin));
+        assert!(set.authenticate(&new_secret()).is_none());
+        assert!(set.authenticate("").is_none());
+    }
+
+    #[test]
+    fn admin_implies_every_scope() {
+        let line = file_line("ops", &[Scope::Admin], "s").unwrap();
+        let set = TokenSet::parse(&line).unwrap();
+        let t = set.authenticate("s").unwrap();
+        assert!(t.allows(Scope::Read) && t.allows(Scope::Write) && t.allows(Scope::Admin));
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_the_line() {
+        let good = file_line("a", &[Scope::Read], "x").unwrap();
+        let hash = good.split(' ').nth(2).unwrap();
+        for (text, needle) in [
+            ("", "no tokens"),
+            ("a read", "line 1: expected"),
+            (&format!("a read,fly {hash}"), "unknown scope 'fly'"),
+            (&format!("a read {}", &hash[7..]), "sha256:"),
+            ("a read sha256:abc", "64 hex"),
+            (&format!("a/b read {hash}"), "token name"),
+            (
+                &format!("{good}\n{good}"),
+                "line 2: the name 'a' is used twice",
+            ),
+            (
+                &format!("{good}\nb write {hash}"),
+                "line 2: the same secret hash",
+            ),
+        ] {
+            let err = TokenSet::parse(text).unwrap_err();
+            assert!(err.contains(needle), "{text:?}: {err}");
+        }
+    }
+}
