@@ -15,7 +15,11 @@ fi
 bin=${RASA_GATEWAY_BIN:-target/debug/rasa-gateway}
 [ -x "$bin" ] || cargo build --locked -p rasa-gateway
 tmp=$(mktemp -d)
-"$bin" --listen 127.0.0.1:0 --memory 256MiB --arena-size 1MiB --max-object-size 1MiB >"$tmp/out" 2>"$tmp/err" &
+# With a token file, so the run also covers authentication: requests carry an admin
+# token, and schemathesis's ignored_auth check sends some without it and expects 401.
+token=$("$bin" token new fuzz --scopes admin --file "$tmp/tokens" 2>/dev/null)
+"$bin" --listen 127.0.0.1:0 --memory 256MiB --arena-size 1MiB --max-object-size 1MiB \
+  --token-file "$tmp/tokens" >"$tmp/out" 2>"$tmp/err" &
 pid=$!
 trap 'kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 for _ in $(seq 200); do grep -q listening "$tmp/out" && break; sleep 0.05; done
@@ -25,7 +29,8 @@ url=$(sed -n 's/.*listening on //p' "$tmp/out")
 # run is repeated once, and only a repeated crash fails.
 for attempt in 1 2; do
   if "$venv/bin/schemathesis" run "$url/openapi.json" \
-      --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
+      --header "Authorization: Bearer $token" \
+      --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,ignored_auth \
       --max-time "$secs" --workers 2 --seed "$attempt" --generation-database none \
       --suppress-health-check all 2>&1 | tee "$tmp/run.log"; [ "${PIPESTATUS[0]}" = 0 ]; then
     echo "fuzz-api: no 5xx and no schema violation in ${secs}s"

@@ -56,6 +56,8 @@ async fn main() {
         .fast_path(FastPath::Off)
         .build()
         .unwrap();
+    // reqwest is built without a crypto provider of its own (the SDK configures rustls).
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let http = reqwest::Client::new();
     let info = client.fabric_info().await.expect("gateway reachable");
     assert!(info.enabled, "the gateway's fast path is off");

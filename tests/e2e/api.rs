@@ -6,7 +6,7 @@ use std::process::Command;
 
 use rasa_openapi::{Descriptor, DescriptorBatchResponse, FabricInfo, ProblemCode};
 use rasa_tests::{gateway_bin, Gateway};
-use reqwest::{Client, StatusCode};
+use reqwest::StatusCode;
 use serde_json::Value;
 
 use crate::objects::assert_problem;
@@ -14,7 +14,7 @@ use crate::objects::assert_problem;
 #[tokio::test]
 async fn descriptors_single_and_batch() {
     let gw = Gateway::start(&["--max-batch-keys", "3", "--lease", "2s"]);
-    let c = Client::new();
+    let c = rasa_tests::http();
     let put: Descriptor = c
         .put(gw.url("/v1/objects/a/1"))
         .body("hello")
@@ -96,7 +96,7 @@ async fn descriptors_single_and_batch() {
 #[tokio::test]
 async fn fabric_health_and_metrics() {
     let gw = Gateway::start(&[]);
-    let c = Client::new();
+    let c = rasa_tests::http();
     let f: FabricInfo = gw.get_json("/v1/fabric").await;
     assert!(f.enabled, "the fast path is on by default");
     assert_eq!(f.provider.as_deref(), Some("tcp;ofi_rxm"));
@@ -175,7 +175,7 @@ const ROUTES: &[(&str, &str)] = &[
 #[tokio::test]
 async fn openapi_lists_every_route_and_matches_the_checked_in_file() {
     let gw = Gateway::start(&[]);
-    let c = Client::new();
+    let c = rasa_tests::http();
     let served: Value = gw.get_json("/openapi.json").await;
     let documented: BTreeSet<(String, String)> = served["paths"]
         .as_object()
@@ -250,7 +250,7 @@ async fn openapi_lists_every_route_and_matches_the_checked_in_file() {
 #[tokio::test]
 async fn swagger_ui_is_served_from_the_gateway_itself() {
     let gw = Gateway::start(&[]);
-    let c = Client::new();
+    let c = rasa_tests::http();
     let r = c.get(gw.url("/docs")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     let page_url = r.url().clone();
@@ -338,7 +338,7 @@ async fn metrics_move_by_the_right_amounts() {
         "--max-object-size",
         "1MiB",
     ]);
-    let c = Client::new();
+    let c = rasa_tests::http();
     for (k, n) in [("m/a", 10usize), ("m/b", 20), ("m/c", 30)] {
         let r = c
             .put(gw.url(&format!("/v1/objects/{k}")))

@@ -10,7 +10,6 @@ use rasa_fastpath::fabric::FabricConfig;
 use rasa_fastpath::reader::{ReadError, Reader, RemoteFrame};
 use rasa_openapi::{Descriptor, FabricInfo};
 use rasa_tests::{pattern, sha256_hex, workspace_bin, Gateway};
-use reqwest::Client;
 use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -27,7 +26,7 @@ async fn suite(provider: &str) {
         provider,
         "--test-hooks",
     ]);
-    let c = Client::new();
+    let c = rasa_tests::http();
     let info: FabricInfo = gw.get_json("/v1/fabric").await;
     assert!(info.enabled);
     assert_eq!(info.provider.as_deref(), Some(provider));
@@ -257,7 +256,7 @@ fn required_fast_path_fails_clearly_against_an_http_only_gateway() {
 #[tokio::test]
 async fn clients_that_come_and_go_do_not_leak_gateway_resources() {
     let gw = Gateway::start(&["--fast-path", "on"]);
-    let c = Client::new();
+    let c = rasa_tests::http();
     let d: Descriptor = c
         .put(gw.url("/v1/objects/churn"))
         .body(vec![5u8; 4096])

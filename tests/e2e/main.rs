@@ -6,3 +6,4 @@ mod fastpath;
 mod objects;
 mod race;
 mod s3;
+mod security;

@@ -8,7 +8,7 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::{Client, Response, StatusCode};
 
 fn client() -> Client {
-    Client::new()
+    rasa_tests::http()
 }
 
 async fn put(c: &Client, gw: &Gateway, key: &str, body: Vec<u8>) -> Response {

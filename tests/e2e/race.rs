@@ -238,7 +238,7 @@ async fn an_old_descriptor_reads_the_old_version_until_reclaimed_then_misses_cle
     // The SDK recovers transparently from a revoked key under a cached descriptor.
     let fresh = c.get("doc").await.unwrap();
     assert_eq!(fresh.bytes, v2);
-    let r = reqwest::Client::new()
+    let r = rasa_tests::http()
         .post(gw.url("/v1/_test/revoke/doc"))
         .send()
         .await

@@ -50,7 +50,7 @@ async fn misses_are_fetched_once_then_served_from_memory_and_one_sided() {
     )
     .await;
     let gw = gateway(&s3, &["--negative-ttl", "60s"]);
-    let c = reqwest::Client::new();
+    let c = rasa_tests::http();
 
     // First touch comes from S3, with its media type; the second is a hit.
     for _ in 0..2 {
@@ -132,7 +132,7 @@ async fn write_through_and_delete_through() {
     let s3 = S3Server::start();
     let direct = s3.client().await;
     let gw = gateway(&s3, &[]);
-    let c = reqwest::Client::new();
+    let c = rasa_tests::http();
     let body = pattern(100_000, 9);
     let r = c
         .put(gw.url("/v1/objects/docs/a.bin"))
@@ -182,7 +182,7 @@ async fn changes_at_the_origin_are_picked_up_after_the_ttl() {
     put_s3(&direct, "pre/doc", b"v1".to_vec(), "text/plain").await;
     // A TTL of 1 ms: every hit is revalidated with a conditional GET.
     let gw = gateway(&s3, &["--origin-ttl", "1ms"]);
-    let c = reqwest::Client::new();
+    let c = rasa_tests::http();
     let first = c.get(gw.url("/v1/objects/doc")).send().await.unwrap();
     let v1 = first.headers()["rasa-version"].to_str().unwrap().to_owned();
     assert_eq!(first.bytes().await.unwrap(), "v1");
@@ -213,7 +213,7 @@ async fn s3_down_hits_still_served_misses_fail_fast_and_recovery_is_automatic() 
     put_s3(&direct, "pre/warm", b"warm".to_vec(), "text/plain").await;
     put_s3(&direct, "pre/cold", b"cold".to_vec(), "text/plain").await;
     let gw = gateway(&s3, &["--origin-timeout", "2s", "--origin-ttl", "0s"]);
-    let c = reqwest::Client::new();
+    let c = rasa_tests::http();
     assert_eq!(
         c.get(gw.url("/v1/objects/warm"))
             .send()

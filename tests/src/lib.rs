@@ -11,6 +11,14 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
+/// A plain HTTP client for tests. reqwest is built with rustls but no built-in crypto
+/// provider (the SDK brings its own configuration), so the process-wide default provider
+/// is installed first.
+pub fn http() -> reqwest::Client {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    reqwest::Client::new()
+}
+
 /// Path of the gateway binary under test.
 pub fn gateway_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("RASA_GATEWAY_BIN") {
@@ -54,8 +62,27 @@ impl Gateway {
     /// Starts a gateway with `args` and extra environment variables.
     pub fn start_env(args: &[&str], env: &[(&str, &str)]) -> Gateway {
         let log = std::env::var_os("RASA_TEST_LOG").is_some();
+        Self::spawn(
+            args,
+            env,
+            if log { Stdio::inherit() } else { Stdio::null() },
+        )
+    }
+
+    /// Starts a gateway with `args` whose log (at the `RUST_LOG` filter in `env`, else
+    /// `debug`) goes to the file `log`.
+    pub fn start_logged(args: &[&str], env: &[(&str, &str)], log: &std::path::Path) -> Gateway {
+        let file = std::fs::File::create(log).expect("create the log file");
+        let mut env = env.to_vec();
+        if !env.iter().any(|(k, _)| *k == "RUST_LOG") {
+            env.push(("RUST_LOG", "debug"));
+        }
+        Self::spawn(args, &env, Stdio::from(file))
+    }
+
+    fn spawn(args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Gateway {
+        let log = std::env::var_os("RASA_TEST_LOG").is_some();
         let mut child = Command::new(gateway_bin())
-            .envs(env.iter().copied())
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
             .env(
@@ -63,8 +90,9 @@ impl Gateway {
                 std::env::var("RASA_TEST_RUST_LOG")
                     .unwrap_or_else(|_| if log { "debug" } else { "warn" }.to_owned()),
             )
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(if log { Stdio::inherit() } else { Stdio::null() })
+            .stderr(stderr)
             .spawn()
             .expect("start rasa-gateway");
         // The gateway prints one line once it accepts connections: the signal we wait for.
@@ -79,6 +107,7 @@ impl Gateway {
             .to_owned();
         let addr = url
             .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"))
             .and_then(|a| a.parse().ok())
             .expect("listening address");
         Gateway {
@@ -114,6 +143,36 @@ impl Drop for Gateway {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A fresh, empty directory under the system's temporary directory.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "rasa-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&dir).expect("create a temporary directory");
+    dir
+}
+
+/// Makes a token with `rasa-gateway token new`, appending it to `file`; returns the secret.
+pub fn new_token(file: &std::path::Path, name: &str, scopes: &str) -> String {
+    let out = Command::new(gateway_bin())
+        .args(["token", "new", name, "--scopes", scopes, "--file"])
+        .arg(file)
+        .output()
+        .expect("run rasa-gateway token new");
+    assert!(
+        out.status.success(),
+        "token new failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let secret = String::from_utf8(out.stdout).expect("utf-8 secret");
+    secret.trim().to_owned()
 }
 
 /// A raw HTTP/1.1 answer.
@@ -345,7 +404,9 @@ pub fn remote(d: &rasa_openapi::Descriptor) -> rasa_fastpath::reader::RemoteFram
 
 /// The sum of a metric's samples (all label sets) on the gateway's `/metrics`; 0 if absent.
 pub async fn metric(gw: &Gateway, name: &str) -> f64 {
-    let text = reqwest::get(gw.url("/metrics"))
+    let text = http()
+        .get(gw.url("/metrics"))
+        .send()
         .await
         .expect("scrape /metrics")
         .text()
@@ -361,7 +422,9 @@ pub async fn metric(gw: &Gateway, name: &str) -> f64 {
 impl Gateway {
     /// `GET path` on this gateway, answered with JSON, decoded as `T` (panics otherwise).
     pub async fn get_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
-        reqwest::get(self.url(path))
+        http()
+            .get(self.url(path))
+            .send()
             .await
             .unwrap_or_else(|e| panic!("GET {path}: {e}"))
             .json()
