@@ -1,6 +1,7 @@
 //! The target side: an endpoint whose registered memory peers read one-sided, and the
 //! progress thread that software providers need.
 
+use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -42,36 +43,63 @@ impl std::fmt::Debug for FabricServer {
     }
 }
 
-/// Requested memory-region keys that never repeat: a random per-boot incarnation in the
-/// high half and a counter (from a random start) in the low half, cut to the provider's key
-/// size and to 53 bits, so descriptors stay exact in JSON for every client language.
-/// (Re-registering with a key used before revives the old key on some providers, so reuse
-/// is never safe.)
-#[derive(Debug)]
+/// Requested memory-region keys that never repeat within a run and cannot be predicted
+/// from the ones a client has seen: the n-th key is a keyed pseudo-random permutation of
+/// n (a 4-round Feistel network with SHA-256 as its round function and a random per-boot
+/// secret, cycle-walked into the key space), cut to the provider's key size and to 53
+/// bits so descriptors stay exact in JSON for every client language. Distinct counters
+/// give distinct keys (re-registering with a key used before revives the old key on some
+/// providers, so reuse is never safe), and keys from different boots are independent.
 struct KeyGen {
-    incarnation: u64,
+    secret: [u8; 32],
     next: AtomicU64,
-    mask: u64,
+    bits: u32,
+}
+
+impl std::fmt::Debug for KeyGen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyGen")
+            .field("bits", &self.bits)
+            .finish_non_exhaustive()
+    }
 }
 
 impl KeyGen {
     fn new(key_size: usize) -> Self {
-        let bits = ((key_size.clamp(1, 8) * 8) as u32).min(53);
-        let mask = if bits >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << bits) - 1
-        };
-        let half = bits / 2;
         Self {
-            incarnation: (rand::random::<u64>() << half) & mask,
-            next: AtomicU64::new(rand::random::<u64>() & ((1u64 << half) - 1)),
-            mask,
+            secret: rand::random(),
+            next: AtomicU64::new(0),
+            bits: ((key_size.clamp(1, 8) * 8) as u32).min(53),
         }
     }
 
     fn next(&self) -> u64 {
-        (self.incarnation ^ self.next.fetch_add(1, Ordering::Relaxed)) & self.mask
+        let domain = 1u64 << self.bits;
+        // A provider with tiny keys (2 bytes) could exhaust them; then they wrap.
+        let n = self.next.fetch_add(1, Ordering::Relaxed) % domain;
+        // Cycle-walking: the Feistel network permutes a power of two at least as large
+        // as the key space; applying it until the value falls inside keeps a bijection.
+        let mut k = self.permute(n);
+        while k >= domain {
+            k = self.permute(k);
+        }
+        k
+    }
+
+    /// A keyed permutation of the integers below `2^(2·half)`.
+    fn permute(&self, x: u64) -> u64 {
+        let half = self.bits.div_ceil(2);
+        let mask = (1u64 << half) - 1;
+        let (mut l, mut r) = (x >> half, x & mask);
+        for round in 0u8..4 {
+            let mut h = Sha256::new();
+            h.update(self.secret);
+            h.update([round]);
+            h.update(r.to_le_bytes());
+            let f = u64::from_le_bytes(h.finalize()[..8].try_into().expect("8 bytes"));
+            (l, r) = (r, l ^ (f & mask));
+        }
+        (l << half) | r
     }
 }
 
@@ -215,5 +243,26 @@ mod tests {
                 assert!(seen.insert(key), "key {key:#x} repeated");
             }
         }
+    }
+
+    #[test]
+    fn a_tiny_key_space_is_used_whole_before_any_key_repeats() {
+        let k = KeyGen::new(2);
+        let all: std::collections::HashSet<u64> = (0..1u64 << 16).map(|_| k.next()).collect();
+        assert_eq!(all.len(), 1 << 16);
+    }
+
+    /// Seeing keys does not tell the next one: consecutive keys differ in about half
+    /// their bits (a counter, even XOR-ed with a secret, differs in one or two).
+    #[test]
+    fn consecutive_keys_look_unrelated() {
+        let k = KeyGen::new(8);
+        let keys: Vec<u64> = (0..2000).map(|_| k.next()).collect();
+        let flips: u32 = keys.windows(2).map(|w| (w[0] ^ w[1]).count_ones()).sum();
+        let mean = f64::from(flips) / (keys.len() - 1) as f64;
+        assert!((20.0..33.0).contains(&mean), "mean bit flips {mean} of 53");
+        let other = KeyGen::new(8);
+        let same = (0..2000).filter(|_| other.next() == k.next()).count();
+        assert_eq!(same, 0, "two boots gave the same keys");
     }
 }
