@@ -4,15 +4,14 @@
 //! | limit | enforced by | answer |
 //! | --- | --- | --- |
 //! | `--max-concurrent-requests` | tower `GlobalConcurrencyLimit` + `LoadShed` on `/v1` routes | `503 overloaded`, `Retry-After: 1` |
-//! | `--max-header-size` | [`check_header_size`] (hyper's read buffer is the backstop) | `431 headers_too_large` |
+//! | `--max-header-size` | [`refuse_oversized_head`], in the outermost middleware (hyper's read buffer is the backstop) | `431 headers_too_large` |
 //! | `--body-timeout` | tower-http `RequestBodyTimeout` (idle time between body chunks) | `408 request_timeout` |
 //! | `--header-timeout` | hyper's `header_read_timeout` (see [`crate::server`]) | connection closed |
 //! | `--max-batch-keys` | the batch handler | `400 too_many_keys` |
 //! | `--max-object-size` | the PUT handler | `413 payload_too_large` |
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode};
-use axum::middleware::Next;
 use axum::response::Response;
 use axum::BoxError;
 use rasa_openapi::ProblemCode;
@@ -47,19 +46,6 @@ pub(crate) async fn overloaded(err: BoxError) -> Response {
     }
 }
 
-/// Counts requests holding a concurrency slot (`rasa_http_requests_active`).
-pub(crate) async fn count_active(req: Request, next: Next) -> Response {
-    struct Active;
-    impl Drop for Active {
-        fn drop(&mut self) {
-            metrics::gauge!("rasa_http_requests_active").decrement(1.0);
-        }
-    }
-    metrics::gauge!("rasa_http_requests_active").increment(1.0);
-    let _active = Active;
-    next.run(req).await
-}
-
 /// The size of a request's head as it came on the wire (request line and header fields,
 /// HTTP/1.1 framing), which is what `--max-header-size` bounds.
 fn head_size(req: &Request) -> usize {
@@ -74,23 +60,21 @@ fn head_size(req: &Request) -> usize {
         + 2
 }
 
-/// Refuses requests whose head is larger than the limit with `431`.
-pub(crate) async fn check_header_size(
-    State(max): State<usize>,
-    req: Request,
-    next: Next,
-) -> Response {
-    let size = head_size(&req);
-    if size > max {
-        metrics::counter!("rasa_http_requests_refused_total", "reason" => "headers_too_large")
-            .increment(1);
-        return problem_response(&problem(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            ProblemCode::HeadersTooLarge,
-            format!("the request line and headers are {size} bytes; the limit is {max} (--max-header-size)"),
-        ));
+/// The `431` answer for a request whose head is larger than `max`, if it is.
+pub(crate) fn refuse_oversized_head(req: &Request, max: usize) -> Option<Response> {
+    let size = head_size(req);
+    if size <= max {
+        return None;
     }
-    next.run(req).await
+    metrics::counter!("rasa_http_requests_refused_total", "reason" => "headers_too_large")
+        .increment(1);
+    Some(problem_response(&problem(
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        ProblemCode::HeadersTooLarge,
+        format!(
+            "the request line and headers are {size} bytes; the limit is {max} (--max-header-size)"
+        ),
+    )))
 }
 
 /// Whether a body read failed because the body stalled past `--body-timeout`.

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::error_handling::HandleErrorLayer;
-use axum::extract::{MatchedPath, Request};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::Method;
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
@@ -107,6 +107,9 @@ pub struct AppState {
     pub origin: Option<Arc<crate::origin::readthrough::ReadThrough>>,
     /// Corrupt frame copies made by the test hooks, kept alive while a test reads them.
     pub(crate) test_frames: Arc<std::sync::Mutex<Vec<Arc<crate::store::StoredVersion>>>>,
+    /// The `/v1` request slots (`--max-concurrent-requests`); `/metrics` reports how many
+    /// are taken, so requests pay nothing for the count.
+    pub(crate) slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -114,6 +117,7 @@ impl AppState {
     pub fn new(store: Arc<Store>, config: HttpConfig) -> Self {
         Self {
             store,
+            slots: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_requests)),
             config: Arc::new(config),
             metrics: None,
             openapi_json: Arc::new(doc::openapi_json()),
@@ -286,38 +290,48 @@ fn effective(mut info: RouteInfo, config: &HttpConfig) -> RouteInfo {
 /// The gateway's router: every route, the docs, and the error and metrics middleware.
 pub fn app(state: AppState) -> Router {
     let config = Arc::clone(&state.config);
-    let slots = Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_requests));
     let mut api = Router::new();
     for spec in route_specs(config.test_hooks) {
         let info = effective(spec.info, &config);
-        let mut handler = spec.handler;
-        if info.path.starts_with("/v1/") {
-            handler = handler.route_layer(
-                ServiceBuilder::new()
-                    .layer(HandleErrorLayer::new(limits::overloaded))
-                    .load_shed()
-                    .layer(GlobalConcurrencyLimitLayer::with_semaphore(Arc::clone(
-                        &slots,
-                    )))
-                    .layer(middleware::from_fn(limits::count_active)),
-            );
-        }
-        let guard = auth::Guard {
-            tokens: config.tokens.clone(),
-            access: info.access,
-        };
-        handler = handler.route_layer(middleware::from_fn_with_state(guard, auth::authorize));
+        // Without a token file every route is open, and public routes always are: no guard.
+        let guard = config
+            .tokens
+            .clone()
+            .filter(|_| info.access != Access::Public)
+            .map(|tokens| {
+                middleware::from_fn_with_state(
+                    auth::Guard {
+                        tokens,
+                        access: info.access,
+                    },
+                    auth::authorize,
+                )
+            });
+        // One layer stack per route (each route layer costs an allocation per request):
+        // authorise, then take a slot (`/v1` only), then time the body (routes that read
+        // one only).
+        let limit = info.path.starts_with("/v1/").then(|| {
+            ServiceBuilder::new()
+                .layer(HandleErrorLayer::new(limits::overloaded))
+                .load_shed()
+                .layer(GlobalConcurrencyLimitLayer::with_semaphore(Arc::clone(
+                    &state.slots,
+                )))
+        });
+        let body_timeout = matches!(info.method, Some(Method::PUT | Method::POST))
+            .then(|| RequestBodyTimeoutLayer::new(config.body_timeout));
+        let handler = spec.handler.route_layer(
+            ServiceBuilder::new()
+                .option_layer(guard)
+                .option_layer(limit)
+                .option_layer(body_timeout),
+        );
         api = api.route(info.path, handler);
     }
     let api = api.fallback(no_such_route).with_state(state);
     api.merge(ops::swagger_ui())
         .layer(middleware::from_fn(problem_for_every_error))
-        .layer(RequestBodyTimeoutLayer::new(config.body_timeout))
-        .layer(middleware::from_fn_with_state(
-            config.max_header_size,
-            limits::check_header_size,
-        ))
-        .layer(middleware::from_fn(record_metrics))
+        .layer(middleware::from_fn_with_state(config.max_header_size, edge))
         .layer(CatchPanicLayer::custom(panic_to_problem))
         .layer(TraceLayer::new_for_http())
         .layer(SetSensitiveRequestHeadersLayer::new([
@@ -388,8 +402,10 @@ async fn problem_for_every_error(req: Request, next: Next) -> Response {
     Response::from_parts(parts, body)
 }
 
-/// Counts requests by route, method and status, and their latency.
-async fn record_metrics(req: Request, next: Next) -> Response {
+/// The outermost middleware (one per request, so one allocation): refuses request heads
+/// over `--max-header-size` with `431`, and counts requests by route, method and status,
+/// and their latency.
+async fn edge(State(max_header_size): State<usize>, req: Request, next: Next) -> Response {
     let start = Instant::now();
     let route = req
         .extensions()
@@ -397,7 +413,10 @@ async fn record_metrics(req: Request, next: Next) -> Response {
         .map(|p| p.as_str().to_owned())
         .unwrap_or_else(|| "unmatched".to_owned());
     let method = req.method().to_string();
-    let resp = next.run(req).await;
+    let resp = match limits::refuse_oversized_head(&req, max_header_size) {
+        Some(refusal) => refusal,
+        None => next.run(req).await,
+    };
     let labels = [
         ("route", route),
         ("method", method),

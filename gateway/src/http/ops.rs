@@ -38,6 +38,10 @@ pub async fn readyz() -> Json<Health> {
 )]
 pub async fn metrics(State(st): State<AppState>) -> Response {
     st.store.observe();
+    let max = st.config.max_concurrent_requests;
+    let active = max.saturating_sub(st.slots.available_permits());
+    metrics::gauge!("rasa_http_requests_active").set(active as f64);
+    metrics::gauge!("rasa_http_max_concurrent_requests").set(max as f64);
     let text = st.metrics.as_ref().map(|h| h.render()).unwrap_or_default();
     (
         [(
