@@ -266,14 +266,7 @@ pub const S3_BUCKET: &str = "rasa-bucket";
 impl S3Server {
     /// Starts `s3s-fs` (installed by `make test`'s set-up) on a free port.
     pub fn start() -> S3Server {
-        let root = std::env::temp_dir().join(format!(
-            "rasa-s3-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
+        let root = temp_dir("s3");
         std::fs::create_dir_all(root.join(S3_BUCKET)).unwrap();
         let mut s = S3Server {
             child: None,
