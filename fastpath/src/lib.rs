@@ -29,12 +29,13 @@ mod sys;
 /// them over.
 ///
 /// Debian's libfabric links the PSM (TrueScale) provider library, whose constructor installs
-/// handlers for SIGINT and SIGTERM that exit the process with status 1 (unless
+/// handlers for SIGINT and SIGTERM (and possibly SIGHUP, reset here too) that exit the
+/// process with status 1 (unless
 /// `IPATH_NO_BACKTRACE=1` was set before the program started). An application that wants
 /// a graceful shutdown calls this at start, before installing its own handlers (which would
 /// otherwise chain to PSM's). Handlers set to "ignore" are left alone.
 pub fn reset_termination_signals() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: sigaction with a NULL new action only reads the current one into `old`,
         // a zeroed, properly sized struct.
         let mut old: libc::sigaction = unsafe { std::mem::zeroed() };

@@ -12,7 +12,7 @@ use rasa_gateway::config::{Args, Command, FastPathMode, TokenCommand};
 use rasa_gateway::http::{doc, AppState, HttpConfig};
 use rasa_gateway::server::{self, ServeOptions};
 use rasa_gateway::store::Store;
-use rasa_gateway::tokens::{self, TokenSet};
+use rasa_gateway::tokens::{self, TokenFile, TokenSet};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -66,13 +66,16 @@ async fn serve(args: Args) -> Result<(), String> {
     let shutdown =
         server::shutdown_signal().map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let tokens = match &args.token_file {
-        Some(path) => Some(Arc::new(TokenSet::load(path)?)),
+        Some(path) => Some(Arc::new(TokenFile::load(path)?)),
         None => None,
     };
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(server::tls_config(cert, key)?),
         _ => None,
     };
+    if let Some(file) = &tokens {
+        reload_tokens_on_sighup(Arc::clone(file))?;
+    }
     let fabric = start_fast_path(&args)?;
     let recorder = PrometheusBuilder::new()
         .install_recorder()
@@ -122,7 +125,7 @@ async fn serve(args: Args) -> Result<(), String> {
         arena_size = args.arena_size,
         max_object_size = args.max_object_size,
         lease_ms = args.lease.as_millis() as u64,
-        tokens = tokens.as_ref().map_or(0, |t| t.len()),
+        tokens = tokens.as_ref().map_or(0, |t| t.current().len()),
         tls = tls.is_some(),
         max_concurrent_requests = args.max_concurrent_requests,
         "rasa-gateway ready"
@@ -151,6 +154,35 @@ async fn serve(args: Args) -> Result<(), String> {
     server::run(listener, state, options, shutdown)
         .await
         .map_err(|e| format!("server error: {e}"))
+}
+
+/// Reloads the token file on every SIGHUP (add or revoke tokens without losing the values
+/// held in memory). A file that does not parse is reported and changes nothing.
+#[cfg(unix)]
+fn reload_tokens_on_sighup(file: Arc<TokenFile>) -> Result<(), String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangup = signal(SignalKind::hangup())
+        .map_err(|e| format!("cannot install a SIGHUP handler: {e}"))?;
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            match file.reload() {
+                Ok(n) => {
+                    metrics::counter!("rasa_token_reloads_total", "result" => "ok").increment(1);
+                    tracing::info!(tokens = n, "SIGHUP: token file reloaded");
+                }
+                Err(e) => {
+                    metrics::counter!("rasa_token_reloads_total", "result" => "error").increment(1);
+                    tracing::error!(error = %e, "SIGHUP: token file not reloaded; the tokens in force stay");
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn reload_tokens_on_sighup(_: Arc<TokenFile>) -> Result<(), String> {
+    Ok(())
 }
 
 /// `rasa-gateway token new`: appends the token's line to `file` (created 0600 if missing)

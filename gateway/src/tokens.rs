@@ -203,6 +203,51 @@ fn parse_hash(s: &str) -> Result<[u8; 32], String> {
     Ok(hash)
 }
 
+/// The tokens in force, and the file they came from: [`TokenFile::reload`] (on SIGHUP)
+/// swaps in a new set without a restart, so a token can be added or revoked while the
+/// gateway keeps its values. A file that fails to parse changes nothing.
+#[derive(Debug)]
+pub struct TokenFile {
+    path: Option<std::path::PathBuf>,
+    current: std::sync::RwLock<std::sync::Arc<TokenSet>>,
+}
+
+impl TokenFile {
+    /// Loads `path`.
+    pub fn load(path: &Path) -> Result<Self, String> {
+        Ok(Self {
+            current: std::sync::RwLock::new(std::sync::Arc::new(TokenSet::load(path)?)),
+            path: Some(path.to_owned()),
+        })
+    }
+
+    /// Fixed tokens, not backed by a file (tests, embedding).
+    pub fn fixed(tokens: TokenSet) -> Self {
+        Self {
+            path: None,
+            current: std::sync::RwLock::new(std::sync::Arc::new(tokens)),
+        }
+    }
+
+    /// The tokens in force now.
+    pub fn current(&self) -> std::sync::Arc<TokenSet> {
+        let guard = self.current.read().unwrap_or_else(|e| e.into_inner());
+        std::sync::Arc::clone(&guard)
+    }
+
+    /// Reads the file again and, if it parses, puts its tokens in force; returns how many.
+    /// On error the tokens in force stay.
+    pub fn reload(&self) -> Result<usize, String> {
+        let Some(path) = &self.path else {
+            return Ok(self.current().len());
+        };
+        let fresh = TokenSet::load(path)?;
+        let n = fresh.len();
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = std::sync::Arc::new(fresh);
+        Ok(n)
+    }
+}
+
 /// Scopes as written on a command line (`read,write`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScopeList(pub Vec<Scope>);
@@ -256,6 +301,30 @@ mod tests {
         assert!(t.allows(Scope::Read) && t.allows(Scope::Write) && !t.allows(Scope::Admin));
         assert!(set.authenticate(&new_secret()).is_none());
         assert!(set.authenticate("").is_none());
+    }
+
+    #[test]
+    fn a_reload_swaps_tokens_and_a_broken_file_changes_nothing() {
+        let dir = std::env::temp_dir().join(format!("rasa-tokens-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("tokens");
+        std::fs::write(&path, file_line("a", &[Scope::Read], "first").unwrap()).unwrap();
+        let file = TokenFile::load(&path).unwrap();
+        assert!(file.current().authenticate("first").is_some());
+        std::fs::write(&path, file_line("b", &[Scope::Read], "second").unwrap()).unwrap();
+        assert_eq!(file.reload(), Ok(1));
+        assert!(
+            file.current().authenticate("first").is_none(),
+            "revoked by the reload"
+        );
+        assert!(file.current().authenticate("second").is_some());
+        std::fs::write(&path, "garbage").unwrap();
+        assert!(file.reload().is_err());
+        assert!(
+            file.current().authenticate("second").is_some(),
+            "kept on a bad file"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

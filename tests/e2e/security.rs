@@ -613,3 +613,85 @@ async fn tls_round_trip_through_the_sdk_and_cli() {
         .await;
     assert!(plain.is_err() || !plain.unwrap().status().is_success());
 }
+
+/// SIGHUP reloads the token file: a token added since start works, one removed is refused
+/// at once, and a file that no longer parses changes nothing — all without a restart, so
+/// the values in memory stay.
+#[tokio::test]
+async fn sighup_reloads_the_token_file() {
+    let tokens = Tokens::make();
+    let gw = Gateway::start(&[
+        "--token-file",
+        tokens.path(),
+        "--public-metrics",
+        "--fast-path",
+        "off",
+    ]);
+    let c = http();
+    let status = |secret: String, path: &'static str| {
+        let req = c.get(gw.url(path)).bearer_auth(secret);
+        async move { req.send().await.unwrap().status() }
+    };
+    let put = c
+        .put(gw.url("/v1/objects/kept"))
+        .bearer_auth(&tokens.write)
+        .body("still here")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::CREATED);
+    assert_eq!(
+        status(tokens.read.clone(), "/v1/objects/kept").await,
+        StatusCode::OK
+    );
+
+    // Add a token and drop the reader's line.
+    let late = new_token(&tokens.file, "late", "read");
+    let text = std::fs::read_to_string(&tokens.file).unwrap();
+    let without_reader: String = text
+        .lines()
+        .filter(|l| !l.starts_with("reader "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&tokens.file, without_reader).unwrap();
+    assert_eq!(
+        status(late.clone(), "/v1/objects/kept").await,
+        StatusCode::UNAUTHORIZED
+    );
+    hangup_and_wait(&gw, "ok").await;
+    assert_eq!(
+        status(late.clone(), "/v1/objects/kept").await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        status(tokens.read.clone(), "/v1/objects/kept").await,
+        StatusCode::UNAUTHORIZED
+    );
+
+    // A broken file is refused and the tokens in force stay.
+    std::fs::write(&tokens.file, "not a token file").unwrap();
+    hangup_and_wait(&gw, "error").await;
+    let got = c
+        .get(gw.url("/v1/objects/kept"))
+        .bearer_auth(&late)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.text().await.unwrap(), "still here");
+}
+
+/// Sends SIGHUP and waits until the gateway counts one more reload with `result`.
+async fn hangup_and_wait(gw: &Gateway, result: &str) {
+    let name = format!("rasa_token_reloads_total{{result=\"{result}\"}}");
+    let before = metric(gw, &name).await;
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", &gw.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metric(gw, &name).await <= before {
+        assert!(Instant::now() < deadline, "no {result} reload counted");
+        tokio::task::yield_now().await;
+    }
+}

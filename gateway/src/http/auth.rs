@@ -21,7 +21,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use rasa_openapi::ProblemCode;
 
-use crate::tokens::{Scope, TokenSet};
+use crate::tokens::{Scope, TokenFile};
 
 /// What a route demands of its caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,7 +47,7 @@ impl Access {
 /// What the guard of one route knows.
 #[derive(Clone)]
 pub(crate) struct Guard {
-    pub tokens: Arc<TokenSet>,
+    pub tokens: Arc<TokenFile>,
     pub access: Access,
 }
 
@@ -56,7 +56,6 @@ const REALM: &str = "rasa";
 
 /// Lets the request through when its token satisfies the route's [`Access`].
 pub(crate) async fn authorize(State(guard): State<Guard>, req: Request, next: Next) -> Response {
-    let tokens = &guard.tokens;
     if guard.access == Access::Public {
         return next.run(req).await;
     }
@@ -74,6 +73,7 @@ pub(crate) async fn authorize(State(guard): State<Guard>, req: Request, next: Ne
             format!("Bearer realm=\"{REALM}\""),
         );
     };
+    let tokens = guard.tokens.current();
     let token = bearer_secret(value).and_then(|secret| tokens.authenticate(secret));
     let Some(token) = token else {
         metrics::counter!("rasa_http_auth_failures_total", "reason" => "invalid").increment(1);

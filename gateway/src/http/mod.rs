@@ -47,7 +47,7 @@ use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::store::Store;
-use crate::tokens::{self, TokenSet};
+use crate::tokens::{self, TokenFile};
 pub use auth::Access;
 pub use error::ApiError;
 
@@ -63,7 +63,7 @@ pub struct HttpConfig {
     /// What PUT and DELETE do with the origin (when there is one).
     pub write_policy: crate::origin::WritePolicy,
     /// The accepted bearer tokens; `None` serves every route openly.
-    pub tokens: Option<Arc<TokenSet>>,
+    pub tokens: Option<Arc<TokenFile>>,
     /// Serve `/metrics` without a token even when tokens are configured.
     pub public_metrics: bool,
     /// Most `/v1` requests handled at once; more are answered `503` at once.
