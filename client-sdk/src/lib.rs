@@ -181,6 +181,8 @@ pub struct Stats {
     pub http_reads: u64,
     /// One-sided attempts that failed, by reason (each attempt counts once).
     pub fallbacks: std::collections::BTreeMap<&'static str, u64>,
+    /// Requests sent again after a `503` with `Retry-After`.
+    pub busy_retries: u64,
 }
 
 /// Metadata of a value (from `HEAD`).
@@ -205,6 +207,7 @@ pub struct ClientBuilder {
     read_timeout: Duration,
     token: Option<String>,
     ca_file: Option<std::path::PathBuf>,
+    retries_when_busy: u32,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -223,6 +226,15 @@ impl ClientBuilder {
     /// with `--token-file`. The token is marked sensitive and never printed.
     pub fn token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(token.into());
+        self
+    }
+
+    /// How many times a request answered `503` with `Retry-After` (the gateway is
+    /// overloaded or its memory is full of leased values; nothing was done) is sent again
+    /// after waiting as told (default 2; 0 returns the `503` at once). Requests whose body
+    /// is a stream are not retried.
+    pub fn retries_when_busy(mut self, n: u32) -> Self {
+        self.retries_when_busy = n;
         self
     }
 
@@ -296,6 +308,7 @@ impl ClientBuilder {
                 fabric_addr,
                 verify_sha256: self.verify_sha256,
                 read_timeout: self.read_timeout,
+                retries_when_busy: self.retries_when_busy,
                 fabric: Arc::new(Mutex::new(FabricState::Unknown)),
                 rebuilding: Arc::default(),
                 cache: Default::default(),
@@ -360,6 +373,7 @@ struct Inner {
     fabric_addr: Option<String>,
     verify_sha256: bool,
     read_timeout: Duration,
+    retries_when_busy: u32,
     fabric: Arc<Mutex<FabricState>>,
     /// Set while the endpoint is rebuilt in the background; reads go over HTTP meanwhile.
     rebuilding: Arc<std::sync::atomic::AtomicBool>,
@@ -382,6 +396,10 @@ impl std::fmt::Debug for Client {
             .finish()
     }
 }
+
+/// Longest `Retry-After` the SDK waits out by itself; a longer one is returned as the
+/// `503` it is.
+pub const MAX_BUSY_WAIT: Duration = Duration::from_secs(5);
 
 /// Part of the lease kept in reserve: no read starts later than `lease - margin` after the
 /// resolve request was sent.
@@ -442,6 +460,36 @@ async fn problem(resp: reqwest::Response) -> Error {
 }
 
 impl Client {
+    /// Sends `req`; when the gateway answers `503` (overloaded, or memory full of leased
+    /// values — nothing was done either way) and the request can be sent again, waits
+    /// `Retry-After` (at most [`MAX_BUSY_WAIT`]) and retries, up to the builder's
+    /// `retries_when_busy` times.
+    async fn send(&self, mut req: reqwest::RequestBuilder) -> Result<reqwest::Response, Error> {
+        let mut retries = 0;
+        loop {
+            let again = req.try_clone();
+            let resp = req.send().await?;
+            if resp.status() != reqwest::StatusCode::SERVICE_UNAVAILABLE
+                || retries >= self.inner.retries_when_busy
+            {
+                return Ok(resp);
+            }
+            let wait =
+                Duration::from_secs(header_str(&resp, "retry-after").parse::<u64>().unwrap_or(1));
+            let Some(next) = again.filter(|_| wait <= MAX_BUSY_WAIT) else {
+                return Ok(resp);
+            };
+            retries += 1;
+            self.inner
+                .stats
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .busy_retries += 1;
+            tokio::time::sleep(wait).await;
+            req = next;
+        }
+    }
+
     /// A builder for a client of the gateway at `endpoint` (e.g. `http://127.0.0.1:8080`).
     pub fn builder(endpoint: impl Into<String>) -> ClientBuilder {
         ClientBuilder {
@@ -452,6 +500,7 @@ impl Client {
             read_timeout: Duration::from_secs(5),
             token: None,
             ca_file: None,
+            retries_when_busy: 2,
         }
     }
 
@@ -483,16 +532,13 @@ impl Client {
         if let Some(ct) = content_type {
             req = req.header(reqwest::header::CONTENT_TYPE, ct);
         }
-        problem_or(req.send().await?).await
+        problem_or(self.send(req).await?).await
     }
 
     /// Deletes `key` (succeeds when absent too).
     pub async fn delete(&self, key: &str) -> Result<(), Error> {
         let resp = self
-            .inner
-            .http
-            .delete(self.url("objects", key))
-            .send()
+            .send(self.inner.http.delete(self.url("objects", key)))
             .await?;
         if resp.status().is_success() {
             Ok(())
@@ -504,10 +550,7 @@ impl Client {
     /// A descriptor of `key`'s current version (a lease on it).
     pub async fn resolve(&self, key: &str) -> Result<Descriptor, Error> {
         let resp = self
-            .inner
-            .http
-            .get(self.url("descriptors", key))
-            .send()
+            .send(self.inner.http.get(self.url("descriptors", key)))
             .await?;
         problem_or(resp).await
     }
@@ -515,10 +558,11 @@ impl Client {
     /// How this gateway serves one-sided reads.
     pub async fn fabric_info(&self) -> Result<FabricInfo, Error> {
         let resp = self
-            .inner
-            .http
-            .get(format!("{}/v1/fabric", self.inner.endpoint))
-            .send()
+            .send(
+                self.inner
+                    .http
+                    .get(format!("{}/v1/fabric", self.inner.endpoint)),
+            )
             .await?;
         problem_or(resp).await
     }
@@ -574,11 +618,12 @@ impl Client {
             keys: keys.iter().map(|k| k.to_string()).collect(),
         };
         let resp = self
-            .inner
-            .http
-            .post(format!("{}/v1/descriptors", self.inner.endpoint))
-            .json(&body)
-            .send()
+            .send(
+                self.inner
+                    .http
+                    .post(format!("{}/v1/descriptors", self.inner.endpoint))
+                    .json(&body),
+            )
             .await?;
         let batch: DescriptorBatchResponse = problem_or(resp).await?;
         let out = batch
@@ -603,10 +648,7 @@ impl Client {
     /// The metadata of `key`'s current version.
     pub async fn head(&self, key: &str) -> Result<Meta, Error> {
         let resp = self
-            .inner
-            .http
-            .head(self.url("objects", key))
-            .send()
+            .send(self.inner.http.head(self.url("objects", key)))
             .await?;
         if !resp.status().is_success() {
             return Err(Error::Problem(Problem {
@@ -643,11 +685,12 @@ impl Client {
             q.push(("after", a.to_owned()));
         }
         let resp = self
-            .inner
-            .http
-            .get(format!("{}/v1/objects", self.inner.endpoint))
-            .query(&q)
-            .send()
+            .send(
+                self.inner
+                    .http
+                    .get(format!("{}/v1/objects", self.inner.endpoint))
+                    .query(&q),
+            )
             .await?;
         problem_or(resp).await
     }
@@ -745,7 +788,7 @@ impl Client {
         if let Some(r) = range {
             req = req.header(reqwest::header::RANGE, r);
         }
-        let resp = req.send().await?;
+        let resp = self.send(req).await?;
         if !resp.status().is_success() {
             return Err(problem(resp).await);
         }

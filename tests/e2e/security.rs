@@ -695,3 +695,71 @@ async fn hangup_and_wait(gw: &Gateway, result: &str) {
         tokio::task::yield_now().await;
     }
 }
+
+/// The SDK waits out a `503` with `Retry-After` and retries (nothing was done by the
+/// refused request); with retries off it returns the `503` at once.
+#[tokio::test]
+async fn the_sdk_waits_out_a_busy_gateway() {
+    let gw = Gateway::start(&[
+        "--max-concurrent-requests",
+        "1",
+        "--body-timeout",
+        "60s",
+        "--fast-path",
+        "off",
+    ]);
+    let c = http();
+    let put = c
+        .put(gw.url("/v1/objects/busy"))
+        .body("value")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::CREATED);
+    // Hold the only slot with an upload that has not finished.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
+    tx.send(Ok(b"half".to_vec())).await.unwrap();
+    let held = tokio::spawn(
+        c.put(gw.url("/v1/objects/held"))
+            .header("content-length", "8")
+            .body(reqwest::Body::wrap_stream(tokio_stream(rx)))
+            .send(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metric(&gw, "rasa_http_requests_active").await < 1.0 {
+        assert!(Instant::now() < deadline, "the upload never started");
+        tokio::task::yield_now().await;
+    }
+
+    let impatient = Client::builder(&gw.base)
+        .fast_path(FastPath::Off)
+        .retries_when_busy(0)
+        .build()
+        .unwrap();
+    let err = impatient.get("busy").await.unwrap_err();
+    assert_eq!(err.code(), Some(ProblemCode::Overloaded));
+    assert_eq!(impatient.stats().busy_retries, 0);
+
+    let patient = Client::builder(&gw.base)
+        .fast_path(FastPath::Off)
+        .retries_when_busy(5)
+        .build()
+        .unwrap();
+    let waiting = {
+        let patient = patient.clone();
+        tokio::spawn(async move { patient.get("busy").await })
+    };
+    // Once the patient client has been turned away, free the slot.
+    while metric(&gw, "rasa_http_requests_shed_total").await < 2.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the patient client was never refused"
+        );
+        tokio::task::yield_now().await;
+    }
+    tx.send(Ok(b"more".to_vec())).await.unwrap();
+    assert_eq!(held.await.unwrap().unwrap().status(), StatusCode::CREATED);
+    let got = waiting.await.unwrap().expect("served after waiting");
+    assert_eq!(&got.bytes[..], b"value");
+    assert!(patient.stats().busy_retries >= 1);
+}
