@@ -130,6 +130,11 @@ pub struct Args {
     #[arg(long, env = "RASA_HEADER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub header_timeout: Duration,
 
+    /// Longest time a response may wait for the client to read (no progress writing);
+    /// then the connection is closed, releasing the memory the response holds.
+    #[arg(long, env = "RASA_SEND_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub send_timeout: Duration,
+
     /// Longest pause between two chunks of a request body; then `408` and nothing stored.
     #[arg(long, env = "RASA_BODY_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub body_timeout: Duration,
@@ -263,8 +268,13 @@ impl Args {
                 show(MAX_HEADER_SIZE)
             ));
         }
-        if self.header_timeout.is_zero() || self.body_timeout.is_zero() {
-            return Err("--header-timeout and --body-timeout must be more than 0".into());
+        if self.header_timeout.is_zero()
+            || self.body_timeout.is_zero()
+            || self.send_timeout.is_zero()
+        {
+            return Err(
+                "--header-timeout, --body-timeout and --send-timeout must be more than 0".into(),
+            );
         }
         if self.max_batch_keys == 0 {
             return Err("--max-batch-keys must be at least 1".into());

@@ -149,6 +149,7 @@ async fn serve(args: Args) -> Result<(), String> {
     drop(out);
     let options = ServeOptions {
         header_timeout: args.header_timeout,
+        send_timeout: args.send_timeout,
         tls,
     };
     server::run(listener, state, options, shutdown)

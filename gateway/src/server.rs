@@ -7,6 +7,9 @@
 //! - **header read timeout** (`--header-timeout`): hyper closes an HTTP/1 connection whose
 //!   request head is not complete in time — slowloris clients trickling headers, and idle
 //!   keep-alive connections. The same bound applies to the TLS handshake.
+//! - **send timeout** (`--send-timeout`): a connection whose writes make no progress for
+//!   this long (a client that stopped reading) is closed, so it cannot pin the arena
+//!   memory its response refers to.
 //! - **TLS** (`--tls-cert`/`--tls-key`): rustls, HTTP/2 and HTTP/1.1 by ALPN.
 //! - **graceful shutdown**: stop accepting, let requests in flight finish (an upload in
 //!   progress is completed or abandoned, never half-published).
@@ -24,6 +27,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio_io_timeout::TimeoutStream;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
@@ -34,6 +38,8 @@ use crate::http::{app, AppState};
 pub struct ServeOptions {
     /// Longest time to receive a complete request head (and to finish a TLS handshake).
     pub header_timeout: Duration,
+    /// Longest time a write to the client may stay blocked (the client not reading).
+    pub send_timeout: Duration,
     /// TLS, when the gateway serves HTTPS.
     pub tls: Option<Arc<rustls::ServerConfig>>,
 }
@@ -42,6 +48,7 @@ impl Default for ServeOptions {
     fn default() -> Self {
         Self {
             header_timeout: Duration::from_secs(30),
+            send_timeout: Duration::from_secs(60),
             tls: None,
         }
     }
@@ -81,6 +88,9 @@ pub async fn run(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
+        let mut stream = TimeoutStream::new(stream);
+        stream.set_write_timeout(Some(options.send_timeout));
+        let stream = Box::pin(stream);
         let service = TowerToHyperService::new(
             app.clone()
                 .map_request(|req: http::Request<Incoming>| req.map(Body::new)),
@@ -118,13 +128,32 @@ pub async fn run(
                     }
                 };
             if let Err(e) = result {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+                if timed_out(&*e) {
+                    metrics::counter!("rasa_http_send_timeouts_total").increment(1);
+                    tracing::info!(%peer, "closed a connection whose client stopped reading (--send-timeout)");
+                } else {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                }
             }
         });
     }
     drop(listener);
     graceful.shutdown().await;
     Ok(())
+}
+
+/// Whether an I/O time-out (the send timeout) ended the connection.
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// A failed `accept`: a connection reset before it was accepted is nothing; anything else

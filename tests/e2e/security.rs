@@ -763,3 +763,47 @@ async fn the_sdk_waits_out_a_busy_gateway() {
     assert_eq!(&got.bytes[..], b"value");
     assert!(patient.stats().busy_retries >= 1);
 }
+
+/// A client that asks for a large value and stops reading is cut off after
+/// `--send-timeout`, so it cannot pin the memory its response refers to; others are
+/// served meanwhile.
+#[tokio::test]
+async fn a_client_that_stops_reading_is_cut_off() {
+    let gw = Gateway::start(&["--send-timeout", "1s", "--fast-path", "off"]);
+    let c = http();
+    let value = vec![7u8; 64 << 20]; // far more than loopback socket buffers hold
+    let put = c
+        .put(gw.url("/v1/objects/big"))
+        .body(value.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::CREATED);
+    let mut s = TcpStream::connect(gw.addr).unwrap();
+    s.write_all(b"GET /v1/objects/big HTTP/1.1\r\nHost: rasa\r\n\r\n")
+        .unwrap();
+    // Do not read. The gateway's writes stall, then time out.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while metric(&gw, "rasa_http_send_timeouts_total").await < 1.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the stalled response was never cut off"
+        );
+        let r = c.get(gw.url("/healthz")).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "others are served meanwhile");
+    }
+    let received = tokio::task::spawn_blocking(move || {
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf); // ends with EOF or a reset
+        buf.len()
+    })
+    .await
+    .unwrap();
+    assert!(
+        received < value.len(),
+        "got the whole value: {received} bytes"
+    );
+    // The value itself is intact for a client that reads.
+    let got = c.get(gw.url("/v1/objects/big")).send().await.unwrap();
+    assert_eq!(got.bytes().await.unwrap().len(), value.len());
+}

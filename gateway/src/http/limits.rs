@@ -7,6 +7,7 @@
 //! | `--max-header-size` | [`refuse_oversized_head`], in the outermost middleware (hyper's read buffer is the backstop) | `431 headers_too_large` |
 //! | `--body-timeout` | tower-http `RequestBodyTimeout` (idle time between body chunks) | `408 request_timeout` |
 //! | `--header-timeout` | hyper's `header_read_timeout` (see [`crate::server`]) | connection closed |
+//! | `--send-timeout` | `tokio-io-timeout` around the socket (see [`crate::server`]) | connection closed |
 //! | `--max-batch-keys` | the batch handler | `400 too_many_keys` |
 //! | `--max-object-size` | the PUT handler | `413 payload_too_large` |
 
