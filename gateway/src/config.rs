@@ -125,6 +125,13 @@ pub struct Args {
     #[arg(long, env = "RASA_MAX_HEADER_SIZE", default_value = "16KiB", value_parser = parse_size)]
     pub max_header_size: u64,
 
+    /// Memory for gathering PUT bodies sent without Content-Length (chunked), all such
+    /// uploads together; they are stored only once complete. A body larger than this gets
+    /// 413, one arriving while the memory is in use 503. Bodies with Content-Length stream
+    /// straight into the store and do not count.
+    #[arg(long, env = "RASA_CHUNKED_UPLOAD_MEMORY", default_value = "256MiB", value_parser = parse_size)]
+    pub chunked_upload_memory: u64,
+
     /// Longest time a client may take to send a complete request head (or a TLS
     /// handshake); then the connection is closed. Also closes idle keep-alive connections.
     #[arg(long, env = "RASA_HEADER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]

@@ -93,6 +93,7 @@ async fn serve(args: Args) -> Result<(), String> {
             max_concurrent_requests: args.max_concurrent_requests,
             max_header_size: args.max_header_size as usize,
             body_timeout: args.body_timeout,
+            chunked_upload_memory: args.chunked_upload_memory,
             ..HttpConfig::new(args.max_object_size, args.max_batch_keys)
         },
     );

@@ -807,3 +807,54 @@ async fn a_client_that_stops_reading_is_cut_off() {
     let got = c.get(gw.url("/v1/objects/big")).send().await.unwrap();
     assert_eq!(got.bytes().await.unwrap().len(), value.len());
 }
+
+/// Bodies without Content-Length are gathered in memory before they are stored; together
+/// they stay under `--chunked-upload-memory`: a larger one gets 413, one that arrives while
+/// the memory is taken gets 503, and both succeed once there is room.
+#[tokio::test]
+async fn chunked_uploads_share_a_bounded_memory() {
+    let gw = Gateway::start(&[
+        "--chunked-upload-memory",
+        "64KiB",
+        "--max-object-size",
+        "1MiB",
+        "--fast-path",
+        "off",
+    ]);
+    let c = http();
+    let chunked = |key: &str, parts: Vec<Vec<u8>>| {
+        let stream = futures_util::stream::iter(parts.into_iter().map(Ok::<_, std::io::Error>));
+        c.put(gw.url(&format!("/v1/objects/{key}")))
+            .body(reqwest::Body::wrap_stream(stream))
+            .send()
+    };
+    let r = chunked("too-big", vec![vec![1; 40 << 10], vec![2; 40 << 10]])
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(problem_of(r).await.code, ProblemCode::PayloadTooLarge);
+
+    // Hold 40 KiB of the 64 with an upload that has not finished.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
+    tx.send(Ok(vec![3; 40 << 10])).await.unwrap();
+    let held = tokio::spawn(
+        c.put(gw.url("/v1/objects/first"))
+            .body(reqwest::Body::wrap_stream(tokio_stream(rx)))
+            .send(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metric(&gw, "rasa_http_chunked_upload_bytes").await < f64::from(40u32 << 10) {
+        assert!(Instant::now() < deadline, "the first upload never arrived");
+        tokio::task::yield_now().await;
+    }
+    let r = chunked("second", vec![vec![4; 40 << 10]]).await.unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(r.headers().contains_key(RETRY_AFTER));
+    drop(tx); // the first upload ends here, complete
+    assert_eq!(held.await.unwrap().unwrap().status(), StatusCode::CREATED);
+    let r = chunked("second", vec![vec![4; 40 << 10]]).await.unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    assert_eq!(metric(&gw, "rasa_http_chunked_upload_bytes").await, 0.0);
+    let got = c.get(gw.url("/v1/objects/first")).send().await.unwrap();
+    assert_eq!(got.bytes().await.unwrap().len(), 40 << 10);
+}

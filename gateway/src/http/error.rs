@@ -46,6 +46,12 @@ pub enum ApiError {
         /// The limit.
         limit: u64,
     },
+    /// A body without `Content-Length` larger than `--chunked-upload-memory`.
+    #[error("a body without Content-Length is gathered in memory before it is stored, and this one passed --chunked-upload-memory ({limit} bytes); send Content-Length to stream it")]
+    ChunkedTooLarge {
+        /// The limit.
+        limit: u64,
+    },
     /// The memory budget cannot hold the value.
     #[error("{0}")]
     InsufficientStorage(String),
@@ -94,7 +100,9 @@ impl ApiError {
             Self::NotFound(_) | Self::VersionNotFound { .. } => StatusCode::NOT_FOUND,
             Self::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
             Self::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
-            Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::PayloadTooLarge { .. } | Self::ChunkedTooLarge { .. } => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
             Self::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -113,7 +121,9 @@ impl ApiError {
             Self::NotFound(_) | Self::VersionNotFound { .. } => ProblemCode::NotFound,
             Self::PreconditionFailed(_) => ProblemCode::PreconditionFailed,
             Self::RangeNotSatisfiable { .. } => ProblemCode::RangeNotSatisfiable,
-            Self::PayloadTooLarge { .. } => ProblemCode::PayloadTooLarge,
+            Self::PayloadTooLarge { .. } | Self::ChunkedTooLarge { .. } => {
+                ProblemCode::PayloadTooLarge
+            }
             Self::InsufficientStorage(_) => ProblemCode::InsufficientStorage,
             Self::IncompleteBody(_) => ProblemCode::IncompleteBody,
             Self::TooManyKeys { .. } => ProblemCode::TooManyKeys,

@@ -72,6 +72,8 @@ pub struct HttpConfig {
     pub max_header_size: usize,
     /// Longest wait for the next chunk of a request body.
     pub body_timeout: Duration,
+    /// Memory for gathering bodies sent without `Content-Length`, all uploads together.
+    pub chunked_upload_memory: u64,
 }
 
 impl HttpConfig {
@@ -88,6 +90,7 @@ impl HttpConfig {
             max_concurrent_requests: 1024,
             max_header_size: 16 << 10,
             body_timeout: Duration::from_secs(30),
+            chunked_upload_memory: 256 << 20,
         }
     }
 }
@@ -110,6 +113,8 @@ pub struct AppState {
     /// The `/v1` request slots (`--max-concurrent-requests`); `/metrics` reports how many
     /// are taken, so requests pay nothing for the count.
     pub(crate) slots: Arc<tokio::sync::Semaphore>,
+    /// `--chunked-upload-memory`, in KiB permits.
+    pub(crate) chunked_budget: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -118,6 +123,11 @@ impl AppState {
         Self {
             store,
             slots: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_requests)),
+            chunked_budget: Arc::new(tokio::sync::Semaphore::new(
+                usize::try_from(config.chunked_upload_memory.div_ceil(1024))
+                    .unwrap_or(usize::MAX)
+                    .min(tokio::sync::Semaphore::MAX_PERMITS),
+            )),
             config: Arc::new(config),
             metrics: None,
             openapi_json: Arc::new(doc::openapi_json()),

@@ -125,13 +125,40 @@ async fn receive(
         }
         return Ok(upload);
     }
+    // Without a declared length the body is gathered before it is stored, in memory
+    // outside the store's budget: all such bodies together stay under
+    // --chunked-upload-memory (reserved as they arrive, in KiB).
     let mut parts: Vec<Bytes> = Vec::new();
     let mut total = 0u64;
+    let mut reserved_kib = 0u64;
+    let mut reservation: Option<tokio::sync::OwnedSemaphorePermit> = None;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(body_error)?;
         total += chunk.len() as u64;
         if total > limit {
             return Err(too_large);
+        }
+        let need = total.div_ceil(1024);
+        if need > reserved_kib {
+            let more = u32::try_from(need - reserved_kib).unwrap_or(u32::MAX);
+            match Arc::clone(&st.chunked_budget).try_acquire_many_owned(more) {
+                Ok(p) => match reservation.as_mut() {
+                    Some(r) => r.merge(p),
+                    None => reservation = Some(p),
+                },
+                Err(_) if need > st.config.chunked_upload_memory.div_ceil(1024) => {
+                    return Err(ApiError::ChunkedTooLarge {
+                        limit: st.config.chunked_upload_memory,
+                    })
+                }
+                Err(_) => {
+                    return Err(ApiError::Unavailable {
+                        detail: "too many bodies without Content-Length are being gathered at once (--chunked-upload-memory); retry, or send Content-Length to stream straight into memory".into(),
+                        retry_after: 1,
+                    })
+                }
+            }
+            reserved_kib = need;
         }
         parts.push(chunk);
     }

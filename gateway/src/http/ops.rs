@@ -42,6 +42,9 @@ pub async fn metrics(State(st): State<AppState>) -> Response {
     let active = max.saturating_sub(st.slots.available_permits());
     metrics::gauge!("rasa_http_requests_active").set(active as f64);
     metrics::gauge!("rasa_http_max_concurrent_requests").set(max as f64);
+    let budget_kib = st.config.chunked_upload_memory.div_ceil(1024) as usize;
+    let gathered_kib = budget_kib.saturating_sub(st.chunked_budget.available_permits());
+    metrics::gauge!("rasa_http_chunked_upload_bytes").set((gathered_kib * 1024) as f64);
     let text = st.metrics.as_ref().map(|h| h.render()).unwrap_or_default();
     (
         [(
