@@ -196,6 +196,20 @@ pub enum TokenCommand {
         #[arg(long, env = "RASA_TOKEN_FILE")]
         file: PathBuf,
     },
+    /// List the tokens in a token file: names and scopes (the file holds no secrets).
+    List {
+        /// The token file.
+        #[arg(long, env = "RASA_TOKEN_FILE")]
+        file: PathBuf,
+    },
+    /// Remove a token from the token file. A running gateway drops it on SIGHUP.
+    Revoke {
+        /// The token's name.
+        name: String,
+        /// The token file.
+        #[arg(long, env = "RASA_TOKEN_FILE")]
+        file: PathBuf,
+    },
 }
 
 /// Smallest arena accepted: smaller ones would mostly hold headers and padding.

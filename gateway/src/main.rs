@@ -26,8 +26,13 @@ fn main() -> ExitCode {
             print!("{}", doc::openapi_json());
             return ExitCode::SUCCESS;
         }
-        Some(Command::Token(TokenCommand::New { name, scopes, file })) => {
-            return match new_token(name, &scopes.0, file) {
+        Some(Command::Token(cmd)) => {
+            let done = match cmd {
+                TokenCommand::New { name, scopes, file } => new_token(name, &scopes.0, file),
+                TokenCommand::List { file } => list_tokens(file),
+                TokenCommand::Revoke { name, file } => revoke_token(name, file),
+            };
+            return match done {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(why) => {
                     eprintln!("rasa-gateway: {why}");
@@ -215,6 +220,41 @@ fn new_token(name: &str, scopes: &[tokens::Scope], file: &std::path::Path) -> Re
         file.display()
     );
     println!("{secret}");
+    Ok(())
+}
+
+/// `rasa-gateway token list`: names and scopes, one token per line.
+fn list_tokens(file: &std::path::Path) -> Result<(), String> {
+    let set = TokenSet::load(file)?;
+    let mut out = std::io::stdout().lock();
+    for t in set.iter() {
+        let scopes: Vec<&str> = t.scopes.iter().map(|s| s.as_str()).collect();
+        writeln!(out, "{}\t{}", t.name, scopes.join(",")).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// `rasa-gateway token revoke`: rewrites the file without the token (through a temporary
+/// file and a rename, so a gateway reloading meanwhile reads the old or the new file).
+fn revoke_token(name: &str, file: &std::path::Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let left =
+        tokens::without_token(&text, name).map_err(|e| format!("{}: {e}", file.display()))?;
+    let tmp = file.with_extension("rasa-tmp");
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).write(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(left.as_bytes()))
+        .and_then(|()| std::fs::rename(&tmp, file))
+        .map_err(|e| format!("cannot rewrite {}: {e}", file.display()))?;
+    eprintln!(
+        "rasa-gateway: removed token '{name}' from {}; send SIGHUP to a running gateway (kill -HUP <pid>) to put it in force",
+        file.display()
+    );
     Ok(())
 }
 

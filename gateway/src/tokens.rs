@@ -140,6 +140,11 @@ impl TokenSet {
         self.tokens.iter().find(|t| t.name == name)
     }
 
+    /// The tokens, in file order.
+    pub fn iter(&self) -> impl Iterator<Item = &Token> {
+        self.tokens.iter()
+    }
+
     /// How many tokens there are.
     pub fn len(&self) -> usize {
         self.tokens.len()
@@ -259,6 +264,27 @@ impl std::str::FromStr for ScopeList {
     }
 }
 
+/// `text` (a token file) without the line of the token named `name`; comments and every
+/// other line are kept as they are.
+pub fn without_token(text: &str, name: &str) -> Result<String, String> {
+    let mut found = false;
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let fields = line.split('#').next().unwrap_or_default();
+        if fields.split_whitespace().next() == Some(name) {
+            found = true;
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    if found {
+        Ok(out)
+    } else {
+        Err(format!("no token named '{name}'"))
+    }
+}
+
 /// A new secret: the prefix and 256 random bits, base64url.
 pub fn new_secret() -> String {
     let bytes: [u8; 32] = rand::random();
@@ -325,6 +351,19 @@ mod tests {
             "kept on a bad file"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn revoking_removes_exactly_that_line() {
+        let a = file_line("a", &[Scope::Read], "1").unwrap();
+        let ab = file_line("ab", &[Scope::Write], "2").unwrap();
+        let text = format!("# tokens\n{a}\n{ab} # uploader\n");
+        let left = without_token(&text, "a").unwrap();
+        assert_eq!(left, format!("# tokens\n{ab} # uploader\n"));
+        assert!(TokenSet::parse(&left).unwrap().get("ab").is_some());
+        assert!(without_token(&text, "zz")
+            .unwrap_err()
+            .contains("no token named 'zz'"));
     }
 
     #[test]

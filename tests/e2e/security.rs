@@ -645,15 +645,21 @@ async fn sighup_reloads_the_token_file() {
         StatusCode::OK
     );
 
-    // Add a token and drop the reader's line.
+    // Add a token and revoke the reader, with the gateway's own subcommands.
     let late = new_token(&tokens.file, "late", "read");
-    let text = std::fs::read_to_string(&tokens.file).unwrap();
-    let without_reader: String = text
-        .lines()
-        .filter(|l| !l.starts_with("reader "))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    std::fs::write(&tokens.file, without_reader).unwrap();
+    let revoked = std::process::Command::new(rasa_tests::gateway_bin())
+        .args(["token", "revoke", "reader", "--file"])
+        .arg(&tokens.file)
+        .status()
+        .unwrap();
+    assert!(revoked.success());
+    let listed = std::process::Command::new(rasa_tests::gateway_bin())
+        .args(["token", "list", "--file"])
+        .arg(&tokens.file)
+        .output()
+        .unwrap();
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    assert_eq!(listed, "writer\twrite\noperator\tadmin\nlate\tread\n");
     assert_eq!(
         status(late.clone(), "/v1/objects/kept").await,
         StatusCode::UNAUTHORIZED
