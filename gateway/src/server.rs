@@ -91,42 +91,33 @@ pub async fn run(
         let mut stream = TimeoutStream::new(stream);
         stream.set_write_timeout(Some(options.send_timeout));
         let stream = Box::pin(stream);
-        let service = TowerToHyperService::new(
+        let service: Service = TowerToHyperService::new(
             app.clone()
-                .map_request(|req: http::Request<Incoming>| req.map(Body::new)),
+                .map_request(to_axum as fn(http::Request<Incoming>) -> axum::extract::Request),
         );
         let builder = builder.clone();
         let watcher = graceful.watcher();
         let tls = tls.clone();
         let handshake_timeout = options.header_timeout;
         tokio::spawn(async move {
-            let result =
-                match tls {
-                    None => {
-                        let conn =
-                            builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                        watcher.watch(conn.into_owned()).await
+            let result = match tls {
+                None => serve_connection(&builder, stream, service, watcher).await,
+                Some(acceptor) => {
+                    match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+                        Ok(Ok(stream)) => {
+                            serve_connection(&builder, stream, service, watcher).await
+                        }
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            return;
+                        }
                     }
-                    Some(acceptor) => {
-                        let stream =
-                            match tokio::time::timeout(handshake_timeout, acceptor.accept(stream))
-                                .await
-                            {
-                                Ok(Ok(s)) => s,
-                                Ok(Err(e)) => {
-                                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                                    return;
-                                }
-                                Err(_) => {
-                                    tracing::debug!(%peer, "TLS handshake timed out");
-                                    return;
-                                }
-                            };
-                        let conn =
-                            builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                        watcher.watch(conn.into_owned()).await
-                    }
-                };
+                }
+            };
             if let Err(e) = result {
                 if timed_out(&*e) {
                     metrics::counter!("rasa_http_send_timeouts_total").increment(1);
@@ -140,6 +131,29 @@ pub async fn run(
     drop(listener);
     graceful.shutdown().await;
     Ok(())
+}
+
+/// The router as hyper sees it.
+type Service = TowerToHyperService<
+    tower::util::MapRequest<axum::Router, fn(http::Request<Incoming>) -> axum::extract::Request>,
+>;
+
+fn to_axum(req: http::Request<Incoming>) -> axum::extract::Request {
+    req.map(Body::new)
+}
+
+/// Serves one connection (plain or TLS) until it ends or graceful shutdown has drained it.
+async fn serve_connection<I>(
+    builder: &auto::Builder<TokioExecutor>,
+    io: I,
+    service: Service,
+    watcher: hyper_util::server::graceful::Watcher,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+    watcher.watch(conn.into_owned()).await
 }
 
 /// Whether an I/O time-out (the send timeout) ended the connection.

@@ -44,6 +44,13 @@ impl Tokens {
     fn path(&self) -> &str {
         self.file.to_str().unwrap()
     }
+
+    /// A gateway (HTTP only) that accepts these tokens, with `extra` flags.
+    fn gateway(&self, extra: &[&str]) -> Gateway {
+        let mut args = vec!["--token-file", self.path(), "--fast-path", "off"];
+        args.extend_from_slice(extra);
+        Gateway::start(&args)
+    }
 }
 
 /// Who calls, in the matrix.
@@ -138,13 +145,7 @@ async fn check_problem(r: reqwest::Response, method: &Method, code: ProblemCode,
 #[tokio::test]
 async fn every_route_demands_its_scope() {
     let tokens = Tokens::make();
-    let gw = Gateway::start(&[
-        "--token-file",
-        tokens.path(),
-        "--test-hooks",
-        "--fast-path",
-        "off",
-    ]);
+    let gw = tokens.gateway(&["--test-hooks"]);
     let config = HttpConfig {
         test_hooks: true,
         ..HttpConfig::new(1 << 20, 10)
@@ -246,13 +247,7 @@ async fn every_route_demands_its_scope() {
 #[tokio::test]
 async fn public_metrics_opens_only_metrics() {
     let tokens = Tokens::make();
-    let gw = Gateway::start(&[
-        "--token-file",
-        tokens.path(),
-        "--public-metrics",
-        "--fast-path",
-        "off",
-    ]);
+    let gw = tokens.gateway(&["--public-metrics"]);
     let c = http();
     let m = c.get(gw.url("/metrics")).send().await.unwrap();
     assert_eq!(m.status(), StatusCode::OK);
@@ -395,21 +390,58 @@ async fn stalled_body_gets_408_and_loses_nothing() {
         .await
         .unwrap();
     assert_eq!(put.status(), StatusCode::CREATED);
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
-    tx.send(Ok(b"first chunk".to_vec())).await.unwrap();
-    let body = reqwest::Body::wrap_stream(tokio_stream(rx));
-    let r = c
-        .put(gw.url("/v1/objects/stall"))
-        .header("content-length", "1000")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
+    let stalled = HeldUpload::start(
+        gw.url("/v1/objects/stall"),
+        b"first chunk".to_vec(),
+        Some(1000),
+    )
+    .await;
+    let r = stalled.response.await.unwrap().unwrap();
     assert_eq!(r.status(), StatusCode::REQUEST_TIMEOUT);
     assert_eq!(problem_of(r).await.code, ProblemCode::RequestTimeout);
-    drop(tx);
     let got = c.get(gw.url("/v1/objects/stall")).send().await.unwrap();
     assert_eq!(got.text().await.unwrap(), "v1");
+}
+
+/// A PUT whose body the test feeds by hand: its first chunk is sent at once, the rest
+/// when the test sends on the returned channel (dropping it ends the body).
+struct HeldUpload {
+    more: tokio::sync::mpsc::Sender<Result<Vec<u8>, std::io::Error>>,
+    response: tokio::task::JoinHandle<reqwest::Result<reqwest::Response>>,
+}
+
+impl HeldUpload {
+    async fn start(url: String, first: Vec<u8>, content_length: Option<usize>) -> HeldUpload {
+        let (more, rx) = tokio::sync::mpsc::channel(1);
+        more.send(Ok(first)).await.unwrap();
+        let mut req = http()
+            .put(url)
+            .body(reqwest::Body::wrap_stream(tokio_stream(rx)));
+        if let Some(len) = content_length {
+            req = req.header("content-length", len.to_string());
+        }
+        HeldUpload {
+            more,
+            response: tokio::spawn(req.send()),
+        }
+    }
+
+    /// Sends the last chunk and returns the answer.
+    async fn finish(self, last: Vec<u8>) -> reqwest::Response {
+        self.more.send(Ok(last)).await.unwrap();
+        drop(self.more);
+        self.response.await.unwrap().unwrap()
+    }
+}
+
+/// Waits until the gateway's metric `name` reaches `at_least` (the gateway's own account
+/// of what happened, so no guessing with sleeps).
+async fn wait_for_metric(gw: &Gateway, name: &str, at_least: f64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while metric(gw, name).await < at_least {
+        assert!(Instant::now() < deadline, "{name} never reached {at_least}");
+        tokio::task::yield_now().await;
+    }
 }
 
 /// A stream over a channel's items, for request bodies the test feeds by hand.
@@ -433,24 +465,13 @@ async fn excess_requests_are_shed_then_served() {
         "off",
     ]);
     let c = http();
-    let mut senders = Vec::new();
     let mut uploads = Vec::new();
-    for i in 0..2 {
-        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
-        tx.send(Ok(vec![b'a' + i as u8; 10])).await.unwrap();
-        senders.push(tx);
-        let req = c
-            .put(gw.url(&format!("/v1/objects/held/{i}")))
-            .header("content-length", "20")
-            .body(reqwest::Body::wrap_stream(tokio_stream(rx)));
-        uploads.push(tokio::spawn(req.send()));
+    for i in 0..2u8 {
+        let url = gw.url(&format!("/v1/objects/held/{i}"));
+        uploads.push(HeldUpload::start(url, vec![b'a' + i; 10], Some(20)).await);
     }
-    // Wait until both uploads hold a slot (the gauge is set inside the limit).
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while metric(&gw, "rasa_http_requests_active").await < 2.0 {
-        assert!(Instant::now() < deadline, "the uploads never started");
-        tokio::task::yield_now().await;
-    }
+    // Wait until both uploads hold a slot.
+    wait_for_metric(&gw, "rasa_http_requests_active", 2.0).await;
     let burst: Vec<_> = (0..16)
         .map(|_| tokio::spawn(http().get(gw.url("/v1/objects/held/0")).send()))
         .collect();
@@ -463,11 +484,9 @@ async fn excess_requests_are_shed_then_served() {
     assert!(metric(&gw, "rasa_http_requests_shed_total").await >= 16.0);
     let health = c.get(gw.url("/healthz")).send().await.unwrap();
     assert_eq!(health.status(), StatusCode::OK, "health must not be shed");
-    for (i, tx) in senders.into_iter().enumerate() {
-        tx.send(Ok(vec![b'a' + i as u8; 10])).await.unwrap();
-    }
-    for u in uploads {
-        assert_eq!(u.await.unwrap().unwrap().status(), StatusCode::CREATED);
+    for (i, upload) in (0u8..).zip(uploads) {
+        let r = upload.finish(vec![b'a' + i; 10]).await;
+        assert_eq!(r.status(), StatusCode::CREATED);
     }
     for i in 0..2u8 {
         let got = c
@@ -620,13 +639,7 @@ async fn tls_round_trip_through_the_sdk_and_cli() {
 #[tokio::test]
 async fn sighup_reloads_the_token_file() {
     let tokens = Tokens::make();
-    let gw = Gateway::start(&[
-        "--token-file",
-        tokens.path(),
-        "--public-metrics",
-        "--fast-path",
-        "off",
-    ]);
+    let gw = tokens.gateway(&["--public-metrics"]);
     let c = http();
     let status = |secret: String, path: &'static str| {
         let req = c.get(gw.url(path)).bearer_auth(secret);
@@ -695,11 +708,7 @@ async fn hangup_and_wait(gw: &Gateway, result: &str) {
         .status()
         .unwrap();
     assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while metric(gw, &name).await <= before {
-        assert!(Instant::now() < deadline, "no {result} reload counted");
-        tokio::task::yield_now().await;
-    }
+    wait_for_metric(gw, &name, before + 1.0).await;
 }
 
 /// The SDK waits out a `503` with `Retry-After` and retries (nothing was done by the
@@ -723,19 +732,8 @@ async fn the_sdk_waits_out_a_busy_gateway() {
         .unwrap();
     assert_eq!(put.status(), StatusCode::CREATED);
     // Hold the only slot with an upload that has not finished.
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
-    tx.send(Ok(b"half".to_vec())).await.unwrap();
-    let held = tokio::spawn(
-        c.put(gw.url("/v1/objects/held"))
-            .header("content-length", "8")
-            .body(reqwest::Body::wrap_stream(tokio_stream(rx)))
-            .send(),
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while metric(&gw, "rasa_http_requests_active").await < 1.0 {
-        assert!(Instant::now() < deadline, "the upload never started");
-        tokio::task::yield_now().await;
-    }
+    let held = HeldUpload::start(gw.url("/v1/objects/held"), b"half".to_vec(), Some(8)).await;
+    wait_for_metric(&gw, "rasa_http_requests_active", 1.0).await;
 
     let impatient = Client::builder(&gw.base)
         .fast_path(FastPath::Off)
@@ -756,15 +754,9 @@ async fn the_sdk_waits_out_a_busy_gateway() {
         tokio::spawn(async move { patient.get("busy").await })
     };
     // Once the patient client has been turned away, free the slot.
-    while metric(&gw, "rasa_http_requests_shed_total").await < 2.0 {
-        assert!(
-            Instant::now() < deadline,
-            "the patient client was never refused"
-        );
-        tokio::task::yield_now().await;
-    }
-    tx.send(Ok(b"more".to_vec())).await.unwrap();
-    assert_eq!(held.await.unwrap().unwrap().status(), StatusCode::CREATED);
+    wait_for_metric(&gw, "rasa_http_requests_shed_total", 2.0).await;
+    let r = held.finish(b"more".to_vec()).await;
+    assert_eq!(r.status(), StatusCode::CREATED);
     let got = waiting.await.unwrap().expect("served after waiting");
     assert_eq!(&got.bytes[..], b"value");
     assert!(patient.stats().busy_retries >= 1);
@@ -789,14 +781,16 @@ async fn a_client_that_stops_reading_is_cut_off() {
     s.write_all(b"GET /v1/objects/big HTTP/1.1\r\nHost: rasa\r\n\r\n")
         .unwrap();
     // Do not read. The gateway's writes stall, then time out.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while metric(&gw, "rasa_http_send_timeouts_total").await < 1.0 {
-        assert!(
-            Instant::now() < deadline,
-            "the stalled response was never cut off"
-        );
-        let r = c.get(gw.url("/healthz")).send().await.unwrap();
-        assert_eq!(r.status(), StatusCode::OK, "others are served meanwhile");
+    let others = async {
+        loop {
+            let r = c.get(gw.url("/healthz")).send().await.unwrap();
+            assert_eq!(r.status(), StatusCode::OK, "others are served meanwhile");
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::select! {
+        () = wait_for_metric(&gw, "rasa_http_send_timeouts_total", 1.0) => {}
+        () = others => unreachable!(),
     }
     let received = tokio::task::spawn_blocking(move || {
         let mut buf = Vec::new();
@@ -841,23 +835,18 @@ async fn chunked_uploads_share_a_bounded_memory() {
     assert_eq!(problem_of(r).await.code, ProblemCode::PayloadTooLarge);
 
     // Hold 40 KiB of the 64 with an upload that has not finished.
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
-    tx.send(Ok(vec![3; 40 << 10])).await.unwrap();
-    let held = tokio::spawn(
-        c.put(gw.url("/v1/objects/first"))
-            .body(reqwest::Body::wrap_stream(tokio_stream(rx)))
-            .send(),
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while metric(&gw, "rasa_http_chunked_upload_bytes").await < f64::from(40u32 << 10) {
-        assert!(Instant::now() < deadline, "the first upload never arrived");
-        tokio::task::yield_now().await;
-    }
+    let held = HeldUpload::start(gw.url("/v1/objects/first"), vec![3; 40 << 10], None).await;
+    wait_for_metric(
+        &gw,
+        "rasa_http_chunked_upload_bytes",
+        f64::from(40u32 << 10),
+    )
+    .await;
     let r = chunked("second", vec![vec![4; 40 << 10]]).await.unwrap();
     assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(r.headers().contains_key(RETRY_AFTER));
-    drop(tx); // the first upload ends here, complete
-    assert_eq!(held.await.unwrap().unwrap().status(), StatusCode::CREATED);
+    let r = held.finish(Vec::new()).await; // the first upload ends here, complete
+    assert_eq!(r.status(), StatusCode::CREATED);
     let r = chunked("second", vec![vec![4; 40 << 10]]).await.unwrap();
     assert_eq!(r.status(), StatusCode::CREATED);
     assert_eq!(metric(&gw, "rasa_http_chunked_upload_bytes").await, 0.0);
