@@ -33,6 +33,10 @@ use tower::ServiceExt;
 
 use crate::http::{app, AppState};
 
+/// Largest HTTP/2 header block hyper accepts (the gateway's `--max-header-size`, at most
+/// 256 KiB, is enforced within it with a problem document).
+const H2_MAX_HEADER_LIST: u32 = 400 << 10;
+
 /// Connection-level settings.
 #[derive(Clone)]
 pub struct ServeOptions {
@@ -72,7 +76,10 @@ pub async fn run(
         .http2()
         .timer(TokioTimer::new())
         .keep_alive_interval(Some(options.header_timeout))
-        .keep_alive_timeout(options.header_timeout);
+        .keep_alive_timeout(options.header_timeout)
+        // HTTP/2's own bound on a header block (hyper's default is 16 MiB), matching the
+        // outer bound HTTP/1's read buffer sets; --max-header-size is checked below it.
+        .max_header_list_size(H2_MAX_HEADER_LIST);
     let tls = options.tls.map(TlsAcceptor::from);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
