@@ -47,6 +47,13 @@ pub struct Args {
     #[arg(long, env = "RASA_MAX_BATCH_KEYS", default_value_t = 1000)]
     pub max_batch_keys: usize,
 
+    /// Longest time one remote key stays in force for new descriptors: then its arena is
+    /// registered under a fresh key, and the old key is revoked once the leases handed out
+    /// under it (plus --lease-grace) end. Bounds how long a descriptor — a capability for
+    /// its whole arena — stays usable. `0s`: keys change only when an arena is reclaimed.
+    #[arg(long, env = "RASA_KEY_LIFETIME", default_value = "10m", value_parser = parse_duration)]
+    pub key_lifetime: Duration,
+
     /// One-sided reads: `auto` serves them when the provider opens (HTTP only otherwise, with
     /// a warning), `on` refuses to start without them, `off` serves HTTP only.
     #[arg(long, env = "RASA_FAST_PATH", value_enum, default_value_t = FastPathMode::Auto)]
@@ -344,6 +351,7 @@ impl Args {
             arena_size: self.arena_size as usize,
             lease: self.lease,
             grace: self.lease_grace,
+            key_lifetime: (!self.key_lifetime.is_zero()).then_some(self.key_lifetime),
         }
     }
 }

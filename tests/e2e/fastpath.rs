@@ -295,3 +295,67 @@ async fn clients_that_come_and_go_do_not_leak_gateway_resources() {
         "the gateway leaks per client: {before} -> {after}"
     );
 }
+
+/// `--key-lifetime` gives live arenas fresh keys: new descriptors carry the new key, a
+/// descriptor with the old key keeps reading while its lease lasts, and once that lease
+/// (plus grace) has ended the old key is revoked — a clean miss, never other bytes.
+#[tokio::test]
+async fn keys_of_live_arenas_are_refreshed_and_old_ones_revoked() {
+    let gw = Gateway::start(&[
+        "--fast-path",
+        "on",
+        "--key-lifetime",
+        "300ms",
+        "--lease",
+        "3s",
+        "--lease-grace",
+        "100ms",
+    ]);
+    let c = rasa_tests::http();
+    let body = pattern(100_000, 42);
+    let r = c
+        .put(gw.url("/v1/objects/kl/v"))
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let info: FabricInfo = gw.get_json("/v1/fabric").await;
+    let address = BASE64_STANDARD.decode(info.address.unwrap()).unwrap();
+    let cfg = FabricConfig::new(info.provider.unwrap(), Some("127.0.0.1".into()));
+    let mut reader = Reader::connect(cfg, address).unwrap();
+
+    let old = descriptor(&gw, "kl/v").await;
+    let refreshed = rasa_tests::metric(&gw, "rasa_keys_refreshed_total").await;
+    rasa_tests::wait_for_metric(&gw, "rasa_keys_refreshed_total", refreshed + 1.0).await;
+    let new = descriptor(&gw, "kl/v").await;
+    assert_ne!(new.rkey, old.rkey, "a refreshed arena hands out a new key");
+    assert_eq!(new.addr, old.addr, "same bytes, same place");
+    for d in [&new, &old] {
+        let got = reader.read(&rasa_tests::remote(d), TIMEOUT).unwrap();
+        assert_eq!(
+            sha256_hex(&got),
+            sha256_hex(&body),
+            "while the old lease lasts"
+        );
+    }
+
+    // Once the old key's leases have ended, it is revoked. Keys retire oldest first; each
+    // retirement is checked, and until the old key's turn it still reads the same bytes.
+    let mut retired = 0.0;
+    let e = loop {
+        retired += 1.0;
+        rasa_tests::wait_for_metric(&gw, "rasa_keys_retired_total", retired).await;
+        match reader.read(&rasa_tests::remote(&old), TIMEOUT) {
+            Ok(got) => assert_eq!(sha256_hex(&got), sha256_hex(&body)),
+            Err(e) => break e,
+        }
+    };
+    assert!(
+        matches!(e, ReadError::KeyRevoked(_)),
+        "a retired key gave {e:?}"
+    );
+    let newest = descriptor(&gw, "kl/v").await;
+    let got = reader.read(&rasa_tests::remote(&newest), TIMEOUT).unwrap();
+    assert_eq!(sha256_hex(&got), sha256_hex(&body));
+}

@@ -10,7 +10,9 @@ use rasa_client::{Client, FastPath};
 use rasa_gateway::http::{route_table, Access, HttpConfig};
 use rasa_gateway::tokens::Scope;
 use rasa_openapi::{Problem, ProblemCode, PROBLEM_JSON};
-use rasa_tests::{http, metric, new_token, raw_request, temp_dir, workspace_bin, Gateway};
+use rasa_tests::{
+    http, metric, new_token, raw_request, temp_dir, wait_for_metric, workspace_bin, Gateway,
+};
 use reqwest::header::{AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE};
 use reqwest::{Method, StatusCode};
 
@@ -431,16 +433,6 @@ impl HeldUpload {
         self.more.send(Ok(last)).await.unwrap();
         drop(self.more);
         self.response.await.unwrap().unwrap()
-    }
-}
-
-/// Waits until the gateway's metric `name` reaches `at_least` (the gateway's own account
-/// of what happened, so no guessing with sleeps).
-async fn wait_for_metric(gw: &Gateway, name: &str, at_least: f64) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while metric(gw, name).await < at_least {
-        assert!(Instant::now() < deadline, "{name} never reached {at_least}");
-        tokio::task::yield_now().await;
     }
 }
 

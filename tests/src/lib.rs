@@ -412,6 +412,19 @@ pub async fn metric(gw: &Gateway, name: &str) -> f64 {
         + 0.0 // an empty sum is -0.0
 }
 
+/// Waits until the gateway's metric `name` reaches `at_least` (the gateway's own account
+/// of what happened, so no guessing with sleeps); fails after 30 s.
+pub async fn wait_for_metric(gw: &Gateway, name: &str, at_least: f64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while metric(gw, name).await < at_least {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} never reached {at_least}"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
 impl Gateway {
     /// `GET path` on this gateway, answered with JSON, decoded as `T` (panics otherwise).
     pub async fn get_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {

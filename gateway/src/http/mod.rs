@@ -458,6 +458,7 @@ mod tests {
                 arena_size: 64 << 10,
                 lease: std::time::Duration::from_secs(1),
                 grace: std::time::Duration::from_millis(10),
+                key_lifetime: None,
             },
             None,
         ));

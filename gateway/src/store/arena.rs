@@ -46,6 +46,11 @@ pub struct Arena {
     /// The registration with the fabric (one memory region, one remote key), when the
     /// fast path is on. Closed (key revoked) before the memory is reused.
     region: RwLock<Option<MemoryRegion>>,
+    /// When the current region was registered (ms since the epoch), for `--key-lifetime`.
+    key_since_ms: AtomicU64,
+    /// Regions superseded by a key refresh, each closed once the leases handed out under
+    /// its key (plus grace) have ended.
+    retiring: Mutex<Vec<(MemoryRegion, SystemTime)>>,
     /// Latest lease deadline handed out for any value in this arena (ms since the epoch).
     lease_deadline_ms: AtomicU64,
     /// Last time a value in this arena was written or read (ms since the epoch): the
@@ -72,6 +77,8 @@ impl Arena {
             buffer,
             dedicated,
             region: RwLock::new(region),
+            key_since_ms: AtomicU64::new(now_ms()),
+            retiring: Mutex::new(Vec::new()),
             lease_deadline_ms: AtomicU64::new(0),
             last_access_ms: AtomicU64::new(now_ms()),
             live_count: AtomicU64::new(0),
@@ -111,10 +118,56 @@ impl Arena {
         Ok(())
     }
 
-    /// Closes the memory region: every descriptor naming this arena is now a clean miss.
+    /// Puts a fresh remote key in force for new descriptors *without* revoking the current
+    /// one yet: the arena is registered again, and the old region is kept until the latest
+    /// lease handed out under its key, plus `grace`, has ended ([`Arena::close_retired`]).
+    /// Bounds how long a key — a capability for the whole arena — stays usable.
+    ///
+    /// The deadline is read under the region's write lock, and a descriptor extends the
+    /// lease before it reads the key under the read lock: a lease handed out with the old
+    /// key is always covered by the old region's deadline.
+    pub fn refresh_key(&self, fabric: &FabricServer, grace: Duration) -> Result<bool, FabricError> {
+        let mut region = self.region.write().unwrap_or_else(PoisonError::into_inner);
+        let Some(current) = region.as_ref() else {
+            return Ok(false);
+        };
+        let fresh = fabric.register(Arc::clone(current.buffer()))?;
+        let old = region.replace(fresh).expect("checked above");
+        let until = self.lease_deadline() + grace;
+        tracing::debug!(
+            arena = self.id,
+            old_key = old.key(),
+            ?until,
+            "remote key refreshed"
+        );
+        self.retiring
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((old, until));
+        self.key_since_ms.store(now_ms(), Ordering::Release);
+        Ok(true)
+    }
+
+    /// How long the current key has been in force.
+    pub fn key_age(&self) -> Duration {
+        Duration::from_millis(now_ms().saturating_sub(self.key_since_ms.load(Ordering::Acquire)))
+    }
+
+    /// Closes superseded regions whose leases (plus grace) have ended; returns how many.
+    pub fn close_retired(&self, now: SystemTime) -> usize {
+        let mut retiring = self.retiring.lock().unwrap_or_else(PoisonError::into_inner);
+        let before = retiring.len();
+        retiring.retain(|(_, until)| *until > now);
+        before - retiring.len()
+    }
+
+    /// Closes the memory region (and any superseded one): every descriptor naming this
+    /// arena is now a clean miss.
     fn revoke(&self) -> bool {
         let mut region = self.region.write().unwrap_or_else(PoisonError::into_inner);
-        region.take().is_some()
+        let retired =
+            std::mem::take(&mut *self.retiring.lock().unwrap_or_else(PoisonError::into_inner));
+        region.take().is_some() || !retired.is_empty()
     }
 
     /// Records that a descriptor naming this arena is valid until `deadline`.
@@ -449,6 +502,45 @@ impl Arenas {
     /// Whether any arena is draining (so room will come without evicting more).
     pub fn draining(&self) -> usize {
         self.table().draining.len()
+    }
+
+    /// Refreshes the key of every arena whose key is older than `lifetime` (new descriptors
+    /// get the new key), and closes superseded keys whose leases have ended. Returns
+    /// (keys refreshed, old keys closed).
+    pub fn refresh_keys(&self, now: SystemTime, lifetime: Duration) -> (usize, usize) {
+        let Some(fabric) = &self.fabric else {
+            return (0, 0);
+        };
+        let (current, all): (Vec<Arc<Arena>>, Vec<Arc<Arena>>) = {
+            let t = self.table();
+            let current = t.open.iter().chain(&t.sealed).cloned().collect();
+            let all = t
+                .open
+                .iter()
+                .chain(&t.sealed)
+                .chain(&t.draining)
+                .cloned()
+                .collect();
+            (current, all)
+        };
+        let mut refreshed = 0;
+        for a in current.iter().filter(|a| a.key_age() >= lifetime) {
+            match a.refresh_key(fabric, self.grace) {
+                Ok(true) => refreshed += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(arena = a.id, error = %e, "key refresh failed; the current key stays")
+                }
+            }
+        }
+        let closed: usize = all.iter().map(|a| a.close_retired(now)).sum();
+        if refreshed > 0 {
+            metrics::counter!("rasa_keys_refreshed_total").increment(refreshed as u64);
+        }
+        if closed > 0 {
+            metrics::counter!("rasa_keys_retired_total").increment(closed as u64);
+        }
+        (refreshed, closed)
     }
 
     /// Recycles draining arenas whose leases (plus grace) have ended: revokes their keys,

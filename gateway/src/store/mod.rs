@@ -216,6 +216,10 @@ pub struct StoreConfig {
     pub lease: Duration,
     /// Extra time after the latest lease deadline before an arena's memory is reused.
     pub grace: Duration,
+    /// Longest time one remote key stays in force for new descriptors before its arena is
+    /// registered under a fresh one (the old key is revoked once its leases end); `None`
+    /// rotates keys only on reclaim.
+    pub key_lifetime: Option<Duration>,
 }
 
 /// Keys → versions, over arenas.
@@ -411,6 +415,9 @@ impl Store {
     /// periodically ([`Store::run_reclaimer`]); PUTs waiting for room run it too.
     pub fn reclaim(&self) -> usize {
         self.drain_dead();
+        if let Some(lifetime) = self.config.key_lifetime {
+            self.arenas.refresh_keys(SystemTime::now(), lifetime);
+        }
         let freed = self.arenas.reclaim(SystemTime::now());
         if freed > 0 {
             self.room.notify_waiters();
@@ -805,6 +812,7 @@ mod tests {
                 arena_size: arena,
                 lease,
                 grace,
+                key_lifetime: None,
             },
             None,
         )
