@@ -165,16 +165,10 @@ where
 
 /// Whether an I/O time-out (the send timeout) ended the connection.
 fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cause = Some(e);
-    while let Some(c) = cause {
-        if c.downcast_ref::<io::Error>()
+    crate::http::error::caused_by(e, |c| {
+        c.downcast_ref::<io::Error>()
             .is_some_and(|io| io.kind() == io::ErrorKind::TimedOut)
-        {
-            return true;
-        }
-        cause = c.source();
-    }
-    false
+    })
 }
 
 /// A failed `accept`: a connection reset before it was accepted is nothing; anything else

@@ -213,7 +213,7 @@ fn parse_hash(s: &str) -> Result<[u8; 32], String> {
 /// gateway keeps its values. A file that fails to parse changes nothing.
 #[derive(Debug)]
 pub struct TokenFile {
-    path: Option<std::path::PathBuf>,
+    path: std::path::PathBuf,
     current: std::sync::RwLock<std::sync::Arc<TokenSet>>,
 }
 
@@ -222,16 +222,8 @@ impl TokenFile {
     pub fn load(path: &Path) -> Result<Self, String> {
         Ok(Self {
             current: std::sync::RwLock::new(std::sync::Arc::new(TokenSet::load(path)?)),
-            path: Some(path.to_owned()),
+            path: path.to_owned(),
         })
-    }
-
-    /// Fixed tokens, not backed by a file (tests, embedding).
-    pub fn fixed(tokens: TokenSet) -> Self {
-        Self {
-            path: None,
-            current: std::sync::RwLock::new(std::sync::Arc::new(tokens)),
-        }
     }
 
     /// The tokens in force now.
@@ -243,10 +235,7 @@ impl TokenFile {
     /// Reads the file again and, if it parses, puts its tokens in force; returns how many.
     /// On error the tokens in force stay.
     pub fn reload(&self) -> Result<usize, String> {
-        let Some(path) = &self.path else {
-            return Ok(self.current().len());
-        };
-        let fresh = TokenSet::load(path)?;
+        let fresh = TokenSet::load(&self.path)?;
         let n = fresh.len();
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = std::sync::Arc::new(fresh);
         Ok(n)

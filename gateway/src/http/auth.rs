@@ -16,11 +16,11 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue};
 use axum::middleware::Next;
-use axum::response::Response;
-use rasa_openapi::ProblemCode;
+use axum::response::{IntoResponse, Response};
 
+use super::ApiError;
 use crate::tokens::{Scope, TokenFile};
 
 /// What a route demands of its caller.
@@ -66,36 +66,32 @@ pub(crate) async fn authorize(State(guard): State<Guard>, req: Request, next: Ne
     };
     let Some(value) = req.headers().get(header::AUTHORIZATION) else {
         metrics::counter!("rasa_http_auth_failures_total", "reason" => "missing").increment(1);
-        return refuse(
-            StatusCode::UNAUTHORIZED,
-            ProblemCode::Unauthorized,
-            format!("{} needs {needs} (Authorization: Bearer …)", what()),
-            format!("Bearer realm=\"{REALM}\""),
-        );
+        return ApiError::Unauthorized {
+            detail: format!("{} needs {needs} (Authorization: Bearer …)", what()),
+            challenge: format!("Bearer realm=\"{REALM}\""),
+        }
+        .into_response();
     };
     let tokens = guard.tokens.current();
     let token = bearer_secret(value).and_then(|secret| tokens.authenticate(secret));
     let Some(token) = token else {
         metrics::counter!("rasa_http_auth_failures_total", "reason" => "invalid").increment(1);
         tracing::info!(request = %what(), "refused an unknown or malformed bearer token");
-        return refuse(
-            StatusCode::UNAUTHORIZED,
-            ProblemCode::Unauthorized,
-            format!(
+        return ApiError::Unauthorized {
+            detail: format!(
                 "{}: the bearer token is malformed or not known to this gateway",
                 what()
             ),
-            format!("Bearer realm=\"{REALM}\", error=\"invalid_token\""),
-        );
+            challenge: format!("Bearer realm=\"{REALM}\", error=\"invalid_token\""),
+        }
+        .into_response();
     };
     if let Some(scope) = guard.access.scope() {
         if !token.allows(scope) {
             metrics::counter!("rasa_http_auth_failures_total", "reason" => "scope").increment(1);
             tracing::info!(request = %what(), token = %token.name, needs = %scope, "refused: scope too small");
-            return refuse(
-                StatusCode::FORBIDDEN,
-                ProblemCode::Forbidden,
-                format!(
+            return ApiError::Forbidden {
+                detail: format!(
                     "{}: token '{}' lacks scope '{scope}' (it has {})",
                     what(),
                     token.name,
@@ -106,10 +102,11 @@ pub(crate) async fn authorize(State(guard): State<Guard>, req: Request, next: Ne
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
-                format!(
+                challenge: format!(
                     "Bearer realm=\"{REALM}\", error=\"insufficient_scope\", scope=\"{scope}\""
                 ),
-            );
+            }
+            .into_response();
         }
     }
     tracing::debug!(token = %token.name, "authorised");
@@ -122,15 +119,6 @@ fn bearer_secret(value: &HeaderValue) -> Option<&str> {
     let (scheme, secret) = value.split_once(' ')?;
     let secret = secret.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !secret.is_empty()).then_some(secret)
-}
-
-fn refuse(status: StatusCode, code: ProblemCode, detail: String, challenge: String) -> Response {
-    let mut resp = super::error::problem_response(&super::error::problem(status, code, detail));
-    resp.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_str(&challenge).expect("ascii challenge"),
-    );
-    resp
 }
 
 #[cfg(test)]

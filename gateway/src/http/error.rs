@@ -75,6 +75,36 @@ pub enum ApiError {
     /// A failure inside the gateway (e.g. memory registration).
     #[error("{0}")]
     Internal(String),
+    /// No bearer token, or one the gateway does not know (`challenge` goes in
+    /// `WWW-Authenticate`).
+    #[error("{detail}")]
+    Unauthorized {
+        /// What is missing.
+        detail: String,
+        /// The `WWW-Authenticate` challenge.
+        challenge: String,
+    },
+    /// The token lacks the route's scope.
+    #[error("{detail}")]
+    Forbidden {
+        /// Which scope is missing.
+        detail: String,
+        /// The `WWW-Authenticate` challenge.
+        challenge: String,
+    },
+    /// Shed by the concurrency limit.
+    #[error("the gateway is handling as many requests as --max-concurrent-requests allows; retry shortly")]
+    Overloaded,
+    /// The request line and headers are larger than `--max-header-size`.
+    #[error(
+        "the request line and headers are {size} bytes; the limit is {limit} (--max-header-size)"
+    )]
+    HeadersTooLarge {
+        /// Their size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// The request body stalled longer than `--body-timeout`.
     #[error("the request body stalled longer than --body-timeout; nothing was stored")]
     BodyTimeout,
@@ -109,6 +139,10 @@ impl ApiError {
             Self::OriginUnavailable(_) => StatusCode::BAD_GATEWAY,
             Self::OriginTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            Self::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            Self::Forbidden { .. } => StatusCode::FORBIDDEN,
+            Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            Self::HeadersTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
         }
     }
 
@@ -132,6 +166,10 @@ impl ApiError {
             Self::OriginUnavailable(_) => ProblemCode::OriginUnavailable,
             Self::OriginTimeout(_) => ProblemCode::OriginTimeout,
             Self::BodyTimeout => ProblemCode::RequestTimeout,
+            Self::Unauthorized { .. } => ProblemCode::Unauthorized,
+            Self::Forbidden { .. } => ProblemCode::Forbidden,
+            Self::Overloaded => ProblemCode::Overloaded,
+            Self::HeadersTooLarge { .. } => ProblemCode::HeadersTooLarge,
         }
     }
 
@@ -159,6 +197,21 @@ impl From<StoreError> for ApiError {
             }
         }
     }
+}
+
+/// Whether `err` or anything in its chain of causes satisfies `is`.
+pub(crate) fn caused_by(
+    err: &(dyn std::error::Error + 'static),
+    is: impl Fn(&(dyn std::error::Error + 'static)) -> bool,
+) -> bool {
+    let mut cause = Some(err);
+    while let Some(c) = cause {
+        if is(c) {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// Builds a problem document.
@@ -198,6 +251,18 @@ impl IntoResponse for ApiError {
             Self::Unavailable { retry_after, .. } => {
                 resp.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+            }
+            Self::Overloaded => {
+                resp.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from(super::limits::OVERLOAD_RETRY_AFTER_SECS),
+                );
+            }
+            Self::Unauthorized { challenge, .. } | Self::Forbidden { challenge, .. } => {
+                resp.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_str(&challenge).expect("an ASCII challenge"),
+                );
             }
             Self::BodyTimeout => {
                 // The rest of the body is not read; the connection cannot carry another request.

@@ -12,12 +12,11 @@
 //! | `--max-object-size` | the PUT handler | `413 payload_too_large` |
 
 use axum::extract::Request;
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::BoxError;
-use rasa_openapi::ProblemCode;
 
-use super::error::{problem, problem_response};
+use super::error::caused_by;
+use super::ApiError;
 
 /// Seconds a shed request is told to wait before retrying.
 pub const OVERLOAD_RETRY_AFTER_SECS: u64 = 1;
@@ -27,23 +26,10 @@ pub const OVERLOAD_RETRY_AFTER_SECS: u64 = 1;
 pub(crate) async fn overloaded(err: BoxError) -> Response {
     if err.is::<tower::load_shed::error::Overloaded>() {
         metrics::counter!("rasa_http_requests_shed_total").increment(1);
-        let mut resp = problem_response(&problem(
-            StatusCode::SERVICE_UNAVAILABLE,
-            ProblemCode::Overloaded,
-            "the gateway is handling as many requests as --max-concurrent-requests allows; retry shortly",
-        ));
-        resp.headers_mut().insert(
-            header::RETRY_AFTER,
-            HeaderValue::from(OVERLOAD_RETRY_AFTER_SECS),
-        );
-        resp
+        ApiError::Overloaded.into_response()
     } else {
         tracing::error!(error = %err, "request limit layer failed");
-        problem_response(&problem(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            ProblemCode::Internal,
-            "internal error; the gateway's log has details",
-        ))
+        ApiError::Internal("internal error; the gateway's log has details".into()).into_response()
     }
 }
 
@@ -69,23 +55,10 @@ pub(crate) fn refuse_oversized_head(req: &Request, max: usize) -> Option<Respons
     }
     metrics::counter!("rasa_http_requests_refused_total", "reason" => "headers_too_large")
         .increment(1);
-    Some(problem_response(&problem(
-        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-        ProblemCode::HeadersTooLarge,
-        format!(
-            "the request line and headers are {size} bytes; the limit is {max} (--max-header-size)"
-        ),
-    )))
+    Some(ApiError::HeadersTooLarge { size, limit: max }.into_response())
 }
 
 /// Whether a body read failed because the body stalled past `--body-timeout`.
 pub(crate) fn is_body_timeout(e: &axum::Error) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(c) = cause {
-        if c.is::<tower_http::timeout::TimeoutError>() {
-            return true;
-        }
-        cause = c.source();
-    }
-    false
+    caused_by(e, |c| c.is::<tower_http::timeout::TimeoutError>())
 }
