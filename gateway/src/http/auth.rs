@@ -60,12 +60,12 @@ pub(crate) async fn authorize(State(guard): State<Guard>, req: Request, next: Ne
         return next.run(req).await;
     }
     let what = || format!("{} {}", req.method(), req.uri().path());
-    let needs = match guard.access.scope() {
-        Some(s) => format!("a bearer token with scope '{s}'"),
-        None => "a bearer token".to_owned(),
-    };
     let Some(value) = req.headers().get(header::AUTHORIZATION) else {
         metrics::counter!("rasa_http_auth_failures_total", "reason" => "missing").increment(1);
+        let needs = match guard.access.scope() {
+            Some(s) => format!("a bearer token with scope '{s}'"),
+            None => "a bearer token".to_owned(),
+        };
         return ApiError::Unauthorized {
             detail: format!("{} needs {needs} (Authorization: Bearer …)", what()),
             challenge: format!("Bearer realm=\"{REALM}\""),
