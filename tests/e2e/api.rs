@@ -15,15 +15,7 @@ use crate::objects::assert_problem;
 async fn descriptors_single_and_batch() {
     let gw = Gateway::start(&["--max-batch-keys", "3", "--lease", "2s"]);
     let c = rasa_tests::http();
-    let put: Descriptor = c
-        .put(gw.url("/v1/objects/a/1"))
-        .body("hello")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let put: Descriptor = rasa_tests::json_of(c.put(gw.url("/v1/objects/a/1")).body("hello")).await;
     let r = c.get(gw.url("/v1/descriptors/a/1")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     let d: Descriptor = r.json().await.unwrap();
@@ -129,21 +121,8 @@ async fn fabric_health_and_metrics() {
         .send()
         .await
         .unwrap();
-    c.get(gw.url("/v1/objects/m"))
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
-    let text = c
-        .get(gw.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    rasa_tests::bytes_of(c.get(gw.url("/v1/objects/m"))).await;
+    let text = rasa_tests::text_of(c.get(gw.url("/metrics"))).await;
     assert!(text.contains("rasa_versions_stored_total 1"), "{text}");
     assert!(text.contains("rasa_bytes_stored_total 5"), "{text}");
     assert!(
@@ -349,13 +328,7 @@ async fn metrics_move_by_the_right_amounts() {
         assert_eq!(r.status(), 201);
     }
     for k in ["m/a", "m/b"] {
-        c.get(gw.url(&format!("/v1/objects/{k}")))
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
+        rasa_tests::bytes_of(c.get(gw.url(&format!("/v1/objects/{k}")))).await;
     }
     c.get(gw.url("/v1/objects/m/none")).send().await.unwrap();
     for k in ["m/a", "m/b"] {
@@ -364,15 +337,7 @@ async fn metrics_move_by_the_right_amounts() {
             .await
             .unwrap();
     }
-    let m = scrape(
-        &c.get(gw.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap(),
-    );
+    let m = scrape(&rasa_tests::text_of(c.get(gw.url("/metrics"))).await);
     let get = |k: &str| {
         m.get(k)
             .copied()

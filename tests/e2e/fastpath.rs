@@ -107,14 +107,8 @@ async fn suite(provider: &str) {
 
     // A frame whose bytes were corrupted in arena memory is rejected, never returned.
     for key in ["fp/1048576", "fp/0"] {
-        let bad: Descriptor = c
-            .post(gw.url(&format!("/v1/_test/corrupt/{key}")))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let bad: Descriptor =
+            rasa_tests::json_of(c.post(gw.url(&format!("/v1/_test/corrupt/{key}")))).await;
         let e = reader.read(&rasa_tests::remote(&bad), TIMEOUT);
         assert!(
             matches!(e, Err(ReadError::Frame(_))),
@@ -257,15 +251,8 @@ fn required_fast_path_fails_clearly_against_an_http_only_gateway() {
 async fn clients_that_come_and_go_do_not_leak_gateway_resources() {
     let gw = Gateway::start(&["--fast-path", "on"]);
     let c = rasa_tests::http();
-    let d: Descriptor = c
-        .put(gw.url("/v1/objects/churn"))
-        .body(vec![5u8; 4096])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let d: Descriptor =
+        rasa_tests::json_of(c.put(gw.url("/v1/objects/churn")).body(vec![5u8; 4096])).await;
     let info: FabricInfo = gw.get_json("/v1/fabric").await;
     let address = BASE64_STANDARD.decode(info.address.unwrap()).unwrap();
     let fds = || {

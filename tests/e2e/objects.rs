@@ -3,13 +3,9 @@
 use std::collections::HashSet;
 
 use rasa_openapi::{Descriptor, ObjectList, Problem, ProblemCode};
-use rasa_tests::{pattern, raw_request, sha256_hex, Gateway};
+use rasa_tests::{http, pattern, raw_request, sha256_hex, Gateway};
 use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::{Client, Response, StatusCode};
-
-fn client() -> Client {
-    rasa_tests::http()
-}
 
 async fn put(c: &Client, gw: &Gateway, key: &str, body: Vec<u8>) -> Response {
     c.put(gw.url(&format!("/v1/objects/{key}")))
@@ -43,7 +39,7 @@ pub async fn assert_problem(r: Response, status: u16, code: ProblemCode) -> Prob
 #[tokio::test]
 async fn round_trips_from_empty_to_100_mib() {
     let gw = Gateway::start(&[]);
-    let c = client();
+    let c = http();
     for (i, len) in [0usize, 1, 1 << 20, 100 << 20].into_iter().enumerate() {
         let body = pattern(len, i as u64);
         let key = format!("sizes/{len}");
@@ -89,7 +85,7 @@ async fn round_trips_from_empty_to_100_mib() {
 #[tokio::test]
 async fn content_type_is_stored_and_served() {
     let gw = Gateway::start(&[]);
-    let c = client();
+    let c = http();
     let r = c
         .put(gw.url("/v1/objects/photos/cat.jpg"))
         .header("content-type", "image/jpeg")
@@ -110,7 +106,7 @@ async fn content_type_is_stored_and_served() {
 #[tokio::test]
 async fn ranges() {
     let gw = Gateway::start(&[]);
-    let c = client();
+    let c = http();
     let body: Vec<u8> = (0..100u8).collect();
     put_ok(&c, &gw, "r", body.clone()).await;
     let get = |range: &'static str| c.get(gw.url("/v1/objects/r")).header("range", range).send();
@@ -155,7 +151,7 @@ async fn ranges() {
 #[tokio::test]
 async fn conditional_requests() {
     let gw = Gateway::start(&[]);
-    let c = client();
+    let c = http();
     let d = put_ok(&c, &gw, "c", b"v1".to_vec()).await;
     let etag = format!("\"{}\"", d.sha256);
     let url = gw.url("/v1/objects/c");
@@ -208,10 +204,7 @@ async fn conditional_requests() {
         .await
         .unwrap();
     assert_problem(r, 412, ProblemCode::PreconditionFailed).await;
-    assert_eq!(
-        c.get(&url).send().await.unwrap().bytes().await.unwrap(),
-        "v1"
-    );
+    assert_eq!(rasa_tests::bytes_of(c.get(&url)).await, "v1");
     let r = c
         .put(&url)
         .header("if-match", &etag)
@@ -242,15 +235,12 @@ async fn conditional_requests() {
 #[tokio::test]
 async fn versions_overwrite_and_delete() {
     let gw = Gateway::start(&[]);
-    let c = client();
+    let c = http();
     let v1 = put_ok(&c, &gw, "doc", b"first".to_vec()).await;
     let v2 = put_ok(&c, &gw, "doc", b"second".to_vec()).await;
     assert_ne!(v1.version, v2.version);
     let url = gw.url("/v1/objects/doc");
-    assert_eq!(
-        c.get(&url).send().await.unwrap().bytes().await.unwrap(),
-        "second"
-    );
+    assert_eq!(rasa_tests::bytes_of(c.get(&url)).await, "second");
     let r = c
         .get(format!("{url}?version={}", v1.version))
         .send()
@@ -295,7 +285,7 @@ async fn versions_overwrite_and_delete() {
 #[tokio::test]
 async fn oversized_bodies_are_refused_and_leave_nothing() {
     let gw = Gateway::start(&["--max-object-size", "1KiB"]);
-    let c = client();
+    let c = http();
     assert_eq!(put(&c, &gw, "ok", vec![1; 1024]).await.status(), 201);
     let r = put(&c, &gw, "big", vec![1; 1025]).await;
     assert_problem(r, 413, ProblemCode::PayloadTooLarge).await;
@@ -360,7 +350,7 @@ async fn memory_budget_holds_while_puts_evict_cold_values() {
         "--lease-grace",
         "50ms",
     ]);
-    let c = client();
+    let c = http();
     let idle = proc_status_kib(gw.pid(), "VmRSS:");
     // Four times the budget, 1 MiB at a time, to distinct keys: no 507, no 503.
     let total = 256;
@@ -406,7 +396,7 @@ async fn memory_budget_holds_while_puts_evict_cold_values() {
 #[tokio::test]
 async fn a_client_that_disconnects_mid_upload_leaves_no_version() {
     let gw = Gateway::start(&[]);
-    let c = client();
+    let c = http();
     let addr = gw.addr;
     tokio::task::spawn_blocking(move || {
         use std::io::Write;
@@ -444,21 +434,14 @@ async fn a_client_that_disconnects_mid_upload_leaves_no_version() {
 #[tokio::test]
 async fn concurrent_puts_to_one_key_all_land_as_distinct_versions() {
     let gw = Gateway::start(&[]);
-    let c = client();
+    let c = http();
     let bodies: Vec<Vec<u8>> = (0..64).map(|i| pattern(64 << 10, 1000 + i)).collect();
     let puts = bodies.iter().map(|b| put_ok(&c, &gw, "hot", b.clone()));
     let descs = futures_util::future::join_all(puts).await;
     let versions: HashSet<_> = descs.iter().map(|d| d.version.clone()).collect();
     assert_eq!(versions.len(), 64, "version ids must be distinct");
     let shas: HashSet<_> = bodies.iter().map(|b| sha256_hex(b)).collect();
-    let current = c
-        .get(gw.url("/v1/objects/hot"))
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let current = rasa_tests::bytes_of(c.get(gw.url("/v1/objects/hot"))).await;
     assert!(
         shas.contains(&sha256_hex(&current)),
         "GET returned a torn or foreign value"
@@ -517,7 +500,7 @@ fn invalid_keys_are_refused_with_400() {
 #[tokio::test]
 async fn keys_with_slashes_and_unicode_round_trip() {
     let gw = Gateway::start(&[]);
-    let c = client();
+    let c = http();
     for (path, key) in [
         ("a/b/c.txt", "a/b/c.txt"),
         ("caf%C3%A9/%E2%9C%93", "café/✓"),
@@ -538,7 +521,7 @@ async fn keys_with_slashes_and_unicode_round_trip() {
 #[tokio::test]
 async fn unknown_routes_and_wrong_methods_are_problems() {
     let gw = Gateway::start(&[]);
-    let c = client();
+    let c = http();
     assert_problem(
         c.get(gw.url("/nope")).send().await.unwrap(),
         404,
@@ -566,7 +549,7 @@ async fn unknown_routes_and_wrong_methods_are_problems() {
 #[tokio::test]
 async fn listing_pages_through_keys_in_order() {
     let gw = Gateway::start(&[]);
-    let c = client();
+    let c = http();
     for k in ["p/3", "p/1", "q/1", "p/2"] {
         put_ok(&c, &gw, k, k.as_bytes().to_vec()).await;
     }

@@ -69,7 +69,7 @@ async fn misses_are_fetched_once_then_served_from_memory_and_one_sided() {
     let gets = (0..100).map(|_| {
         let c = c.clone();
         let url = gw.url("/v1/objects/big.bin");
-        async move { c.get(url).send().await.unwrap().bytes().await.unwrap() }
+        async move { rasa_tests::bytes_of(c.get(url)).await }
     });
     for body in futures_util::future::join_all(gets).await {
         assert_eq!(sha256_hex(&body), sha256_hex(&big));
@@ -95,15 +95,11 @@ async fn misses_are_fetched_once_then_served_from_memory_and_one_sided() {
 
     // Batch descriptors read through too.
     put_s3(&direct, "pre/batch.bin", b"batched".to_vec(), "text/plain").await;
-    let b: DescriptorBatchResponse = c
-        .post(gw.url("/v1/descriptors"))
-        .json(&serde_json::json!({"keys": ["batch.bin", "missing"]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let b: DescriptorBatchResponse = rasa_tests::json_of(
+        c.post(gw.url("/v1/descriptors"))
+            .json(&serde_json::json!({"keys": ["batch.bin", "missing"]})),
+    )
+    .await;
     assert_eq!(b.results[0].descriptor.as_ref().unwrap().length, 7);
     assert_eq!(
         b.results[1].error.as_ref().unwrap().code,

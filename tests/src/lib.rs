@@ -19,6 +19,36 @@ pub fn http() -> reqwest::Client {
     reqwest::Client::new()
 }
 
+/// Sends `req` and decodes its JSON answer (panics on a transport or decoding error).
+pub async fn json_of<T: serde::de::DeserializeOwned>(req: reqwest::RequestBuilder) -> T {
+    req.send()
+        .await
+        .expect("send the request")
+        .json()
+        .await
+        .expect("a JSON answer")
+}
+
+/// Sends `req` and returns its body (panics on a transport error).
+pub async fn bytes_of(req: reqwest::RequestBuilder) -> bytes::Bytes {
+    req.send()
+        .await
+        .expect("send the request")
+        .bytes()
+        .await
+        .expect("the answer's body")
+}
+
+/// Sends `req` and returns its body as text (panics on a transport error).
+pub async fn text_of(req: reqwest::RequestBuilder) -> String {
+    req.send()
+        .await
+        .expect("send the request")
+        .text()
+        .await
+        .expect("the answer's text")
+}
+
 /// Path of the gateway binary under test.
 pub fn gateway_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("RASA_GATEWAY_BIN") {
@@ -397,14 +427,7 @@ pub fn remote(d: &rasa_openapi::Descriptor) -> rasa_fastpath::reader::RemoteFram
 
 /// The sum of a metric's samples (all label sets) on the gateway's `/metrics`; 0 if absent.
 pub async fn metric(gw: &Gateway, name: &str) -> f64 {
-    let text = http()
-        .get(gw.url("/metrics"))
-        .send()
-        .await
-        .expect("scrape /metrics")
-        .text()
-        .await
-        .expect("metrics text");
+    let text = text_of(http().get(gw.url("/metrics"))).await;
     text.lines()
         .filter(|l| l.starts_with(name))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
