@@ -1,20 +1,133 @@
 #!/usr/bin/env bash
 # Installs what building and testing Rasa needs on a Debian machine, when it is missing.
 # Safe to run again: it only installs what is absent. Used by `make run` and `make test`.
+#
+#   scripts/setup.sh            install what is missing
+#   scripts/setup.sh --dry-run  print the Debian packages it would install, one per line
+#                               (other steps, e.g. cargo install, go to stderr); install nothing
+#
+# Every dependency is detected the way the build or the tests use it, never by a look-alike:
+#   - libclang: the file names clang-sys (bindgen) loads — libclang.so, libclang-*.so,
+#     libclang.so.*, libclang-*.so.* — in the directories clang-sys searches, excluding
+#     libclang-cpp (the C++ library, which clang-sys ignores too);
+#   - clang's own headers (stddef.h, …) that bindgen's clang needs to parse libfabric's;
+#   - libfabric: `pkg-config --exists libfabric` and its header rdma/fabric.h;
+#   - tools (cc, curl, python3's venv, s3s-fs): by running them.
+#
+# RASA_SETUP_SYSROOT=DIR looks for libraries and headers under DIR instead of /
+# (tests build fake trees with it). RASA_SETUP_SKIP_TEST_TOOLS=1 skips what only the tests
+# need (image builds).
 set -euo pipefail
 
+dry_run=0
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run | -n) dry_run=1 ;;
+    -h | --help)
+      sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+      exit 0
+      ;;
+    *)
+      echo "setup: unknown argument $arg (try --help)" >&2
+      exit 2
+      ;;
+  esac
+done
+
+root=${RASA_SETUP_SYSROOT:-}
+root=${root%/}
+skip_test_tools=${RASA_SETUP_SKIP_TEST_TOOLS:-0}
+
+# The directory globs clang-sys searches on Linux (build/common.rs, DIRECTORIES_LINUX),
+# after $LIBCLANG_PATH and `llvm-config --libdir`.
+libclang_dirs() {
+  if [ -z "$root" ]; then
+    [ -n "${LIBCLANG_PATH:-}" ] && echo "$LIBCLANG_PATH"
+    command -v llvm-config >/dev/null 2>&1 && llvm-config --libdir 2>/dev/null
+  fi
+  local g
+  for g in "/usr/local/llvm*/lib*" "/usr/local/lib*/*/*" "/usr/local/lib*/*" "/usr/local/lib*" \
+    "/usr/lib*/*/*" "/usr/lib*/*" "/usr/lib*"; do
+    compgen -G "$root$g" || true
+  done
+}
+
+has_libclang() {
+  local dir f name
+  while IFS= read -r dir; do
+    [ -d "$dir" ] || continue
+    for f in "$dir"/libclang.so "$dir"/libclang-*.so "$dir"/libclang.so.* "$dir"/libclang-*.so.*; do
+      [ -e "$f" ] || continue
+      name=${f##*/}
+      case "$name" in *-cpp.*) continue ;; esac # libclang-cpp: not libclang
+      return 0
+    done
+  done < <(libclang_dirs)
+  return 1
+}
+
+# clang's resource headers (stddef.h, stdint.h, …): bindgen's clang needs them to parse
+# libfabric's headers. Debian ships them in libclang-common-N-dev (pulled in by clang and
+# libclang-dev).
+has_clang_headers() {
+  compgen -G "$root/usr/lib/llvm-*/lib/clang/*/include/stddef.h" >/dev/null ||
+    compgen -G "$root/usr/lib/clang/*/include/stddef.h" >/dev/null ||
+    compgen -G "$root/usr/local/lib/clang/*/include/stddef.h" >/dev/null
+}
+
+# pkg-config as the build runs it (fastpath/build.rs), or inside RASA_SETUP_SYSROOT.
+pc() {
+  if [ -n "$root" ]; then
+    PKG_CONFIG_SYSROOT_DIR="$root" \
+      PKG_CONFIG_LIBDIR="$root/usr/lib/x86_64-linux-gnu/pkgconfig:$root/usr/lib/aarch64-linux-gnu/pkgconfig:$root/usr/lib/pkgconfig:$root/usr/share/pkgconfig" \
+      pkg-config "$@"
+  else
+    pkg-config "$@"
+  fi
+}
+
+has_libfabric() {
+  pc --exists libfabric 2>/dev/null || return 1
+  # Debian's .pc gives no include path; build.rs then uses /usr/include.
+  local inc
+  inc=$(pc --variable=includedir libfabric 2>/dev/null || true)
+  inc=${inc#"$root"}
+  [ -e "$root${inc:-/usr/include}/rdma/fabric.h" ] || [ -e "$root/usr/include/rdma/fabric.h" ]
+}
+
+runs() { "$@" >/dev/null 2>&1; }
+
 need_apt=()
-pkg-config --version >/dev/null 2>&1 || need_apt+=(pkg-config)
-pkg-config --exists libfabric 2>/dev/null || need_apt+=(libfabric-dev)
-# bindgen (fast path) needs libclang.
-compgen -G "/usr/lib/llvm-*/lib/libclang*.so*" >/dev/null || need_apt+=(libclang-dev clang)
-command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
-command -v curl >/dev/null 2>&1 || need_apt+=(curl)
-# The API fuzzer (schemathesis) runs in a virtualenv.
-if [ "${RASA_SETUP_SKIP_TEST_TOOLS:-0}" != 1 ]; then
-  command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
-  python3 -m venv --help >/dev/null 2>&1 || need_apt+=(python3-venv)
-  python3 -c 'import ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+need() {
+  local p
+  for p in "$@"; do
+    case " ${need_apt[*]-} " in *" $p "*) ;; *) need_apt+=("$p") ;; esac
+  done
+}
+
+runs pkg-config --version || need pkg-config
+has_libfabric || need libfabric-dev
+has_libclang || need libclang-dev
+has_clang_headers || need clang
+runs cc --version || need build-essential
+runs curl --version || need curl
+if [ "$skip_test_tools" != 1 ]; then
+  # The API fuzzer (schemathesis) runs in a virtualenv.
+  runs python3 --version || need python3
+  runs python3 -m venv --help || need python3-venv
+  runs python3 -c 'import ensurepip' || need python3-venv
+fi
+
+# The S3-compatible server the read-through tests start (newer versions need a newer Rust).
+need_s3s=0
+if [ "$skip_test_tools" != 1 ] && ! runs s3s-fs --help; then
+  need_s3s=1
+fi
+
+if [ "$dry_run" = 1 ]; then
+  for p in ${need_apt[@]+"${need_apt[@]}"}; do echo "$p"; done
+  [ "$need_s3s" = 1 ] && echo "setup: would also run: cargo install s3s-fs@0.14.1" >&2
+  exit 0
 fi
 
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -37,9 +150,7 @@ for comp in rustfmt clippy; do
   fi
 done
 
-# The S3-compatible server the read-through tests start (newer versions need a newer Rust).
-# RASA_SETUP_SKIP_TEST_TOOLS=1 skips it (image builds).
-if [ "${RASA_SETUP_SKIP_TEST_TOOLS:-0}" != 1 ] && ! command -v s3s-fs >/dev/null 2>&1; then
+if [ "$need_s3s" = 1 ]; then
   echo "setup: installing s3s-fs 0.14.1 (cargo install, a few minutes)" >&2
   cargo install s3s-fs@0.14.1 --locked --features binary
 fi

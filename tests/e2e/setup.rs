@@ -1,0 +1,91 @@
+//! `scripts/setup.sh` detects each dependency the way the build uses it. It once took
+//! `libclang-cpp.so.14` (LLVM's C++ library) for libclang, skipped `libclang-dev`, and
+//! `make run` failed on a fresh machine. These tests run its `--dry-run` over fake
+//! system trees (`RASA_SETUP_SYSROOT`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/setup.sh")
+}
+
+/// The Debian packages `setup.sh --dry-run` would install with `root` as the system tree.
+fn would_install(root: &Path) -> Vec<String> {
+    let out = Command::new("bash")
+        .arg(script())
+        .arg("--dry-run")
+        .env("RASA_SETUP_SYSROOT", root)
+        .env_remove("LIBCLANG_PATH")
+        .output()
+        .expect("run scripts/setup.sh --dry-run");
+    assert!(
+        out.status.success(),
+        "setup.sh --dry-run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("package names are text")
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn tree(files: &[&str]) -> PathBuf {
+    let dir = rasa_tests::temp_dir("setup-sysroot");
+    for f in files {
+        let path = dir.join(f);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(&path, b"").expect("touch");
+    }
+    dir
+}
+
+#[test]
+fn libclang_cpp_alone_is_not_libclang() {
+    let root = tree(&["usr/lib/llvm-14/lib/libclang-cpp.so.14"]);
+    let pkgs = would_install(&root);
+    assert!(pkgs.iter().any(|p| p == "libclang-dev"), "{pkgs:?}");
+}
+
+#[test]
+fn a_real_libclang_is_found_where_clang_sys_looks() {
+    for lib in [
+        "usr/lib/llvm-14/lib/libclang.so.1",
+        "usr/lib/llvm-14/lib/libclang-14.so.1",
+        "usr/lib/x86_64-linux-gnu/libclang-14.so.14",
+        "usr/lib/libclang.so",
+    ] {
+        let root = tree(&["usr/lib/llvm-14/lib/libclang-cpp.so.14", lib]);
+        let pkgs = would_install(&root);
+        assert!(!pkgs.iter().any(|p| p == "libclang-dev"), "{lib}: {pkgs:?}");
+    }
+}
+
+#[test]
+fn libfabric_needs_its_pkg_config_file_and_its_header() {
+    let pc = "usr/lib/x86_64-linux-gnu/pkgconfig/libfabric.pc";
+    let header = "usr/include/rdma/fabric.h";
+    let root = tree(&[header]);
+    assert!(would_install(&root).contains(&"libfabric-dev".to_owned()));
+    let root = tree(&[pc, header]);
+    std::fs::write(
+        root.join(pc),
+        "prefix=/usr\nincludedir=${prefix}/include\n\nName: libfabric\nDescription: x\nVersion: 1.17.0\nLibs: -lfabric\nCflags:\n",
+    )
+    .expect("write the .pc file");
+    assert!(!would_install(&root).contains(&"libfabric-dev".to_owned()));
+    std::fs::remove_file(root.join(header)).expect("rm header");
+    assert!(would_install(&root).contains(&"libfabric-dev".to_owned()));
+}
+
+#[test]
+fn clang_headers_are_needed_besides_the_library() {
+    let root = tree(&["usr/lib/llvm-14/lib/libclang.so.1"]);
+    assert!(would_install(&root).contains(&"clang".to_owned()));
+    let root = tree(&[
+        "usr/lib/llvm-14/lib/libclang.so.1",
+        "usr/lib/llvm-14/lib/clang/14.0.6/include/stddef.h",
+    ]);
+    assert!(!would_install(&root).contains(&"clang".to_owned()));
+}
