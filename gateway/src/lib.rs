@@ -8,7 +8,7 @@
 //!   of HTTP.
 //! - [`http`]: the axum router ([`http::app`]), one file per resource, errors as
 //!   `application/problem+json`, the OpenAPI document and Swagger UI.
-//! - [`key`]: what a valid object key is.
+//! - [`key`]: what a valid object key is; [`media`]: default media types.
 //! - [`origin`]: the S3 origin behind the store (read-through, write-through).
 //! - [`config`]: flags and `RASA_*` environment variables, validated at start.
 //! - [`server`]: serve a listener (plain or TLS) with connection limits until a shutdown
@@ -26,6 +26,7 @@
 pub mod config;
 pub mod http;
 pub mod key;
+pub mod media;
 pub mod origin;
 pub mod server;
 pub mod store;

@@ -17,6 +17,11 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 /// Name of the response header that carries the version id of the bytes served.
 pub const VERSION_HEADER: &str = "rasa-version";
 
+/// A body of raw bytes, of any media type.
+#[derive(utoipa::ToSchema)]
+#[schema(value_type = String, format = Binary)]
+pub struct Binary(pub Vec<u8>);
+
 /// Everything a client needs to read one immutable version: over HTTP by key and
 /// version, or one-sided over the fabric by address and remote key until the lease ends.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -3,7 +3,9 @@
 
 mod api;
 mod fastpath;
+mod layers;
 mod objects;
 mod race;
 mod s3;
 mod security;
+mod setup;

@@ -1,6 +1,6 @@
 //! Authorisation: which token a route needs, checked before its handler runs.
 //!
-//! Every route is declared with an [`Access`] in [`super::route_specs`]; the router is
+//! Every route is declared with an [`Access`] in `route_specs`; the router is
 //! built from that list, so a route cannot exist without one. Without a token file every
 //! route is open. With one, a request to a protected route needs
 //! `Authorization: Bearer <secret>`:

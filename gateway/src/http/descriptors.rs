@@ -4,45 +4,11 @@ use axum::extract::{Query, Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Json;
-use rasa_fastpath::frame::{CHECKSUM_ALGORITHM, HEADER_LEN};
 use rasa_openapi::{Descriptor, DescriptorBatchRequest, DescriptorBatchResponse, DescriptorResult};
 
-use super::objects::{key_from_uri, lookup, VersionQuery};
+use super::resolve::{descriptor, key_from_uri, lookup, VersionQuery};
 use super::{json_response, ApiError, AppState};
 use crate::key;
-use crate::store::StoredVersion;
-
-fn rfc3339(t: std::time::SystemTime) -> String {
-    humantime::format_rfc3339_millis(t).to_string()
-}
-
-/// The descriptor of `v`, granting a lease on it (recorded on its arena).
-pub fn descriptor(st: &AppState, v: &StoredVersion) -> Descriptor {
-    let deadline = st.store.lease(v);
-    let remote = st.store.remote(v);
-    if remote.is_some() {
-        // Bytes handed to the fast path: served by the NIC, invisible to the gateway after.
-        metrics::counter!("rasa_fastpath_bytes_advertised_total").increment(v.len());
-        metrics::counter!("rasa_descriptors_total", "path" => "fabric").increment(1);
-    } else {
-        metrics::counter!("rasa_descriptors_total", "path" => "http").increment(1);
-    }
-    Descriptor {
-        key: v.key.clone(),
-        version: v.version.to_string(),
-        length: v.len(),
-        sha256: v.sha256_hex(),
-        checksum: format!("{:016x}", v.checksum),
-        checksum_algorithm: CHECKSUM_ALGORITHM.to_owned(),
-        content_type: v.content_type.clone(),
-        created_at: rfc3339(v.created),
-        lease_ms: st.store.config().lease.as_millis() as u64,
-        lease_expires_at: rfc3339(deadline),
-        addr: remote.map(|(addr, _)| addr),
-        rkey: remote.map(|(_, rkey)| rkey),
-        frame_header_len: HEADER_LEN as u32,
-    }
-}
 
 /// Resolve a key to a descriptor of its current version (or of `?version=`).
 ///

@@ -10,11 +10,6 @@ use utoipa::{Modify, OpenApi};
 
 use super::{route_table, Access, HttpConfig};
 
-/// A body of raw bytes, of any media type.
-#[derive(utoipa::ToSchema)]
-#[schema(value_type = String, format = Binary)]
-pub struct Binary(pub Vec<u8>);
-
 /// Rasa's HTTP API.
 #[derive(OpenApi)]
 #[openapi(

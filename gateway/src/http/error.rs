@@ -7,6 +7,9 @@ use rasa_openapi::{Problem, ProblemCode, PROBLEM_JSON};
 use crate::key::KeyError;
 use crate::store::StoreError;
 
+/// Seconds a shed request (`503 overloaded`) is told to wait before retrying.
+pub const OVERLOAD_RETRY_AFTER_SECS: u64 = 1;
+
 /// Everything an API handler can fail with. Each variant has one status and one stable
 /// code; the detail says what was wrong with *this* request without leaking internals.
 #[derive(Debug, thiserror::Error)]
@@ -255,7 +258,7 @@ impl IntoResponse for ApiError {
             Self::Overloaded => {
                 resp.headers_mut().insert(
                     header::RETRY_AFTER,
-                    HeaderValue::from(super::limits::OVERLOAD_RETRY_AFTER_SECS),
+                    HeaderValue::from(OVERLOAD_RETRY_AFTER_SECS),
                 );
             }
             Self::Unauthorized { challenge, .. } | Self::Forbidden { challenge, .. } => {

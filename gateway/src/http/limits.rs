@@ -4,7 +4,7 @@
 //! | limit | enforced by | answer |
 //! | --- | --- | --- |
 //! | `--max-concurrent-requests` | tower `GlobalConcurrencyLimit` + `LoadShed` on `/v1` routes | `503 overloaded`, `Retry-After: 1` |
-//! | `--max-header-size` | [`refuse_oversized_head`], in the outermost middleware (hyper's read buffer is the backstop) | `431 headers_too_large` |
+//! | `--max-header-size` | `refuse_oversized_head`, in the outermost middleware (hyper's read buffer is the backstop) | `431 headers_too_large` |
 //! | `--body-timeout` | tower-http `RequestBodyTimeout` (idle time between body chunks) | `408 request_timeout` |
 //! | `--header-timeout` | hyper's `header_read_timeout` (see [`crate::server`]) | connection closed |
 //! | `--send-timeout` | `tokio-io-timeout` around the socket (see [`crate::server`]) | connection closed |
@@ -17,9 +17,6 @@ use axum::BoxError;
 
 use super::error::caused_by;
 use super::ApiError;
-
-/// Seconds a shed request is told to wait before retrying.
-pub const OVERLOAD_RETRY_AFTER_SECS: u64 = 1;
 
 /// Answers a request that the concurrency limit shed (or any other error of the limit
 /// layers) with a problem document.

@@ -7,7 +7,7 @@
 //! | [`fabric`] | `GET /v1/fabric` |
 //! | [`ops`] | `/healthz`, `/readyz`, `/metrics`, `/openapi.json`, `/docs` |
 //!
-//! Every route is declared once, with the [`auth::Access`] it demands, in [`route_specs`];
+//! Every route is declared once, with the [`auth::Access`] it demands, in `route_specs`;
 //! the router, the authorisation matrix test and the OpenAPI security requirements are
 //! all derived from that list.
 //!
@@ -24,6 +24,7 @@ pub mod limits;
 pub mod objects;
 pub mod ops;
 mod preconditions;
+mod resolve;
 mod test_hooks;
 
 use std::sync::Arc;

@@ -12,59 +12,16 @@ use std::sync::Arc;
 use utoipa::IntoParams;
 
 use super::preconditions::{self, Outcome, Preconditions, RangeOutcome};
-use super::{descriptors, json_response, ApiError, AppState};
+use super::resolve::{descriptor, key_from_uri, lookup, VersionQuery};
+use super::{json_response, ApiError, AppState};
 use crate::key::{self, KeyError};
+use crate::media::DEFAULT_CONTENT_TYPE;
 use crate::origin::WritePolicy;
-use crate::store::{StoredVersion, Upload, VersionId};
+use crate::store::{StoredVersion, Upload};
 
-/// Media type stored when a PUT names none.
-pub const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
 const MAX_CONTENT_TYPE_LEN: usize = 256;
 /// Largest page of a listing, and the default.
 pub const MAX_LIST_LIMIT: usize = 1000;
-
-/// The key part of `/v1/objects/{key}` or `/v1/descriptors/{key}`, decoded and validated.
-pub(crate) fn key_from_uri(path: &str, prefix: &str) -> Result<String, ApiError> {
-    let raw = path.strip_prefix(prefix).unwrap_or_default();
-    Ok(key::from_path(raw)?)
-}
-
-/// Query parameters of object and descriptor reads.
-#[derive(Debug, Default, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct VersionQuery {
-    /// A specific version id (16 hex digits) instead of the current version. Served while
-    /// the version is retained; `404` once it is reclaimed or its key deleted.
-    pub version: Option<String>,
-}
-
-/// Looks up the version a read asks for (through the origin on a miss, when there is one).
-pub(crate) async fn lookup(
-    st: &AppState,
-    key: &str,
-    q: &VersionQuery,
-) -> Result<Arc<StoredVersion>, ApiError> {
-    match &q.version {
-        None => {
-            let found = match &st.origin {
-                Some(rt) => rt.current(key).await?,
-                None => st.store.current(key),
-            };
-            found.ok_or_else(|| ApiError::NotFound(key.to_owned()))
-        }
-        Some(raw) => {
-            let id: VersionId = raw
-                .parse()
-                .map_err(|_| ApiError::InvalidVersion(raw.clone()))?;
-            st.store
-                .version(key, id)
-                .ok_or_else(|| ApiError::VersionNotFound {
-                    key: key.to_owned(),
-                    version: id.to_string(),
-                })
-        }
-    }
-}
 
 fn content_type(h: &HeaderMap) -> Result<String, ApiError> {
     let Some(v) = h.get(header::CONTENT_TYPE) else {
@@ -186,7 +143,7 @@ async fn receive(
         ("If-Match" = Option<String>, Header, description = "Store only if the current version has one of these ETags."),
         ("If-None-Match" = Option<String>, Header, description = "`*`: store only if the key has no current version."),
     ),
-    request_body(content = super::doc::Binary, content_type = "application/octet-stream", description = "The value (any media type)."),
+    request_body(content = rasa_openapi::Binary, content_type = "application/octet-stream", description = "The value (any media type)."),
     responses(
         (status = 201, description = "Stored as a new version.", body = rasa_openapi::Descriptor,
             headers(
@@ -235,7 +192,7 @@ pub async fn put_object(State(st): State<AppState>, req: Request) -> Result<Resp
     if let Some(rt) = &st.origin {
         rt.forget_negative(&key);
     }
-    let d = descriptors::descriptor(&st, &stored);
+    let d = descriptor(&st, &stored);
     let mut resp = json_response(StatusCode::CREATED, &d);
     let h = resp.headers_mut();
     let location = format!(
@@ -341,12 +298,12 @@ async fn read_object(st: AppState, method: Method, req: Request) -> Result<Respo
         ("If-Match" = Option<String>, Header, description = "412 unless the ETag matches."),
     ),
     responses(
-        (status = 200, description = "The value.", body = super::doc::Binary, content_type = "application/octet-stream",
+        (status = 200, description = "The value.", body = rasa_openapi::Binary, content_type = "application/octet-stream",
             headers(
                 ("ETag" = String), ("Last-Modified" = String), ("Rasa-Version" = String),
                 ("Accept-Ranges" = String), ("Content-Length" = u64),
             )),
-        (status = 206, description = "The requested range.", body = super::doc::Binary, content_type = "application/octet-stream",
+        (status = 206, description = "The requested range.", body = rasa_openapi::Binary, content_type = "application/octet-stream",
             headers(("Content-Range" = String), ("ETag" = String), ("Rasa-Version" = String))),
         (status = 304, description = "Not modified."),
         (status = 400, description = "Invalid key, version or header.", body = rasa_openapi::Problem, content_type = "application/problem+json"),

@@ -5,8 +5,8 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
-use super::objects::{key_from_uri, lookup, VersionQuery};
-use super::{descriptors, json_response, ApiError, AppState};
+use super::resolve::{descriptor, key_from_uri, lookup, VersionQuery};
+use super::{json_response, ApiError, AppState};
 
 /// Revokes the remote key of the arena holding the key's current version (key rotation).
 pub async fn revoke(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
@@ -22,7 +22,7 @@ pub async fn corrupt(State(st): State<AppState>, req: Request) -> Result<Respons
     let key = key_from_uri(req.uri().path(), "/v1/_test/corrupt/")?;
     let v = lookup(&st, &key, &VersionQuery::default()).await?;
     let bad = st.store.corrupt_copy(&v)?;
-    let d = descriptors::descriptor(&st, &bad);
+    let d = descriptor(&st, &bad);
     st.test_frames
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -220,7 +220,7 @@ impl ReadThrough {
                 let ctype = obj
                     .content_type
                     .clone()
-                    .unwrap_or_else(|| crate::http::objects::DEFAULT_CONTENT_TYPE.to_owned());
+                    .unwrap_or_else(|| crate::media::DEFAULT_CONTENT_TYPE.to_owned());
                 let mut up = self.store.begin(key, &ctype, obj.length).await?;
                 up.from_origin(obj.etag.take());
                 while let Some(chunk) = obj.body.next().await {

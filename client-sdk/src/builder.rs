@@ -1,0 +1,185 @@
+//! Configuration of a [`Client`]: [`ClientBuilder`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+
+use crate::client::Inner;
+use crate::fabric::FabricState;
+use crate::{Client, Error, FastPath};
+
+/// Builds a [`Client`].
+pub struct ClientBuilder {
+    endpoint: String,
+    fast_path: FastPath,
+    fabric_addr: Option<String>,
+    verify_sha256: bool,
+    read_timeout: Duration,
+    token: Option<String>,
+    ca_file: Option<std::path::PathBuf>,
+    retries_when_busy: u32,
+}
+
+impl std::fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("endpoint", &self.endpoint)
+            .field("fast_path", &self.fast_path)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("ca_file", &self.ca_file)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientBuilder {
+    /// Bearer token sent on every request (`Authorization: Bearer …`), for gateways run
+    /// with `--token-file`. The token is marked sensitive and never printed.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// How many times a request answered `503` with `Retry-After` (the gateway is
+    /// overloaded or its memory is full of leased values; nothing was done) is sent again
+    /// after waiting as told (default 2; 0 returns the `503` at once). Requests whose body
+    /// is a stream are not retried.
+    pub fn retries_when_busy(mut self, n: u32) -> Self {
+        self.retries_when_busy = n;
+        self
+    }
+
+    /// A PEM file of extra certificate authorities to trust for `https://` endpoints, in
+    /// addition to the system's (for gateways with a private or self-signed certificate).
+    pub fn ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.ca_file = Some(path.into());
+        self
+    }
+
+    /// Fast-path policy (default [`FastPath::Auto`]).
+    pub fn fast_path(mut self, mode: FastPath) -> Self {
+        self.fast_path = mode;
+        self
+    }
+
+    /// Local address for this client's fabric endpoint (default: `127.0.0.1` when the
+    /// gateway is on loopback, else the provider's choice).
+    pub fn fabric_addr(mut self, addr: impl Into<String>) -> Self {
+        self.fabric_addr = Some(addr.into());
+        self
+    }
+
+    /// Also check the SHA-256 of every one-sided read (the frame checksum is always
+    /// checked; this adds the content identity at ~1.6 GB/s).
+    pub fn verify_sha256(mut self, on: bool) -> Self {
+        self.verify_sha256 = on;
+        self
+    }
+
+    /// Longest a single one-sided read may take (default 5 s; never past the lease).
+    pub fn read_timeout(mut self, t: Duration) -> Self {
+        self.read_timeout = t;
+        self
+    }
+
+    /// The client.
+    pub fn build(self) -> Result<Client, Error> {
+        let endpoint = self.endpoint.trim_end_matches('/').to_owned();
+        let fabric_addr = self.fabric_addr.or_else(|| {
+            let host = endpoint
+                .split("://")
+                .nth(1)
+                .and_then(|rest| rest.split(['/', ':']).next())
+                .unwrap_or_default();
+            matches!(host, "127.0.0.1" | "localhost").then(|| "127.0.0.1".to_owned())
+        });
+        let mut http = reqwest::Client::builder()
+            // Below the gateway's default --header-timeout (30 s), which also closes idle
+            // keep-alive connections: the pool lets go first, so no request races a close.
+            .pool_idle_timeout(Duration::from_secs(20))
+            .use_preconfigured_tls(tls_config(
+                endpoint.starts_with("https://"),
+                self.ca_file.as_deref(),
+            )?);
+        if let Some(token) = &self.token {
+            let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| {
+                    Error::Config("the token has characters a header cannot carry".into())
+                })?;
+            value.set_sensitive(true);
+            let mut headers = reqwest::header::HeaderMap::new();
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+            http = http.default_headers(headers);
+        }
+        Ok(Client {
+            inner: Arc::new(Inner {
+                http: http.build()?,
+                endpoint,
+                fast_path: self.fast_path,
+                fabric_addr,
+                verify_sha256: self.verify_sha256,
+                read_timeout: self.read_timeout,
+                retries_when_busy: self.retries_when_busy,
+                fabric: Arc::new(Mutex::new(FabricState::Unknown)),
+                rebuilding: Arc::default(),
+                cache: Default::default(),
+                stats: Default::default(),
+            }),
+        })
+    }
+}
+
+/// TLS for the HTTP client: rustls with aws-lc-rs, the system's roots (for `https`
+/// endpoints) and the extra CAs in `ca_file`.
+fn tls_config(
+    system_roots: bool,
+    ca_file: Option<&std::path::Path>,
+) -> Result<rustls::ClientConfig, Error> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let mut roots = rustls::RootCertStore::empty();
+    if system_roots {
+        let native = rustls_native_certs::load_native_certs();
+        roots.add_parsable_certificates(native.certs);
+    }
+    if let Some(path) = ca_file {
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+            .and_then(|it| it.collect::<Result<_, _>>())
+            .map_err(|e| Error::Config(format!("CA file {}: {e}", path.display())))?;
+        if certs.is_empty() {
+            return Err(Error::Config(format!(
+                "CA file {}: no certificate in it",
+                path.display()
+            )));
+        }
+        for cert in certs {
+            roots
+                .add(cert)
+                .map_err(|e| Error::Config(format!("CA file {}: {e}", path.display())))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Config(format!("TLS: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+impl Client {
+    /// A builder for a client of the gateway at `endpoint` (e.g. `http://127.0.0.1:8080`).
+    pub fn builder(endpoint: impl Into<String>) -> ClientBuilder {
+        ClientBuilder {
+            endpoint: endpoint.into(),
+            fast_path: FastPath::Auto,
+            fabric_addr: None,
+            verify_sha256: false,
+            read_timeout: Duration::from_secs(5),
+            token: None,
+            ca_file: None,
+            retries_when_busy: 2,
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! Resolving keys to descriptors, and the cache of descriptors until their lease deadline
+//! (counted from when the request was *sent*, minus a margin).
+
+use std::time::{Duration, Instant};
+
+use rasa_fastpath::frame::{key_hash, FrameIdentity};
+use rasa_fastpath::reader::RemoteFrame;
+use rasa_openapi::{
+    Descriptor, DescriptorBatchRequest, DescriptorBatchResponse, Problem, ProblemCode,
+};
+
+use crate::http::problem_or;
+use crate::{Client, Error};
+
+/// Part of the lease kept in reserve: no read starts later than `lease - margin` after the
+/// resolve request was sent.
+fn lease_margin(lease: Duration) -> Duration {
+    (lease / 4).min(Duration::from_secs(1))
+}
+
+/// What a descriptor promises, as the fast-path reader needs it: where the frame is and
+/// what it must contain. `None` when the descriptor has no fabric address (HTTP only).
+pub fn remote_frame(d: &Descriptor) -> Result<Option<RemoteFrame>, Error> {
+    let (Some(addr), Some(rkey)) = (d.addr, d.rkey) else {
+        return Ok(None);
+    };
+    let hex = |s: &str, what: &str| {
+        u64::from_str_radix(s, 16).map_err(|_| Error::Protocol(format!("bad {what} {s:?}")))
+    };
+    Ok(Some(RemoteFrame {
+        addr,
+        rkey,
+        identity: FrameIdentity {
+            key_hash: key_hash(&d.key),
+            version: hex(&d.version, "version")?,
+            payload_len: d.length,
+        },
+        checksum: hex(&d.checksum, "checksum")?,
+    }))
+}
+
+/// The instant after which no one-sided read of `d` may start: counted from when the
+/// request was *sent* (never from when the answer arrived), minus a margin.
+pub(crate) fn deadline_of(d: &Descriptor, sent: Instant) -> Instant {
+    let lease = Duration::from_millis(d.lease_ms);
+    sent + lease.saturating_sub(lease_margin(lease))
+}
+
+impl Client {
+    /// A descriptor of `key`'s current version (a lease on it).
+    pub async fn resolve(&self, key: &str) -> Result<Descriptor, Error> {
+        let resp = self
+            .send(self.inner.http.get(self.url("descriptors", key)))
+            .await?;
+        problem_or(resp).await
+    }
+
+    /// Resolves several keys in one round trip; one result per key, in order.
+    pub async fn resolve_many(
+        &self,
+        keys: &[&str],
+    ) -> Result<Vec<Result<Descriptor, Problem>>, Error> {
+        let (list, _) = self.resolve_many_timed(keys).await?;
+        Ok(list)
+    }
+
+    pub(crate) async fn resolve_many_timed(
+        &self,
+        keys: &[&str],
+    ) -> Result<(Vec<Result<Descriptor, Problem>>, Instant), Error> {
+        let sent = Instant::now();
+        let body = DescriptorBatchRequest {
+            keys: keys.iter().map(|k| k.to_string()).collect(),
+        };
+        let resp = self
+            .send(
+                self.inner
+                    .http
+                    .post(format!("{}/v1/descriptors", self.inner.endpoint))
+                    .json(&body),
+            )
+            .await?;
+        let batch: DescriptorBatchResponse = problem_or(resp).await?;
+        let out = batch
+            .results
+            .into_iter()
+            .map(|r| match (r.descriptor, r.error) {
+                (Some(d), _) => Ok(d),
+                (None, Some(p)) => Err(p),
+                (None, None) => Err(Problem {
+                    type_uri: "urn:rasa:problem:unknown".into(),
+                    title: "Unknown".into(),
+                    status: 500,
+                    detail: "the gateway returned neither a descriptor nor a problem".into(),
+                    code: ProblemCode::Unknown,
+                    instance: None,
+                }),
+            })
+            .collect();
+        Ok((out, sent))
+    }
+
+    /// A descriptor of `key` that may still be read from now on: the cached one while its
+    /// deadline is ahead, else a fresh one (and its deadline).
+    pub(crate) async fn descriptor(
+        &self,
+        key: &str,
+        fresh: bool,
+    ) -> Result<(Descriptor, Instant), Error> {
+        if !fresh {
+            let cache = self.inner.cache.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((d, deadline)) = cache.get(key) {
+                if Instant::now() < *deadline {
+                    return Ok((d.clone(), *deadline));
+                }
+            }
+        }
+        let sent = Instant::now();
+        let d = self.resolve(key).await?;
+        let deadline = deadline_of(&d, sent);
+        self.inner
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_owned(), (d.clone(), deadline));
+        Ok((d, deadline))
+    }
+
+    pub(crate) fn forget(&self, key: &str) {
+        self.inner
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+}

@@ -1,0 +1,33 @@
+//! Errors of the SDK.
+
+use rasa_openapi::{Problem, ProblemCode};
+
+/// Errors of the SDK.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The gateway answered with a problem document.
+    #[error("{} {}: {}", .0.status, .0.code.as_str(), .0.detail)]
+    Problem(Problem),
+    /// The HTTP exchange failed (connection, protocol, body).
+    #[error("HTTP request failed: {0}")]
+    Http(#[from] reqwest::Error),
+    /// The gateway answered something this SDK does not understand.
+    #[error("unexpected answer from the gateway: {0}")]
+    Protocol(String),
+    /// A one-sided read was required and could not be done.
+    #[error("fast path unavailable: {0}")]
+    FastPath(String),
+    /// The client could not be built as configured (unreadable CA file, bad token).
+    #[error("client configuration: {0}")]
+    Config(String),
+}
+
+impl Error {
+    /// The problem code, when the gateway sent one.
+    pub fn code(&self) -> Option<ProblemCode> {
+        match self {
+            Self::Problem(p) => Some(p.code),
+            _ => None,
+        }
+    }
+}

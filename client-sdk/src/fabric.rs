@@ -1,0 +1,231 @@
+//! One-sided reads: the fabric endpoint shared by a client, lease checks, frame
+//! validation, and rebuilding the endpoint in the background after a failure.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use base64::prelude::*;
+use bytes::Bytes;
+use rasa_fastpath::fabric::FabricConfig;
+use rasa_fastpath::reader::Reader;
+use rasa_openapi::Descriptor;
+use sha2::{Digest, Sha256};
+
+use crate::descriptors::{deadline_of, remote_frame};
+use crate::{Client, Error, Fallback, FastPath, Object, ReadPath};
+
+pub(crate) enum FabricState {
+    /// Not asked yet.
+    Unknown,
+    /// The gateway or this machine has no fast path (reason).
+    Unavailable(String),
+    /// Connected.
+    Ready(Box<Reader>),
+}
+
+impl Client {
+    /// Whether this client already knows the fast path cannot work here (Auto mode then
+    /// goes straight to HTTP).
+    pub(crate) fn known_unavailable(&self) -> bool {
+        self.inner.fast_path == FastPath::Auto
+            && self
+                .inner
+                .fabric
+                .try_lock()
+                .is_ok_and(|s| matches!(*s, FabricState::Unavailable(_)))
+    }
+
+    /// Reads `key` one-sided, or fails (never falls back to HTTP). A stale, revoked, torn
+    /// or timed-out read drops the cached descriptor and gets one more try with a fresh one.
+    pub async fn get_fabric(&self, key: &str) -> Result<Object, Error> {
+        let mut last = None;
+        for attempt in 0..2 {
+            let (d, deadline) = self.descriptor(key, attempt > 0).await?;
+            match self.read_one(&d, deadline).await {
+                Ok(obj) => return Ok(obj),
+                Err(e) => {
+                    self.forget(key);
+                    last = Some(e);
+                    if self
+                        .inner
+                        .rebuilding
+                        .load(std::sync::atomic::Ordering::Acquire)
+                    {
+                        break; // the endpoint is down for a while: don't wait for it
+                    }
+                }
+            }
+        }
+        Err(last.expect("at least one attempt"))
+    }
+
+    /// Reads the version `d` names one-sided. `sent` is when the request that returned `d`
+    /// was sent: the lease is counted from then.
+    pub async fn read_descriptor(&self, d: &Descriptor, sent: Instant) -> Result<Object, Error> {
+        self.read_one(d, deadline_of(d, sent)).await
+    }
+
+    pub(crate) async fn read_one(
+        &self,
+        d: &Descriptor,
+        deadline: Instant,
+    ) -> Result<Object, Error> {
+        let mut r = self.read_frames(&[(d, deadline)]).await?;
+        r.pop().expect("one result")
+    }
+
+    pub(crate) async fn read_descriptors(
+        &self,
+        ds: &[&Descriptor],
+        sent: Instant,
+    ) -> Result<Vec<Result<Object, Error>>, Error> {
+        let with: Vec<(&Descriptor, Instant)> =
+            ds.iter().map(|d| (*d, deadline_of(d, sent))).collect();
+        self.read_frames(&with).await
+    }
+
+    /// The core of every one-sided read: checks leases, reads all frames in one go,
+    /// validates, counts, and rebuilds the endpoint in the background after a failure.
+    pub(crate) async fn read_frames(
+        &self,
+        ds: &[(&Descriptor, Instant)],
+    ) -> Result<Vec<Result<Object, Error>>, Error> {
+        if ds.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self
+            .inner
+            .rebuilding
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            self.count_fallback(Fallback::Rebuilding);
+            return Err(Error::FastPath(
+                "the fabric endpoint is being rebuilt".into(),
+            ));
+        }
+        let mut frames = Vec::with_capacity(ds.len());
+        let mut earliest = None::<Instant>;
+        for (d, deadline) in ds {
+            let Some(frame) = remote_frame(d)? else {
+                self.count_fallback(Fallback::Unavailable);
+                return Err(Error::FastPath("the gateway serves HTTP only".into()));
+            };
+            frames.push(frame);
+            earliest = Some(earliest.map_or(*deadline, |e: Instant| e.min(*deadline)));
+        }
+        let remaining = earliest
+            .expect("non-empty")
+            .saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            self.count_fallback(Fallback::LeaseExpired);
+            return Err(Error::FastPath(
+                "the descriptor's lease ended before the read".into(),
+            ));
+        }
+        let timeout = remaining.min(self.inner.read_timeout);
+        let mut state = Arc::clone(&self.inner.fabric).lock_owned().await;
+        if let Err(e) = self.connect(&mut state).await {
+            self.count_fallback(Fallback::Unavailable);
+            return Err(e);
+        }
+        let (state, result) = tokio::task::spawn_blocking(move || {
+            let r = match &mut *state {
+                FabricState::Ready(reader) => reader.read_many(&frames, timeout),
+                _ => unreachable!("connected above"),
+            };
+            (state, r)
+        })
+        .await
+        .map_err(|e| Error::FastPath(format!("read task failed: {e}")))?;
+        let results = match result {
+            Ok(r) => {
+                drop(state);
+                r
+            }
+            Err(e) => {
+                self.count_fallback(Fallback::of(&e));
+                self.rebuild_in_background(state);
+                return Err(Error::FastPath(e.to_string()));
+            }
+        };
+        let mut out = Vec::with_capacity(ds.len());
+        for ((d, _), r) in ds.iter().zip(results) {
+            out.push(match r {
+                Err(e) => {
+                    self.count_fallback(Fallback::FrameMismatch);
+                    Err(Error::FastPath(format!("frame rejected: {e}")))
+                }
+                Ok(payload)
+                    if self.inner.verify_sha256
+                        && hex::encode(Sha256::digest(&payload)) != d.sha256 =>
+                {
+                    self.count_fallback(Fallback::Sha256Mismatch);
+                    Err(Error::FastPath(
+                        "SHA-256 mismatch on a one-sided read".into(),
+                    ))
+                }
+                Ok(payload) => {
+                    self.count_read(ReadPath::Fabric);
+                    Ok(Object {
+                        bytes: Bytes::from(payload),
+                        version: d.version.clone(),
+                        sha256: d.sha256.clone(),
+                        content_type: d.content_type.clone(),
+                        path: ReadPath::Fabric,
+                    })
+                }
+            });
+        }
+        Ok(out)
+    }
+
+    /// After a fabric failure the reader has dropped its endpoint; build a new one on the
+    /// blocking pool while reads go over HTTP.
+    fn rebuild_in_background(&self, mut state: tokio::sync::OwnedMutexGuard<FabricState>) {
+        let flag = Arc::clone(&self.inner.rebuilding);
+        flag.store(true, std::sync::atomic::Ordering::Release);
+        tokio::task::spawn_blocking(move || {
+            if let FabricState::Ready(reader) = &mut *state {
+                if let Err(e) = reader.reconnect() {
+                    tracing::warn!(error = %e, "fabric endpoint rebuild failed; will retry on the next read");
+                }
+            }
+            drop(state);
+            flag.store(false, std::sync::atomic::Ordering::Release);
+        });
+    }
+
+    /// Makes sure `state` holds a connected reader (asking the gateway on first use).
+    pub(crate) async fn connect(&self, state: &mut FabricState) -> Result<(), Error> {
+        match state {
+            FabricState::Ready(_) => return Ok(()),
+            FabricState::Unavailable(why) => return Err(Error::FastPath(why.clone())),
+            FabricState::Unknown => {}
+        }
+        let info = self.fabric_info().await?;
+        let (Some(provider), Some(address), true) = (info.provider, info.address, info.enabled)
+        else {
+            let why = "the gateway's fast path is off".to_owned();
+            *state = FabricState::Unavailable(why.clone());
+            return Err(Error::FastPath(why));
+        };
+        let address = BASE64_STANDARD
+            .decode(address)
+            .map_err(|_| Error::Protocol("fabric address is not base64".into()))?;
+        let cfg = FabricConfig::new(provider, self.inner.fabric_addr.clone());
+        let connected = tokio::task::spawn_blocking(move || Reader::connect(cfg, address))
+            .await
+            .map_err(|e| Error::FastPath(format!("connect task failed: {e}")))?;
+        match connected {
+            Ok(r) => {
+                *state = FabricState::Ready(Box::new(r));
+                Ok(())
+            }
+            Err(e) => {
+                let why = format!("cannot open a fabric endpoint: {e}");
+                *state = FabricState::Unavailable(why.clone());
+                Err(Error::FastPath(why))
+            }
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! Read counters, and why a read left the fast path.
+
+use rasa_fastpath::reader::ReadError;
+
+use crate::{Client, ReadPath};
+
+/// Why a read that could have gone one-sided went over HTTP (or failed, with
+/// [`FastPath::Required`](crate::FastPath::Required)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Fallback {
+    /// The gateway or this machine has no fast path.
+    Unavailable,
+    /// The descriptor's lease ended before a read could start.
+    LeaseExpired,
+    /// The remote key was revoked (the version was reclaimed) or the range was out of bounds.
+    KeyRevoked,
+    /// The fabric connection was lost; the endpoint is being rebuilt.
+    ConnectionLost,
+    /// The read did not complete in time.
+    Timeout,
+    /// The bytes were not the promised frame (torn, stale or corrupt).
+    FrameMismatch,
+    /// The SHA-256 check (opt-in) failed.
+    Sha256Mismatch,
+    /// The endpoint is being rebuilt after a failure; reads go over HTTP meanwhile.
+    Rebuilding,
+    /// Another libfabric failure.
+    FabricError,
+}
+
+impl Fallback {
+    /// A short stable name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unavailable => "unavailable",
+            Self::LeaseExpired => "lease_expired",
+            Self::KeyRevoked => "key_revoked",
+            Self::ConnectionLost => "connection_lost",
+            Self::Timeout => "timeout",
+            Self::FrameMismatch => "frame_mismatch",
+            Self::Sha256Mismatch => "sha256_mismatch",
+            Self::Rebuilding => "rebuilding",
+            Self::FabricError => "fabric_error",
+        }
+    }
+
+    pub(crate) fn of(e: &ReadError) -> Self {
+        match e {
+            ReadError::KeyRevoked(_) => Self::KeyRevoked,
+            ReadError::ConnectionLost(_) => Self::ConnectionLost,
+            ReadError::Timeout(_) => Self::Timeout,
+            ReadError::Frame(_) => Self::FrameMismatch,
+            ReadError::Fabric(_) => Self::FabricError,
+        }
+    }
+}
+
+/// Read counters of a client.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Values served one-sided.
+    pub fabric_reads: u64,
+    /// Values served over HTTP.
+    pub http_reads: u64,
+    /// One-sided attempts that failed, by reason (each attempt counts once).
+    pub fallbacks: std::collections::BTreeMap<&'static str, u64>,
+    /// Requests sent again after a `503` with `Retry-After`.
+    pub busy_retries: u64,
+}
+
+impl Client {
+    /// Read counters so far.
+    pub fn stats(&self) -> Stats {
+        self.inner
+            .stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn count_fallback(&self, why: Fallback) {
+        let mut st = self.inner.stats.lock().unwrap_or_else(|e| e.into_inner());
+        *st.fallbacks.entry(why.as_str()).or_default() += 1;
+    }
+
+    pub(crate) fn count_read(&self, path: ReadPath) {
+        let mut st = self.inner.stats.lock().unwrap_or_else(|e| e.into_inner());
+        match path {
+            ReadPath::Fabric => st.fabric_reads += 1,
+            ReadPath::Http => st.http_reads += 1,
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! Why a store operation failed.
+
+use std::time::Duration;
+
+use super::arena::ReserveError;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The memory budget cannot hold the value.
+    #[error("memory budget exhausted: {needed} more bytes needed, {allocated} of {budget} in use")]
+    InsufficientStorage {
+        /// Bytes the value needed.
+        needed: u64,
+        /// Bytes allocated when it was refused.
+        allocated: u64,
+        /// The budget.
+        budget: u64,
+    },
+    /// The body did not have the declared length.
+    #[error("the body has {got} bytes but {declared} were declared")]
+    LengthMismatch {
+        /// Declared length.
+        declared: u64,
+        /// Bytes that arrived (so far, when too many).
+        got: u64,
+    },
+    /// Registering memory with the fabric failed.
+    #[error("fabric registration failed: {0}")]
+    Fabric(String),
+    /// Memory is full and nothing became reusable in time (leases still running).
+    #[error("memory is full of leased values; retry in {retry_after:?}")]
+    Busy {
+        /// When retrying makes sense.
+        retry_after: Duration,
+    },
+    /// A conditional write's precondition did not hold at commit.
+    #[error("precondition failed: {0}")]
+    PreconditionFailed(String),
+}
+
+impl From<ReserveError> for StoreError {
+    fn from(e: ReserveError) -> Self {
+        match e {
+            ReserveError::NeedRoom => StoreError::Busy {
+                retry_after: Duration::from_secs(1),
+            },
+            ReserveError::Never(e) => e,
+        }
+    }
+}

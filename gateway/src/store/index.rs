@@ -1,0 +1,79 @@
+//! The key index: each key's current version and the older versions still readable by id.
+//! Lookups, deletes and prefix listing; publishing lives with uploads
+//! ([`Store::publish`](super::Store::publish)).
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::{Arc, PoisonError};
+
+use super::{Store, StoreError, StoredVersion, VersionId};
+
+/// One key's versions.
+#[derive(Debug)]
+pub(super) struct Entry {
+    pub(super) current: Arc<StoredVersion>,
+    /// Overwritten versions, still readable by id until reclaimed.
+    pub(super) older: HashMap<VersionId, Arc<StoredVersion>>,
+}
+
+impl Store {
+    /// The current version of `key`.
+    pub fn current(&self, key: &str) -> Option<Arc<StoredVersion>> {
+        let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
+        let v = index.get(key).map(|e| Arc::clone(&e.current))?;
+        v.arena.touch();
+        Some(v)
+    }
+
+    /// A given version of `key`, current or older, while retained.
+    pub fn version(&self, key: &str, version: VersionId) -> Option<Arc<StoredVersion>> {
+        let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
+        let entry = index.get(key)?;
+        let v = if entry.current.version == version {
+            Arc::clone(&entry.current)
+        } else {
+            Arc::clone(entry.older.get(&version)?)
+        };
+        v.arena.touch();
+        Some(v)
+    }
+
+    /// Makes every version of `key` unreachable for new requests. Returns whether the key
+    /// existed, after checking `check` against its current version.
+    pub fn delete(
+        &self,
+        key: &str,
+        check: impl FnOnce(Option<&StoredVersion>) -> Result<(), StoreError>,
+    ) -> Result<bool, StoreError> {
+        let mut index = self.index.write().unwrap_or_else(PoisonError::into_inner);
+        check(index.get(key).map(|e| &*e.current))?;
+        let removed = index.remove(key);
+        drop(index);
+        if let Some(e) = &removed {
+            e.current.arena.sub_live(e.current.frame.len() as u64);
+        }
+        Ok(removed.is_some())
+    }
+
+    /// Current versions of keys starting with `prefix` and sorting after `after`, in key
+    /// order, at most `limit`; plus whether more follow.
+    pub fn list(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> (Vec<Arc<StoredVersion>>, bool) {
+        let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
+        let start = match after {
+            Some(a) if a >= prefix => Bound::Excluded(a),
+            _ => Bound::Included(prefix),
+        };
+        let mut iter = index
+            .range::<str, _>((start, Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(_, e)| Arc::clone(&e.current));
+        let page: Vec<_> = iter.by_ref().take(limit).collect();
+        let more = iter.next().is_some();
+        (page, more)
+    }
+}

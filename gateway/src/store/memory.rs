@@ -1,0 +1,205 @@
+//! The memory policy: making room when the budget is full (drain dead arenas, compact a
+//! sparse one, evict the least recently used), driving reclamation, and the gauges that
+//! describe memory. The lease invariant itself is enforced in [`super::arena`].
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use super::arena::{self, Arena};
+use super::index::Entry;
+use super::{OriginMeta, Store, StoredVersion};
+
+impl Store {
+    /// Makes unreachable what no longer needs to be reachable so its arenas can drain:
+    /// sealed arenas without current versions first; if none is draining after that, the
+    /// sparsest sealed arena is compacted (its current versions copied to the open arena,
+    /// same version ids) when at most a quarter full, else the least recently used sealed
+    /// arena is evicted whole. Eviction works on arenas, not single values, because memory
+    /// comes back one arena (one memory region, one key) at a time: evicting scattered cold
+    /// values would free nothing until every neighbour died too.
+    pub fn make_room(&self) {
+        self.drain_dead();
+        if self.arenas.draining() > 0 {
+            return;
+        }
+        let Some((arena, compact)) = self.arenas.take_victim() else {
+            return;
+        };
+        let mut index = self.index.write().unwrap_or_else(PoisonError::into_inner);
+        if compact {
+            self.compact(&mut index, &arena);
+        }
+        let evicted = self.purge(&mut index, &arena);
+        drop(index);
+        if evicted > 0 {
+            tracing::info!(
+                arena = arena.id,
+                evicted,
+                "evicted the least recently used arena"
+            );
+        }
+        self.arenas.drain(vec![arena]);
+    }
+
+    /// One reclamation pass: drains dead arenas and recycles those whose leases and grace
+    /// have passed. Returns how many arenas became reusable. The gateway runs this
+    /// periodically ([`Store::run_reclaimer`]); PUTs waiting for room run it too.
+    pub fn reclaim(&self) -> usize {
+        self.drain_dead();
+        if let Some(lifetime) = self.config.key_lifetime {
+            self.arenas.refresh_keys(SystemTime::now(), lifetime);
+        }
+        let freed = self.arenas.reclaim(SystemTime::now());
+        if freed > 0 {
+            self.room.notify_waiters();
+        }
+        freed
+    }
+
+    /// Runs [`Store::reclaim`] every `interval` until the store is dropped by everyone else.
+    pub async fn run_reclaimer(self: Arc<Self>, interval: Duration) {
+        let weak = Arc::downgrade(&self);
+        drop(self);
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(store) = weak.upgrade() else { return };
+            store.reclaim();
+        }
+    }
+
+    /// Publishes gauges that are cheaper to compute when scraped than to keep current:
+    /// arenas by state, memory allocated and budget, bytes of current versions, arenas
+    /// under a live lease, and the fast path's progress-thread activity.
+    pub fn observe(&self) {
+        let c = self.arenas.counts();
+        for (state, n) in [
+            ("open", c.open),
+            ("sealed", c.sealed),
+            ("draining", c.draining),
+            ("free", c.free),
+        ] {
+            metrics::gauge!("rasa_arenas", "state" => state).set(n as f64);
+        }
+        metrics::gauge!("rasa_arena_bytes_allocated").set(c.allocated as f64);
+        metrics::gauge!("rasa_memory_budget_bytes").set(self.config.memory_budget as f64);
+        let (leased, live) = self.arenas.observe(SystemTime::now());
+        metrics::gauge!("rasa_arenas_leased").set(leased as f64);
+        metrics::gauge!("rasa_live_bytes").set(live as f64);
+        if let Some(f) = &self.fabric {
+            let st = f.stats();
+            metrics::counter!("rasa_fabric_progress_wakeups_total")
+                .absolute(st.wakeups.load(Ordering::Relaxed));
+            metrics::counter!("rasa_fabric_progress_errors_total")
+                .absolute(st.errors.load(Ordering::Relaxed));
+        }
+    }
+
+    /// Arena life-cycle counters.
+    pub fn arena_stats(&self) -> &arena::ArenaStats {
+        &self.arenas.stats
+    }
+
+    /// Arena counts by state.
+    pub fn arena_counts(&self) -> arena::ArenaCounts {
+        self.arenas.counts()
+    }
+
+    pub(super) fn drain_dead(&self) {
+        let dead = self.arenas.take_dead();
+        if dead.is_empty() {
+            return;
+        }
+        let mut index = self.index.write().unwrap_or_else(PoisonError::into_inner);
+        for a in &dead {
+            self.purge(&mut index, a);
+        }
+        drop(index);
+        self.arenas.drain(dead);
+    }
+
+    /// Makes every version in `arena` unreachable: retained older versions are dropped, and
+    /// keys whose current version lives there are evicted. Returns the evicted keys' count.
+    fn purge(&self, index: &mut BTreeMap<String, Entry>, arena: &Arc<Arena>) -> u64 {
+        let mut evicted = 0;
+        for (key, ver) in arena.take_members() {
+            let Some(e) = index.get_mut(&key) else {
+                continue;
+            };
+            if e.current.version == ver && Arc::ptr_eq(&e.current.arena, arena) {
+                let e = index.remove(&key).expect("present");
+                arena.sub_live(e.current.frame.len() as u64);
+                evicted += 1;
+            } else if e
+                .older
+                .get(&ver)
+                .is_some_and(|o| Arc::ptr_eq(&o.arena, arena))
+            {
+                e.older.remove(&ver);
+            }
+        }
+        if evicted > 0 {
+            self.arenas
+                .stats
+                .evicted
+                .fetch_add(evicted, Ordering::Relaxed);
+            metrics::counter!("rasa_evictions_total").increment(evicted);
+        }
+        evicted
+    }
+
+    /// Copies the current versions living in `arena` to the open arena (same version ids,
+    /// same frames) and moves their keys there, as far as room allows.
+    fn compact(&self, index: &mut BTreeMap<String, Entry>, arena: &Arc<Arena>) {
+        let members = arena.take_members();
+        let mut kept = Vec::new();
+        let mut moved = 0u64;
+        for (key, ver) in members {
+            let Some(e) = index.get_mut(&key) else {
+                continue;
+            };
+            if !(e.current.version == ver && Arc::ptr_eq(&e.current.arena, arena)) {
+                kept.push((key, ver));
+                continue;
+            }
+            let old = Arc::clone(&e.current);
+            let Ok((to, mut slot)) = self.arenas.reserve(old.frame.len()) else {
+                kept.push((key, ver));
+                continue;
+            };
+            slot.as_mut_slice().copy_from_slice(old.frame.as_slice());
+            let copy = Arc::new(StoredVersion {
+                key: old.key.clone(),
+                version: old.version,
+                frame: slot.freeze(),
+                arena: Arc::clone(&to),
+                sha256: old.sha256,
+                checksum: old.checksum,
+                content_type: old.content_type.clone(),
+                created: old.created,
+                origin: OriginMeta {
+                    etag: old.origin.etag.clone(),
+                    validated_ms: AtomicU64::new(old.origin.validated_ms.load(Ordering::Acquire)),
+                },
+            });
+            to.add_live(&key, ver, copy.frame.len() as u64);
+            to.finish_pending();
+            arena.sub_live(old.frame.len() as u64);
+            e.current = copy;
+            moved += 1;
+        }
+        // Whatever could not move stays a member, to be evicted by the purge that follows.
+        arena.restore_members(kept);
+        if moved > 0 {
+            self.arenas
+                .stats
+                .compacted
+                .fetch_add(moved, Ordering::Relaxed);
+            metrics::counter!("rasa_compacted_total").increment(moved);
+            tracing::info!(arena = arena.id, moved, "compacted a sparse arena");
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! Unit tests of the store: frames, uploads, eviction, reclamation, compaction, listing.
+
+use std::sync::atomic::Ordering;
+
+use rasa_fastpath::frame::{self, FrameIdentity};
+use sha2::{Digest, Sha256};
+
+use super::*;
+
+fn store_with(budget: u64, arena: usize, lease: Duration, grace: Duration) -> Store {
+    Store::new(
+        StoreConfig {
+            memory_budget: budget,
+            arena_size: arena,
+            lease,
+            grace,
+            key_lifetime: None,
+        },
+        None,
+    )
+}
+
+fn store(budget: u64, arena: usize) -> Store {
+    store_with(
+        budget,
+        arena,
+        Duration::from_secs(10),
+        Duration::from_secs(1),
+    )
+}
+
+async fn put(s: &Store, key: &str, body: &[u8]) -> Result<Arc<StoredVersion>, StoreError> {
+    let mut up = s
+        .begin(key, "application/octet-stream", body.len() as u64)
+        .await?;
+    for part in body.chunks(3) {
+        up.write(part)?;
+    }
+    s.commit(up, |_| Ok(()))
+}
+
+#[tokio::test]
+async fn frames_validate_and_versions_stay_readable() {
+    let s = store(1 << 20, 64 << 10);
+    let v1 = put(&s, "k", b"one").await.unwrap();
+    let v2 = put(&s, "k", b"two!").await.unwrap();
+    assert_ne!(v1.version, v2.version);
+    assert_eq!(s.current("k").unwrap().version, v2.version);
+    assert_eq!(
+        s.version("k", v1.version).unwrap().payload().as_slice(),
+        b"one"
+    );
+    for v in [&v1, &v2] {
+        let id = FrameIdentity {
+            key_hash: frame::key_hash("k"),
+            version: v.version.0,
+            payload_len: v.len(),
+        };
+        let payload = frame::validate(v.frame.as_slice(), id, v.checksum).unwrap();
+        assert_eq!(payload, v.payload().as_slice());
+    }
+    assert_eq!(
+        v2.sha256_hex(),
+        hex::encode(Sha256::digest(b"two!")),
+        "sha256 computed while streaming"
+    );
+    assert!(s.delete("k", |_| Ok(())).unwrap());
+    assert!(s.current("k").is_none());
+    assert!(s.version("k", v1.version).is_none());
+    assert!(!s.delete("k", |_| Ok(())).unwrap());
+}
+
+#[tokio::test]
+async fn wrong_length_or_dropped_upload_publishes_nothing() {
+    let s = store(1 << 20, 64 << 10);
+    let mut up = s.begin("k", "t", 4).await.unwrap();
+    up.write(b"abc").unwrap();
+    assert!(matches!(
+        s.commit(up, |_| Ok(())),
+        Err(StoreError::LengthMismatch { .. })
+    ));
+    let mut up = s.begin("k", "t", 2).await.unwrap();
+    assert!(up.write(b"abc").is_err());
+    drop(up);
+    assert!(s.current("k").is_none());
+}
+
+#[tokio::test]
+async fn a_value_that_can_never_fit_is_refused_at_once() {
+    let s = store(256 << 10, 64 << 10);
+    assert!(matches!(
+        put(&s, "huge", &vec![0u8; 300 << 10]).await,
+        Err(StoreError::InsufficientStorage { .. })
+    ));
+}
+
+#[tokio::test]
+async fn eviction_and_recycling_keep_memory_within_budget() {
+    let s = store_with(
+        256 << 10,
+        64 << 10,
+        Duration::from_millis(20),
+        Duration::from_millis(5),
+    );
+    let mut last = Vec::new();
+    for i in 0..200u32 {
+        let body = vec![(i % 251) as u8; 20 << 10];
+        let v = put(&s, &format!("k{}", i % 50), &body).await.unwrap();
+        s.lease(&v);
+        assert!(s.allocated() <= 256 << 10, "over budget after {i} puts");
+        last = body;
+    }
+    // The most recent value is readable; older ones were evicted or overwritten.
+    assert_eq!(s.current("k49").unwrap().payload().as_slice(), &last[..]);
+    let st = s.arena_stats();
+    assert!(st.recycled.load(Ordering::Relaxed) > 0, "{st:?}");
+    assert!(
+        st.keys_revoked.load(Ordering::Relaxed) == 0,
+        "no fabric, no keys"
+    );
+    // A large value gets its own arena within the budget, evicting what it must.
+    let big = vec![9u8; 150 << 10];
+    let v = put(&s, "big", &big).await.unwrap();
+    assert!(v.arena.dedicated);
+    assert!(s.allocated() <= 256 << 10);
+    assert_eq!(s.current("big").unwrap().payload().as_slice(), &big[..]);
+}
+
+#[tokio::test]
+async fn arenas_wait_for_leases_and_local_readers_before_reuse() {
+    let s = store_with(
+        1 << 20,
+        64 << 10,
+        Duration::from_secs(5),
+        Duration::from_millis(100),
+    );
+    // Fill one arena, lease a value in it, then make every value in it dead.
+    let first = put(&s, "a", &[1u8; 40 << 10]).await.unwrap();
+    let deadline = s.lease(&first);
+    let reader = first.payload(); // like an HTTP body in flight
+    let arena_id = first.arena.id;
+    put(&s, "b", &[2u8; 40 << 10]).await.unwrap(); // seals the first arena
+    put(&s, "a", &[3u8; 10]).await.unwrap(); // overwrites the only value in it
+    drop(first);
+    s.drain_dead();
+    assert_eq!(s.arena_counts().draining, 1);
+    // Not before the lease deadline plus grace...
+    assert_eq!(s.arenas.reclaim(deadline), 0);
+    assert_eq!(s.arenas.reclaim(deadline + Duration::from_millis(99)), 0);
+    // ...and not while a local reader holds its memory.
+    let after = deadline + Duration::from_millis(101);
+    assert_eq!(s.arenas.reclaim(after), 0);
+    assert_eq!(reader.as_slice()[0], 1, "bytes unchanged under a reader");
+    drop(reader);
+    assert_eq!(s.arenas.reclaim(after), 1);
+    let counts = s.arena_counts();
+    assert_eq!(
+        (counts.draining, counts.free),
+        (0, 1),
+        "{counts:?} (arena {arena_id})"
+    );
+    // The old version went with it.
+    assert_eq!(s.current("a").unwrap().payload().as_slice(), &[3u8; 10]);
+}
+
+#[tokio::test]
+async fn compaction_moves_live_values_out_of_sparse_arenas() {
+    let s = store_with(
+        192 << 10,
+        64 << 10,
+        Duration::from_millis(1),
+        Duration::ZERO,
+    );
+    // Arena 1: one small live value among dead ones.
+    let (kept_version, kept_arena) = {
+        let v = put(&s, "keep", b"kept value").await.unwrap();
+        (v.version, v.arena.id)
+    };
+    for i in 0..5 {
+        put(&s, &format!("dead{i}"), &[0u8; 10 << 10])
+            .await
+            .unwrap();
+    }
+    for i in 0..5 {
+        s.delete(&format!("dead{i}"), |_| Ok(())).unwrap();
+    }
+    // Fill the rest of the budget.
+    for i in 0..4 {
+        put(&s, &format!("fill{i}"), &[1u8; 40 << 10])
+            .await
+            .unwrap();
+    }
+    let mut spin = 0;
+    while s.arena_stats().compacted.load(Ordering::Relaxed) == 0 {
+        put(&s, &format!("more{spin}"), &[2u8; 40 << 10])
+            .await
+            .unwrap();
+        spin += 1;
+        assert!(spin < 20, "no compaction happened");
+    }
+    let after = s
+        .current("keep")
+        .expect("a compacted value stays reachable");
+    assert_eq!(
+        after.version, kept_version,
+        "compaction keeps the version id"
+    );
+    assert_ne!(
+        after.arena.id, kept_arena,
+        "the value moved to another arena"
+    );
+    assert_eq!(after.payload().as_slice(), b"kept value");
+}
+
+#[tokio::test]
+async fn list_pages_in_key_order_within_prefix() {
+    let s = store(1 << 20, 64 << 10);
+    for k in ["a/1", "a/2", "a/3", "b/1", "a"] {
+        put(&s, k, k.as_bytes()).await.unwrap();
+    }
+    let keys = |v: Vec<Arc<StoredVersion>>| v.iter().map(|x| x.key.clone()).collect::<Vec<_>>();
+    let (p, more) = s.list("a/", None, 2);
+    assert_eq!((keys(p), more), (vec!["a/1".into(), "a/2".into()], true));
+    let (p, more) = s.list("a/", Some("a/2"), 2);
+    assert_eq!((keys(p), more), (vec!["a/3".to_string()], false));
+    let (p, _) = s.list("", Some("a/3"), 10);
+    assert_eq!(keys(p), vec!["b/1".to_string()]);
+}
+
+#[test]
+fn version_ids_parse_and_print() {
+    let v = VersionId(0x00ab_cdef_0123_4567);
+    assert_eq!(v.to_string(), "00abcdef01234567");
+    assert_eq!("00abcdef01234567".parse::<VersionId>(), Ok(v));
+    assert!("abc".parse::<VersionId>().is_err());
+    assert!("+0abcdef01234567".parse::<VersionId>().is_err());
+}

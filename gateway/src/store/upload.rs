@@ -1,0 +1,243 @@
+//! Uploads: reserve a frame ([`Store::begin`]), stream the body into it
+//! ([`Upload::write`]), seal the header ([`Store::seal`]) and publish ([`Store::publish`]).
+//! Nothing is visible before the publish; a dropped upload publishes nothing.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use rasa_fastpath::buffer::WriteSlot;
+use rasa_fastpath::frame::{self, FrameHasher, FrameIdentity, HEADER_LEN};
+use sha2::{Digest, Sha256};
+
+use super::arena::{Arena, ReserveError};
+use super::index::Entry;
+use super::{OriginMeta, Store, StoreError, StoredVersion, VersionId};
+
+impl Store {
+    fn next_version(&self) -> VersionId {
+        VersionId(
+            self.incarnation
+                .wrapping_add(self.counter.fetch_add(1, Ordering::Relaxed)),
+        )
+    }
+
+    /// Starts storing a value of exactly `len` bytes under `key`: reserves its frame.
+    ///
+    /// When memory is full, makes room (compacting a sparse arena or evicting the least
+    /// recently used one; see [`Store::make_room`]) and waits for reclamation, at most a
+    /// lease plus the grace period; then answers [`StoreError::Busy`]. A value that can
+    /// never fit is refused at once.
+    pub async fn begin(
+        &self,
+        key: &str,
+        content_type: &str,
+        len: u64,
+    ) -> Result<Upload, StoreError> {
+        let never = || StoreError::InsufficientStorage {
+            needed: len,
+            allocated: self.allocated(),
+            budget: self.config.memory_budget,
+        };
+        let frame_len = usize::try_from(len)
+            .ok()
+            .and_then(|n| n.checked_add(HEADER_LEN))
+            .ok_or_else(never)?;
+        let give_up = std::time::Instant::now() + self.config.lease + self.config.grace * 2;
+        loop {
+            let wake = self.room.notified();
+            match self.arenas.reserve(frame_len) {
+                Ok((arena, slot)) => {
+                    return Ok(Upload {
+                        key: key.to_owned(),
+                        content_type: content_type.to_owned(),
+                        declared: len,
+                        written: 0,
+                        sha256: Sha256::new(),
+                        frame: FrameHasher::new(),
+                        arena,
+                        slot: Some(slot),
+                        origin: OriginMeta::default(),
+                    })
+                }
+                Err(ReserveError::Never(e)) => return Err(e),
+                Err(ReserveError::NeedRoom) => {}
+            }
+            self.make_room();
+            if self.reclaim() > 0 {
+                continue;
+            }
+            let now = std::time::Instant::now();
+            if now >= give_up {
+                return Err(StoreError::Busy {
+                    retry_after: self.config.lease + self.config.grace,
+                });
+            }
+            // Woken by the reclaimer; the timeout only bounds the wait.
+            let _ =
+                tokio::time::timeout((give_up - now).min(Duration::from_millis(100)), wake).await;
+        }
+    }
+
+    /// Publishes a fully written upload as the key's current version, if `check` accepts
+    /// the current version (or its absence) at that moment. On any error nothing is
+    /// published.
+    pub fn commit(
+        &self,
+        upload: Upload,
+        check: impl FnOnce(Option<&StoredVersion>) -> Result<(), StoreError>,
+    ) -> Result<Arc<StoredVersion>, StoreError> {
+        self.publish(self.seal(upload)?, check)
+    }
+
+    /// Finishes a fully written upload as an immutable version (header written, digests
+    /// final) without making it visible: write-through sends it to the origin first.
+    pub fn seal(&self, mut upload: Upload) -> Result<Sealed, StoreError> {
+        if upload.written != upload.declared {
+            return Err(StoreError::LengthMismatch {
+                declared: upload.declared,
+                got: upload.written,
+            });
+        }
+        let mut slot = upload.slot.take().expect("an upload is sealed once");
+        let version = self.next_version();
+        let id = FrameIdentity {
+            key_hash: frame::key_hash(&upload.key),
+            version: version.0,
+            payload_len: upload.declared,
+        };
+        let hasher = std::mem::take(&mut upload.frame);
+        let (header, checksum) = hasher.seal(id);
+        slot.as_mut_slice()[..HEADER_LEN].copy_from_slice(&header);
+        let sha256: [u8; 32] = std::mem::take(&mut upload.sha256).finalize().into();
+        let stored = Arc::new(StoredVersion {
+            key: std::mem::take(&mut upload.key),
+            version,
+            frame: slot.freeze(),
+            arena: Arc::clone(&upload.arena),
+            sha256,
+            checksum,
+            content_type: std::mem::take(&mut upload.content_type),
+            created: SystemTime::now(),
+            origin: std::mem::take(&mut upload.origin),
+        });
+        Ok(Sealed {
+            version: stored,
+            _upload: upload,
+        })
+    }
+
+    /// Makes a sealed version the key's current version, if `check` accepts the current
+    /// version (or its absence) at that moment.
+    pub fn publish(
+        &self,
+        sealed: Sealed,
+        check: impl FnOnce(Option<&StoredVersion>) -> Result<(), StoreError>,
+    ) -> Result<Arc<StoredVersion>, StoreError> {
+        let stored = Arc::clone(&sealed.version);
+        let version = stored.version;
+        let mut index = self.index.write().unwrap_or_else(PoisonError::into_inner);
+        check(index.get(&stored.key).map(|e| &*e.current))?;
+        stored
+            .arena
+            .add_live(&stored.key, version, stored.frame.len() as u64);
+        match index.get_mut(&stored.key) {
+            Some(entry) => {
+                let old = std::mem::replace(&mut entry.current, Arc::clone(&stored));
+                old.arena.sub_live(old.frame.len() as u64);
+                entry.older.insert(old.version, old);
+            }
+            None => {
+                index.insert(
+                    stored.key.clone(),
+                    Entry {
+                        current: Arc::clone(&stored),
+                        older: HashMap::new(),
+                    },
+                );
+            }
+        }
+        drop(index);
+        drop(sealed);
+        metrics::counter!("rasa_versions_stored_total").increment(1);
+        metrics::counter!("rasa_bytes_stored_total").increment(stored.len());
+        Ok(stored)
+    }
+}
+
+/// A value being written. Dropping it unfinished publishes nothing.
+#[derive(Debug)]
+pub struct Upload {
+    key: String,
+    content_type: String,
+    declared: u64,
+    written: u64,
+    sha256: Sha256,
+    frame: FrameHasher,
+    arena: Arc<Arena>,
+    slot: Option<WriteSlot>,
+    origin: OriginMeta,
+}
+
+/// A finished, immutable version that is not visible yet (see [`Store::seal`]). Dropping it
+/// publishes nothing; its space is reclaimed with its arena.
+#[derive(Debug)]
+pub struct Sealed {
+    version: Arc<StoredVersion>,
+    _upload: Upload,
+}
+
+impl Sealed {
+    /// The version as it will be published.
+    pub fn version(&self) -> &Arc<StoredVersion> {
+        &self.version
+    }
+}
+
+impl Upload {
+    /// Marks the value as a copy of an origin object with entity tag `etag`, confirmed now.
+    pub fn from_origin(&mut self, etag: Option<String>) {
+        self.origin = OriginMeta::confirmed(etag);
+    }
+
+    /// Appends the next body chunk: copies it into arena memory and feeds both digests.
+    pub fn write(&mut self, chunk: &[u8]) -> Result<(), StoreError> {
+        let end = self.written + chunk.len() as u64;
+        if end > self.declared {
+            return Err(StoreError::LengthMismatch {
+                declared: self.declared,
+                got: end,
+            });
+        }
+        let slot = self.slot.as_mut().expect("writing a committed upload");
+        let at = HEADER_LEN + self.written as usize;
+        slot.as_mut_slice()[at..at + chunk.len()].copy_from_slice(chunk);
+        self.sha256.update(chunk);
+        self.frame.update(chunk);
+        self.written = end;
+        Ok(())
+    }
+
+    /// Bytes written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+}
+
+impl Drop for Upload {
+    fn drop(&mut self) {
+        // Committed or not, this upload no longer holds its arena open.
+        self.arena.finish_pending();
+        if let Some(slot) = &self.slot {
+            metrics::counter!("rasa_uploads_abandoned_total").increment(1);
+            tracing::debug!(
+                key = %self.key,
+                written = self.written,
+                declared = self.declared,
+                wasted = slot.len(),
+                "upload abandoned; nothing published"
+            );
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! Version ids and the stored, immutable version they name.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use rasa_fastpath::buffer::Frozen;
+use rasa_fastpath::frame::HEADER_LEN;
+
+use super::arena::Arena;
+
+/// Identity of one immutable version: unique across the keys and the restarts of a gateway.
+///
+/// A version id is the gateway's random 64-bit incarnation (drawn at start) plus a counter,
+/// so two processes collide only if their ranges overlap: about `n / 2^64` for `n` writes.
+/// Ids are opaque: compare them for equality only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct VersionId(pub u64);
+
+impl fmt::Display for VersionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+/// A version id that is not 16 hex digits.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a version id is 16 hexadecimal digits")]
+pub struct BadVersionId;
+
+impl FromStr for VersionId {
+    type Err = BadVersionId;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.len() != 16 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(BadVersionId);
+        }
+        u64::from_str_radix(s, 16)
+            .map(VersionId)
+            .map_err(|_| BadVersionId)
+    }
+}
+
+/// One stored, immutable version of a key.
+#[derive(Debug)]
+pub struct StoredVersion {
+    /// The key.
+    pub key: String,
+    /// The version id.
+    pub version: VersionId,
+    /// Header and payload in arena memory.
+    pub frame: Frozen,
+    /// The arena holding the frame.
+    pub arena: Arc<Arena>,
+    /// SHA-256 of the payload.
+    pub sha256: [u8; 32],
+    /// Frame checksum (XXH3-64 over payload and header).
+    pub checksum: u64,
+    /// Media type given at upload.
+    pub content_type: String,
+    /// When the version was committed.
+    pub created: SystemTime,
+    /// Freshness against the origin, for versions the origin also holds.
+    pub origin: OriginMeta,
+}
+
+/// What the gateway knows of a version's copy at the origin.
+#[derive(Debug, Default)]
+pub struct OriginMeta {
+    /// The origin's entity tag (for conditional revalidation), once known.
+    pub etag: std::sync::OnceLock<String>,
+    /// When the origin last confirmed this version (ms since the epoch; 0 = never).
+    pub validated_ms: AtomicU64,
+}
+
+impl OriginMeta {
+    /// Metadata of a copy the origin confirmed just now, with entity tag `etag`.
+    pub fn confirmed(etag: Option<String>) -> Self {
+        let m = Self::default();
+        if let Some(e) = etag {
+            let _ = m.etag.set(e);
+        }
+        m.touch();
+        m
+    }
+
+    /// Records that the origin confirmed the copy now.
+    pub fn touch(&self) {
+        let now = SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        self.validated_ms.store(now, Ordering::Release);
+    }
+
+    /// How long ago the origin last confirmed the copy (`None`: never).
+    pub fn age(&self) -> Option<Duration> {
+        let ms = self.validated_ms.load(Ordering::Acquire);
+        (ms > 0).then(|| {
+            SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH + Duration::from_millis(ms))
+                .unwrap_or_default()
+        })
+    }
+}
+
+impl StoredVersion {
+    /// Payload length.
+    pub fn len(&self) -> u64 {
+        (self.frame.len() - HEADER_LEN) as u64
+    }
+
+    /// Whether the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The payload bytes (shares the arena; no copy).
+    pub fn payload(&self) -> Frozen {
+        self.frame.slice(HEADER_LEN, self.frame.len())
+    }
+
+    /// SHA-256 as lowercase hex.
+    pub fn sha256_hex(&self) -> String {
+        hex::encode(self.sha256)
+    }
+
+    /// The strong entity tag, quotes included.
+    pub fn etag(&self) -> String {
+        format!("\"{}\"", self.sha256_hex())
+    }
+}
