@@ -1,0 +1,194 @@
+//! RAII owners of libfabric objects: each `fid_*` is closed by its owner's `Drop`, and a
+//! child holds an `Arc` of its parent, so parents close last.
+
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+
+use super::error::{check, FabricError};
+use crate::buffer::ArenaBuffer;
+use crate::sys;
+
+/// Closes a fid; errors at close are logged to stderr by nobody — they cannot be acted on.
+///
+/// # Safety
+/// `fid` must be an open libfabric object that nothing uses afterwards.
+pub(super) unsafe fn close(fid: *mut sys::fid) {
+    // SAFETY: guaranteed by the caller.
+    let _ = unsafe { sys::rasa_fi_close(fid) };
+}
+
+/// An open fabric.
+pub(super) struct Fabric {
+    pub(super) raw: NonNull<sys::fid_fabric>,
+}
+
+// SAFETY: fabric objects are opened with FI_THREAD_SAFE domains; libfabric allows calls on
+// them from any thread.
+unsafe impl Send for Fabric {}
+// SAFETY: see Send.
+unsafe impl Sync for Fabric {}
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        // SAFETY: we own the fabric; children hold an Arc to us, so none is left.
+        unsafe { close(&mut (*self.raw.as_ptr()).fid) }
+    }
+}
+
+/// An open domain: memory registration happens here.
+pub struct Domain {
+    pub(super) raw: NonNull<sys::fid_domain>,
+    pub(super) _fabric: Arc<Fabric>,
+}
+
+// SAFETY: the domain was opened with threading FI_THREAD_SAFE (checked in Node::open).
+unsafe impl Send for Domain {}
+// SAFETY: see Send.
+unsafe impl Sync for Domain {}
+
+impl Drop for Domain {
+    fn drop(&mut self) {
+        // SAFETY: we own the domain; endpoints, queues and regions hold an Arc to us.
+        unsafe { close(&mut (*self.raw.as_ptr()).fid) }
+    }
+}
+
+/// A completion queue.
+pub(super) struct CompletionQueue {
+    pub(super) raw: NonNull<sys::fid_cq>,
+    /// Whether it has a wait object (so `fi_cq_sread` can block).
+    pub(super) waitable: bool,
+    pub(super) _domain: Arc<Domain>,
+}
+
+// SAFETY: FI_THREAD_SAFE domain (checked in Node::open).
+unsafe impl Send for CompletionQueue {}
+// SAFETY: see Send.
+unsafe impl Sync for CompletionQueue {}
+
+impl Drop for CompletionQueue {
+    fn drop(&mut self) {
+        // SAFETY: we own the queue; the endpoint bound to it holds an Arc to us.
+        unsafe { close(&mut (*self.raw.as_ptr()).fid) }
+    }
+}
+
+/// An address vector.
+pub(super) struct AddressVector {
+    pub(super) raw: NonNull<sys::fid_av>,
+    pub(super) _domain: Arc<Domain>,
+}
+
+// SAFETY: FI_THREAD_SAFE domain (checked in Node::open).
+unsafe impl Send for AddressVector {}
+// SAFETY: see Send.
+unsafe impl Sync for AddressVector {}
+
+impl Drop for AddressVector {
+    fn drop(&mut self) {
+        // SAFETY: we own the AV; the endpoint bound to it holds an Arc to us.
+        unsafe { close(&mut (*self.raw.as_ptr()).fid) }
+    }
+}
+
+/// An enabled RDM endpoint.
+pub(super) struct Endpoint {
+    pub(super) raw: NonNull<sys::fid_ep>,
+    pub(super) _cq: Arc<CompletionQueue>,
+    pub(super) _av: Arc<AddressVector>,
+    pub(super) _domain: Arc<Domain>,
+}
+
+// SAFETY: FI_THREAD_SAFE domain (checked in Node::open).
+unsafe impl Send for Endpoint {}
+// SAFETY: see Send.
+unsafe impl Sync for Endpoint {}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        // SAFETY: we own the endpoint; closing it cancels its outstanding operations
+        // before the queue, AV and domain (which we keep alive until after) are closed.
+        unsafe { close(&mut (*self.raw.as_ptr()).fid) }
+    }
+}
+
+/// A registered memory region over a whole [`ArenaBuffer`]. Dropping it revokes its key;
+/// the buffer stays alive at least that long.
+pub struct MemoryRegion {
+    pub(super) raw: NonNull<sys::fid_mr>,
+    pub(super) key: u64,
+    pub(super) desc: *mut libc::c_void,
+    pub(super) buffer: Arc<ArenaBuffer>,
+    pub(super) _domain: Arc<Domain>,
+}
+
+// SAFETY: FI_THREAD_SAFE domain; the region is only read (key, desc) after creation and
+// closed once in Drop.
+unsafe impl Send for MemoryRegion {}
+// SAFETY: see Send.
+unsafe impl Sync for MemoryRegion {}
+
+impl Drop for MemoryRegion {
+    fn drop(&mut self) {
+        // SAFETY: we own the region and close it once; the buffer (our Arc) is freed only
+        // after this, so the NIC never sees freed memory under a live key.
+        unsafe { close(&mut (*self.raw.as_ptr()).fid) }
+    }
+}
+
+impl MemoryRegion {
+    /// The remote key that grants access to this region.
+    pub fn key(&self) -> u64 {
+        self.key
+    }
+
+    /// The registered buffer.
+    pub fn buffer(&self) -> &Arc<ArenaBuffer> {
+        &self.buffer
+    }
+
+    pub(crate) fn desc(&self) -> *mut libc::c_void {
+        self.desc
+    }
+}
+
+impl std::fmt::Debug for MemoryRegion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryRegion")
+            .field("key", &format_args!("{:#x}", self.key))
+            .field("buffer", &self.buffer)
+            .finish()
+    }
+}
+
+pub(super) fn open_cq(domain: &Arc<Domain>) -> Result<CompletionQueue, FabricError> {
+    // Prefer a queue with a wait object (fi_cq_sread blocks: ~0 % idle CPU); providers
+    // without wait objects (EFA) get a polled one.
+    for wait in [
+        sys::fi_wait_obj_FI_WAIT_UNSPEC,
+        sys::fi_wait_obj_FI_WAIT_NONE,
+    ] {
+        let mut attr = sys::fi_cq_attr {
+            size: 1024,
+            format: sys::fi_cq_format_FI_CQ_FORMAT_CONTEXT,
+            wait_obj: wait,
+            ..Default::default()
+        };
+        let mut cq: *mut sys::fid_cq = ptr::null_mut();
+        // SAFETY: valid domain and attr; `cq` receives a new object we own.
+        let ret = unsafe {
+            sys::rasa_fi_cq_open(domain.raw.as_ptr(), &mut attr, &mut cq, ptr::null_mut())
+        };
+        if ret == 0 {
+            return Ok(CompletionQueue {
+                raw: NonNull::new(cq).expect("fi_cq_open succeeded"),
+                waitable: wait != sys::fi_wait_obj_FI_WAIT_NONE,
+                _domain: Arc::clone(domain),
+            });
+        }
+        if wait == sys::fi_wait_obj_FI_WAIT_NONE {
+            check("fi_cq_open", ret as isize)?;
+        }
+    }
+    unreachable!("the last attempt returns")
+}
