@@ -16,6 +16,8 @@ pub struct ClientBuilder {
     fabric_addr: Option<String>,
     verify_sha256: bool,
     read_timeout: Duration,
+    connect_timeout: Duration,
+    request_timeout: Duration,
     token: Option<String>,
     ca_file: Option<std::path::PathBuf>,
     retries_when_busy: u32,
@@ -76,6 +78,22 @@ impl ClientBuilder {
         self
     }
 
+    /// Longest wait for a connection to the gateway (TCP and TLS) to be established
+    /// (default 3 s). A refused connection fails at once.
+    pub fn connect_timeout(mut self, t: Duration) -> Self {
+        self.connect_timeout = t;
+        self
+    }
+
+    /// Longest an HTTP exchange may go without progress (default 30 s): without an answer
+    /// while the request is sent, or without a body chunk while the answer is received. A
+    /// large transfer that keeps moving is never cut off; a frozen gateway is given up on
+    /// after this, with [`Error::Timeout`] naming the endpoint.
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.request_timeout = t;
+        self
+    }
+
     /// Longest a single one-sided read may take (default 5 s; never past the lease).
     pub fn read_timeout(mut self, t: Duration) -> Self {
         self.read_timeout = t;
@@ -97,6 +115,7 @@ impl ClientBuilder {
             // Below the gateway's default --header-timeout (30 s), which also closes idle
             // keep-alive connections: the pool lets go first, so no request races a close.
             .pool_idle_timeout(Duration::from_secs(20))
+            .connect_timeout(self.connect_timeout)
             .use_preconfigured_tls(tls_config(
                 endpoint.starts_with("https://"),
                 self.ca_file.as_deref(),
@@ -119,6 +138,8 @@ impl ClientBuilder {
                 fabric_addr,
                 verify_sha256: self.verify_sha256,
                 read_timeout: self.read_timeout,
+                connect_timeout: self.connect_timeout,
+                request_timeout: self.request_timeout,
                 retries_when_busy: self.retries_when_busy,
                 fabric: Arc::new(Mutex::new(FabricState::Unknown)),
                 rebuilding: Arc::default(),
@@ -177,6 +198,8 @@ impl Client {
             fabric_addr: None,
             verify_sha256: false,
             read_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(3),
+            request_timeout: Duration::from_secs(30),
             token: None,
             ca_file: None,
             retries_when_busy: 2,

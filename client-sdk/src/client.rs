@@ -17,6 +17,10 @@ pub(crate) struct Inner {
     pub(crate) fabric_addr: Option<String>,
     pub(crate) verify_sha256: bool,
     pub(crate) read_timeout: Duration,
+    /// Longest wait for a connection.
+    pub(crate) connect_timeout: Duration,
+    /// Longest an HTTP exchange may go without progress.
+    pub(crate) request_timeout: Duration,
     pub(crate) retries_when_busy: u32,
     pub(crate) fabric: Arc<Mutex<FabricState>>,
     /// Set while the endpoint is rebuilt in the background; reads go over HTTP meanwhile.
@@ -50,7 +54,8 @@ impl Client {
         }
         match self.get_fabric(key).await {
             Ok(obj) => Ok(obj),
-            Err(e @ Error::Problem(_)) => Err(e),
+            // The gateway answered no, or did not answer in time: HTTP would not do better.
+            Err(e @ (Error::Problem(_) | Error::Timeout { .. })) => Err(e),
             Err(e) if self.inner.fast_path == FastPath::Required => Err(e),
             Err(e) => {
                 tracing::debug!(key, error = %e, "fast path failed; reading over HTTP");

@@ -9,7 +9,6 @@ use rasa_openapi::{
     Descriptor, DescriptorBatchRequest, DescriptorBatchResponse, Problem, ProblemCode,
 };
 
-use crate::http::problem_or;
 use crate::{Client, Error};
 
 /// Part of the lease kept in reserve: no read starts later than `lease - margin` after the
@@ -52,7 +51,7 @@ impl Client {
         let resp = self
             .send(self.inner.http.get(self.url("descriptors", key)))
             .await?;
-        problem_or(resp).await
+        self.decode(resp).await
     }
 
     /// Resolves several keys in one round trip; one result per key, in order.
@@ -80,7 +79,7 @@ impl Client {
                     .json(&body),
             )
             .await?;
-        let batch: DescriptorBatchResponse = problem_or(resp).await?;
+        let batch: DescriptorBatchResponse = self.decode(resp).await?;
         let out = batch
             .results
             .into_iter()

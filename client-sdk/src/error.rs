@@ -2,6 +2,8 @@
 
 use rasa_openapi::{Problem, ProblemCode};
 
+use crate::TimeoutKind;
+
 /// Errors of the SDK.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -14,6 +16,16 @@ pub enum Error {
     /// The gateway answered something this SDK does not understand.
     #[error("unexpected answer from the gateway: {0}")]
     Protocol(String),
+    /// The gateway did not answer, or stopped making progress, within a timeout.
+    #[error("timed out waiting for {endpoint}: nothing for {after:?} ({})", .kind.setting())]
+    Timeout {
+        /// The gateway's endpoint.
+        endpoint: String,
+        /// Which timeout fired.
+        kind: TimeoutKind,
+        /// Its length.
+        after: std::time::Duration,
+    },
     /// A one-sided read was required and could not be done.
     #[error("fast path unavailable: {0}")]
     FastPath(String),

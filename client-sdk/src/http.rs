@@ -1,23 +1,19 @@
 //! Everything that goes over HTTP: writes, metadata, listing, and reads that do not take the
 //! fast path; `503` with `Retry-After` is waited out here.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::BodyExt;
 use rasa_openapi::{Descriptor, FabricInfo, ObjectList, Problem, ProblemCode};
 
+use crate::timeouts::{until_idle, Progress, TimeoutKind, TrackedBytes, TrackedStream};
 use crate::{Client, Error, Meta, Object, ReadPath};
 
 /// Longest `Retry-After` the SDK waits out by itself; a longer one is returned as the
 /// `503` it is.
 pub const MAX_BUSY_WAIT: Duration = Duration::from_secs(5);
-
-pub(crate) async fn problem(resp: reqwest::Response) -> Error {
-    let status = resp.status();
-    match resp.json::<Problem>().await {
-        Ok(p) => Error::Problem(p),
-        Err(_) => Error::Protocol(format!("HTTP {status} without a problem document")),
-    }
-}
 
 /// A response header as text ("" when absent or not text).
 fn header_str(resp: &reqwest::Response, name: &str) -> String {
@@ -28,28 +24,145 @@ fn header_str(resp: &reqwest::Response, name: &str) -> String {
         .to_owned()
 }
 
-pub(crate) async fn problem_or<T: serde::de::DeserializeOwned>(
-    resp: reqwest::Response,
-) -> Result<T, Error> {
-    if resp.status().is_success() {
-        return Ok(resp.json().await?);
+/// A request body as the SDK sends it: in memory (sent again after a `503`), or a stream
+/// (sent once).
+pub(crate) enum Payload {
+    /// Bytes in memory.
+    Bytes(Bytes),
+    /// A stream, until it is sent.
+    Once(Option<reqwest::Body>),
+}
+
+impl Payload {
+    /// Takes `body` apart without copying: a body built from bytes stays bytes.
+    pub(crate) async fn of(body: reqwest::Body) -> Result<Self, Error> {
+        if body.as_bytes().is_none() {
+            return Ok(Self::Once(Some(body)));
+        }
+        let bytes = body
+            .collect()
+            .await
+            .map_err(|e| Error::Protocol(format!("reading an in-memory body: {e}")))?
+            .to_bytes();
+        Ok(Self::Bytes(bytes))
     }
-    Err(problem(resp).await)
+
+    /// The body for one attempt, reporting progress as the connection takes it; `None`
+    /// when a stream was already sent.
+    fn body(&mut self, progress: &Arc<Progress>) -> Option<reqwest::Body> {
+        match self {
+            Self::Bytes(b) => Some(reqwest::Body::wrap(TrackedBytes::new(
+                b.clone(),
+                Arc::clone(progress),
+            ))),
+            Self::Once(b) => b
+                .take()
+                .map(|b| reqwest::Body::wrap(TrackedStream::new(b, Arc::clone(progress)))),
+        }
+    }
 }
 
 impl Client {
-    /// Sends `req`; when the gateway answers `503` (overloaded, or memory full of leased
-    /// values — nothing was done either way) and the request can be sent again, waits
-    /// `Retry-After` (at most [`MAX_BUSY_WAIT`]) and retries, up to the builder's
-    /// `retries_when_busy` times.
+    /// The SDK error for a failed reqwest exchange: timeouts name the endpoint and the
+    /// setting that fired.
+    pub(crate) fn http_error(&self, e: reqwest::Error) -> Error {
+        if e.is_timeout() {
+            let (kind, after) = if e.is_connect() {
+                (TimeoutKind::Connect, self.inner.connect_timeout)
+            } else {
+                (TimeoutKind::Request, self.inner.request_timeout)
+            };
+            return self.timeout(kind, after);
+        }
+        Error::Http(e)
+    }
+
+    pub(crate) fn timeout(&self, kind: TimeoutKind, after: Duration) -> Error {
+        Error::Timeout {
+            endpoint: self.inner.endpoint.clone(),
+            kind,
+            after,
+        }
+    }
+
+    /// The whole body of `resp`; each chunk must arrive within the request timeout.
+    pub(crate) async fn body_bytes(&self, mut resp: reqwest::Response) -> Result<Bytes, Error> {
+        let idle = self.inner.request_timeout;
+        let mut parts: Vec<Bytes> = Vec::new();
+        loop {
+            match tokio::time::timeout(idle, resp.chunk()).await {
+                Err(_) => return Err(self.timeout(TimeoutKind::Request, idle)),
+                Ok(Err(e)) => return Err(self.http_error(e)),
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(c))) => parts.push(c),
+            }
+        }
+        Ok(match parts.len() {
+            0 => Bytes::new(),
+            1 => parts.pop().expect("one part"),
+            _ => Bytes::from(parts.concat()),
+        })
+    }
+
+    /// The problem document of a failed answer.
+    pub(crate) async fn problem(&self, resp: reqwest::Response) -> Error {
+        let status = resp.status();
+        match self.body_bytes(resp).await {
+            Ok(body) => match serde_json::from_slice::<Problem>(&body) {
+                Ok(p) => Error::Problem(p),
+                Err(_) => Error::Protocol(format!("HTTP {status} without a problem document")),
+            },
+            Err(e) => e,
+        }
+    }
+
+    /// The JSON answer of a successful exchange, or the problem of a failed one.
+    pub(crate) async fn decode<T: serde::de::DeserializeOwned>(
+        &self,
+        resp: reqwest::Response,
+    ) -> Result<T, Error> {
+        if !resp.status().is_success() {
+            return Err(self.problem(resp).await);
+        }
+        let body = self.body_bytes(resp).await?;
+        serde_json::from_slice(&body)
+            .map_err(|e| Error::Protocol(format!("an answer that is not the expected JSON: {e}")))
+    }
+
+    /// Sends `req` (whose body, if any, is in memory); see [`Client::exchange`].
     pub(crate) async fn send(
         &self,
-        mut req: reqwest::RequestBuilder,
+        req: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, Error> {
+        let mut first = Some(req);
+        self.exchange(|_| {
+            let req = first.take()?;
+            let again = req.try_clone();
+            first = again;
+            Some(req)
+        })
+        .await
+    }
+
+    /// Sends the request `next` builds (given the progress tracker of the attempt); fails
+    /// when the gateway makes no progress for the request timeout. When the gateway answers
+    /// `503` (overloaded, or memory full of leased values — nothing was done either way)
+    /// and `next` can build the request again, waits `Retry-After` (at most
+    /// [`MAX_BUSY_WAIT`]) and retries, up to the builder's `retries_when_busy` times.
+    pub(crate) async fn exchange(
+        &self,
+        mut next: impl FnMut(&Arc<Progress>) -> Option<reqwest::RequestBuilder>,
     ) -> Result<reqwest::Response, Error> {
         let mut retries = 0;
+        let mut progress = Progress::new();
+        let mut req = next(&progress)
+            .ok_or_else(|| Error::Protocol("a request body that cannot be sent".into()))?;
         loop {
-            let again = req.try_clone();
-            let resp = req.send().await?;
+            let idle = self.inner.request_timeout;
+            let resp = match until_idle(req.send(), &progress, idle).await {
+                None => return Err(self.timeout(TimeoutKind::Request, idle)),
+                Some(r) => r.map_err(|e| self.http_error(e))?,
+            };
             if resp.status() != reqwest::StatusCode::SERVICE_UNAVAILABLE
                 || retries >= self.inner.retries_when_busy
             {
@@ -57,7 +170,11 @@ impl Client {
             }
             let wait =
                 Duration::from_secs(header_str(&resp, "retry-after").parse::<u64>().unwrap_or(1));
-            let Some(next) = again.filter(|_| wait <= MAX_BUSY_WAIT) else {
+            if wait > MAX_BUSY_WAIT {
+                return Ok(resp);
+            }
+            progress = Progress::new();
+            let Some(again) = next(&progress) else {
                 return Ok(resp);
             };
             retries += 1;
@@ -67,7 +184,8 @@ impl Client {
                 .unwrap_or_else(|e| e.into_inner())
                 .busy_retries += 1;
             tokio::time::sleep(wait).await;
-            req = next;
+            progress.bump(); // the idle clock starts when the request is sent
+            req = again;
         }
     }
 
@@ -95,11 +213,18 @@ impl Client {
         body: impl Into<reqwest::Body>,
         content_type: Option<&str>,
     ) -> Result<Descriptor, Error> {
-        let mut req = self.inner.http.put(self.url("objects", key)).body(body);
-        if let Some(ct) = content_type {
-            req = req.header(reqwest::header::CONTENT_TYPE, ct);
-        }
-        problem_or(self.send(req).await?).await
+        let mut payload = Payload::of(body.into()).await?;
+        let url = self.url("objects", key);
+        let resp = self
+            .exchange(|progress| {
+                let mut req = self.inner.http.put(&url).body(payload.body(progress)?);
+                if let Some(ct) = content_type {
+                    req = req.header(reqwest::header::CONTENT_TYPE, ct);
+                }
+                Some(req)
+            })
+            .await?;
+        self.decode(resp).await
     }
 
     /// Deletes `key` (succeeds when absent too).
@@ -110,7 +235,7 @@ impl Client {
         if resp.status().is_success() {
             Ok(())
         } else {
-            Err(problem(resp).await)
+            Err(self.problem(resp).await)
         }
     }
 
@@ -123,7 +248,7 @@ impl Client {
                     .get(format!("{}/v1/fabric", self.inner.endpoint)),
             )
             .await?;
-        problem_or(resp).await
+        self.decode(resp).await
     }
 
     /// The metadata of `key`'s current version.
@@ -173,7 +298,7 @@ impl Client {
                     .query(&q),
             )
             .await?;
-        problem_or(resp).await
+        self.decode(resp).await
     }
 
     /// Reads bytes `start..end` of `key`'s current version (over HTTP: a range is cheaper to
@@ -205,13 +330,13 @@ impl Client {
         }
         let resp = self.send(req).await?;
         if !resp.status().is_success() {
-            return Err(problem(resp).await);
+            return Err(self.problem(resp).await);
         }
         let header = |name: &str| header_str(&resp, name);
         let version = header(rasa_openapi::VERSION_HEADER);
         let sha256 = header("etag").trim_matches('"').to_owned();
         let content_type = header("content-type");
-        let bytes = resp.bytes().await?;
+        let bytes = self.body_bytes(resp).await?;
         self.count_read(ReadPath::Http);
         Ok(Object {
             bytes,

@@ -38,6 +38,7 @@ mod fabric;
 mod http;
 mod object;
 mod stats;
+mod timeouts;
 
 pub use builder::ClientBuilder;
 pub use client::Client;
@@ -50,3 +51,4 @@ pub use rasa_openapi::{
     ObjectList, ObjectSummary, Problem, ProblemCode,
 };
 pub use stats::{Fallback, Stats};
+pub use timeouts::TimeoutKind;

@@ -34,6 +34,12 @@ struct Cli {
     #[arg(long, env = "RASA_CA_FILE", global = true)]
     ca_file: Option<PathBuf>,
 
+    /// Give up on an HTTP exchange that makes no progress for this long (no answer, or no
+    /// body bytes moving), e.g. `30s`, `500ms`. Connecting is bounded by the smaller of this
+    /// and 3 s.
+    #[arg(long, env = "RASA_TIMEOUT", global = true, default_value = "30s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+
     /// Local address for the fabric endpoint (default: 127.0.0.1 for a loopback gateway).
     #[arg(long, env = "RASA_FABRIC_ADDR", global = true)]
     fabric_addr: Option<String>,
@@ -132,6 +138,22 @@ fn bar(len: u64, json: bool, what: &str) -> Option<ProgressBar> {
     Some(pb)
 }
 
+/// An error and every cause under it, `: `-separated, so the root cause (e.g. a
+/// certificate problem under "error sending request") is never hidden.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
+}
+
 fn print_json(v: &serde_json::Value) {
     println!("{v}");
 }
@@ -150,6 +172,8 @@ async fn run(cli: Cli) -> Result<(), String> {
     };
     let verify = matches!(&cli.command, Cmd::Get { verify: true, .. });
     let mut builder = Client::builder(&cli.endpoint)
+        .timeout(cli.timeout)
+        .connect_timeout(cli.timeout.min(Duration::from_secs(3)))
         .fast_path(mode)
         .verify_sha256(verify);
     if let Some(a) = &cli.fabric_addr {
@@ -161,7 +185,7 @@ async fn run(cli: Cli) -> Result<(), String> {
     if let Some(ca) = &cli.ca_file {
         builder = builder.ca_file(ca);
     }
-    let client = builder.build().map_err(|e| e.to_string())?;
+    let client = builder.build().map_err(|e| with_causes(&e))?;
     let json = cli.json;
     match cli.command {
         Cmd::Put {
@@ -199,7 +223,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             let d = client
                 .put_typed(&key, body, content_type.as_deref())
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| with_causes(&e))?;
             if let Some(pb) = pb {
                 pb.finish_and_clear();
             }
@@ -218,7 +242,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                     s.enable_steady_tick(Duration::from_millis(100));
                     s
                 });
-            let obj = client.get(&key).await.map_err(|e| e.to_string())?;
+            let obj = client.get(&key).await.map_err(|e| with_causes(&e))?;
             if let Some(s) = spinner {
                 s.finish_and_clear();
             }
@@ -244,13 +268,13 @@ async fn run(cli: Cli) -> Result<(), String> {
             }
         }
         Cmd::Rm { key } => {
-            client.delete(&key).await.map_err(|e| e.to_string())?;
+            client.delete(&key).await.map_err(|e| with_causes(&e))?;
             if json {
                 print_json(&serde_json::json!({"key": key, "deleted": true}));
             }
         }
         Cmd::Stat { key } => {
-            let m = client.head(&key).await.map_err(|e| e.to_string())?;
+            let m = client.head(&key).await.map_err(|e| with_causes(&e))?;
             if json {
                 print_json(&serde_json::json!({
                     "key": key,
@@ -275,7 +299,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 let page = client
                     .list(&prefix, after.as_deref(), (want - items.len()).min(1000))
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| with_causes(&e))?;
                 items.extend(page.items);
                 match page.next_after {
                     Some(next) if items.len() < want => after = Some(next),

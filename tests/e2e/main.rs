@@ -3,6 +3,7 @@
 
 mod api;
 mod fastpath;
+mod faults;
 mod layers;
 mod objects;
 mod race;

@@ -18,8 +18,8 @@ use std::ffi::CStr;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
-pub use error::{strerror, FabricError};
 pub(crate) use error::check;
+pub use error::{strerror, FabricError};
 pub use info::FabricConfig;
 pub use owners::{Domain, MemoryRegion};
 

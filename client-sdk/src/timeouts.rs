@@ -1,0 +1,213 @@
+//! Timeouts of HTTP exchanges: a client of a cache must fail fast and say why, never hang
+//! on a frozen gateway.
+//!
+//! - **Connect**: reqwest's connect timeout ([`ClientBuilder::connect_timeout`]).
+//! - **Request**: "no progress for [`ClientBuilder::timeout`]". Until the answer's head
+//!   arrives, progress is request-body bytes taken by the connection (so a large upload on a
+//!   slow link is fine while it moves); after it, each body chunk must arrive within the
+//!   timeout (so a large download is fine while it moves).
+//!
+//! [`ClientBuilder::connect_timeout`]: crate::ClientBuilder::connect_timeout
+//! [`ClientBuilder::timeout`]: crate::ClientBuilder::timeout
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+
+/// Which timeout fired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeoutKind {
+    /// The TCP (and TLS) connection was not established in time.
+    Connect,
+    /// The gateway made no progress on a request (no answer, or no body bytes moving).
+    Request,
+    /// A one-sided read did not complete in time.
+    FastPathRead,
+}
+
+impl TimeoutKind {
+    /// The setting that bounds this wait, as a user would change it.
+    pub fn setting(self) -> &'static str {
+        match self {
+            Self::Connect => "connect timeout: ClientBuilder::connect_timeout",
+            Self::Request => "request timeout: ClientBuilder::timeout or rasa --timeout",
+            Self::FastPathRead => "fast-path read timeout: ClientBuilder::read_timeout",
+        }
+    }
+}
+
+/// When an exchange last made progress.
+#[derive(Debug)]
+pub(crate) struct Progress {
+    start: Instant,
+    last_ms: AtomicU64,
+}
+
+impl Progress {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            start: Instant::now(),
+            last_ms: AtomicU64::new(0),
+        })
+    }
+
+    pub(crate) fn bump(&self) {
+        let ms = self.start.elapsed().as_millis() as u64;
+        self.last_ms.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> Instant {
+        self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed))
+    }
+}
+
+/// Waits for `fut` while `progress` keeps moving: fails with `None` once nothing moved for
+/// `idle`.
+pub(crate) async fn until_idle<F: std::future::Future>(
+    fut: F,
+    progress: &Progress,
+    idle: Duration,
+) -> Option<F::Output> {
+    tokio::pin!(fut);
+    loop {
+        let deadline = progress.last() + idle;
+        match tokio::time::timeout_at(deadline.into(), &mut fut).await {
+            Ok(out) => return Some(out),
+            Err(_) if progress.last() + idle <= Instant::now() => return None,
+            Err(_) => {} // something moved meanwhile: wait on from then
+        }
+    }
+}
+
+/// Size of the pieces an in-memory body is handed to the connection in: small enough that
+/// progress is seen on a slow link, large enough to cost nothing.
+const PIECE: usize = 256 * 1024;
+
+/// An in-memory request body handed over in pieces, each counting as progress. Its exact
+/// size is known, so the request carries `Content-Length` (the gateway then streams it
+/// straight into arena memory).
+pub(crate) struct TrackedBytes {
+    rest: Bytes,
+    progress: Arc<Progress>,
+}
+
+impl TrackedBytes {
+    pub(crate) fn new(bytes: Bytes, progress: Arc<Progress>) -> Self {
+        Self {
+            rest: bytes,
+            progress,
+        }
+    }
+}
+
+impl Body for TrackedBytes {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if self.rest.is_empty() {
+            return Poll::Ready(None);
+        }
+        let n = self.rest.len().min(PIECE);
+        let piece = self.rest.split_to(n);
+        self.progress.bump();
+        Poll::Ready(Some(Ok(Frame::data(piece))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.rest.len() as u64)
+    }
+}
+
+/// A streaming request body whose chunks count as progress.
+pub(crate) struct TrackedStream {
+    inner: reqwest::Body,
+    progress: Arc<Progress>,
+}
+
+impl TrackedStream {
+    pub(crate) fn new(inner: reqwest::Body, progress: Arc<Progress>) -> Self {
+        Self { inner, progress }
+    }
+}
+
+impl Body for TrackedStream {
+    type Data = Bytes;
+    type Error = reqwest::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(_))) = &polled {
+            self.progress.bump();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_future_that_keeps_progressing_is_not_cut_off() {
+        let p = Progress::new();
+        let p2 = Arc::clone(&p);
+        let work = async move {
+            for _ in 0..6 {
+                tokio::time::sleep(Duration::from_millis(40)).await;
+                p2.bump();
+            }
+            7
+        };
+        // 240 ms of work, never 100 ms without progress.
+        assert_eq!(
+            until_idle(work, &p, Duration::from_millis(100)).await,
+            Some(7)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stalled_future_is_cut_off_after_the_idle_time() {
+        let p = Progress::new();
+        let t = Instant::now();
+        let stalled = std::future::pending::<()>();
+        assert_eq!(
+            until_idle(stalled, &p, Duration::from_millis(150)).await,
+            None
+        );
+        let took = t.elapsed();
+        assert!(
+            took >= Duration::from_millis(150) && took < Duration::from_secs(2),
+            "{took:?}"
+        );
+    }
+
+    #[test]
+    fn tracked_bytes_keep_their_exact_size() {
+        let body = TrackedBytes::new(Bytes::from(vec![7u8; 600_000]), Progress::new());
+        assert_eq!(body.size_hint().exact(), Some(600_000));
+    }
+}

@@ -1,0 +1,144 @@
+//! Faults a cache's clients must survive: a frozen gateway, a black-holed origin, a
+//! gateway killed or restarted under load. Every call returns — correct bytes or an error —
+//! within its timeouts, never wrong bytes, and clients recover by themselves.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use rasa_client::{Client, Error, FastPath, TimeoutKind};
+use rasa_tests::{pattern, workspace_bin, Gateway};
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("run kill")
+        .success();
+    assert!(ok, "kill {sig} {pid} failed");
+}
+
+/// Sends SIGCONT when dropped, so a failing test does not leave a stopped process behind.
+struct Frozen(u32);
+
+impl Frozen {
+    fn stop(pid: u32) -> Frozen {
+        signal(pid, "-STOP");
+        Frozen(pid)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.0.to_string()])
+            .status();
+    }
+}
+
+fn assert_timed_out<T: std::fmt::Debug>(
+    what: &str,
+    r: Result<T, Error>,
+    took: Duration,
+    within: Duration,
+) {
+    match r {
+        Err(Error::Timeout { kind, endpoint, .. }) => {
+            assert_eq!(kind, TimeoutKind::Request, "{what}");
+            assert!(
+                endpoint.starts_with("http://127.0.0.1:"),
+                "{what}: {endpoint}"
+            );
+        }
+        other => panic!("{what}: expected a request timeout, got {other:?}"),
+    }
+    assert!(took < within, "{what}: took {took:?}, more than {within:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_gateway_fails_calls_within_the_timeout_and_the_same_client_recovers() {
+    let gw = Gateway::start(&[]);
+    let client = Client::builder(&gw.base)
+        .fast_path(FastPath::Auto)
+        .timeout(Duration::from_millis(800))
+        .connect_timeout(Duration::from_millis(800))
+        .read_timeout(Duration::from_millis(800))
+        .build()
+        .unwrap();
+    let body = pattern(3 << 20, 11);
+    client.put("frozen/k", body.clone()).await.unwrap();
+    assert_eq!(client.get("frozen/k").await.unwrap().bytes, body);
+
+    let frozen = Frozen::stop(gw.pid());
+    // A one-sided read times out (the provider needs the frozen target), HTTP then too.
+    let t = Instant::now();
+    let r = client.get("frozen/k").await;
+    assert_timed_out("get", r, t.elapsed(), Duration::from_secs(5));
+    let t = Instant::now();
+    let r = client.head("frozen/k").await;
+    assert_timed_out("head", r, t.elapsed(), Duration::from_secs(3));
+    // An upload larger than the socket buffers stalls while being sent: no progress either.
+    let t = Instant::now();
+    let r = client.put("frozen/big", pattern(32 << 20, 12)).await;
+    assert_timed_out("put", r, t.elapsed(), Duration::from_secs(4));
+
+    // The CLI says which endpoint and which timeout, and exits within it.
+    let t = Instant::now();
+    let out = Command::new(workspace_bin("rasa"))
+        .args([
+            "--endpoint",
+            &gw.base,
+            "--timeout",
+            "700ms",
+            "get",
+            "frozen/k",
+            "--fast-path",
+            "off",
+        ])
+        .output()
+        .expect("run rasa");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("timed out waiting for http://127.0.0.1:"),
+        "{err}"
+    );
+    assert!(err.contains("--timeout"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+
+    drop(frozen); // SIGCONT
+    let obj = client.get("frozen/k").await.unwrap();
+    assert_eq!(obj.bytes, body);
+    let big = pattern(32 << 20, 13);
+    let d = client.put("frozen/big", big.clone()).await.unwrap();
+    assert_eq!(d.length, big.len() as u64);
+    assert_eq!(client.get_http("frozen/big").await.unwrap().bytes, big);
+}
+
+#[tokio::test]
+async fn a_large_transfer_that_keeps_moving_is_not_cut_off_by_the_timeout() {
+    // The timeout bounds a pause, not a transfer: 64 MiB each way with a 300 ms timeout.
+    let gw = Gateway::start(&["--max-object-size", "64MiB"]);
+    let client = Client::builder(&gw.base)
+        .fast_path(FastPath::Off)
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let body = pattern(64 << 20, 21);
+    client.put("moving/big", body.clone()).await.unwrap();
+    assert_eq!(client.get("moving/big").await.unwrap().bytes, body);
+}
+
+#[tokio::test]
+async fn a_refused_connection_fails_at_once() {
+    let gw = Gateway::start(&[]);
+    let base = gw.base.clone();
+    drop(gw);
+    let client = Client::builder(&base)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let t = Instant::now();
+    let r = client.head("k").await;
+    assert!(matches!(r, Err(Error::Http(_))), "{r:?}");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+}
