@@ -12,7 +12,7 @@
 #     libclang-cpp (the C++ library, which clang-sys ignores too);
 #   - clang's own headers (stddef.h, …) that bindgen's clang needs to parse libfabric's;
 #   - libfabric: `pkg-config --exists libfabric` and its header rdma/fabric.h;
-#   - tools (cc, curl, python3's venv, s3s-fs): by running them.
+#   - tools (cc, curl, openssl, python3's venv, s3s-fs): by running them.
 #
 # RASA_SETUP_SYSROOT=DIR looks for libraries and headers under DIR instead of /
 # (tests build fake trees with it). RASA_SETUP_SKIP_TEST_TOOLS=1 skips what only the tests
@@ -116,6 +116,8 @@ if [ "$skip_test_tools" != 1 ]; then
   runs python3 --version || need python3
   runs python3 -m venv --help || need python3-venv
   runs python3 -c 'import ensurepip' || need python3-venv
+  # The TLS tests make certificates the way users do (openssl req -x509 …).
+  runs openssl version || need openssl
 fi
 
 # The S3-compatible server the read-through tests start (newer versions need a newer Rust).

@@ -116,7 +116,7 @@ impl ClientBuilder {
             // keep-alive connections: the pool lets go first, so no request races a close.
             .pool_idle_timeout(Duration::from_secs(20))
             .connect_timeout(self.connect_timeout)
-            .use_preconfigured_tls(tls_config(
+            .use_preconfigured_tls(crate::tls::client_config(
                 endpoint.starts_with("https://"),
                 self.ca_file.as_deref(),
             )?);
@@ -148,45 +148,6 @@ impl ClientBuilder {
             }),
         })
     }
-}
-
-/// TLS for the HTTP client: rustls with aws-lc-rs, the system's roots (for `https`
-/// endpoints) and the extra CAs in `ca_file`.
-fn tls_config(
-    system_roots: bool,
-    ca_file: Option<&std::path::Path>,
-) -> Result<rustls::ClientConfig, Error> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::CertificateDer;
-    let mut roots = rustls::RootCertStore::empty();
-    if system_roots {
-        let native = rustls_native_certs::load_native_certs();
-        roots.add_parsable_certificates(native.certs);
-    }
-    if let Some(path) = ca_file {
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-            .and_then(|it| it.collect::<Result<_, _>>())
-            .map_err(|e| Error::Config(format!("CA file {}: {e}", path.display())))?;
-        if certs.is_empty() {
-            return Err(Error::Config(format!(
-                "CA file {}: no certificate in it",
-                path.display()
-            )));
-        }
-        for cert in certs {
-            roots
-                .add(cert)
-                .map_err(|e| Error::Config(format!("CA file {}: {e}", path.display())))?;
-        }
-    }
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Config(format!("TLS: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
 }
 
 impl Client {

@@ -39,6 +39,7 @@ mod http;
 mod object;
 mod stats;
 mod timeouts;
+mod tls;
 
 pub use builder::ClientBuilder;
 pub use client::Client;

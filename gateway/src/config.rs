@@ -186,6 +186,30 @@ pub enum Command {
     /// Manage bearer tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// TLS certificates.
+    #[command(subcommand)]
+    Tls(TlsCommand),
+}
+
+/// `rasa-gateway tls …`
+#[derive(Debug, Clone, Subcommand)]
+pub enum TlsCommand {
+    /// Make a private CA and a server certificate signed by it, for a gateway without a
+    /// certificate from a public CA: writes ca.pem (for clients), cert.pem and key.pem (for
+    /// the gateway, key mode 0600) into --out, and prints the flags for both sides. The
+    /// CA's own key is not kept.
+    SelfSigned {
+        /// A name or IP address clients use to reach the gateway (repeat for several).
+        #[arg(long = "host", required = true)]
+        hosts: Vec<String>,
+        /// Directory to write the files into (created if missing; existing files are not
+        /// overwritten).
+        #[arg(long)]
+        out: PathBuf,
+        /// How long the certificates are valid, in days.
+        #[arg(long, default_value_t = 365)]
+        days: u32,
+    },
 }
 
 /// `rasa-gateway token …`

@@ -13,6 +13,7 @@
 //! - [`config`]: flags and `RASA_*` environment variables, validated at start.
 //! - [`server`]: serve a listener (plain or TLS) with connection limits until a shutdown
 //!   signal.
+//! - [`certs`]: `rasa-gateway tls self-signed`, a private CA and server certificate.
 //! - [`tokens`]: bearer tokens with scopes, from a token file of hashes.
 //!
 //! ## The invariant
@@ -23,6 +24,7 @@
 //! the latest lease deadline it handed out ([`store::arena::Arena::extend_lease`]); an
 //! arena is reused only after that deadline.
 
+pub mod certs;
 pub mod config;
 pub mod http;
 pub mod key;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use rasa_fastpath::server::FabricServer;
-use rasa_gateway::config::{Args, Command, FastPathMode, TokenCommand};
+use rasa_gateway::config::{Args, Command, FastPathMode, TlsCommand, TokenCommand};
 use rasa_gateway::http::{doc, AppState, HttpConfig};
 use rasa_gateway::server::{self, ServeOptions};
 use rasa_gateway::store::Store;
@@ -33,6 +33,15 @@ fn main() -> ExitCode {
                 TokenCommand::Revoke { name, file } => revoke_token(name, file),
             };
             return match done {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(why) => {
+                    eprintln!("rasa-gateway: {why}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Some(Command::Tls(TlsCommand::SelfSigned { hosts, out, days })) => {
+            return match rasa_gateway::certs::self_signed(hosts, out, *days) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(why) => {
                     eprintln!("rasa-gateway: {why}");

@@ -14,6 +14,7 @@ const GATEWAY_LAYERS: &[(&str, u32)] = &[
     ("store", 1),
     ("origin", 2),
     ("http", 3),
+    ("certs", 4),
     ("config", 4),
     ("server", 4),
     ("main", 5),

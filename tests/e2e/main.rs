@@ -10,3 +10,4 @@ mod race;
 mod s3;
 mod security;
 mod setup;
+mod tls;
