@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Fuzzes the HTTP API with schemathesis against a freshly started gateway: every
-# generated request must be answered without a 5xx and within the gateway's own OpenAPI
-# document (status codes, content types, response schemas).
+# Fuzzes the HTTP API with schemathesis against a freshly started gateway, with every check
+# (--checks all): no 5xx; answers within the gateway's own OpenAPI document (status codes,
+# content types, headers, schemas); every request the document allows is accepted and every
+# one it forbids is rejected (so the document states the server's rules); auth enforced.
+# Each run draws a fresh random seed and prints it; FUZZ_SEED=N replays a run.
+# Settings and their reasons: scripts/schemathesis.toml.
 # Usage: scripts/fuzz-api.sh [seconds]   (make fuzz-api; a bounded run is part of make test)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,18 +30,26 @@ url=$(sed -n 's/.*listening on //p' "$tmp/out")
 # A failed check is a failure. Hypothesis can also crash internally (seen once in its
 # shrinker, "Runtime Error ... IndexError"); that says nothing about the API, so such a
 # run is repeated once, and only a repeated crash fails.
+seed=${FUZZ_SEED:-$(( (RANDOM << 15) | RANDOM ))}
+# The coverage phase is left out: it draws header values from [A-Za-z0-9] only (schemathesis
+# 4.32, specs/openapi/coverage/_wire.py), so it cannot produce an entity tag for
+# If-Match/If-None-Match, sends a fallback value ("0") it counts as schema-valid, and reports
+# the 400 as a rejection of valid data. The fuzzing and stateful phases generate those
+# headers from the documented pattern.
 for attempt in 1 2; do
-  if "$venv/bin/schemathesis" run "$url/openapi.json" \
+  echo "fuzz-api: seed $seed (replay with FUZZ_SEED=$seed make fuzz-api)"
+  if "$venv/bin/schemathesis" --config-file scripts/schemathesis.toml run "$url/openapi.json" \
       --header "Authorization: Bearer $token" \
-      --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,ignored_auth \
-      --max-time "$secs" --workers 2 --seed "$attempt" --generation-database none \
+      --checks all --phases examples,fuzzing,stateful \
+      --max-time "$secs" --workers 2 --seed "$seed" --generation-database none \
       --suppress-health-check all 2>&1 | tee "$tmp/run.log"; [ "${PIPESTATUS[0]}" = 0 ]; then
-    echo "fuzz-api: no 5xx and no schema violation in ${secs}s"
+    echo "fuzz-api: every check passed in ${secs}s (seed $seed)"
     exit 0
   fi
   if grep -q "FAILURES" "$tmp/run.log" || ! grep -q "Runtime Error" "$tmp/run.log" || [ "$attempt" = 2 ]; then
-    echo "fuzz-api: FAILED (see above)" >&2
+    echo "fuzz-api: FAILED (see above; replay with FUZZ_SEED=$seed make fuzz-api)" >&2
     exit 1
   fi
   echo "fuzz-api: schemathesis crashed internally (not an API failure); running once more" >&2
+  seed=$((seed + 1))
 done

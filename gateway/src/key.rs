@@ -5,6 +5,16 @@ use percent_encoding::percent_decode_str;
 /// Longest key accepted, in bytes of UTF-8 (the same limit as S3).
 pub const MAX_KEY_LEN: usize = 1024;
 
+/// A key as a regular expression (ECMA-262 and Rust `regex` alike), for the OpenAPI
+/// document: no control character (U+0000–U+001F, U+007F–U+009F), and no `.` or `..`
+/// segment — each `/`-separated segment is empty, holds a character other than `.`, or is
+/// three or more dots. [`validate`] is the rule; a test checks this pattern agrees with it.
+/// The length (1 to [`MAX_KEY_LEN`] bytes of UTF-8) is not in the pattern.
+pub const KEY_PATTERN: &str = concat!(
+    r"^(?:[^/\x00-\x1f\x7f-\x9f]*[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]*|\.{3,})?",
+    r"(?:/(?:[^/\x00-\x1f\x7f-\x9f]*[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]*|\.{3,})?)*$"
+);
+
 /// Why a key was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
@@ -56,6 +66,16 @@ pub use rasa_openapi::key_to_path as to_path;
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        /// The pattern in the OpenAPI document accepts exactly the keys [`validate`] accepts
+        /// (length aside, which the document states separately).
+        #[test]
+        fn the_documented_key_pattern_is_the_servers_rule(s in "[a./é𝄞\\x00\\x1f\\x7f\\x85\\x9f\\xa0]{1,10}") {
+            let pattern = regex::Regex::new(KEY_PATTERN).unwrap();
+            prop_assert_eq!(pattern.is_match(&s), validate(&s).is_ok(), "{:?}", s);
+        }
+    }
 
     #[test]
     fn table() {

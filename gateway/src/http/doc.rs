@@ -33,7 +33,7 @@ use super::{route_table, Access, HttpConfig};
         super::ops::openapi_json,
     ),
     components(schemas(rasa_openapi::Problem, rasa_openapi::ProblemCode)),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &Rules),
     tags(
         (name = "objects", description = "Store and read values over HTTP."),
         (name = "descriptors", description = "Resolve keys to descriptors for one-sided reads."),
@@ -104,6 +104,63 @@ impl Modify for BearerAuth {
                         .build()
                         .into()
                 });
+            }
+        }
+    }
+}
+
+/// Writes the rules the server enforces on parameters into the document, from the same
+/// constants the server checks with: the key's pattern and length, the version id's
+/// pattern, the listing's `limit` bounds, the entity-tag list syntax of `If-Match` and
+/// `If-None-Match`. Generated clients and Swagger UI then learn them without a `400`.
+struct Rules;
+
+impl Modify for Rules {
+    fn modify(&self, doc: &mut Document) {
+        use utoipa::openapi::path::ParameterIn;
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        let text = |pattern: &str| {
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some(pattern))
+        };
+        for item in doc.paths.paths.values_mut() {
+            let ops = [
+                item.get.as_mut(),
+                item.head.as_mut(),
+                item.put.as_mut(),
+                item.post.as_mut(),
+                item.delete.as_mut(),
+            ];
+            for op in ops.into_iter().flatten() {
+                for p in op.parameters.iter_mut().flatten() {
+                    let schema = match (&p.parameter_in, p.name.as_str()) {
+                        (ParameterIn::Path, "key") => text(crate::key::KEY_PATTERN)
+                            .min_length(Some(1))
+                            .max_length(Some(crate::key::MAX_KEY_LEN))
+                            .description(Some(
+                                "1 to 1024 bytes of UTF-8 (the length counts bytes, not characters)",
+                            )),
+                        (ParameterIn::Query, "version") => {
+                            text(crate::store::VERSION_PATTERN).min_length(Some(16)).max_length(Some(16))
+                        }
+                        (ParameterIn::Query, "limit") => ObjectBuilder::new()
+                            .schema_type(Type::Integer)
+                            .minimum(Some(1))
+                            .maximum(Some(super::objects::MAX_LIST_LIMIT as u64)),
+                        (ParameterIn::Header, name)
+                            if name.eq_ignore_ascii_case("if-match")
+                                || name.eq_ignore_ascii_case("if-none-match") =>
+                        {
+                            text(super::preconditions::ENTITY_TAGS_PATTERN).examples([
+                                serde_json::json!("*"),
+                                serde_json::json!("\"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\""),
+                            ])
+                        }
+                        _ => continue,
+                    };
+                    p.schema = Some(schema.build().into());
+                }
             }
         }
     }

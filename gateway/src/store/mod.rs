@@ -23,7 +23,7 @@ mod version;
 
 pub use error::StoreError;
 pub use upload::{Sealed, Upload};
-pub use version::{BadVersionId, OriginMeta, StoredVersion, VersionId};
+pub use version::{BadVersionId, OriginMeta, StoredVersion, VersionId, VERSION_PATTERN};
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;

@@ -235,3 +235,12 @@ fn version_ids_parse_and_print() {
     assert!("abc".parse::<VersionId>().is_err());
     assert!("+0abcdef01234567".parse::<VersionId>().is_err());
 }
+
+proptest::proptest! {
+    /// The pattern in the OpenAPI document accepts exactly the version ids the server parses.
+    #[test]
+    fn the_documented_version_pattern_is_the_servers_rule(s in "[0-9a-fA-FgG ]{14,18}") {
+        let pattern = regex::Regex::new(VERSION_PATTERN).unwrap();
+        proptest::prop_assert_eq!(pattern.is_match(&s), s.parse::<VersionId>().is_ok(), "{:?}", s);
+    }
+}

@@ -25,6 +25,10 @@ impl fmt::Display for VersionId {
     }
 }
 
+/// A version id as a regular expression, for the OpenAPI document ([`VersionId`]'s
+/// `FromStr` is the rule).
+pub const VERSION_PATTERN: &str = "^[0-9a-fA-F]{16}$";
+
 /// A version id that is not 16 hex digits.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("a version id is 16 hexadecimal digits")]
