@@ -25,6 +25,66 @@ pub mod reader;
 pub mod server;
 mod sys;
 
+/// Signals that end a process because of a bug (in Rust `unsafe`, in libfabric or a provider,
+/// or an `abort()` anywhere), with the message [`report_fatal_signals`] writes for each.
+const FATAL: [(libc::c_int, &str); 5] = [
+    (libc::SIGSEGV, "fatal signal SIGSEGV (invalid memory access)"),
+    (libc::SIGBUS, "fatal signal SIGBUS (bad memory access, e.g. a truncated mapping)"),
+    (libc::SIGILL, "fatal signal SIGILL (illegal instruction)"),
+    (libc::SIGFPE, "fatal signal SIGFPE (arithmetic fault)"),
+    (
+        libc::SIGABRT,
+        "fatal signal SIGABRT: abort() was called (a libfabric provider error with no event queue bound, a failed C assertion, a Rust abort after a panic while panicking, or an allocation failure)",
+    ),
+];
+
+/// The process's name for fatal-signal messages, set once by [`report_fatal_signals`].
+static PROGRAM: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+extern "C" fn on_fatal_signal(sig: libc::c_int) {
+    // Only async-signal-safe calls here: write(2) of static bytes, signal, raise.
+    let program = PROGRAM.get().copied().unwrap_or("process");
+    let what = FATAL
+        .iter()
+        .find(|(s, _)| *s == sig)
+        .map_or("fatal signal", |(_, m)| *m);
+    for part in [
+        program.as_bytes(),
+        b": ",
+        what.as_bytes(),
+        b"; exiting with that signal (a core dump follows if enabled)\n",
+    ] {
+        // SAFETY: write(2) on stderr with a valid buffer and its length; async-signal-safe.
+        let _ = unsafe { libc::write(2, part.as_ptr().cast(), part.len()) };
+    }
+    // SAFETY: restoring the default action and re-raising, both async-signal-safe, so the
+    // process ends with the signal itself (its exit status and core dump say what it was).
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
+    }
+}
+
+/// Makes a fatal signal say what it was, then end the process *with that signal*.
+///
+/// Debian's libfabric links the PSM (TrueScale) library, whose constructor installs handlers
+/// for SIGSEGV, SIGBUS, SIGILL and SIGABRT that print "terminated with signal N" and call
+/// `exit(1)`: a crash then looks like an ordinary exit with status 1, and without the log
+/// nobody can tell it was a crash. This replaces those handlers (and the default ones) with
+/// one that writes `program: fatal signal …` with the likely cause to stderr, restores the
+/// default action and re-raises, so the exit status is the signal (and a core dump is
+/// written where enabled). Call it at start; it is idempotent.
+pub fn report_fatal_signals(program: &'static str) {
+    let _ = PROGRAM.set(program);
+    for (sig, _) in FATAL {
+        // SAFETY: `on_fatal_signal` is an `extern "C" fn(c_int)` that only makes
+        // async-signal-safe calls; installing it for a catchable signal is sound.
+        unsafe {
+            libc::signal(sig, on_fatal_signal as *const () as libc::sighandler_t);
+        }
+    }
+}
+
 /// Gives SIGINT and SIGTERM back their default disposition if a library constructor took
 /// them over.
 ///

@@ -16,6 +16,8 @@ use rasa_gateway::tokens::{self, TokenFile, TokenSet};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    log_panics();
+    rasa_fastpath::report_fatal_signals("rasa-gateway");
     let args = Args::parse();
     if let Err(why) = args.validate() {
         eprintln!("rasa-gateway: {why}");
@@ -71,6 +73,34 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Every panic is logged with its thread, location, message and a backtrace before the
+/// default hook runs: a panic on a background thread (the fabric progress thread) or in a
+/// request handler must never pass without a word. A panic on the main thread then ends the
+/// process with status 101, and the last log line says why.
+fn log_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let thread = std::thread::current();
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(a non-text payload)".to_owned());
+        let location = info
+            .location()
+            .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))
+            .unwrap_or_default();
+        tracing::error!(
+            thread = thread.name().unwrap_or("unnamed"),
+            %location,
+            backtrace = %std::backtrace::Backtrace::force_capture(),
+            "panic: {message}"
+        );
+        default(info);
+    }));
 }
 
 async fn serve(args: Args) -> Result<(), String> {

@@ -142,3 +142,52 @@ async fn a_refused_connection_fails_at_once() {
     assert!(matches!(r, Err(Error::Http(_))), "{r:?}");
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
 }
+
+/// Before, a crash went through the handler Debian's PSM library installs (print
+/// "terminated with signal N" on stderr, `exit(1)`): the harness saw a plain exit 1 and,
+/// without the log, nobody could tell it was a crash.
+#[test]
+fn a_crash_is_reported_with_its_signal_not_as_a_clean_exit() {
+    use std::os::unix::process::ExitStatusExt;
+    for (sig, num, name) in [("-SEGV", 11, "SIGSEGV"), ("-ABRT", 6, "SIGABRT")] {
+        let log = rasa_tests::temp_dir("crash").join("gateway.log");
+        let gw = Gateway::start_logged(&["--fast-path", "on"], &[("RUST_LOG", "info")], &log);
+        signal(gw.pid(), sig);
+        let status = gw
+            .wait_exit(Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("the gateway did not die of {name}"));
+        assert_eq!(
+            status.signal(),
+            Some(num),
+            "{name}: {status}; {}",
+            gw.postmortem()
+        );
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            text.contains(&format!("rasa-gateway: fatal signal {name}")),
+            "{name}: {}",
+            gw.postmortem()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_panic_on_a_background_thread_is_logged_with_its_cause() {
+    let log = rasa_tests::temp_dir("panic").join("gateway.log");
+    let gw = Gateway::start_logged(&["--test-hooks"], &[("RUST_LOG", "info")], &log);
+    let http = rasa_tests::http();
+    let r = http.post(gw.url("/v1/_test/panic")).send().await.unwrap();
+    assert_eq!(r.status(), 204);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("panic: test hook: a background thread panicked"))
+        .unwrap_or_else(|| panic!("no panic line in the log:\n{text}"));
+    assert!(line.contains("ERROR"), "{line}");
+    assert!(line.contains("rasa-test-panic"), "{line}");
+    assert!(line.contains("test_hooks.rs"), "{line}");
+    // The gateway goes on serving.
+    let ok = http.get(gw.url("/healthz")).send().await.unwrap();
+    assert_eq!(ok.status(), 200);
+    assert!(gw.exit_status().is_none());
+}

@@ -39,18 +39,26 @@ async fn readers_never_see_torn_stale_or_foreign_bytes_while_memory_is_recycled(
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20_000);
-    let gw = Arc::new(Gateway::start(&[
-        "--memory",
-        "4MiB",
-        "--arena-size",
-        "256KiB",
-        "--max-object-size",
-        "64KiB",
-        "--lease",
-        "100ms",
-        "--lease-grace",
-        "20ms",
-    ]));
+    // The log is kept (and printed, with the exit status, if the gateway dies): a stress
+    // run once ended with the gateway gone and nothing to say why.
+    let log = rasa_tests::temp_dir("race").join("gateway.log");
+    println!("race: gateway log at {}", log.display());
+    let gw = Arc::new(Gateway::start_logged(
+        &[
+            "--memory",
+            "4MiB",
+            "--arena-size",
+            "256KiB",
+            "--max-object-size",
+            "64KiB",
+            "--lease",
+            "100ms",
+            "--lease-grace",
+            "20ms",
+        ],
+        &[("RUST_LOG", "info")],
+        &log,
+    ));
     let stop = Arc::new(AtomicBool::new(false));
     let seq = Arc::new(AtomicU64::new(0));
     let (puts, busy) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
@@ -75,7 +83,9 @@ async fn readers_never_see_torn_stale_or_foreign_bytes_while_memory_is_recycled(
                     .wrapping_add(1442695040888963407);
                 let key = format!("race/{}", (x >> 33) as usize % KEYS);
                 if (x >> 20) % 10 == 0 {
-                    c.delete(&key).await.unwrap();
+                    if let Err(e) = c.delete(&key).await {
+                        panic!("DELETE failed: {e}\n{}", gw.postmortem());
+                    }
                     continue;
                 }
                 let n = seq.fetch_add(1, Ordering::Relaxed);
@@ -85,7 +95,7 @@ async fn readers_never_see_torn_stale_or_foreign_bytes_while_memory_is_recycled(
                     Err(e) if e.code() == Some(ProblemCode::Unavailable) => {
                         busy.fetch_add(1, Ordering::Relaxed)
                     }
-                    Err(e) => panic!("PUT failed: {e}"),
+                    Err(e) => panic!("PUT failed: {e}\n{}", gw.postmortem()),
                 };
             }
         }));
@@ -125,7 +135,7 @@ async fn readers_never_see_torn_stale_or_foreign_bytes_while_memory_is_recycled(
                     Err(Error::Problem(p)) if p.code == rasa_client::ProblemCode::NotFound => {
                         missing.fetch_add(1, Ordering::Relaxed);
                     }
-                    Err(e) => panic!("GET {key} failed: {e}"),
+                    Err(e) => panic!("GET {key} failed: {e}\n{}", gw.postmortem()),
                 }
             }
             c.stats()

@@ -76,7 +76,9 @@ pub fn workspace_bin(name: &str) -> PathBuf {
 
 /// A running gateway process, killed when dropped.
 pub struct Gateway {
-    child: Child,
+    child: std::sync::Mutex<Child>,
+    /// Where its log goes, when started with [`Gateway::start_logged`].
+    log: Option<PathBuf>,
     /// Where it listens.
     pub addr: SocketAddr,
     /// `http://<addr>`.
@@ -107,7 +109,9 @@ impl Gateway {
         if !env.iter().any(|(k, _)| *k == "RUST_LOG") {
             env.push(("RUST_LOG", "debug"));
         }
-        Self::spawn(args, &env, Stdio::from(file))
+        let mut gw = Self::spawn(args, &env, Stdio::from(file));
+        gw.log = Some(log.to_owned());
+        gw
     }
 
     fn spawn(args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Gateway {
@@ -141,7 +145,8 @@ impl Gateway {
             .and_then(|a| a.parse().ok())
             .expect("listening address");
         Gateway {
-            child,
+            child: std::sync::Mutex::new(child),
+            log: None,
             addr,
             base: url,
         }
@@ -149,7 +154,34 @@ impl Gateway {
 
     /// The process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child().id()
+    }
+
+    fn child(&self) -> std::sync::MutexGuard<'_, Child> {
+        self.child
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// How the process ended, if it has.
+    pub fn exit_status(&self) -> Option<ExitStatus> {
+        self.child().try_wait().ok().flatten()
+    }
+
+    /// What a test prints when the gateway may have died under it: whether it is running or
+    /// how it ended (exit code or signal), and the last lines of its log (when logged).
+    pub fn postmortem(&self) -> String {
+        let state = match self.exit_status() {
+            None => "the gateway is still running".to_owned(),
+            Some(s) => format!("the gateway exited: {s}"),
+        };
+        let Some(log) = &self.log else {
+            return format!("{state} (its log was not kept: start it with Gateway::start_logged)");
+        };
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+        format!("{state}; last lines of {}:\n{tail}", log.display())
     }
 
     /// Full URL of `path`.
@@ -158,20 +190,35 @@ impl Gateway {
     }
 
     /// Sends SIGTERM and waits for the process to exit.
-    pub fn terminate(mut self) -> ExitStatus {
+    pub fn terminate(self) -> ExitStatus {
         let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
+            .args(["-TERM", &self.pid().to_string()])
             .status()
             .expect("run kill");
         assert!(status.success(), "kill -TERM failed");
-        self.child.wait().expect("wait for the gateway")
+        self.child().wait().expect("wait for the gateway")
+    }
+
+    /// Waits for the process to exit (after a signal a test sent), at most `timeout`.
+    pub fn wait_exit(&self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.exit_status() {
+                return Some(s);
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
 
 impl Drop for Gateway {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let mut child = self.child();
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 

@@ -255,6 +255,12 @@ fn route_specs(test_hooks: bool) -> Vec<RouteSpec> {
             Scope(Admin),
             post(test_hooks::corrupt),
         ));
+        routes.push(r(
+            Some(Method::POST),
+            "/v1/_test/panic",
+            Scope(Admin),
+            post(test_hooks::panic),
+        ));
     }
     routes
 }

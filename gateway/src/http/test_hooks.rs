@@ -29,3 +29,18 @@ pub async fn corrupt(State(st): State<AppState>, req: Request) -> Result<Respons
         .push(bad);
     Ok(json_response(StatusCode::OK, &d))
 }
+
+/// Panics on a background thread of the gateway (as a bug in the fabric progress thread
+/// would), so a test can check that the panic is logged with its cause.
+pub async fn panic() -> Response {
+    let died = std::thread::Builder::new()
+        .name("rasa-test-panic".into())
+        .spawn(|| panic!("test hook: a background thread panicked"))
+        .map(|t| t.join().is_err())
+        .unwrap_or(false);
+    if died {
+        StatusCode::NO_CONTENT.into_response()
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR.into_response()
+    }
+}
