@@ -21,10 +21,20 @@ tmp=$(mktemp -d)
 # With a token file, so the run also covers authentication: requests carry an admin
 # token, and schemathesis's ignored_auth check sends some without it and expects 401.
 token=$("$bin" token new fuzz --scopes admin --file "$tmp/tokens" 2>/dev/null)
-"$bin" --listen 127.0.0.1:0 --memory 256MiB --arena-size 1MiB --max-object-size 1MiB \
+RUST_LOG=${RUST_LOG:-info} "$bin" --listen 127.0.0.1:0 --memory 256MiB --arena-size 1MiB --max-object-size 1MiB \
   --token-file "$tmp/tokens" >"$tmp/out" 2>"$tmp/err" &
 pid=$!
 trap 'kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+# On failure: is the gateway still there (or how did it end), and what did it log last.
+postmortem() {
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "fuzz-api: the gateway (pid $pid) is still running" >&2
+  else
+    wait "$pid"; echo "fuzz-api: the gateway exited with status $? (128+N: signal N)" >&2
+  fi
+  echo "fuzz-api: last lines of the gateway's log:" >&2
+  tail -n 40 "$tmp/err" >&2
+}
 for _ in $(seq 200); do grep -q listening "$tmp/out" && break; sleep 0.05; done
 url=$(sed -n 's/.*listening on //p' "$tmp/out")
 # A failed check is a failure. Hypothesis can also crash internally (seen once in its
@@ -47,6 +57,7 @@ for attempt in 1 2; do
     exit 0
   fi
   if grep -q "FAILURES" "$tmp/run.log" || ! grep -q "Runtime Error" "$tmp/run.log" || [ "$attempt" = 2 ]; then
+    postmortem
     echo "fuzz-api: FAILED (see above; replay with FUZZ_SEED=$seed make fuzz-api)" >&2
     exit 1
   fi
