@@ -19,8 +19,13 @@ pub(crate) enum FabricState {
     Unknown,
     /// The gateway or this machine has no fast path (reason).
     Unavailable(String),
-    /// Connected.
-    Ready(Box<Reader>),
+    /// Connected to the gateway process `incarnation`.
+    Ready {
+        /// The endpoint.
+        reader: Box<Reader>,
+        /// The gateway's incarnation when its address was read (`GET /v1/fabric`).
+        incarnation: String,
+    },
 }
 
 impl Client {
@@ -130,7 +135,7 @@ impl Client {
         }
         let (state, result) = tokio::task::spawn_blocking(move || {
             let r = match &mut *state {
-                FabricState::Ready(reader) => reader.read_many(&frames, timeout),
+                FabricState::Ready { reader, .. } => reader.read_many(&frames, timeout),
                 _ => unreachable!("connected above"),
             };
             (state, r)
@@ -181,16 +186,57 @@ impl Client {
 
     /// After a fabric failure the reader has dropped its endpoint; build a new one on the
     /// blocking pool while reads go over HTTP.
+    ///
+    /// A failure may mean the gateway restarted (a new process has a new fabric address and
+    /// new keys), so the gateway is asked again (`GET /v1/fabric`, within the request
+    /// timeout): a new incarnation drops every cached descriptor (they name the old
+    /// process's memory) and the endpoint is aimed at the new address. If the gateway does
+    /// not answer, the endpoint is rebuilt towards the address it had.
     fn rebuild_in_background(&self, mut state: tokio::sync::OwnedMutexGuard<FabricState>) {
         let flag = Arc::clone(&self.inner.rebuilding);
         flag.store(true, std::sync::atomic::Ordering::Release);
-        tokio::task::spawn_blocking(move || {
-            if let FabricState::Ready(reader) = &mut *state {
-                if let Err(e) = reader.reconnect() {
-                    tracing::warn!(error = %e, "fabric endpoint rebuild failed; will retry on the next read");
+        let client = self.clone();
+        tokio::spawn(async move {
+            let now = client.fabric_info().await.ok();
+            if let (
+                FabricState::Ready {
+                    reader,
+                    incarnation,
+                },
+                Some(info),
+            ) = (&mut *state, now)
+            {
+                let address = info.address.and_then(|a| BASE64_STANDARD.decode(a).ok());
+                if info.incarnation != *incarnation {
+                    tracing::info!(
+                        old = %incarnation,
+                        new = %info.incarnation,
+                        "the gateway restarted; dropping its old descriptors"
+                    );
+                    client
+                        .inner
+                        .cache
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clear();
+                    *incarnation = info.incarnation;
+                }
+                if let Some(address) = address.filter(|_| info.enabled) {
+                    reader.retarget(address);
                 }
             }
-            drop(state);
+            let rebuilt = tokio::task::spawn_blocking(move || {
+                if let FabricState::Ready { reader, .. } = &mut *state {
+                    if let Err(e) = reader.reconnect() {
+                        tracing::warn!(error = %e, "fabric endpoint rebuild failed; will retry on the next read");
+                    }
+                }
+                drop(state);
+            })
+            .await;
+            if let Err(e) = rebuilt {
+                tracing::warn!(error = %e, "fabric endpoint rebuild task failed");
+            }
             flag.store(false, std::sync::atomic::Ordering::Release);
         });
     }
@@ -198,11 +244,12 @@ impl Client {
     /// Makes sure `state` holds a connected reader (asking the gateway on first use).
     pub(crate) async fn connect(&self, state: &mut FabricState) -> Result<(), Error> {
         match state {
-            FabricState::Ready(_) => return Ok(()),
+            FabricState::Ready { .. } => return Ok(()),
             FabricState::Unavailable(why) => return Err(Error::FastPath(why.clone())),
             FabricState::Unknown => {}
         }
         let info = self.fabric_info().await?;
+        let incarnation = info.incarnation;
         let (Some(provider), Some(address), true) = (info.provider, info.address, info.enabled)
         else {
             let why = "the gateway's fast path is off".to_owned();
@@ -218,7 +265,10 @@ impl Client {
             .map_err(|e| Error::FastPath(format!("connect task failed: {e}")))?;
         match connected {
             Ok(r) => {
-                *state = FabricState::Ready(Box::new(r));
+                *state = FabricState::Ready {
+                    reader: Box::new(r),
+                    incarnation,
+                };
                 Ok(())
             }
             Err(e) => {

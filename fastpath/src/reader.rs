@@ -134,6 +134,21 @@ impl Reader {
         })
     }
 
+    /// The gateway endpoint address this reader reads from.
+    pub fn target(&self) -> &[u8] {
+        &self.target
+    }
+
+    /// Aims the reader at another gateway endpoint address (a restarted gateway has a new
+    /// one): the current endpoint is dropped and the next [`Reader::reconnect`] or read opens
+    /// one towards `target`.
+    pub fn retarget(&mut self, target: Vec<u8>) {
+        if target != self.target {
+            self.target = target;
+            self.conn = None;
+        }
+    }
+
     /// How many times the endpoint was rebuilt after a failure.
     pub fn rebuilds(&self) -> u64 {
         self.rebuilds

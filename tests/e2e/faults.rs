@@ -191,3 +191,155 @@ async fn a_panic_on_a_background_thread_is_logged_with_its_cause() {
     assert_eq!(ok.status(), 200);
     assert!(gw.exit_status().is_none());
 }
+
+/// A value for `key` that proves itself: a tag, the key, a generation, then a pattern and
+/// the SHA-256 of everything before it. Any byte out of place is detected.
+fn proof(key: &str, generation: u64, len: usize) -> Vec<u8> {
+    use sha2::Digest;
+    let mut v = format!("PROOF|{key}|{generation}|").into_bytes();
+    v.extend_from_slice(&pattern(len, generation ^ len as u64));
+    let sum = sha2::Sha256::digest(&v);
+    v.extend_from_slice(&sum);
+    v
+}
+
+/// The generation of a value written by [`proof`] for `key`, if it is one.
+fn proven(key: &str, bytes: &[u8]) -> Option<u64> {
+    use sha2::Digest;
+    let (body, sum) = bytes.split_at(bytes.len().checked_sub(32)?);
+    if sha2::Sha256::digest(body).as_slice() != sum {
+        return None;
+    }
+    let rest = body.strip_prefix(format!("PROOF|{key}|").as_bytes())?;
+    let end = rest.iter().position(|b| *b == b'|')?;
+    std::str::from_utf8(&rest[..end]).ok()?.parse().ok()
+}
+
+fn short_timeouts(base: &str, mode: FastPath) -> Client {
+    Client::builder(base)
+        .fast_path(mode)
+        .timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_secs(1))
+        .read_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_gateway_under_load_never_hangs_a_client_nor_gives_wrong_bytes() {
+    let gw = Gateway::start(&[]);
+    let keys: Vec<String> = (0..8).map(|i| format!("kill/{i}")).collect();
+    let writer = short_timeouts(&gw.base, FastPath::Off);
+    for (i, k) in keys.iter().enumerate() {
+        writer
+            .put(k, proof(k, 1, 40_000 + i * 9_000))
+            .await
+            .unwrap();
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers_ok = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut clients = Vec::new();
+    for c in 0..4 {
+        // Two read one-sided (falling back to HTTP), two over HTTP only.
+        let mode = if c < 2 { FastPath::Auto } else { FastPath::Off };
+        let client = short_timeouts(&gw.base, mode);
+        let (keys, stop, readers_ok) = (keys.clone(), stop.clone(), readers_ok.clone());
+        clients.push(tokio::spawn(async move {
+            let (mut ok, mut failed, mut slowest) = (0u64, 0u64, Duration::ZERO);
+            let mut i = c;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let key = &keys[i % keys.len()];
+                i += 1;
+                let t = Instant::now();
+                match client.get(key).await {
+                    Ok(obj) => {
+                        assert_eq!(
+                            proven(key, &obj.bytes),
+                            Some(1),
+                            "wrong bytes for {key} via {:?}",
+                            obj.path
+                        );
+                        ok += 1;
+                        if ok == 5 {
+                            readers_ok.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                    Err(_) => failed += 1,
+                }
+                slowest = slowest.max(t.elapsed());
+            }
+            (ok, failed, slowest, client.stats())
+        }));
+    }
+    // Let them read, then kill the gateway mid-flight and let them run into it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while readers_ok.load(std::sync::atomic::Ordering::Relaxed) < 4 {
+        assert!(Instant::now() < deadline, "the clients did not get going");
+        assert!(
+            clients.iter().all(|c| !c.is_finished()),
+            "a client stopped early"
+        );
+        writer.get_http(&keys[0]).await.unwrap();
+    }
+    signal(gw.pid(), "-KILL");
+    assert!(
+        gw.wait_exit(Duration::from_secs(5)).is_some(),
+        "SIGKILL did not end the gateway"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut fabric = 0;
+    for c in clients {
+        let (ok, failed, slowest, stats) = c.await.expect("a client task panicked");
+        assert!(ok > 0, "a client read nothing before the kill");
+        assert!(failed > 0, "a client never noticed the gateway was gone");
+        // One call may try a one-sided read (1 s), a fresh descriptor (2 s), then HTTP (2 s).
+        assert!(slowest < Duration::from_secs(6), "a call took {slowest:?}");
+        fabric += stats.fabric_reads;
+    }
+    assert!(fabric > 0, "no read went one-sided");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_lived_client_recovers_by_itself_when_the_gateway_restarts_on_its_port() {
+    let gw = Gateway::start(&[]);
+    let addr = gw.addr;
+    let client = short_timeouts(&gw.base, FastPath::Auto);
+    let keys: Vec<String> = (0..4).map(|i| format!("restart/{i}")).collect();
+    for k in &keys {
+        client.put(k, proof(k, 1, 64_000)).await.unwrap();
+        let obj = client.get(k).await.unwrap();
+        assert_eq!(obj.path, rasa_client::ReadPath::Fabric);
+        assert_eq!(proven(k, &obj.bytes), Some(1));
+    }
+    let before = client.fabric_info().await.unwrap().incarnation;
+
+    signal(gw.pid(), "-KILL");
+    assert!(gw.wait_exit(Duration::from_secs(5)).is_some());
+    drop(gw);
+    let gw = Gateway::start_at(addr, &[]);
+    assert_ne!(client.fabric_info().await.unwrap().incarnation, before);
+
+    // Memory started empty: the same client writes generation 2, then reads until its fast
+    // path is back. No value may be generation 1 (the old process's memory) or torn.
+    for k in &keys {
+        client.put(k, proof(k, 2, 64_000)).await.unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut fabric_after = 0;
+    while fabric_after < 20 {
+        assert!(
+            Instant::now() < deadline,
+            "the fast path never came back: {:?}",
+            client.stats()
+        );
+        for k in &keys {
+            let obj = client.get(k).await.unwrap();
+            assert_eq!(proven(k, &obj.bytes), Some(2), "{k} via {:?}", obj.path);
+            if obj.path == rasa_client::ReadPath::Fabric {
+                fabric_after += 1;
+            }
+        }
+    }
+    drop(gw);
+}

@@ -114,10 +114,25 @@ impl Gateway {
         gw
     }
 
+    /// Starts a gateway listening on `addr` (e.g. the address of one that was stopped).
+    pub fn start_at(addr: SocketAddr, args: &[&str]) -> Gateway {
+        let log = std::env::var_os("RASA_TEST_LOG").is_some();
+        Self::spawn_at(
+            &addr.to_string(),
+            args,
+            &[],
+            if log { Stdio::inherit() } else { Stdio::null() },
+        )
+    }
+
     fn spawn(args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Gateway {
+        Self::spawn_at("127.0.0.1:0", args, env, stderr)
+    }
+
+    fn spawn_at(listen: &str, args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Gateway {
         let log = std::env::var_os("RASA_TEST_LOG").is_some();
         let mut child = Command::new(gateway_bin())
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", listen])
             .args(args)
             .env(
                 "RUST_LOG",
