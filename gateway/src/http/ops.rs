@@ -45,6 +45,9 @@ pub async fn metrics(State(st): State<AppState>) -> Response {
     let budget_kib = st.config.chunked_upload_memory.div_ceil(1024) as usize;
     let gathered_kib = budget_kib.saturating_sub(st.chunked_budget.available_permits());
     metrics::gauge!("rasa_http_chunked_upload_bytes").set((gathered_kib * 1024) as f64);
+    if let Some(rt) = &st.origin {
+        metrics::gauge!("rasa_origin_fetches_in_flight").set(rt.in_flight() as f64);
+    }
     let text = st.metrics.as_ref().map(|h| h.render()).unwrap_or_default();
     (
         [(

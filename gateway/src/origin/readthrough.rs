@@ -129,6 +129,14 @@ impl ReadThrough {
         self.flight(key, None).await
     }
 
+    /// Origin fetches running now (one per key however many requests wait for it).
+    pub fn in_flight(&self) -> usize {
+        self.inflight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
     /// Forgets a remembered "not found" (after a PUT, say).
     pub fn forget_negative(&self, key: &str) {
         self.negative
