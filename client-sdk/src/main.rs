@@ -108,6 +108,35 @@ enum Cmd {
         #[arg(long)]
         limit: Option<usize>,
     },
+    /// The fast path on this host.
+    #[command(subcommand)]
+    Fabric(FabricCmd),
+}
+
+#[derive(Debug, Subcommand)]
+enum FabricCmd {
+    /// Check this client host: libfabric versions and origin, providers and domains, the
+    /// provider a one-sided read would use (the gateway's, asked at --endpoint, or
+    /// --provider), native or emulated RDMA read, locked-memory limit, huge pages. Exit
+    /// status 1 if any item fails.
+    Check {
+        /// Provider to check (default: the gateway's, else tcp;ofi_rxm).
+        #[arg(long, env = "RASA_FABRIC_PROVIDER")]
+        provider: Option<String>,
+        /// Domain (NIC) to open, e.g. rdmap16s27-rdm on EFA.
+        #[arg(long, env = "RASA_FABRIC_DOMAIN")]
+        domain: Option<String>,
+        /// Largest value to be read one-sided (its scratch buffer is registered).
+        #[arg(long, default_value = "256MiB", value_parser = parse_size)]
+        largest: u64,
+    },
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse::<bytesize::ByteSize>()
+        .map(|b| b.as_u64())
+        .map_err(|e| format!("{e} (write sizes like 64MiB)"))
 }
 
 #[tokio::main]
@@ -158,7 +187,72 @@ fn print_json(v: &serde_json::Value) {
     println!("{v}");
 }
 
+/// `rasa fabric check`: the same report as `rasa-gateway fabric check`, for a client.
+async fn fabric_check(
+    cli: &Cli,
+    provider: Option<String>,
+    domain: Option<String>,
+    largest: u64,
+) -> Result<bool, String> {
+    let provider = match provider {
+        Some(p) => p,
+        None => {
+            let client = Client::builder(&cli.endpoint)
+                .timeout(cli.timeout.min(Duration::from_secs(3)))
+                .build()
+                .map_err(|e| with_causes(&e))?;
+            match client.fabric_info().await {
+                Ok(info) => info.provider.unwrap_or_else(|| "tcp;ofi_rxm".into()),
+                Err(e) => {
+                    eprintln!(
+                        "rasa: cannot ask {} for its provider ({}); checking tcp;ofi_rxm (--provider to choose)",
+                        cli.endpoint,
+                        with_causes(&e)
+                    );
+                    "tcp;ofi_rxm".into()
+                }
+            }
+        }
+    };
+    let node = cli.fabric_addr.clone().or_else(|| {
+        let host = cli
+            .endpoint
+            .split("://")
+            .nth(1)
+            .and_then(|r| r.split(['/', ':']).next());
+        matches!(host, Some("127.0.0.1" | "localhost")).then(|| "127.0.0.1".to_owned())
+    });
+    let target = rasa_fastpath::check::Target {
+        fabric: rasa_fastpath::fabric::FabricConfig::new(provider, node).with_domain(domain),
+        registered: largest.next_power_of_two(),
+        key_refresh: false,
+    };
+    let report = tokio::task::spawn_blocking(move || rasa_fastpath::check::run(&target))
+        .await
+        .map_err(|e| format!("fabric check failed: {e}"))?;
+    if cli.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("the report serializes")
+        );
+    } else {
+        print!("{}", report.text());
+    }
+    Ok(!report.failed())
+}
+
 async fn run(cli: Cli) -> Result<(), String> {
+    if let Cmd::Fabric(FabricCmd::Check {
+        provider,
+        domain,
+        largest,
+    }) = &cli.command
+    {
+        return match fabric_check(&cli, provider.clone(), domain.clone(), *largest).await? {
+            true => Ok(()),
+            false => Err("the fabric check failed (see FAIL above)".into()),
+        };
+    }
     let mode = match &cli.command {
         Cmd::Get {
             fast_path: Mode::Required,
@@ -291,6 +385,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 println!("content-type: {}", m.content_type);
             }
         }
+        Cmd::Fabric(_) => unreachable!("handled above"),
         Cmd::Ls { prefix, limit } => {
             let mut after: Option<String> = None;
             let mut items = Vec::new();

@@ -48,6 +48,7 @@ impl Fallback {
         match e {
             ReadError::KeyRevoked(_) => Self::KeyRevoked,
             ReadError::ConnectionLost(_) => Self::ConnectionLost,
+            ReadError::UnknownPeer(_) => Self::FabricError,
             ReadError::Timeout(_) => Self::Timeout,
             ReadError::Frame(_) => Self::FrameMismatch,
             ReadError::Fabric(_) => Self::FabricError,

@@ -19,6 +19,7 @@
 //! key rotation, enforced by the gateway.
 
 pub mod buffer;
+pub mod check;
 pub mod fabric;
 pub mod frame;
 pub mod reader;

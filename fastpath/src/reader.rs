@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::buffer::{ArenaBuffer, WriteSlot};
+use crate::fabric::plan::{self, ReadFailure};
 use crate::fabric::{FabricConfig, FabricError, MemoryRegion, Node};
 use crate::frame::{self, FrameError, FrameIdentity, HEADER_LEN};
 use crate::sys;
@@ -43,6 +44,10 @@ pub enum ReadError {
     /// endpoint before its next read.
     #[error("fabric connection lost: {0}")]
     ConnectionLost(FabricError),
+    /// The gateway does not know this reader's address (on EFA: the `efa-direct` fabric,
+    /// which Rasa does not ask for): a configuration problem, not a network one.
+    #[error("the gateway does not know this reader (check the fabric: rasa fabric check): {0}")]
+    UnknownPeer(FabricError),
     /// The read did not complete in time; the endpoint is rebuilt before the next read.
     #[error("one-sided read timed out after {0:?}")]
     Timeout(Duration),
@@ -54,29 +59,18 @@ pub enum ReadError {
     Fabric(FabricError),
 }
 
-fn classify(e: FabricError) -> ReadError {
-    match e.errno() {
-        Some(
-            libc::ECANCELED
-            | libc::EACCES
-            | libc::EINVAL
-            | libc::EFAULT
-            | libc::EPERM
-            | libc::EKEYREJECTED,
-        ) => ReadError::KeyRevoked(e),
-        Some(
-            libc::ENOTCONN
-            | libc::ECONNRESET
-            | libc::ECONNREFUSED
-            | libc::ECONNABORTED
-            | libc::EPIPE
-            | libc::EHOSTUNREACH
-            | libc::ENETUNREACH
-            | libc::ETIMEDOUT
-            | libc::EIO
-            | libc::ESHUTDOWN,
-        ) => ReadError::ConnectionLost(e),
-        _ => ReadError::Fabric(e),
+/// What a failed read means, by [`plan::classify`] (on `efa`, by the provider's own error
+/// number; elsewhere by the generic errno).
+fn classify(efa: bool, e: FabricError) -> ReadError {
+    let prov_errno = match &e {
+        FabricError::Completion { prov_errno, .. } => Some(*prov_errno),
+        _ => None,
+    };
+    match plan::classify(efa, e.errno(), prov_errno) {
+        ReadFailure::KeyRevoked => ReadError::KeyRevoked(e),
+        ReadFailure::ConnectionLost => ReadError::ConnectionLost(e),
+        ReadFailure::UnknownPeer => ReadError::UnknownPeer(e),
+        ReadFailure::Other => ReadError::Fabric(e),
     }
 }
 
@@ -215,7 +209,8 @@ impl Reader {
             layout.push((total, len));
             total = (total + len).next_multiple_of(64);
         }
-        self.reconnect().map_err(classify)?;
+        let efa = plan::is_efa(&self.config.provider);
+        self.reconnect().map_err(|e| classify(efa, e))?;
         let conn = self.conn.as_mut().expect("connected above");
         let need_new = conn
             .scratch
@@ -234,7 +229,7 @@ impl Reader {
             let mr = conn
                 .node
                 .register(Arc::clone(&buffer), sys::FI_READ as u64, 0)
-                .map_err(classify)?;
+                .map_err(|e| classify(efa, e))?;
             let slot = buffer
                 .try_reserve(buffer.capacity(), 1)
                 .expect("a fresh buffer has room for itself");
@@ -292,6 +287,8 @@ fn read_pieces(conn: &mut Conn, pieces: &[Piece], deadline: Instant) -> Result<(
     let mut in_flight = 0usize;
     let mut entries = [sys::fi_cq_entry::default(); MAX_IN_FLIGHT];
     let mut idle_polls = 0u32;
+    let efa = plan::is_efa(conn.node.provider());
+    let classify = |e| classify(efa, e);
     while done < pieces.len() {
         while next < pieces.len() && in_flight < MAX_IN_FLIGHT {
             let p = &pieces[next];

@@ -69,6 +69,12 @@ pub struct Args {
     #[arg(long, env = "RASA_FABRIC_ADDR")]
     pub fabric_addr: Option<String>,
 
+    /// libfabric domain (NIC) to open, e.g. `rdmap16s27-rdm` on EFA (`rasa-gateway fabric
+    /// check` lists them). Default: the first one the provider offers. On `efa` this, not
+    /// `--fabric-addr`, selects the NIC.
+    #[arg(long, env = "RASA_FABRIC_DOMAIN")]
+    pub fabric_domain: Option<String>,
+
     /// Read-through origin: `s3://bucket` or `s3://bucket/prefix`. Values the gateway does
     /// not hold are fetched from it on first access.
     #[arg(long, env = "RASA_ORIGIN", value_parser = parse_origin)]
@@ -189,6 +195,23 @@ pub enum Command {
     /// TLS certificates.
     #[command(subcommand)]
     Tls(TlsCommand),
+    /// The fast path's fabric on this host.
+    #[command(subcommand)]
+    Fabric(FabricCommand),
+}
+
+/// `rasa-gateway fabric …`
+#[derive(Debug, Clone, Subcommand)]
+pub enum FabricCommand {
+    /// Check this host before going live: libfabric versions and origin, providers and
+    /// domains, the provider the gateway would choose (with these flags) and how it
+    /// registers memory, native or emulated RDMA read, locked-memory limit against
+    /// --memory, huge pages. One verdict per item, with the fix; exit status 1 if any fails.
+    Check {
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `rasa-gateway tls …`
@@ -346,6 +369,7 @@ impl Args {
             (!ip.is_unspecified()).then(|| ip.to_string())
         });
         rasa_fastpath::fabric::FabricConfig::new(provider, node)
+            .with_domain(self.fabric_domain.clone())
     }
 
     /// The effective write policy.

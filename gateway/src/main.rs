@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use rasa_fastpath::server::FabricServer;
-use rasa_gateway::config::{Args, Command, FastPathMode, TlsCommand, TokenCommand};
+use rasa_gateway::config::{Args, Command, FabricCommand, FastPathMode, TlsCommand, TokenCommand};
 use rasa_gateway::http::{doc, AppState, HttpConfig};
 use rasa_gateway::server::{self, ServeOptions};
 use rasa_gateway::store::Store;
@@ -40,6 +40,22 @@ fn main() -> ExitCode {
                     eprintln!("rasa-gateway: {why}");
                     ExitCode::FAILURE
                 }
+            };
+        }
+        Some(Command::Fabric(FabricCommand::Check { json })) => {
+            let report = rasa_fastpath::check::run(&fabric_target(&args));
+            if *json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).expect("the report serializes")
+                );
+            } else {
+                print!("{}", report.text());
+            }
+            return if report.failed() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
             };
         }
         Some(Command::Tls(TlsCommand::SelfSigned { hosts, out, days })) => {
@@ -298,17 +314,70 @@ fn revoke_token(name: &str, file: &std::path::Path) -> Result<(), String> {
 }
 
 /// Opens the fabric endpoint as `--fast-path` asks.
+/// What `fabric check` and start-up check: the fabric as configured, the whole memory
+/// budget registered (twice while keys refresh).
+fn fabric_target(args: &Args) -> rasa_fastpath::check::Target {
+    rasa_fastpath::check::Target {
+        fabric: args.fabric_config(),
+        registered: args.memory,
+        key_refresh: !args.key_lifetime.is_zero(),
+    }
+}
+
+/// Refuses (`--fast-path on`) or skips (`auto`) the fast path when the locked-memory limit
+/// cannot hold the registered budget on a provider that pins memory; warns where it would
+/// only matter on such a provider.
+fn check_memlock(args: &Args, efa: bool) -> Result<bool, String> {
+    use rasa_fastpath::check::{memlock_limit, memlock_verdict, Verdict};
+    let target = fabric_target(args);
+    let needed = rasa_fastpath::fabric::plan::locked_bytes(target.registered, target.key_refresh);
+    let limit = memlock_limit();
+    match memlock_verdict(limit, needed, efa) {
+        Verdict::Fail => {
+            let why = format!(
+                "RLIMIT_MEMLOCK is {} bytes but registering --memory needs up to {needed} (twice the budget while keys refresh): raise it (docker run --ulimit memlock=-1, systemd LimitMEMLOCK=infinity)",
+                limit.unwrap_or(0)
+            );
+            if args.fast_path == FastPathMode::On {
+                return Err(format!("cannot start the fast path: {why}"));
+            }
+            tracing::warn!("fast path unavailable; serving HTTP only: {why}");
+            Ok(false)
+        }
+        Verdict::Warn => {
+            tracing::info!(
+                limit = limit.unwrap_or(0),
+                needed,
+                "RLIMIT_MEMLOCK is below what --memory registers: fine for this software provider, fatal on a NIC that pins memory (EFA); raise it with --ulimit memlock=-1 or LimitMEMLOCK=infinity"
+            );
+            Ok(true)
+        }
+        _ => Ok(true),
+    }
+}
+
 fn start_fast_path(args: &Args) -> Result<Option<Arc<FabricServer>>, String> {
     if args.fast_path == FastPathMode::Off {
         tracing::info!("fast path off: serving HTTP only");
         return Ok(None);
     }
     let cfg = args.fabric_config();
+    if !check_memlock(args, rasa_fastpath::fabric::plan::is_efa(&cfg.provider))? {
+        return Ok(None);
+    }
     match FabricServer::start(&cfg) {
         Ok(server) => {
             let node = server.node();
+            if node.emulated_read() == Some(true) {
+                tracing::warn!(
+                    "the provider emulates RDMA read in software: one-sided reads cost this gateway's CPU (see rasa-gateway fabric check)"
+                );
+            }
             tracing::info!(
                 provider = node.provider(),
+                fabric = node.fabric_name(),
+                domain = node.domain_name(),
+                libfabric = %rasa_fastpath::check::versions(),
                 address_format = %node.address_format(),
                 virtual_addressing = node.virtual_addressing(),
                 provider_keys = node.provider_keys(),

@@ -5,6 +5,7 @@ use std::ffi::CString;
 use std::ptr::{self, NonNull};
 
 use super::error::{check, strerror, FabricError};
+use super::plan::Plan;
 use crate::sys;
 
 /// Where and how to open a fabric endpoint.
@@ -13,7 +14,10 @@ pub struct FabricConfig {
     /// libfabric provider name: `efa`, `tcp;ofi_rxm`, `sockets`, …
     pub provider: String,
     /// Local address to bind to (an IP or interface address); `None` lets the provider pick.
+    /// Not used for `efa`, whose devices are not matched by IP (see [`super::plan`]).
     pub node: Option<String>,
+    /// Domain (NIC) to open, e.g. `rdmap16s27-rdm` on EFA; `None`: the first one found.
+    pub domain: Option<String>,
 }
 
 impl FabricConfig {
@@ -22,7 +26,14 @@ impl FabricConfig {
         Self {
             provider: provider.into(),
             node,
+            domain: None,
         }
+    }
+
+    /// The same configuration, opening the domain (NIC) named `domain`.
+    pub fn with_domain(mut self, domain: Option<String>) -> Self {
+        self.domain = domain;
+        self
     }
 }
 
@@ -41,6 +52,38 @@ pub(super) const MR_MODE_OFFERED: u32 =
 
 impl Info {
     pub(super) fn get(cfg: &FabricConfig) -> Result<Info, FabricError> {
+        // SAFETY: constant-returning calls (the runtime library's and the headers' versions).
+        let (runtime, header) = unsafe { (sys::fi_version(), sys::rasa_fi_header_version()) };
+        let plan = Plan::new(cfg, header, runtime);
+        if let Some(ignored) = &plan.ignored_node {
+            tracing::warn!(
+                provider = %plan.provider,
+                "the local address {ignored} is not used: EFA devices are chosen by domain name (e.g. --fabric-domain rdmap16s27-rdm), not by IP"
+            );
+        }
+        Self::query(&plan, Some(&cfg.provider))
+    }
+
+    /// Every provider offering what Rasa needs on this machine (no provider named).
+    pub(super) fn all(api_version: u32) -> Result<Option<Info>, FabricError> {
+        let plan = Plan {
+            provider: String::new(),
+            node: None,
+            ignored_node: None,
+            fabric_name: None,
+            domain_name: None,
+            rx_size: None,
+            api_version,
+        };
+        match Self::query(&plan, None) {
+            Ok(info) => Ok(Some(info)),
+            Err(FabricError::Unsupported { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn query(plan: &Plan, provider: Option<&str>) -> Result<Info, FabricError> {
+        let cfg_provider = provider.unwrap_or("any").to_owned();
         // SAFETY: fi_dupinfo(NULL) allocates a zeroed fi_info with its attribute structs.
         let hints = unsafe { sys::fi_dupinfo(ptr::null()) };
         let hints = Info(NonNull::new(hints).ok_or_else(|| FabricError::Call {
@@ -48,10 +91,22 @@ impl Info {
             errno: libc::ENOMEM,
             text: strerror(libc::ENOMEM),
         })?);
-        let prov = CString::new(cfg.provider.as_str()).map_err(|_| FabricError::Unsupported {
-            provider: cfg.provider.clone(),
-            why: "the provider name contains a NUL byte".into(),
-        })?;
+        let cstr = |what: &str, s: &str| {
+            CString::new(s).map_err(|_| FabricError::Unsupported {
+                provider: cfg_provider.clone(),
+                why: format!("the {what} contains a NUL byte"),
+            })
+        };
+        let prov = provider.map(|p| cstr("provider name", p)).transpose()?;
+        let fabric_name = plan
+            .fabric_name
+            .map(|f| cstr("fabric name", f))
+            .transpose()?;
+        let domain_name = plan
+            .domain_name
+            .as_deref()
+            .map(|d| cstr("domain name", d))
+            .transpose()?;
         let h = hints.0.as_ptr();
         // SAFETY: `h` and its attribute pointers were allocated by fi_dupinfo and are
         // valid; prov_name must be malloc'd because fi_freeinfo frees it (strdup does).
@@ -63,51 +118,56 @@ impl Info {
             // Rasa only issues RMA reads (a few in flight) and never receives messages:
             // small queues keep providers from preallocating tens of MiB of buffers.
             (*(*h).tx_attr).size = 256;
-            (*(*h).rx_attr).size = 16;
+            if let Some(rx) = plan.rx_size {
+                (*(*h).rx_attr).size = rx;
+            }
             (*(*h).domain_attr).mr_mode = MR_MODE_OFFERED as i32;
             (*(*h).domain_attr).threading = sys::fi_threading_FI_THREAD_SAFE;
-            (*(*h).fabric_attr).prov_name = libc::strdup(prov.as_ptr());
+            if let Some(p) = &prov {
+                (*(*h).fabric_attr).prov_name = libc::strdup(p.as_ptr());
+            }
+            if let Some(f) = &fabric_name {
+                (*(*h).fabric_attr).name = libc::strdup(f.as_ptr());
+            }
+            if let Some(d) = &domain_name {
+                (*(*h).domain_attr).name = libc::strdup(d.as_ptr());
+            }
         }
-        let node = cfg
+        let node = plan
             .node
             .as_deref()
-            .map(CString::new)
-            .transpose()
-            .map_err(|_| FabricError::Unsupported {
-                provider: cfg.provider.clone(),
-                why: "the node address contains a NUL byte".into(),
-            })?;
+            .map(|n| cstr("node address", n))
+            .transpose()?;
         let (node_ptr, flags) = match &node {
             Some(n) => (n.as_ptr(), sys::FI_SOURCE),
             None => (ptr::null(), 0),
         };
         let mut out: *mut sys::fi_info = ptr::null_mut();
         // SAFETY: all pointers are valid for the call; `out` receives a list we then own.
-        let ret = unsafe {
-            sys::fi_getinfo(
-                sys::rasa_fi_header_version(),
-                node_ptr,
-                ptr::null(),
-                flags,
-                h,
-                &mut out,
-            )
-        };
+        let ret =
+            unsafe { sys::fi_getinfo(plan.api_version, node_ptr, ptr::null(), flags, h, &mut out) };
         check("fi_getinfo", ret as isize).map_err(|e| match e {
             FabricError::Call { errno, text, .. } if errno == sys::FI_ENODATA as i32 => {
                 FabricError::Unsupported {
-                    provider: cfg.provider.clone(),
+                    provider: cfg_provider.clone(),
                     why: format!(
-                        "no matching provider/interface ({text}); is provider {:?} available (fi_info -l) and is {} a local address?",
-                        cfg.provider,
-                        cfg.node.as_deref().unwrap_or("the default interface")
+                        "no matching provider/interface ({text}); is provider {:?} available (fi_info -l){}{}?",
+                        cfg_provider,
+                        plan.node
+                            .as_deref()
+                            .map(|n| format!(" and is {n} a local address"))
+                            .unwrap_or_default(),
+                        plan.domain_name
+                            .as_deref()
+                            .map(|d| format!(" and is {d} one of its domains (rasa-gateway fabric check)"))
+                            .unwrap_or_default(),
                     ),
                 }
             }
             other => other,
         })?;
         let info = Info(NonNull::new(out).ok_or_else(|| FabricError::Unsupported {
-            provider: cfg.provider.clone(),
+            provider: cfg_provider.clone(),
             why: "fi_getinfo returned nothing".into(),
         })?);
         Ok(info)
@@ -116,4 +176,38 @@ impl Info {
     pub(super) fn raw(&self) -> *mut sys::fi_info {
         self.0.as_ptr()
     }
+}
+
+/// Every (provider, fabric, domain) on this machine that offers what Rasa needs (RMA reads
+/// on RDM endpoints), asking for API `api_version`; empty when none does or the query fails.
+pub fn offered(api_version: u32) -> Vec<(String, String, String)> {
+    let Ok(Some(info)) = Info::all(api_version) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, String, String)> = Vec::new();
+    let mut cur = info.raw();
+    while !cur.is_null() {
+        // SAFETY: `cur` walks the list fi_getinfo returned, which `info` owns and keeps
+        // alive; each entry's attribute pointers are valid or NULL.
+        let entry = unsafe {
+            let text = |p: *const libc::c_char| {
+                if p.is_null() {
+                    String::new()
+                } else {
+                    std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+                }
+            };
+            let e = (
+                text((*(*cur).fabric_attr).prov_name),
+                text((*(*cur).fabric_attr).name),
+                text((*(*cur).domain_attr).name),
+            );
+            cur = (*cur).next;
+            e
+        };
+        if !out.contains(&entry) {
+            out.push(entry);
+        }
+    }
+    out
 }

@@ -11,8 +11,10 @@
 //! provider keeps ([`Node::virtual_addressing`], [`Node::provider_keys`]).
 
 mod error;
+mod events;
 mod info;
 mod owners;
+pub mod plan;
 
 use std::ffi::CStr;
 use std::ptr::{self, NonNull};
@@ -20,11 +22,11 @@ use std::sync::Arc;
 
 pub(crate) use error::check;
 pub use error::{strerror, FabricError};
-pub use info::FabricConfig;
+pub use info::{offered, FabricConfig};
 pub use owners::{Domain, MemoryRegion};
 
 use info::{Info, MR_MODE_OFFERED};
-use owners::{open_cq, AddressVector, CompletionQueue, Endpoint, Fabric};
+use owners::{open_cq, open_eq, AddressVector, CompletionQueue, Endpoint, EventQueue, Fabric};
 
 use crate::buffer::ArenaBuffer;
 use crate::sys;
@@ -45,10 +47,15 @@ fn addr_format_name(f: u32) -> String {
 pub struct Node {
     // Field order is drop order: endpoint first, then what it was bound to.
     ep: Endpoint,
+    /// Where the provider reports asynchronous errors (see [`events`]); `None` where the
+    /// provider does not take one on an RDM endpoint.
+    eq: Option<Arc<EventQueue>>,
     cq: Arc<CompletionQueue>,
     av: Arc<AddressVector>,
     domain: Arc<Domain>,
     provider: String,
+    fabric_name: String,
+    domain_name: String,
     mr_mode: u32,
     mr_key_size: usize,
     addr_format: u32,
@@ -70,15 +77,25 @@ impl Node {
         let info = Info::get(cfg)?;
         let i = info.raw();
         // SAFETY: fi_getinfo returned a valid first entry with its attribute structs.
-        let (provider, mr_mode, mr_key_size, threading, addr_format, mode) = unsafe {
-            let prov = (*(*i).fabric_attr).prov_name;
-            let provider = if prov.is_null() {
-                cfg.provider.clone()
-            } else {
-                CStr::from_ptr(prov).to_string_lossy().into_owned()
+        let (
+            provider,
+            fabric_name,
+            domain_name,
+            mr_mode,
+            mr_key_size,
+            threading,
+            addr_format,
+            mode,
+        ) = unsafe {
+            let text = |p: *const libc::c_char| {
+                (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
             };
+            let provider =
+                text((*(*i).fabric_attr).prov_name).unwrap_or_else(|| cfg.provider.clone());
             (
                 provider,
+                text((*(*i).fabric_attr).name).unwrap_or_default(),
+                text((*(*i).domain_attr).name).unwrap_or_default(),
                 (*(*i).domain_attr).mr_mode as u32,
                 (*(*i).domain_attr).mr_key_size,
                 (*(*i).domain_attr).threading,
@@ -113,6 +130,15 @@ impl Node {
         let fabric = Arc::new(Fabric {
             raw: NonNull::new(fabric).expect("fi_fabric succeeded"),
         });
+        let efa = plan::is_efa(&provider);
+        let eq = match open_eq(&fabric) {
+            Ok(eq) => Some(Arc::new(eq)),
+            Err(e) if efa => return Err(e),
+            Err(e) => {
+                tracing::debug!(%provider, error = %e, "no event queue");
+                None
+            }
+        };
 
         let mut domain: *mut sys::fid_domain = ptr::null_mut();
         // SAFETY: valid fabric and info; `domain` receives a new object we own.
@@ -145,8 +171,9 @@ impl Node {
         check("fi_endpoint", unsafe {
             sys::rasa_fi_endpoint(domain.raw.as_ptr(), i, &mut ep, ptr::null_mut())
         } as isize)?;
-        let ep = Endpoint {
+        let mut ep = Endpoint {
             raw: NonNull::new(ep).expect("fi_endpoint succeeded"),
+            _eq: None,
             _cq: Arc::clone(&cq),
             _av: Arc::clone(&av),
             _domain: Arc::clone(&domain),
@@ -165,15 +192,40 @@ impl Node {
                 "fi_ep_bind(av)",
                 sys::rasa_fi_ep_bind(ep.raw.as_ptr(), &mut (*av.raw.as_ptr()).fid, 0) as isize,
             )?;
+        }
+        let eq = match eq {
+            // SAFETY: ep and eq are open objects of the same fabric; the endpoint keeps an
+            // Arc of the queue, so the queue is closed after it.
+            Some(q) => match check("fi_ep_bind(eq)", unsafe {
+                sys::rasa_fi_ep_bind(ep.raw.as_ptr(), &mut (*q.raw.as_ptr()).fid, 0)
+            } as isize)
+            {
+                Ok(_) => {
+                    ep._eq = Some(Arc::clone(&q));
+                    Some(q)
+                }
+                Err(e) if efa => return Err(e),
+                Err(e) => {
+                    tracing::debug!(%provider, error = %e, "the endpoint takes no event queue");
+                    None
+                }
+            },
+            None => None,
+        };
+        // SAFETY: the endpoint is bound to its queues and AV.
+        unsafe {
             check("fi_enable", sys::rasa_fi_enable(ep.raw.as_ptr()) as isize)?;
         }
         drop(info);
         Ok(Node {
             ep,
+            eq,
             cq,
             av,
             domain,
             provider,
+            fabric_name,
+            domain_name,
             mr_mode,
             mr_key_size,
             addr_format,
@@ -183,6 +235,16 @@ impl Node {
     /// The provider actually chosen (e.g. `tcp;ofi_rxm`).
     pub fn provider(&self) -> &str {
         &self.provider
+    }
+
+    /// The fabric chosen (e.g. `efa`, `TCP-IP`, a subnet).
+    pub fn fabric_name(&self) -> &str {
+        &self.fabric_name
+    }
+
+    /// The domain (NIC) opened, e.g. `rdmap16s27-rdm` on EFA.
+    pub fn domain_name(&self) -> &str {
+        &self.domain_name
     }
 
     /// The negotiated memory-registration mode bits.

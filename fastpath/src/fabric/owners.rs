@@ -91,9 +91,48 @@ impl Drop for AddressVector {
     }
 }
 
+/// An event queue: where a provider reports asynchronous errors of an endpoint. The `efa`
+/// provider calls `abort()` when it has such an error and no queue is bound (a read with a
+/// revoked key when reads are emulated, a reader vanishing mid-read).
+pub(super) struct EventQueue {
+    pub(super) raw: NonNull<sys::fid_eq>,
+    pub(super) _fabric: Arc<Fabric>,
+}
+
+// SAFETY: event queues of an FI_THREAD_SAFE fabric/domain are safe to use from any thread.
+unsafe impl Send for EventQueue {}
+// SAFETY: see Send.
+unsafe impl Sync for EventQueue {}
+
+impl Drop for EventQueue {
+    fn drop(&mut self) {
+        // SAFETY: we own the queue; the endpoint bound to it holds an Arc to us.
+        unsafe { close(&mut (*self.raw.as_ptr()).fid) }
+    }
+}
+
+/// Opens an event queue on `fabric` (no wait object: the progress thread polls it).
+pub(super) fn open_eq(fabric: &Arc<Fabric>) -> Result<EventQueue, FabricError> {
+    let mut attr = sys::fi_eq_attr {
+        size: 64,
+        wait_obj: sys::fi_wait_obj_FI_WAIT_NONE,
+        ..Default::default()
+    };
+    let mut eq: *mut sys::fid_eq = ptr::null_mut();
+    // SAFETY: valid fabric and attr; `eq` receives a new object we own.
+    check("fi_eq_open", unsafe {
+        sys::rasa_fi_eq_open(fabric.raw.as_ptr(), &mut attr, &mut eq, ptr::null_mut())
+    } as isize)?;
+    Ok(EventQueue {
+        raw: NonNull::new(eq).expect("fi_eq_open succeeded"),
+        _fabric: Arc::clone(fabric),
+    })
+}
+
 /// An enabled RDM endpoint.
 pub(super) struct Endpoint {
     pub(super) raw: NonNull<sys::fid_ep>,
+    pub(super) _eq: Option<Arc<EventQueue>>,
     pub(super) _cq: Arc<CompletionQueue>,
     pub(super) _av: Arc<AddressVector>,
     pub(super) _domain: Arc<Domain>,
@@ -107,7 +146,7 @@ unsafe impl Sync for Endpoint {}
 impl Drop for Endpoint {
     fn drop(&mut self) {
         // SAFETY: we own the endpoint; closing it cancels its outstanding operations
-        // before the queue, AV and domain (which we keep alive until after) are closed.
+        // before the queues, AV and domain (which we keep alive until after) are closed.
         unsafe { close(&mut (*self.raw.as_ptr()).fid) }
     }
 }

@@ -53,3 +53,23 @@ const char *rasa_fi_cq_strerror(struct fid_cq *cq, int prov_errno, const void *e
     return fi_cq_strerror(cq, prov_errno, err_data, buf, len);
 }
 int rasa_fi_cq_signal(struct fid_cq *cq) { return fi_cq_signal(cq); }
+int rasa_fi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq, void *context) {
+    return fi_eq_open(fabric, attr, eq, context);
+}
+ssize_t rasa_fi_eq_read(struct fid_eq *eq, uint32_t *event, void *buf, size_t len, uint64_t flags) {
+    return fi_eq_read(eq, event, buf, len, flags);
+}
+ssize_t rasa_fi_eq_readerr(struct fid_eq *eq, struct fi_eq_err_entry *buf, uint64_t flags) {
+    return fi_eq_readerr(eq, buf, flags);
+}
+const char *rasa_fi_eq_strerror(struct fid_eq *eq, int prov_errno, const void *err_data, char *buf, size_t len) {
+    return fi_eq_strerror(eq, prov_errno, err_data, buf, len);
+}
+#include <stdbool.h>
+#include <rdma/fi_ext.h>
+int rasa_fi_efa_emulated_read(struct fid_ep *ep) {
+    bool emulated = false;
+    size_t len = sizeof emulated;
+    int ret = fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_EFA_RNR_RETRY + 1, &emulated, &len);
+    return ret ? ret : (emulated ? 1 : 0);
+}

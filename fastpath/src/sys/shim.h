@@ -5,6 +5,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_eq.h>
 
 uint32_t rasa_fi_header_version(void);
 /* FI_CONTEXT | FI_CONTEXT2 where the headers still define them (0 otherwise). */
@@ -31,3 +32,11 @@ ssize_t rasa_fi_cq_sread(struct fid_cq *cq, void *buf, size_t count, const void 
 ssize_t rasa_fi_cq_readerr(struct fid_cq *cq, struct fi_cq_err_entry *buf, uint64_t flags);
 const char *rasa_fi_cq_strerror(struct fid_cq *cq, int prov_errno, const void *err_data, char *buf, size_t len);
 int rasa_fi_cq_signal(struct fid_cq *cq);
+int rasa_fi_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq, void *context);
+ssize_t rasa_fi_eq_read(struct fid_eq *eq, uint32_t *event, void *buf, size_t len, uint64_t flags);
+ssize_t rasa_fi_eq_readerr(struct fid_eq *eq, struct fi_eq_err_entry *buf, uint64_t flags);
+const char *rasa_fi_eq_strerror(struct fid_eq *eq, int prov_errno, const void *err_data, char *buf, size_t len);
+/* fi_getopt(FI_OPT_EFA_EMULATED_READ): 1 emulated, 0 device RDMA read, negative error. The
+ * option is the enum member after FI_OPT_EFA_RNR_RETRY (fi_ext.h since 1.18), so it is
+ * reachable with the 1.17 headers too; other providers answer -FI_ENOPROTOOPT/-FI_ENOSYS. */
+int rasa_fi_efa_emulated_read(struct fid_ep *ep);

@@ -5,4 +5,5 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_eq.h>
 #include "shim.h"
