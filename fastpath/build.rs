@@ -3,11 +3,36 @@
 
 use std::path::PathBuf;
 
+/// Where the AWS EFA installer puts libfabric's pkg-config file.
+const EFA_PKGCONFIG: [&str; 2] = [
+    "/opt/amazon/efa/lib64/pkgconfig",
+    "/opt/amazon/efa/lib/pkgconfig",
+];
+
 fn main() {
     println!("cargo:rerun-if-changed=src/sys/wrapper.h");
     println!("cargo:rerun-if-changed=src/sys/shim.h");
     println!("cargo:rerun-if-changed=src/sys/shim.c");
     println!("cargo:rerun-if-env-changed=LIBFABRIC_INCLUDE_DIR");
+    println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
+
+    // AWS's EFA installer puts a current libfabric (with the efa provider) under
+    // /opt/amazon/efa, off pkg-config's default path: prefer it to the distribution's.
+    for dir in EFA_PKGCONFIG {
+        println!("cargo:rerun-if-changed={dir}");
+        if std::path::Path::new(dir).join("libfabric.pc").exists() {
+            let old = std::env::var("PKG_CONFIG_PATH").unwrap_or_default();
+            let new = if old.is_empty() {
+                dir.to_string()
+            } else {
+                format!("{dir}:{old}")
+            };
+            // The probe below reads it (a build script runs single-threaded).
+            std::env::set_var("PKG_CONFIG_PATH", new);
+            println!("cargo:warning=using the EFA installer's libfabric ({dir})");
+            break;
+        }
+    }
 
     let lib = match pkg_config::Config::new()
         .atleast_version("1.17")

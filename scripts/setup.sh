@@ -75,14 +75,16 @@ has_clang_headers() {
     compgen -G "$root/usr/local/lib/clang/*/include/stddef.h" >/dev/null
 }
 
-# pkg-config as the build runs it (fastpath/build.rs), or inside RASA_SETUP_SYSROOT.
+# pkg-config as the build runs it (fastpath/build.rs, which prefers the AWS EFA installer's
+# libfabric under /opt/amazon/efa), or inside RASA_SETUP_SYSROOT.
 pc() {
+  local efa="$root/opt/amazon/efa/lib64/pkgconfig:$root/opt/amazon/efa/lib/pkgconfig"
   if [ -n "$root" ]; then
     PKG_CONFIG_SYSROOT_DIR="$root" \
-      PKG_CONFIG_LIBDIR="$root/usr/lib/x86_64-linux-gnu/pkgconfig:$root/usr/lib/aarch64-linux-gnu/pkgconfig:$root/usr/lib/pkgconfig:$root/usr/share/pkgconfig" \
+      PKG_CONFIG_LIBDIR="$efa:$root/usr/lib/x86_64-linux-gnu/pkgconfig:$root/usr/lib/aarch64-linux-gnu/pkgconfig:$root/usr/lib/pkgconfig:$root/usr/share/pkgconfig" \
       pkg-config "$@"
   else
-    pkg-config "$@"
+    PKG_CONFIG_PATH="$efa${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" pkg-config "$@"
   fi
 }
 

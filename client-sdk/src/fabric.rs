@@ -149,7 +149,15 @@ impl Client {
             }
             Err(e) => {
                 self.count_fallback(Fallback::of(&e));
-                self.rebuild_in_background(state);
+                let kept =
+                    matches!(&*state, FabricState::Ready { reader, .. } if reader.is_connected());
+                if kept {
+                    // A revoked key on a provider whose endpoint survives it (efa, sockets):
+                    // only the descriptor was stale; the endpoint stays as it is.
+                    drop(state);
+                } else {
+                    self.rebuild_in_background(state);
+                }
                 return Err(Error::FastPath(e.to_string()));
             }
         };

@@ -74,6 +74,35 @@ fn classify(efa: bool, e: FabricError) -> ReadError {
     }
 }
 
+/// A failed batch: the error, and whether the endpoint is quiet (no read of the batch still
+/// in flight), so that it may be kept.
+struct Failed {
+    error: ReadError,
+    quiet: bool,
+}
+
+fn noisy_timeout(after: Duration) -> Failed {
+    Failed {
+        error: ReadError::Timeout(after),
+        quiet: false,
+    }
+}
+
+impl From<FrameError> for Failed {
+    fn from(e: FrameError) -> Self {
+        ReadError::Frame(e).into()
+    }
+}
+
+impl From<ReadError> for Failed {
+    fn from(error: ReadError) -> Self {
+        Failed {
+            error,
+            quiet: false,
+        }
+    }
+}
+
 /// A local endpoint connected to one gateway, with a registered scratch buffer.
 struct Conn {
     // Fields drop in order: the node's endpoint is closed (cancelling reads in flight)
@@ -180,21 +209,30 @@ impl Reader {
         frames: &[RemoteFrame],
         timeout: Duration,
     ) -> Result<Vec<Result<Vec<u8>, FrameError>>, ReadError> {
-        let result = self.try_read_many(frames, timeout);
-        if result.is_err() {
-            // The provider may have torn the connection down (tcp;ofi_rxm does after a
-            // revoked key) and reads may still be in flight: drop the endpoint, which
-            // cancels them, and build a new one next time.
-            self.conn = None;
+        match self.try_read_many(frames, timeout) {
+            Ok(r) => Ok(r),
+            // A revoked key on a provider whose endpoint survives it, with every read of the
+            // batch completed: keep the endpoint (a rebuild costs a new domain, handshake
+            // and scratch registration; on EFA this is a per-request error).
+            Err(Failed {
+                error: e @ ReadError::KeyRevoked(_),
+                quiet: true,
+            }) if plan::survives_revoked_key(&self.config.provider) => Err(e),
+            Err(Failed { error, .. }) => {
+                // The provider may have torn the connection down (tcp;ofi_rxm does after a
+                // revoked key) or reads may still be in flight: drop the endpoint, which
+                // cancels them, and build a new one next time.
+                self.conn = None;
+                Err(error)
+            }
         }
-        result
     }
 
     fn try_read_many(
         &mut self,
         frames: &[RemoteFrame],
         timeout: Duration,
-    ) -> Result<Vec<Result<Vec<u8>, FrameError>>, ReadError> {
+    ) -> Result<Vec<Result<Vec<u8>, FrameError>>, Failed> {
         // Lay the frames out one after another (64-byte aligned) in the scratch buffer.
         let mut layout = Vec::with_capacity(frames.len());
         let mut total = 0usize;
@@ -250,9 +288,9 @@ impl Reader {
             }
         }
         let deadline = Instant::now() + timeout;
-        read_pieces(conn, &pieces, deadline).map_err(|e| match e {
-            ReadError::Timeout(_) => ReadError::Timeout(timeout),
-            other => other,
+        read_pieces(conn, &pieces, deadline).map_err(|f| match f.error {
+            ReadError::Timeout(_) => noisy_timeout(timeout),
+            _ => f,
         })?;
         let (slot, _) = conn.scratch.as_mut().expect("scratch set above");
         let bytes = slot.as_mut_slice();
@@ -275,7 +313,11 @@ struct Piece {
 }
 
 /// Issues `pieces` (up to [`MAX_IN_FLIGHT`] at once) and waits for all of them.
-fn read_pieces(conn: &mut Conn, pieces: &[Piece], deadline: Instant) -> Result<(), ReadError> {
+///
+/// When one fails with a revoked key, no further piece is issued and the rest of those in
+/// flight are reaped (until the deadline), so the failure can be reported with the endpoint
+/// quiet — which lets a provider whose endpoint survives a revoked key keep it.
+fn read_pieces(conn: &mut Conn, pieces: &[Piece], deadline: Instant) -> Result<(), Failed> {
     let (slot, mr) = conn.scratch.as_mut().expect("scratch registered");
     let base = slot.as_mut_slice().as_mut_ptr();
     let desc = mr.desc();
@@ -283,20 +325,25 @@ fn read_pieces(conn: &mut Conn, pieces: &[Piece], deadline: Instant) -> Result<(
     let mut contexts: Vec<sys::fi_context2> = vec![sys::fi_context2::default(); pieces.len()];
     let ctx_base = contexts.as_mut_ptr();
     let mut next = 0usize;
-    let mut done = 0usize;
     let mut in_flight = 0usize;
     let mut entries = [sys::fi_cq_entry::default(); MAX_IN_FLIGHT];
     let mut idle_polls = 0u32;
     let efa = plan::is_efa(conn.node.provider());
     let classify = |e| classify(efa, e);
-    while done < pieces.len() {
-        while next < pieces.len() && in_flight < MAX_IN_FLIGHT {
+    // The first failure; once set, nothing more is issued and the rest is reaped.
+    let mut failed: Option<ReadError> = None;
+    let noisy = |error| Failed {
+        error,
+        quiet: false,
+    };
+    while (failed.is_none() && next < pieces.len()) || in_flight > 0 {
+        while failed.is_none() && next < pieces.len() && in_flight < MAX_IN_FLIGHT {
             let p = &pieces[next];
             // SAFETY: `base + p.local .. + p.len` lies in the registered scratch slot, which
             // we hold exclusively (&mut) and which outlives the read: on any early return
-            // the caller drops the endpoint (cancelling reads) before the buffer. The
-            // context stays at a fixed address (`contexts` is not resized) until
-            // completion or endpoint close.
+            // the caller drops the endpoint (cancelling reads) before the buffer, unless
+            // every issued read has completed. The context stays at a fixed address
+            // (`contexts` is not resized) until completion or endpoint close.
             let ret = unsafe {
                 sys::rasa_fi_read(
                     conn.node.ep_raw(),
@@ -312,7 +359,7 @@ fn read_pieces(conn: &mut Conn, pieces: &[Piece], deadline: Instant) -> Result<(
             if ret == -(sys::FI_EAGAIN as isize) {
                 break; // queue full: reap completions (which also drives progress)
             }
-            crate::fabric::check("fi_read", ret).map_err(classify)?;
+            crate::fabric::check("fi_read", ret).map_err(|e| noisy(classify(e)))?;
             next += 1;
             in_flight += 1;
         }
@@ -325,22 +372,28 @@ fn read_pieces(conn: &mut Conn, pieces: &[Piece], deadline: Instant) -> Result<(
             )
         };
         if ret > 0 {
-            done += ret as usize;
             in_flight -= ret as usize;
             idle_polls = 0;
             continue;
         }
         if ret == -(sys::FI_EAVAIL as isize) {
-            return Err(classify(conn.node.cq_error("fi_read")));
+            // The error entry is one of ours: it completes that read.
+            in_flight -= 1;
+            let e = classify(conn.node.cq_error("fi_read"));
+            match (&failed, &e) {
+                (None, ReadError::KeyRevoked(_)) => failed = Some(e),
+                (None, _) => return Err(noisy(e)),
+                (Some(_), _) => {} // reaping after a revoked key: later errors say no more
+            }
+            continue;
         }
         if ret != -(sys::FI_EAGAIN as isize) {
-            return Err(classify(
-                crate::fabric::check("fi_cq_read", ret).expect_err("negative"),
-            ));
+            let e = classify(crate::fabric::check("fi_cq_read", ret).expect_err("negative"));
+            return Err(noisy(failed.unwrap_or(e)));
         }
         let now = Instant::now();
         if now >= deadline {
-            return Err(ReadError::Timeout(Duration::ZERO));
+            return Err(noisy(failed.unwrap_or(ReadError::Timeout(Duration::ZERO))));
         }
         idle_polls += 1;
         if idle_polls < SPIN_POLLS || !conn.node.waitable() {
@@ -353,27 +406,34 @@ fn read_pieces(conn: &mut Conn, pieces: &[Piece], deadline: Instant) -> Result<(
             // Still nothing: sleep on the queue's wait object (which also drives progress)
             // instead of burning a core. Providers do not always signal it for RMA
             // completions, so sleep 1 ms at a time.
-            let ms = (deadline - now).as_millis().clamp(1, 1) as i32;
-            // SAFETY: as for fi_cq_read above; blocks at most `ms` milliseconds.
+            // SAFETY: as for fi_cq_read above; blocks at most 1 ms.
             let ret = unsafe {
                 sys::rasa_fi_cq_sread(
                     conn.node.cq_raw(),
                     entries.as_mut_ptr().cast(),
                     entries.len(),
                     std::ptr::null(),
-                    ms,
+                    1,
                 )
             };
             if ret > 0 {
-                done += ret as usize;
                 in_flight -= ret as usize;
                 idle_polls = 0;
             } else if ret == -(sys::FI_EAVAIL as isize) {
-                return Err(classify(conn.node.cq_error("fi_read")));
+                in_flight -= 1;
+                let e = classify(conn.node.cq_error("fi_read"));
+                match (&failed, &e) {
+                    (None, ReadError::KeyRevoked(_)) => failed = Some(e),
+                    (None, _) => return Err(noisy(e)),
+                    (Some(_), _) => {}
+                }
             }
         }
     }
-    Ok(())
+    match failed {
+        None => Ok(()),
+        Some(error) => Err(Failed { error, quiet: true }),
+    }
 }
 
 #[cfg(test)]
@@ -492,12 +552,25 @@ mod tests {
             start.elapsed() < TIMEOUT,
             "revoked read must not wait for the timeout"
         );
+        // The endpoint is kept where the provider survives a revoked key (no rebuild: a
+        // new domain, handshake and scratch registration), dropped where it does not.
+        assert_eq!(
+            reader.is_connected(),
+            plan::survives_revoked_key(provider),
+            "{provider}: endpoint after a revoked key"
+        );
+        let rebuilds = reader.rebuilds();
         let fresh = RemoteFrame {
             addr: server.remote_addr(&region, offset),
             rkey: region.key(),
             ..old
         };
         assert_eq!(reader.read(&fresh, TIMEOUT).unwrap(), payload);
+        assert_eq!(
+            reader.rebuilds() - rebuilds,
+            u64::from(!plan::survives_revoked_key(provider)),
+            "{provider}: rebuilds after a revoked key"
+        );
 
         // Reading past the end of the region fails cleanly, and the reader recovers.
         let past = RemoteFrame {

@@ -80,6 +80,19 @@ fn libfabric_needs_its_pkg_config_file_and_its_header() {
 }
 
 #[test]
+fn the_efa_installers_libfabric_counts_as_libfabric() {
+    let pc = "opt/amazon/efa/lib64/pkgconfig/libfabric.pc";
+    let header = "opt/amazon/efa/include/rdma/fabric.h";
+    let root = tree(&[pc, header]);
+    std::fs::write(
+        root.join(pc),
+        "prefix=/opt/amazon/efa\nincludedir=${prefix}/include\n\nName: libfabric\nDescription: x\nVersion: 2.3.0\nLibs: -lfabric\nCflags: -I${includedir}\n",
+    )
+    .expect("write the .pc file");
+    assert!(!would_install(&root).contains(&"libfabric-dev".to_owned()));
+}
+
+#[test]
 fn clang_headers_are_needed_besides_the_library() {
     let root = tree(&["usr/lib/llvm-14/lib/libclang.so.1"]);
     assert!(would_install(&root).contains(&"clang".to_owned()));

@@ -144,6 +144,13 @@ pub fn classify(efa: bool, errno: Option<i32>, prov_errno: Option<i32>) -> ReadF
     }
 }
 
+/// Whether an endpoint of `provider` stays usable after a read with a revoked key. On `efa`
+/// (SRD) such a read is a per-request error, and `sockets` keeps its connection; on
+/// `tcp;ofi_rxm` the connection is torn down, so the reader must open a new endpoint.
+pub fn survives_revoked_key(provider: &str) -> bool {
+    is_efa(provider) || provider == "sockets"
+}
+
 /// Bytes a memory budget locks: every arena is registered once, and a key refresh registers
 /// an arena a second time while its old region retires (at most every arena at once).
 pub fn locked_bytes(budget: u64, key_refresh: bool) -> u64 {
@@ -229,6 +236,14 @@ mod tests {
         assert_eq!(classify(false, Some(libc::ECANCELED), Some(0)), KeyRevoked);
         assert_eq!(classify(false, enotconn, Some(14)), ConnectionLost);
         assert_eq!(classify(false, Some(libc::ENOMEM), None), Other);
+    }
+
+    #[test]
+    fn only_rxm_loses_its_connection_on_a_revoked_key() {
+        assert!(survives_revoked_key("efa"));
+        assert!(survives_revoked_key("sockets"));
+        assert!(!survives_revoked_key("tcp;ofi_rxm"));
+        assert!(!survives_revoked_key("verbs;ofi_rxm"));
     }
 
     #[test]

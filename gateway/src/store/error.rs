@@ -42,7 +42,7 @@ pub enum StoreError {
 impl From<ReserveError> for StoreError {
     fn from(e: ReserveError) -> Self {
         match e {
-            ReserveError::NeedRoom => StoreError::Busy {
+            ReserveError::NeedRoom | ReserveError::NeedAllocation => StoreError::Busy {
                 retry_after: Duration::from_secs(1),
             },
             ReserveError::Never(e) => e,

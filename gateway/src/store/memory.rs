@@ -58,7 +58,9 @@ impl Store {
         freed
     }
 
-    /// Runs [`Store::reclaim`] every `interval` until the store is dropped by everyone else.
+    /// Runs [`Store::reclaim`] every `interval` until the store is dropped by everyone else,
+    /// on tokio's blocking pool: revoking and registering memory (slow on EFA) must not
+    /// hold up a worker that serves requests.
     pub async fn run_reclaimer(self: Arc<Self>, interval: Duration) {
         let weak = Arc::downgrade(&self);
         drop(self);
@@ -67,7 +69,21 @@ impl Store {
         loop {
             tick.tick().await;
             let Some(store) = weak.upgrade() else { return };
-            store.reclaim();
+            if let Err(e) = tokio::task::spawn_blocking(move || store.reclaim()).await {
+                tracing::error!(error = %e, "a reclaim pass failed");
+            }
+        }
+    }
+
+    /// Runs `f` (which may register memory) without blocking the other tasks of this tokio
+    /// worker: on a multi-threaded runtime the worker hands its tasks to others first.
+    pub(super) fn off_worker<R>(f: impl FnOnce() -> R) -> R {
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        match Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(f)
+            }
+            _ => f(),
         }
     }
 

@@ -47,7 +47,13 @@ impl Store {
         let give_up = std::time::Instant::now() + self.config.lease + self.config.grace * 2;
         loop {
             let wake = self.room.notified();
-            match self.arenas.reserve(frame_len) {
+            let reserved = match self.arenas.reserve_registered(frame_len) {
+                Err(ReserveError::NeedAllocation) => {
+                    Self::off_worker(|| self.arenas.reserve(frame_len))
+                }
+                other => other,
+            };
+            match reserved {
                 Ok((arena, slot)) => {
                     return Ok(Upload {
                         key: key.to_owned(),
@@ -62,10 +68,10 @@ impl Store {
                     })
                 }
                 Err(ReserveError::Never(e)) => return Err(e),
-                Err(ReserveError::NeedRoom) => {}
+                Err(ReserveError::NeedRoom | ReserveError::NeedAllocation) => {}
             }
             self.make_room();
-            if self.reclaim() > 0 {
+            if Self::off_worker(|| self.reclaim()) > 0 {
                 continue;
             }
             let now = std::time::Instant::now();

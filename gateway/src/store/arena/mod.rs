@@ -16,7 +16,7 @@
 //! HTTP response in flight, an upload) still holds its memory. A reader that comes late
 //! uses a revoked key and gets a protection error, never other bytes.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -75,6 +75,9 @@ struct Table {
 pub enum ReserveError {
     /// Memory is full; room can be made by draining arenas.
     NeedRoom,
+    /// A new arena must be allocated and registered (only from
+    /// [`Arenas::reserve_registered`]).
+    NeedAllocation,
     /// The value can never fit.
     Never(StoreError),
 }
@@ -88,6 +91,9 @@ pub struct Arenas {
     next_id: AtomicU64,
     table: Mutex<Table>,
     fabric: Option<Arc<FabricServer>>,
+    /// Arenas taken out of `draining` by a reclaim pass that is revoking, resetting or
+    /// re-registering them outside the table lock; still counted as draining.
+    reclaiming: AtomicUsize,
     /// Life-cycle counters.
     pub stats: ArenaStats,
 }
@@ -107,6 +113,7 @@ impl Arenas {
             next_id: AtomicU64::new(1),
             table: Mutex::new(Table::default()),
             fabric,
+            reclaiming: AtomicUsize::new(0),
             stats: ArenaStats::default(),
         }
     }
@@ -147,6 +154,24 @@ impl Arenas {
 
     /// Claims `frame_len` bytes for one frame, without waiting.
     pub fn reserve(&self, frame_len: usize) -> Result<(Arc<Arena>, WriteSlot), ReserveError> {
+        self.reserve_with(frame_len, true)
+    }
+
+    /// [`Arenas::reserve`] from memory that is already registered: `NeedAllocation` when a
+    /// new arena would have to be allocated and registered (which the caller then does off
+    /// its async worker).
+    pub fn reserve_registered(
+        &self,
+        frame_len: usize,
+    ) -> Result<(Arc<Arena>, WriteSlot), ReserveError> {
+        self.reserve_with(frame_len, false)
+    }
+
+    fn reserve_with(
+        &self,
+        frame_len: usize,
+        may_allocate: bool,
+    ) -> Result<(Arc<Arena>, WriteSlot), ReserveError> {
         if !self.fits(frame_len) {
             return Err(ReserveError::Never(StoreError::InsufficientStorage {
                 needed: frame_len as u64,
@@ -154,12 +179,12 @@ impl Arenas {
                 budget: self.budget,
             }));
         }
-        let mut t = self.table();
         let claim = |arena: &Arc<Arena>| {
             let slot = arena.buffer.try_reserve(frame_len, FRAME_ALIGN)?;
             arena.pending.fetch_add(1, Ordering::AcqRel);
             Some((Arc::clone(arena), slot))
         };
+        let mut t = self.table();
         if frame_len > self.arena_size {
             let size = self.size_of(frame_len);
             // Recycled shared arenas give their memory back for a dedicated one.
@@ -171,11 +196,14 @@ impl Arenas {
             if t.allocated + size > self.budget {
                 return Err(ReserveError::NeedRoom);
             }
-            let arena = self
-                .allocate(&mut t, size as usize, true)
-                .map_err(ReserveError::Never)?;
+            if !may_allocate {
+                return Err(ReserveError::NeedAllocation);
+            }
+            t.allocated += size;
+            drop(t);
+            let arena = self.allocate(size as usize, true)?;
             let got = claim(&arena).expect("a dedicated arena fits its value");
-            t.sealed.push(arena);
+            self.table().sealed.push(arena);
             return Ok(got);
         }
         if let Some(got) = t.open.as_ref().and_then(claim) {
@@ -183,9 +211,17 @@ impl Arenas {
         }
         let next = match t.free.pop() {
             Some(a) => a,
-            None if t.allocated + self.arena_size as u64 <= self.budget => self
-                .allocate(&mut t, self.arena_size, false)
-                .map_err(ReserveError::Never)?,
+            None if !may_allocate && t.allocated + self.arena_size as u64 <= self.budget => {
+                return Err(ReserveError::NeedAllocation)
+            }
+            None if t.allocated + self.arena_size as u64 <= self.budget => {
+                // Accounted now, allocated and registered without the lock.
+                t.allocated += self.arena_size as u64;
+                drop(t);
+                let fresh = self.allocate(self.arena_size, false)?;
+                t = self.table();
+                fresh
+            }
             None => return Err(ReserveError::NeedRoom),
         };
         let got = claim(&next).expect("an empty arena fits a value no larger than an arena");
@@ -210,25 +246,40 @@ impl Arenas {
         }
     }
 
-    fn allocate(
-        &self,
-        t: &mut Table,
-        size: usize,
-        dedicated: bool,
-    ) -> Result<Arc<Arena>, StoreError> {
+    /// A new arena of `size` bytes, already accounted in the table: allocated and
+    /// registered without holding the table lock (registration is slow on EFA). On failure
+    /// the accounting is undone.
+    fn allocate(&self, size: usize, dedicated: bool) -> Result<Arc<Arena>, ReserveError> {
+        let undo = |e: StoreError| {
+            self.table().allocated -= size as u64;
+            ReserveError::Never(e)
+        };
         let buffer = ArenaBuffer::new(size).map_err(|e| {
             tracing::error!(error = %e, "arena allocation failed");
-            StoreError::InsufficientStorage {
+            undo(StoreError::InsufficientStorage {
                 needed: size as u64,
-                allocated: t.allocated,
+                allocated: self.allocated(),
                 budget: self.budget,
-            }
+            })
         })?;
-        let region = self.register(&buffer)?;
-        t.allocated += buffer.capacity() as u64;
+        // The buffer is `size` rounded up to a page; account what it really holds.
+        let extra = buffer.capacity() as u64 - size as u64;
+        if extra > 0 {
+            self.table().allocated += extra;
+        }
+        let region = self.register(&buffer).map_err(|e| {
+            self.table().allocated -= extra;
+            undo(e)
+        })?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         metrics::counter!("rasa_arenas_created_total").increment(1);
-        tracing::debug!(arena = id, size, dedicated, "arena allocated");
+        tracing::debug!(
+            arena = id,
+            size,
+            huge_pages = buffer.huge_pages(),
+            dedicated,
+            "arena allocated"
+        );
         Ok(Arc::new(Arena::new(id, buffer, dedicated, region)))
     }
 
@@ -300,7 +351,7 @@ impl Arenas {
 
     /// Whether any arena is draining (so room will come without evicting more).
     pub fn draining(&self) -> usize {
-        self.table().draining.len()
+        self.table().draining.len() + self.reclaiming.load(Ordering::Acquire)
     }
 
     /// Refreshes the key of every arena whose key is older than `lifetime` (new descriptors
@@ -323,7 +374,10 @@ impl Arenas {
             (current, all)
         };
         let mut refreshed = 0;
-        for a in current.iter().filter(|a| a.key_age() >= lifetime) {
+        for a in current
+            .iter()
+            .filter(|a| a.key_age() >= lifetime.mul_f64(a.key_jitter))
+        {
             match a.refresh_key(fabric, self.grace) {
                 Ok(true) => refreshed += 1,
                 Ok(false) => {}
@@ -345,15 +399,24 @@ impl Arenas {
     /// Recycles draining arenas whose leases (plus grace) have ended: revokes their keys,
     /// waits for local readers, resets and re-registers them under fresh keys (dedicated
     /// arenas are released instead). Returns how many became reusable.
+    ///
+    /// Revoking and registering (tens to hundreds of milliseconds per arena on EFA) happen
+    /// outside the table lock, so PUTs and descriptor requests do not wait for them.
     pub fn reclaim(&self, now: SystemTime) -> usize {
-        let mut t = self.table();
-        let mut freed = 0;
+        let ready: Vec<Arc<Arena>> = {
+            let mut t = self.table();
+            let (ready, waiting) = std::mem::take(&mut t.draining)
+                .into_iter()
+                .partition(|a| now >= a.lease_deadline() + self.grace);
+            t.draining = waiting;
+            self.reclaiming.fetch_add(ready.len(), Ordering::AcqRel);
+            ready
+        };
+        let taken = ready.len();
         let mut waiting = Vec::new();
-        for arena in std::mem::take(&mut t.draining) {
-            if now < arena.lease_deadline() + self.grace {
-                waiting.push(arena);
-                continue;
-            }
+        let mut fresh = Vec::new();
+        let mut released = 0u64;
+        for arena in ready {
             if arena.revoke() {
                 self.stats.keys_revoked.fetch_add(1, Ordering::Relaxed);
                 metrics::counter!("rasa_keys_revoked_total").increment(1);
@@ -382,9 +445,8 @@ impl Arenas {
                 waiting.push(Arc::new(a));
                 continue;
             }
-            freed += 1;
             if dedicated {
-                t.allocated -= buffer.capacity() as u64;
+                released += buffer.capacity() as u64;
                 self.stats.released.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(arena = id, "dedicated arena released");
                 continue;
@@ -392,14 +454,19 @@ impl Arenas {
             match self.register(&buffer) {
                 Ok(region) => {
                     let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-                    t.free.push(Arc::new(Arena::new(id, buffer, false, region)));
+                    fresh.push(Arc::new(Arena::new(id, buffer, false, region)));
                     self.stats.recycled.fetch_add(1, Ordering::Relaxed);
                     metrics::counter!("rasa_arenas_recycled_total").increment(1);
                 }
-                Err(_) => t.allocated -= buffer.capacity() as u64,
+                Err(_) => released += buffer.capacity() as u64,
             }
         }
-        t.draining = waiting;
+        let freed = taken - waiting.len();
+        let mut t = self.table();
+        t.allocated -= released;
+        t.free.extend(fresh);
+        t.draining.extend(waiting);
+        self.reclaiming.fetch_sub(taken, Ordering::AcqRel);
         freed
     }
 }

@@ -33,6 +33,10 @@ pub struct Arena {
     pub(super) region: RwLock<Option<MemoryRegion>>,
     /// When the current region was registered (ms since the epoch), for `--key-lifetime`.
     key_since_ms: AtomicU64,
+    /// This arena's share of `--key-lifetime`, in [0.8, 1.0): arenas made together do not
+    /// all re-register at once (on EFA each registration of 64 MiB costs ~100 ms), and no
+    /// key outlives the configured lifetime.
+    pub(in crate::store) key_jitter: f64,
     /// Regions superseded by a key refresh, each closed once the leases handed out under
     /// its key (plus grace) have ended.
     retiring: Mutex<Vec<(MemoryRegion, SystemTime)>>,
@@ -63,6 +67,7 @@ impl Arena {
             dedicated,
             region: RwLock::new(region),
             key_since_ms: AtomicU64::new(now_ms()),
+            key_jitter: 0.8 + 0.2 * rand::random::<f64>(),
             retiring: Mutex::new(Vec::new()),
             lease_deadline_ms: AtomicU64::new(0),
             last_access_ms: AtomicU64::new(now_ms()),
@@ -111,13 +116,26 @@ impl Arena {
     /// The deadline is read under the region's write lock, and a descriptor extends the
     /// lease before it reads the key under the read lock: a lease handed out with the old
     /// key is always covered by the old region's deadline.
+    ///
+    /// The new registration is made before the write lock is taken (on EFA it costs tens
+    /// to hundreds of milliseconds, which descriptor requests must not wait for); if the
+    /// arena was revoked meanwhile, the fresh region is dropped.
     pub fn refresh_key(&self, fabric: &FabricServer, grace: Duration) -> Result<bool, FabricError> {
-        let mut region = self.region.write().unwrap_or_else(PoisonError::into_inner);
-        let Some(current) = region.as_ref() else {
-            return Ok(false);
+        let buffer = match self
+            .region
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            Some(current) => Arc::clone(current.buffer()),
+            None => return Ok(false),
         };
-        let fresh = fabric.register(Arc::clone(current.buffer()))?;
-        let old = region.replace(fresh).expect("checked above");
+        let fresh = fabric.register(buffer)?;
+        let mut region = self.region.write().unwrap_or_else(PoisonError::into_inner);
+        let Some(old) = region.take() else {
+            return Ok(false); // revoked while we registered: no key to refresh
+        };
+        *region = Some(fresh);
         let until = self.lease_deadline() + grace;
         tracing::debug!(
             arena = self.id,
