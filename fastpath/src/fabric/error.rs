@@ -51,6 +51,18 @@ impl FabricError {
     }
 }
 
+/// The text of a C string libfabric returned, `""` for NULL.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string that stays valid during the call.
+pub(crate) unsafe fn c_text(p: *const libc::c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: guaranteed by the caller.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
 /// `fi_strerror` of a positive errno.
 pub fn strerror(errno: i32) -> String {
     // SAFETY: fi_strerror accepts any value and returns a pointer to a static string.

@@ -2,9 +2,7 @@
 //! the event queue (drained by whoever drives progress), and whether the `efa` provider
 //! emulates RDMA read in software.
 
-use std::ffi::CStr;
-
-use super::error::{check, FabricError};
+use super::error::{c_text, check, FabricError};
 use super::Node;
 use crate::sys;
 
@@ -57,18 +55,13 @@ impl Node {
         let mut buf = [0 as libc::c_char; 256];
         // SAFETY: buf has 256 bytes; the result is a NUL-terminated string (ours or static).
         let prov = unsafe {
-            let p = sys::rasa_fi_eq_strerror(
+            c_text(sys::rasa_fi_eq_strerror(
                 raw,
                 entry.prov_errno,
                 entry.err_data,
                 buf.as_mut_ptr(),
                 buf.len(),
-            );
-            if p.is_null() {
-                String::new()
-            } else {
-                CStr::from_ptr(p).to_string_lossy().into_owned()
-            }
+            ))
         };
         let e = FabricError::Completion {
             call: "endpoint event",

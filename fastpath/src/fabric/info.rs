@@ -4,7 +4,7 @@
 use std::ffi::CString;
 use std::ptr::{self, NonNull};
 
-use super::error::{check, strerror, FabricError};
+use super::error::{c_text, check, strerror, FabricError};
 use super::plan::Plan;
 use crate::sys;
 
@@ -190,17 +190,10 @@ pub fn offered(api_version: u32) -> Vec<(String, String, String)> {
         // SAFETY: `cur` walks the list fi_getinfo returned, which `info` owns and keeps
         // alive; each entry's attribute pointers are valid or NULL.
         let entry = unsafe {
-            let text = |p: *const libc::c_char| {
-                if p.is_null() {
-                    String::new()
-                } else {
-                    std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
-                }
-            };
             let e = (
-                text((*(*cur).fabric_attr).prov_name),
-                text((*(*cur).fabric_attr).name),
-                text((*(*cur).domain_attr).name),
+                c_text((*(*cur).fabric_attr).prov_name),
+                c_text((*(*cur).fabric_attr).name),
+                c_text((*(*cur).domain_attr).name),
             );
             cur = (*cur).next;
             e

@@ -16,10 +16,10 @@ mod info;
 mod owners;
 pub mod plan;
 
-use std::ffi::CStr;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
+use error::c_text;
 pub(crate) use error::check;
 pub use error::{strerror, FabricError};
 pub use info::{offered, FabricConfig};
@@ -87,9 +87,7 @@ impl Node {
             addr_format,
             mode,
         ) = unsafe {
-            let text = |p: *const libc::c_char| {
-                (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
-            };
+            let text = |p: *const libc::c_char| (!p.is_null()).then(|| c_text(p));
             let provider =
                 text((*(*i).fabric_attr).prov_name).unwrap_or_else(|| cfg.provider.clone());
             (
@@ -394,18 +392,13 @@ impl Node {
         // SAFETY: buf has 256 bytes; fi_cq_strerror returns a NUL-terminated string (ours or
         // a static one).
         let prov_text = unsafe {
-            let p = sys::rasa_fi_cq_strerror(
+            c_text(sys::rasa_fi_cq_strerror(
                 self.cq_raw(),
                 entry.prov_errno,
                 entry.err_data,
                 buf.as_mut_ptr(),
                 buf.len(),
-            );
-            if p.is_null() {
-                String::new()
-            } else {
-                CStr::from_ptr(p).to_string_lossy().into_owned()
-            }
+            ))
         };
         FabricError::Completion {
             call,
