@@ -85,23 +85,32 @@ impl Client {
         }
     }
 
-    /// The whole body of `resp`; each chunk must arrive within the request timeout.
+    /// The whole body of `resp`; each chunk must arrive within the request timeout. One
+    /// copy at most, into a buffer sized from `Content-Length` (none for a single chunk).
     pub(crate) async fn body_bytes(&self, mut resp: reqwest::Response) -> Result<Bytes, Error> {
         let idle = self.inner.request_timeout;
-        let mut parts: Vec<Bytes> = Vec::new();
+        let expected = resp.content_length().unwrap_or(0) as usize;
+        let mut first: Option<Bytes> = None;
+        let mut rest = bytes::BytesMut::new();
         loop {
-            match tokio::time::timeout(idle, resp.chunk()).await {
+            let chunk = match tokio::time::timeout(idle, resp.chunk()).await {
                 Err(_) => return Err(self.timeout(TimeoutKind::Request, idle)),
                 Ok(Err(e)) => return Err(self.http_error(e)),
                 Ok(Ok(None)) => break,
-                Ok(Ok(Some(c))) => parts.push(c),
+                Ok(Ok(Some(c))) => c,
+            };
+            match first.take() {
+                None if rest.is_empty() => first = Some(chunk),
+                held => {
+                    if let Some(h) = held {
+                        rest.reserve(expected.max(h.len() + chunk.len()));
+                        rest.extend_from_slice(&h);
+                    }
+                    rest.extend_from_slice(&chunk);
+                }
             }
         }
-        Ok(match parts.len() {
-            0 => Bytes::new(),
-            1 => parts.pop().expect("one part"),
-            _ => Bytes::from(parts.concat()),
-        })
+        Ok(first.unwrap_or_else(|| rest.freeze()))
     }
 
     /// The problem document of a failed answer.
