@@ -103,14 +103,7 @@ impl ClientBuilder {
     /// The client.
     pub fn build(self) -> Result<Client, Error> {
         let endpoint = self.endpoint.trim_end_matches('/').to_owned();
-        let fabric_addr = self.fabric_addr.or_else(|| {
-            let host = endpoint
-                .split("://")
-                .nth(1)
-                .and_then(|rest| rest.split(['/', ':']).next())
-                .unwrap_or_default();
-            matches!(host, "127.0.0.1" | "localhost").then(|| "127.0.0.1".to_owned())
-        });
+        let fabric_addr = self.fabric_addr.or_else(|| default_fabric_addr(&endpoint));
         let mut http = reqwest::Client::builder()
             // Below the gateway's default --header-timeout (30 s), which also closes idle
             // keep-alive connections: the pool lets go first, so no request races a close.
@@ -166,4 +159,15 @@ impl Client {
             retries_when_busy: 2,
         }
     }
+}
+
+/// The local address a client's fabric endpoint binds to when none is given: `127.0.0.1`
+/// for a gateway on loopback (so both ends share the interface), else `None` (the
+/// provider's choice).
+pub fn default_fabric_addr(endpoint: &str) -> Option<String> {
+    let host = endpoint
+        .split("://")
+        .nth(1)
+        .and_then(|rest| rest.split(['/', ':']).next());
+    matches!(host, Some("127.0.0.1" | "localhost")).then(|| "127.0.0.1".to_owned())
 }

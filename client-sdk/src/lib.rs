@@ -41,7 +41,7 @@ mod stats;
 mod timeouts;
 mod tls;
 
-pub use builder::ClientBuilder;
+pub use builder::{default_fabric_addr, ClientBuilder};
 pub use client::Client;
 pub use descriptors::remote_frame;
 pub use error::Error;

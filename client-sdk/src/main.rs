@@ -214,14 +214,10 @@ async fn fabric_check(
             }
         }
     };
-    let node = cli.fabric_addr.clone().or_else(|| {
-        let host = cli
-            .endpoint
-            .split("://")
-            .nth(1)
-            .and_then(|r| r.split(['/', ':']).next());
-        matches!(host, Some("127.0.0.1" | "localhost")).then(|| "127.0.0.1".to_owned())
-    });
+    let node = cli
+        .fabric_addr
+        .clone()
+        .or_else(|| rasa_client::default_fabric_addr(&cli.endpoint));
     let target = rasa_fastpath::check::Target {
         fabric: rasa_fastpath::fabric::FabricConfig::new(provider, node).with_domain(domain),
         registered: largest.next_power_of_two(),

@@ -10,7 +10,6 @@ use serde::Serialize;
 
 use crate::fabric::plan::{self, Plan};
 use crate::fabric::{FabricConfig, Node};
-use crate::sys;
 
 /// How an item looks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -94,8 +93,7 @@ fn item(name: &'static str, value: String, verdict: Verdict, fix: Option<String>
 
 /// `runtime X.Y, headers X.Y` of the libfabric in use.
 pub fn versions() -> String {
-    // SAFETY: constant-returning calls.
-    let (runtime, header) = unsafe { (sys::fi_version(), sys::rasa_fi_header_version()) };
+    let (runtime, header) = crate::fabric::library_versions();
     format!(
         "runtime {}, headers {}",
         plan::version_text(runtime),
@@ -106,8 +104,7 @@ pub fn versions() -> String {
 /// Runs every check for `target`.
 pub fn run(target: &Target) -> Report {
     let mut items = Vec::new();
-    // SAFETY: constant-returning calls.
-    let (runtime, header) = unsafe { (sys::fi_version(), sys::rasa_fi_header_version()) };
+    let (runtime, header) = crate::fabric::library_versions();
     let efa = plan::is_efa(&target.fabric.provider);
     let chosen = Plan::new(&target.fabric, header, runtime);
     let version_verdict = if runtime < plan::MIN_API && efa {

@@ -52,8 +52,7 @@ pub(super) const MR_MODE_OFFERED: u32 =
 
 impl Info {
     pub(super) fn get(cfg: &FabricConfig) -> Result<Info, FabricError> {
-        // SAFETY: constant-returning calls (the runtime library's and the headers' versions).
-        let (runtime, header) = unsafe { (sys::fi_version(), sys::rasa_fi_header_version()) };
+        let (runtime, header) = library_versions();
         let plan = Plan::new(cfg, header, runtime);
         if let Some(ignored) = &plan.ignored_node {
             tracing::warn!(
@@ -176,6 +175,12 @@ impl Info {
     pub(super) fn raw(&self) -> *mut sys::fi_info {
         self.0.as_ptr()
     }
+}
+
+/// The (runtime library, headers) versions of libfabric, packed as `FI_VERSION`.
+pub fn library_versions() -> (u32, u32) {
+    // SAFETY: constant-returning calls.
+    unsafe { (sys::fi_version(), sys::rasa_fi_header_version()) }
 }
 
 /// Every (provider, fabric, domain) on this machine that offers what Rasa needs (RMA reads

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use error::c_text;
 pub(crate) use error::check;
 pub use error::{strerror, FabricError};
-pub use info::{offered, FabricConfig};
+pub use info::{library_versions, offered, FabricConfig};
 pub use owners::{Domain, MemoryRegion};
 
 /// Access of a local buffer that one-sided reads write into (`FI_READ`), for
@@ -132,15 +132,6 @@ impl Node {
         let fabric = Arc::new(Fabric {
             raw: NonNull::new(fabric).expect("fi_fabric succeeded"),
         });
-        let efa = plan::is_efa(&provider);
-        let eq = match open_eq(&fabric) {
-            Ok(eq) => Some(Arc::new(eq)),
-            Err(e) if efa => return Err(e),
-            Err(e) => {
-                tracing::debug!(%provider, error = %e, "no event queue");
-                None
-            }
-        };
 
         let mut domain: *mut sys::fid_domain = ptr::null_mut();
         // SAFETY: valid fabric and info; `domain` receives a new object we own.
@@ -195,24 +186,27 @@ impl Node {
                 sys::rasa_fi_ep_bind(ep.raw.as_ptr(), &mut (*av.raw.as_ptr()).fid, 0) as isize,
             )?;
         }
-        let eq = match eq {
-            // SAFETY: ep and eq are open objects of the same fabric; the endpoint keeps an
+        // An event queue: required on efa (which aborts without one), taken where the
+        // provider offers it elsewhere.
+        let bound = open_eq(&domain._fabric).and_then(|q| {
+            let q = Arc::new(q);
+            // SAFETY: ep and q are open objects of the same fabric; the endpoint keeps an
             // Arc of the queue, so the queue is closed after it.
-            Some(q) => match check("fi_ep_bind(eq)", unsafe {
+            check("fi_ep_bind(eq)", unsafe {
                 sys::rasa_fi_ep_bind(ep.raw.as_ptr(), &mut (*q.raw.as_ptr()).fid, 0)
-            } as isize)
-            {
-                Ok(_) => {
-                    ep._eq = Some(Arc::clone(&q));
-                    Some(q)
-                }
-                Err(e) if efa => return Err(e),
-                Err(e) => {
-                    tracing::debug!(%provider, error = %e, "the endpoint takes no event queue");
-                    None
-                }
-            },
-            None => None,
+            } as isize)?;
+            Ok(q)
+        });
+        let eq = match bound {
+            Ok(q) => {
+                ep._eq = Some(Arc::clone(&q));
+                Some(q)
+            }
+            Err(e) if plan::is_efa(&provider) => return Err(e),
+            Err(e) => {
+                tracing::debug!(%provider, error = %e, "no event queue on this endpoint");
+                None
+            }
         };
         // SAFETY: the endpoint is bound to its queues and AV.
         unsafe {

@@ -81,13 +81,6 @@ struct Failed {
     quiet: bool,
 }
 
-fn noisy_timeout(after: Duration) -> Failed {
-    Failed {
-        error: ReadError::Timeout(after),
-        quiet: false,
-    }
-}
-
 impl From<FrameError> for Failed {
     fn from(e: FrameError) -> Self {
         ReadError::Frame(e).into()
@@ -289,7 +282,7 @@ impl Reader {
         }
         let deadline = Instant::now() + timeout;
         read_pieces(conn, &pieces, deadline).map_err(|f| match f.error {
-            ReadError::Timeout(_) => noisy_timeout(timeout),
+            ReadError::Timeout(_) => ReadError::Timeout(timeout).into(),
             _ => f,
         })?;
         let (slot, _) = conn.scratch.as_mut().expect("scratch set above");
@@ -332,10 +325,6 @@ fn read_pieces(conn: &mut Conn, pieces: &[Piece], deadline: Instant) -> Result<(
     let classify = |e| classify(efa, e);
     // The first failure; once set, nothing more is issued and the rest is reaped.
     let mut failed: Option<ReadError> = None;
-    let noisy = |error| Failed {
-        error,
-        quiet: false,
-    };
     while (failed.is_none() && next < pieces.len()) || in_flight > 0 {
         while failed.is_none() && next < pieces.len() && in_flight < MAX_IN_FLIGHT {
             let p = &pieces[next];
@@ -359,18 +348,50 @@ fn read_pieces(conn: &mut Conn, pieces: &[Piece], deadline: Instant) -> Result<(
             if ret == -(sys::FI_EAGAIN as isize) {
                 break; // queue full: reap completions (which also drives progress)
             }
-            crate::fabric::check("fi_read", ret).map_err(|e| noisy(classify(e)))?;
+            crate::fabric::check("fi_read", ret).map_err(classify)?;
             next += 1;
             in_flight += 1;
         }
         // SAFETY: entries has room for MAX_IN_FLIGHT context entries; the queue is open.
-        let ret = unsafe {
+        let mut ret = unsafe {
             sys::rasa_fi_cq_read(
                 conn.node.cq_raw(),
                 entries.as_mut_ptr().cast(),
                 entries.len(),
             )
         };
+        if ret == 0 || ret == -(sys::FI_EAGAIN as isize) {
+            if Instant::now() >= deadline {
+                return Err(failed.unwrap_or(ReadError::Timeout(Duration::ZERO)).into());
+            }
+            idle_polls += 1;
+            if idle_polls < SPIN_POLLS || !conn.node.waitable() {
+                std::hint::spin_loop();
+                continue;
+            }
+            if idle_polls < YIELD_POLLS {
+                // Give the core to whoever serves the read (on loopback, the gateway's
+                // progress thread) without sleeping through the completion.
+                std::thread::yield_now();
+                continue;
+            }
+            // Still nothing: sleep on the queue's wait object (which also drives progress)
+            // instead of burning a core. Providers do not always signal it for RMA
+            // completions, so sleep 1 ms at a time; its other failures count as "nothing".
+            // SAFETY: as for fi_cq_read above; blocks at most 1 ms.
+            ret = unsafe {
+                sys::rasa_fi_cq_sread(
+                    conn.node.cq_raw(),
+                    entries.as_mut_ptr().cast(),
+                    entries.len(),
+                    std::ptr::null(),
+                    1,
+                )
+            };
+            if ret <= 0 && ret != -(sys::FI_EAVAIL as isize) {
+                continue;
+            }
+        }
         if ret > 0 {
             in_flight -= ret as usize;
             idle_polls = 0;
@@ -382,53 +403,13 @@ fn read_pieces(conn: &mut Conn, pieces: &[Piece], deadline: Instant) -> Result<(
             let e = classify(conn.node.cq_error("fi_read"));
             match (&failed, &e) {
                 (None, ReadError::KeyRevoked(_)) => failed = Some(e),
-                (None, _) => return Err(noisy(e)),
+                (None, _) => return Err(e.into()),
                 (Some(_), _) => {} // reaping after a revoked key: later errors say no more
             }
             continue;
         }
-        if ret != -(sys::FI_EAGAIN as isize) {
-            let e = classify(crate::fabric::check("fi_cq_read", ret).expect_err("negative"));
-            return Err(noisy(failed.unwrap_or(e)));
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return Err(noisy(failed.unwrap_or(ReadError::Timeout(Duration::ZERO))));
-        }
-        idle_polls += 1;
-        if idle_polls < SPIN_POLLS || !conn.node.waitable() {
-            std::hint::spin_loop();
-        } else if idle_polls < YIELD_POLLS {
-            // Give the core to whoever serves the read (on loopback, the gateway's progress
-            // thread) without sleeping through the completion.
-            std::thread::yield_now();
-        } else {
-            // Still nothing: sleep on the queue's wait object (which also drives progress)
-            // instead of burning a core. Providers do not always signal it for RMA
-            // completions, so sleep 1 ms at a time.
-            // SAFETY: as for fi_cq_read above; blocks at most 1 ms.
-            let ret = unsafe {
-                sys::rasa_fi_cq_sread(
-                    conn.node.cq_raw(),
-                    entries.as_mut_ptr().cast(),
-                    entries.len(),
-                    std::ptr::null(),
-                    1,
-                )
-            };
-            if ret > 0 {
-                in_flight -= ret as usize;
-                idle_polls = 0;
-            } else if ret == -(sys::FI_EAVAIL as isize) {
-                in_flight -= 1;
-                let e = classify(conn.node.cq_error("fi_read"));
-                match (&failed, &e) {
-                    (None, ReadError::KeyRevoked(_)) => failed = Some(e),
-                    (None, _) => return Err(noisy(e)),
-                    (Some(_), _) => {}
-                }
-            }
-        }
+        let e = classify(crate::fabric::check("fi_cq_read", ret).expect_err("negative"));
+        return Err(failed.unwrap_or(e).into());
     }
     match failed {
         None => Ok(()),
