@@ -12,7 +12,9 @@
 #     libclang-cpp (the C++ library, which clang-sys ignores too);
 #   - clang's own headers (stddef.h, …) that bindgen's clang needs to parse libfabric's;
 #   - libfabric: `pkg-config --exists libfabric` and its header rdma/fabric.h;
-#   - tools (cc, curl, openssl, python3's venv, s3s-fs): by running them.
+#   - protoc and its well-known protos (etcd-client's build compiles etcd's .proto files,
+#     which import google/protobuf/descriptor.proto): by compiling a file that imports them;
+#   - tools (cc, curl, openssl, python3's venv, s3s-fs, etcd): by running them.
 #
 # RASA_SETUP_SYSROOT=DIR looks for libraries and headers under DIR instead of /
 # (tests build fake trees with it). RASA_SETUP_SKIP_TEST_TOOLS=1 skips what only the tests
@@ -99,6 +101,22 @@ has_libfabric() {
 
 runs() { "$@" >/dev/null 2>&1; }
 
+# protoc as prost-build runs it ($PROTOC, else protoc on PATH), with the well-known protos
+# on its default include path (Debian: libprotobuf-dev; protobuf-compiler alone lacks them).
+has_protoc_with_well_known_protos() {
+  if [ -n "$root" ]; then # a sysroot's protoc cannot be run: look for the files instead
+    [ -x "$root/usr/bin/protoc" ] && [ -e "$root/usr/include/google/protobuf/descriptor.proto" ]
+    return
+  fi
+  local protoc=${PROTOC:-protoc} dir ok=1
+  runs "$protoc" --version || return 1
+  dir=$(mktemp -d)
+  printf 'syntax = "proto3";\nimport "google/protobuf/descriptor.proto";\nimport "google/protobuf/struct.proto";\n' >"$dir/probe.proto"
+  runs "$protoc" -I "$dir" --descriptor_set_out="$dir/out.pb" "$dir/probe.proto" && ok=0
+  rm -rf "$dir"
+  return $ok
+}
+
 need_apt=()
 need() {
   local p
@@ -113,6 +131,15 @@ has_libclang || need libclang-dev
 has_clang_headers || need clang
 runs cc --version || need build-essential
 runs curl --version || need curl
+# The cluster's etcd client is generated from etcd's .proto files at build time.
+if ! has_protoc_with_well_known_protos; then
+  if [ -n "$root" ]; then
+    [ -x "$root/usr/bin/protoc" ] || need protobuf-compiler
+  else
+    runs "${PROTOC:-protoc}" --version || need protobuf-compiler
+  fi
+  need libprotobuf-dev
+fi
 if [ "$skip_test_tools" != 1 ]; then
   # The API fuzzer (schemathesis) runs in a virtualenv.
   runs python3 --version || need python3
@@ -120,6 +147,8 @@ if [ "$skip_test_tools" != 1 ]; then
   runs python3 -c 'import ensurepip' || need python3-venv
   # The TLS tests make certificates the way users do (openssl req -x509 …).
   runs openssl version || need openssl
+  # The cluster tests start a real etcd (Debian's 3.4).
+  runs etcd --version || need etcd-server
 fi
 
 # The S3-compatible server the read-through tests start (newer versions need a newer Rust).

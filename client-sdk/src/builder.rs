@@ -6,10 +6,12 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 
 use crate::client::Inner;
+use crate::cluster::Topology;
 use crate::fabric::FabricState;
 use crate::{Client, Error, FastPath};
 
 /// Builds a [`Client`].
+#[derive(Clone)]
 pub struct ClientBuilder {
     endpoint: String,
     fast_path: FastPath,
@@ -21,6 +23,7 @@ pub struct ClientBuilder {
     token: Option<String>,
     ca_file: Option<std::path::PathBuf>,
     retries_when_busy: u32,
+    discover_cluster: bool,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -100,33 +103,55 @@ impl ClientBuilder {
         self
     }
 
+    /// Whether to ask the gateway whether it is one member of a cluster (`GET
+    /// /v1/cluster`, once, on first use) and then send each key's requests to its owner
+    /// (default `true`). With `false`, every request goes to the first endpoint.
+    pub fn discover_cluster(mut self, on: bool) -> Self {
+        self.discover_cluster = on;
+        self
+    }
+
     /// The client.
     pub fn build(self) -> Result<Client, Error> {
-        let endpoint = self.endpoint.trim_end_matches('/').to_owned();
-        let fabric_addr = self.fabric_addr.or_else(|| default_fabric_addr(&endpoint));
-        let mut http = reqwest::Client::builder()
-            // Below the gateway's default --header-timeout (30 s), which also closes idle
-            // keep-alive connections: the pool lets go first, so no request races a close.
-            .pool_idle_timeout(Duration::from_secs(20))
-            .connect_timeout(self.connect_timeout)
-            .use_preconfigured_tls(crate::tls::client_config(
-                endpoint.starts_with("https://"),
-                self.ca_file.as_deref(),
-            )?);
-        if let Some(token) = &self.token {
-            let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
-                .map_err(|_| {
-                    Error::Config("the token has characters a header cannot carry".into())
-                })?;
-            value.set_sensitive(true);
-            let mut headers = reqwest::header::HeaderMap::new();
-            headers.insert(reqwest::header::AUTHORIZATION, value);
-            http = http.default_headers(headers);
-        }
-        Ok(Client {
+        let seeds: Vec<String> = self
+            .endpoint
+            .split(',')
+            .map(|s| s.trim().trim_end_matches('/').to_owned())
+            .filter(|s| !s.is_empty())
+            .collect();
+        let Some(first) = seeds.first().cloned() else {
+            return Err(Error::Config("no endpoint given".into()));
+        };
+        let https = seeds.iter().any(|s| s.starts_with("https://"));
+        let http = self.http_client(https)?;
+        let stats = Arc::default();
+        let topology = self.discover_cluster.then(|| {
+            Arc::new(Topology::new(
+                seeds,
+                self.clone(),
+                http.clone(),
+                Arc::clone(&stats),
+            ))
+        });
+        Ok(self.assemble(&first, http, stats, topology))
+    }
+
+    /// A client of the gateway at `endpoint` over `http`, counting into `stats`.
+    pub(crate) fn assemble(
+        &self,
+        endpoint: &str,
+        http: reqwest::Client,
+        stats: Arc<std::sync::Mutex<crate::Stats>>,
+        topology: Option<Arc<Topology>>,
+    ) -> Client {
+        let fabric_addr = self
+            .fabric_addr
+            .clone()
+            .or_else(|| default_fabric_addr(endpoint));
+        Client {
             inner: Arc::new(Inner {
-                http: http.build()?,
-                endpoint,
+                http,
+                endpoint: endpoint.to_owned(),
                 fast_path: self.fast_path,
                 fabric_addr,
                 verify_sha256: self.verify_sha256,
@@ -137,14 +162,41 @@ impl ClientBuilder {
                 fabric: Arc::new(Mutex::new(FabricState::Unknown)),
                 rebuilding: Arc::default(),
                 cache: Default::default(),
-                stats: Default::default(),
+                stats,
+                topology,
             }),
-        })
+        }
+    }
+
+    fn http_client(&self, https: bool) -> Result<reqwest::Client, Error> {
+        let mut http = reqwest::Client::builder()
+            // Below the gateway's default --header-timeout (30 s), which also closes idle
+            // keep-alive connections: the pool lets go first, so no request races a close.
+            .pool_idle_timeout(Duration::from_secs(20))
+            .connect_timeout(self.connect_timeout)
+            // A cluster member's redirect would lose the token and a streamed body: the
+            // SDK goes to owners itself.
+            .redirect(reqwest::redirect::Policy::none())
+            .use_preconfigured_tls(crate::tls::client_config(https, self.ca_file.as_deref())?);
+        if let Some(token) = &self.token {
+            let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| {
+                    Error::Config("the token has characters a header cannot carry".into())
+                })?;
+            value.set_sensitive(true);
+            let mut headers = reqwest::header::HeaderMap::new();
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+            http = http.default_headers(headers);
+        }
+        Ok(http.build()?)
     }
 }
 
 impl Client {
     /// A builder for a client of the gateway at `endpoint` (e.g. `http://127.0.0.1:8080`).
+    ///
+    /// For a cluster, give one or more members as seeds, separated by commas
+    /// (`http://a:8080,http://b:8080`): the client learns the others from them.
     pub fn builder(endpoint: impl Into<String>) -> ClientBuilder {
         ClientBuilder {
             endpoint: endpoint.into(),
@@ -157,6 +209,7 @@ impl Client {
             token: None,
             ca_file: None,
             retries_when_busy: 2,
+            discover_cluster: true,
         }
     }
 }

@@ -27,7 +27,11 @@ pub(crate) struct Inner {
     pub(crate) rebuilding: Arc<std::sync::atomic::AtomicBool>,
     /// Descriptors with the instant after which no read may start.
     pub(crate) cache: std::sync::Mutex<std::collections::HashMap<String, (Descriptor, Instant)>>,
-    pub(crate) stats: std::sync::Mutex<Stats>,
+    /// Counters, shared by a cluster client and its per-node clients.
+    pub(crate) stats: Arc<std::sync::Mutex<Stats>>,
+    /// The cluster behind the seed endpoints (`None` for a per-node client, or when
+    /// discovery is off).
+    pub(crate) topology: Option<Arc<crate::cluster::Topology>>,
 }
 
 /// A client of one gateway.
@@ -48,18 +52,18 @@ impl std::fmt::Debug for Client {
 impl Client {
     /// Reads `key`'s current version: one-sided when the policy allows and it works, else
     /// over HTTP.
-    pub async fn get(&self, key: &str) -> Result<Object, Error> {
+    pub(crate) async fn get_here(&self, key: &str) -> Result<Object, Error> {
         if self.inner.fast_path == FastPath::Off || self.known_unavailable() {
-            return self.get_http(key).await;
+            return self.get_http_here(key).await;
         }
-        match self.get_fabric(key).await {
+        match self.get_fabric_here(key).await {
             Ok(obj) => Ok(obj),
             // The gateway answered no, or did not answer in time: HTTP would not do better.
             Err(e @ (Error::Problem(_) | Error::Timeout { .. })) => Err(e),
             Err(e) if self.inner.fast_path == FastPath::Required => Err(e),
             Err(e) => {
                 tracing::debug!(key, error = %e, "fast path failed; reading over HTTP");
-                self.get_http(key).await
+                self.get_http_here(key).await
             }
         }
     }
@@ -67,11 +71,14 @@ impl Client {
     /// Reads several keys: one descriptor round trip, then all one-sided reads in flight
     /// together; keys that cannot be read one-sided are read over HTTP (per the policy).
     /// One result per key, in order.
-    pub async fn get_many(&self, keys: &[&str]) -> Result<Vec<Result<Object, Error>>, Error> {
+    pub(crate) async fn get_many_here(
+        &self,
+        keys: &[&str],
+    ) -> Result<Vec<Result<Object, Error>>, Error> {
         if self.inner.fast_path == FastPath::Off {
             let mut out = Vec::with_capacity(keys.len());
             for k in keys {
-                out.push(self.get_http(k).await);
+                out.push(self.get_http_here(k).await);
             }
             return Ok(out);
         }
@@ -105,7 +112,7 @@ impl Client {
             let r = r.expect("every key answered");
             done.push(match r {
                 Err(Error::FastPath(_)) if self.inner.fast_path == FastPath::Auto => {
-                    self.get_http(keys[i]).await
+                    self.get_http_here(keys[i]).await
                 }
                 other => other,
             });

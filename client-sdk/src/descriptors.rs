@@ -47,7 +47,7 @@ pub(crate) fn deadline_of(d: &Descriptor, sent: Instant) -> Instant {
 
 impl Client {
     /// A descriptor of `key`'s current version (a lease on it).
-    pub async fn resolve(&self, key: &str) -> Result<Descriptor, Error> {
+    pub(crate) async fn resolve_here(&self, key: &str) -> Result<Descriptor, Error> {
         let resp = self
             .send(self.inner.http.get(self.url("descriptors", key)))
             .await?;
@@ -55,7 +55,7 @@ impl Client {
     }
 
     /// Resolves several keys in one round trip; one result per key, in order.
-    pub async fn resolve_many(
+    pub(crate) async fn resolve_many_here(
         &self,
         keys: &[&str],
     ) -> Result<Vec<Result<Descriptor, Problem>>, Error> {
@@ -115,7 +115,7 @@ impl Client {
             }
         }
         let sent = Instant::now();
-        let d = self.resolve(key).await?;
+        let d = self.resolve_here(key).await?;
         let deadline = deadline_of(&d, sent);
         self.inner
             .cache

@@ -42,7 +42,7 @@ impl Client {
 
     /// Reads `key` one-sided, or fails (never falls back to HTTP). A stale, revoked, torn
     /// or timed-out read drops the cached descriptor and gets one more try with a fresh one.
-    pub async fn get_fabric(&self, key: &str) -> Result<Object, Error> {
+    pub(crate) async fn get_fabric_here(&self, key: &str) -> Result<Object, Error> {
         let mut last = None;
         for attempt in 0..2 {
             let (d, deadline) = self.descriptor(key, attempt > 0).await?;
@@ -66,7 +66,11 @@ impl Client {
 
     /// Reads the version `d` names one-sided. `sent` is when the request that returned `d`
     /// was sent: the lease is counted from then.
-    pub async fn read_descriptor(&self, d: &Descriptor, sent: Instant) -> Result<Object, Error> {
+    pub(crate) async fn read_descriptor_here(
+        &self,
+        d: &Descriptor,
+        sent: Instant,
+    ) -> Result<Object, Error> {
         self.read_one(d, deadline_of(d, sent)).await
     }
 

@@ -166,6 +166,9 @@ impl Client {
         let mut progress = Progress::new();
         let mut req = next(&progress)
             .ok_or_else(|| Error::Protocol("a request body that cannot be sent".into()))?;
+        if crate::cluster::hop() {
+            req = req.header(rasa_openapi::HOP_HEADER, "1");
+        }
         loop {
             let idle = self.inner.request_timeout;
             let resp = match until_idle(req.send(), &progress, idle).await {
@@ -187,6 +190,11 @@ impl Client {
                 return Ok(resp);
             };
             retries += 1;
+            let again = if crate::cluster::hop() {
+                again.header(rasa_openapi::HOP_HEADER, "1")
+            } else {
+                again
+            };
             self.inner
                 .stats
                 .lock()
@@ -206,17 +214,8 @@ impl Client {
         )
     }
 
-    /// Stores `body` as a new version of `key`.
-    pub async fn put(
-        &self,
-        key: &str,
-        body: impl Into<reqwest::Body>,
-    ) -> Result<Descriptor, Error> {
-        self.put_typed(key, body, None).await
-    }
-
     /// Stores `body` with a media type.
-    pub async fn put_typed(
+    pub(crate) async fn put_typed_here(
         &self,
         key: &str,
         body: impl Into<reqwest::Body>,
@@ -237,7 +236,7 @@ impl Client {
     }
 
     /// Deletes `key` (succeeds when absent too).
-    pub async fn delete(&self, key: &str) -> Result<(), Error> {
+    pub(crate) async fn delete_here(&self, key: &str) -> Result<(), Error> {
         let resp = self
             .send(self.inner.http.delete(self.url("objects", key)))
             .await?;
@@ -261,7 +260,7 @@ impl Client {
     }
 
     /// The metadata of `key`'s current version.
-    pub async fn head(&self, key: &str) -> Result<Meta, Error> {
+    pub(crate) async fn head_here(&self, key: &str) -> Result<Meta, Error> {
         let resp = self
             .send(self.inner.http.head(self.url("objects", key)))
             .await?;
@@ -289,7 +288,7 @@ impl Client {
     }
 
     /// A page of keys starting with `prefix`, after `after`, at most `limit` (1–1000).
-    pub async fn list(
+    pub(crate) async fn list_here(
         &self,
         prefix: &str,
         after: Option<&str>,
@@ -312,7 +311,11 @@ impl Client {
 
     /// Reads bytes `start..end` of `key`'s current version (over HTTP: a range is cheaper to
     /// send than to validate one-sided, since the frame checksum covers the whole value).
-    pub async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Object, Error> {
+    pub(crate) async fn get_range_here(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+    ) -> Result<Object, Error> {
         let mut obj = self
             .http_get(
                 key,
@@ -328,7 +331,7 @@ impl Client {
     }
 
     /// Reads `key` over HTTP.
-    pub async fn get_http(&self, key: &str) -> Result<Object, Error> {
+    pub(crate) async fn get_http_here(&self, key: &str) -> Result<Object, Error> {
         self.http_get(key, None).await
     }
 

@@ -25,6 +25,17 @@
 //! one-sided readers: a read may return the version that was current when it resolved the
 //! key, until that descriptor's lease ends.
 //!
+//! ## Clusters
+//!
+//! Given the URL of one or more members of a cluster of gateways (comma-separated), the
+//! client learns the members from `GET /v1/cluster`, follows their changes, and sends each
+//! key's requests — HTTP, descriptors and one-sided reads — to the key's owner, computed
+//! with the same rendezvous hashing as the gateways
+//! ([`rasa_openapi::cluster::placement`]). A member that does not answer (refused,
+//! timed out) is tried last for a while, and the key's next choice serves the request.
+//! Descriptors name the node and process that handed them out; one-sided reads go to that
+//! node, and a node's new process (new incarnation) invalidates the old one's descriptors.
+//!
 //! ## Threads
 //!
 //! [`Client`] is cheap to clone and shareable; one-sided reads run on tokio's blocking
@@ -32,11 +43,13 @@
 
 mod builder;
 mod client;
+mod cluster;
 mod descriptors;
 mod error;
 mod fabric;
 mod http;
 mod object;
+mod routed;
 mod stats;
 mod timeouts;
 mod tls;

@@ -164,6 +164,10 @@ pub struct Args {
     #[arg(long, env = "RASA_TEST_HOOKS", hide = true)]
     pub test_hooks: bool,
 
+    /// Cluster membership (`--cluster etcd://…`).
+    #[command(flatten)]
+    pub cluster: crate::cluster::ClusterArgs,
+
     /// Something to do instead of serving.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -293,6 +297,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 impl Args {
     /// Checks that the values make sense together; the error is one line naming the flags.
     pub fn validate(&self) -> Result<(), String> {
+        self.cluster.validate()?;
         if self.arena_size < MIN_ARENA_SIZE {
             return Err(format!(
                 "--arena-size {} is below the minimum of {}",
@@ -393,6 +398,44 @@ impl Args {
     }
 
     /// The store's part of the configuration.
+    pub fn cluster_config(
+        &self,
+        listening: std::net::SocketAddr,
+        tls: bool,
+    ) -> Result<Option<crate::cluster::ClusterConfig>, String> {
+        let c = &self.cluster;
+        let Some(etcd) = &c.etcd else {
+            return Ok(None);
+        };
+        let node_id = match &c.node_id {
+            Some(id) => id.clone(),
+            None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_owned())
+                .ok()
+                .filter(|h| !h.is_empty())
+                .ok_or("--node-id is needed: the host name cannot be read")?,
+        };
+        let advertise_url = match &c.advertise_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None if listening.ip().is_unspecified() => {
+                return Err(format!(
+                    "--advertise-url is needed: the gateway listens on {listening}, which other members cannot dial"
+                ))
+            }
+            None => format!("{}://{listening}", if tls { "https" } else { "http" }),
+        };
+        Ok(Some(crate::cluster::ClusterConfig {
+            etcd: etcd.0.clone(),
+            name: c.cluster_name.clone(),
+            node_id,
+            advertise_url,
+            member_ttl: c.member_ttl,
+            weight: c.node_weight,
+            routing: c.cluster_routing,
+        }))
+    }
+
+    /// The store's settings.
     pub fn store_config(&self) -> StoreConfig {
         StoreConfig {
             memory_budget: self.memory,

@@ -15,6 +15,8 @@
 //!   signal.
 //! - [`certs`]: `rasa-gateway tls self-signed`, a private CA and server certificate.
 //! - [`tokens`]: bearer tokens with scopes, from a token file of hashes.
+//! - [`cluster`]: membership in a cluster of gateways kept in etcd (`--cluster`), and
+//!   which member owns a key.
 //!
 //! ## The invariant
 //!
@@ -25,6 +27,7 @@
 //! arena is reused only after that deadline.
 
 pub mod certs;
+pub mod cluster;
 pub mod config;
 pub mod http;
 pub mod key;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use rasa_fastpath::server::FabricServer;
+use rasa_gateway::cluster::Cluster;
 use rasa_gateway::config::{Args, Command, FabricCommand, FastPathMode, TlsCommand, TokenCommand};
 use rasa_gateway::http::{doc, AppState, HttpConfig};
 use rasa_gateway::server::{self, ServeOptions};
@@ -193,6 +194,20 @@ async fn serve(args: Args) -> Result<(), String> {
         max_concurrent_requests = args.max_concurrent_requests,
         "rasa-gateway ready"
     );
+    let cluster = match args.cluster_config(addr, tls.is_some())? {
+        None => None,
+        Some(config) => {
+            let fabric = rasa_gateway::http::fabric::info(&state.store);
+            let incarnation = fabric.incarnation.clone();
+            let cluster = Cluster::join(config, incarnation, fabric).await?;
+            state.peers = Some(rasa_gateway::http::forward::peer_client(
+                Duration::from_secs(2),
+                args.body_timeout,
+            ));
+            state.cluster = Some(Arc::clone(&cluster));
+            Some(cluster)
+        }
+    };
     if tokens.is_none() && !addr.ip().is_loopback() {
         tracing::warn!(
             %addr,
@@ -215,9 +230,36 @@ async fn serve(args: Args) -> Result<(), String> {
         send_timeout: args.send_timeout,
         tls,
     };
-    server::run(listener, state, options, shutdown)
+    let store = Arc::clone(&state.store);
+    let leaving = cluster.clone();
+    let shutdown = async move {
+        shutdown.await;
+        if let Some(cluster) = &leaving {
+            drain(cluster, &store, args.lease_grace).await;
+        }
+    };
+    let served = server::run(listener, state, options, shutdown)
         .await
-        .map_err(|e| format!("server error: {e}"))
+        .map_err(|e| format!("server error: {e}"));
+    if let Some(cluster) = cluster {
+        cluster.leave(Duration::from_secs(5)).await;
+    }
+    served
+}
+
+/// A cluster member's graceful exit: turn `draining` (other members stop sending it keys),
+/// then keep serving HTTP and one-sided reads until the last lease it handed out, plus
+/// the grace, has ended.
+async fn drain(cluster: &Cluster, store: &Store, grace: Duration) {
+    cluster.drain(Duration::from_secs(5)).await;
+    let until = store.leases_end() + grace;
+    if let Ok(left) = until.duration_since(std::time::SystemTime::now()) {
+        tracing::info!(
+            ?left,
+            "draining: serving until the last lease handed out ends"
+        );
+        tokio::time::sleep(left).await;
+    }
 }
 
 /// Reloads the token file on every SIGHUP (add or revoke tokens without losing the values

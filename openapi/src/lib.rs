@@ -11,6 +11,9 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+pub mod cluster;
+pub use cluster::{ClusterMember, ClusterView, MemberState, HOP_HEADER};
+
 /// Media type of every error body (RFC 9457).
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
@@ -62,6 +65,15 @@ pub struct Descriptor {
     pub rkey: Option<u64>,
     /// Length of the frame header that precedes the payload at `addr`.
     pub frame_header_len: u32,
+    /// The gateway process that holds the frame (its incarnation, 16 hex digits, as
+    /// `GET /v1/fabric` reports it): a descriptor of another incarnation names memory of a
+    /// process that has ended.
+    #[serde(default)]
+    pub incarnation: String,
+    /// The cluster node that holds the frame (`--node-id`); absent for a single gateway.
+    /// One-sided reads of this descriptor go to that node's fabric endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
 }
 
 /// Stable machine-readable error codes. New codes may appear; clients should treat

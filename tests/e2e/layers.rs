@@ -12,6 +12,7 @@ const GATEWAY_LAYERS: &[(&str, u32)] = &[
     ("media", 0),
     ("tokens", 0),
     ("store", 1),
+    ("cluster", 1),
     ("origin", 2),
     ("http", 3),
     ("certs", 4),

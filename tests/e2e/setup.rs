@@ -102,3 +102,46 @@ fn clang_headers_are_needed_besides_the_library() {
     ]);
     assert!(!would_install(&root).contains(&"clang".to_owned()));
 }
+
+/// etcd-client's build compiles etcd's `.proto` files, which import Google's well-known
+/// protos: `protobuf-compiler` alone (installed without recommends) is not enough.
+#[test]
+fn protoc_needs_the_well_known_protos() {
+    let root = tree(&[]);
+    let pkgs = would_install(&root);
+    assert!(pkgs.contains(&"protobuf-compiler".to_owned()), "{pkgs:?}");
+    assert!(pkgs.contains(&"libprotobuf-dev".to_owned()), "{pkgs:?}");
+    let root = tree(&["usr/bin/protoc"]);
+    std::fs::set_permissions(
+        root.join("usr/bin/protoc"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let pkgs = would_install(&root);
+    assert!(!pkgs.contains(&"protobuf-compiler".to_owned()), "{pkgs:?}");
+    assert!(pkgs.contains(&"libprotobuf-dev".to_owned()), "{pkgs:?}");
+    std::fs::create_dir_all(root.join("usr/include/google/protobuf")).expect("mkdir");
+    std::fs::write(
+        root.join("usr/include/google/protobuf/descriptor.proto"),
+        b"",
+    )
+    .expect("touch");
+    let pkgs = would_install(&root);
+    assert!(!pkgs.iter().any(|p| p.contains("protobuf")), "{pkgs:?}");
+}
+
+/// On this machine, as the build runs it: protoc compiles a file importing the
+/// well-known protos (so a fresh machine's `make test` got what it needs).
+#[test]
+fn this_machines_protoc_has_the_well_known_protos() {
+    let out = Command::new("bash")
+        .arg(script())
+        .arg("--dry-run")
+        .output()
+        .expect("run scripts/setup.sh --dry-run");
+    let pkgs = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !pkgs.contains("protobuf"),
+        "setup.sh would still install: {pkgs}"
+    );
+}

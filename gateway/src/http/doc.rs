@@ -15,7 +15,7 @@ use super::{route_table, Access, HttpConfig};
 #[openapi(
     info(
         title = "Rasa gateway",
-        description = "Object-store-style HTTP gateway with an RDMA fast path. Every PUT stores a new immutable version and returns a descriptor (address, remote key, length, checksums, lease) that libfabric clients can read one-sided; every other client reads the same bytes over HTTP.\n\nUpdates and deletes are lazy for one-sided readers: a reader holding a descriptor may read the version it names until the descriptor's lease ends. HTTP readers always see the current version.\n\nErrors are `application/problem+json` (RFC 9457) with a stable `code`.\n\n**Authentication.** A gateway started with `--token-file` requires `Authorization: Bearer <token>` on every `/v1` route (scope `read` for reads and descriptors, `write` for PUT and DELETE, `admin` for everything including `/metrics`) and answers `401` (missing or unknown token, with `WWW-Authenticate`) or `403` (scope too small). `/healthz`, `/readyz`, `/openapi.json` and `/docs` are always public. In Swagger UI, use **Authorize** to send a token.\n\n**Limits.** Excess concurrent `/v1` requests get `503` (`overloaded`) with `Retry-After`; a request head larger than the limit gets `431`; a body that stalls gets `408`.",
+        description = "Object-store-style HTTP gateway with an RDMA fast path. Every PUT stores a new immutable version and returns a descriptor (address, remote key, length, checksums, lease) that libfabric clients can read one-sided; every other client reads the same bytes over HTTP.\n\nUpdates and deletes are lazy for one-sided readers: a reader holding a descriptor may read the version it names until the descriptor's lease ends. HTTP readers always see the current version.\n\nErrors are `application/problem+json` (RFC 9457) with a stable `code`.\n\n**Authentication.** A gateway started with `--token-file` requires `Authorization: Bearer <token>` on every `/v1` route (scope `read` for reads and descriptors, `write` for PUT and DELETE, `admin` for everything including `/metrics`) and answers `401` (missing or unknown token, with `WWW-Authenticate`) or `403` (scope too small). `/healthz`, `/readyz`, `/openapi.json` and `/docs` are always public. In Swagger UI, use **Authorize** to send a token.\n\n**Limits.** Excess concurrent `/v1` requests get `503` (`overloaded`) with `Retry-After`; a request head larger than the limit gets `431`; a body that stalls gets `408`.\n\n**Clusters.** Gateways started with `--cluster` share keys by rendezvous hashing over the members `GET /v1/cluster` lists. A request for a key another member owns is forwarded to it (the answer carries `Rasa-Served-By`) or, with `--cluster-routing redirect`, answered `307`. A request carrying `Rasa-Hop` is served by the node that receives it.",
         license(name = "Apache-2.0"),
     ),
     paths(
@@ -27,6 +27,7 @@ use super::{route_table, Access, HttpConfig};
         super::descriptors::get_descriptor,
         super::descriptors::batch_descriptors,
         super::fabric::get_fabric,
+        super::cluster::get_cluster,
         super::ops::healthz,
         super::ops::readyz,
         super::ops::metrics,
@@ -38,6 +39,7 @@ use super::{route_table, Access, HttpConfig};
         (name = "objects", description = "Store and read values over HTTP."),
         (name = "descriptors", description = "Resolve keys to descriptors for one-sided reads."),
         (name = "fabric", description = "The fast-path endpoint."),
+        (name = "cluster", description = "The members of a cluster of gateways (`--cluster`)."),
         (name = "operations", description = "Health, metrics and documentation."),
     )
 )]

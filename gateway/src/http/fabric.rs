@@ -6,6 +6,7 @@ use base64::prelude::*;
 use rasa_openapi::FabricInfo;
 
 use super::AppState;
+use crate::store::Store;
 
 /// Describe the gateway's fabric endpoint.
 ///
@@ -16,8 +17,13 @@ use super::AppState;
     responses((status = 200, description = "The fabric endpoint, or that there is none.", body = FabricInfo))
 )]
 pub async fn get_fabric(State(st): State<AppState>) -> Json<FabricInfo> {
-    let incarnation = format!("{:016x}", st.store.incarnation());
-    Json(match st.store.fabric() {
+    Json(info(&st.store))
+}
+
+/// How clients reach `store`'s fast path (what `GET /v1/fabric` answers).
+pub fn info(store: &Store) -> FabricInfo {
+    let incarnation = format!("{:016x}", store.incarnation());
+    match store.fabric() {
         Some(f) => FabricInfo {
             enabled: true,
             provider: Some(f.node().provider().to_owned()),
@@ -34,5 +40,5 @@ pub async fn get_fabric(State(st): State<AppState>) -> Json<FabricInfo> {
             virtual_addressing: None,
             incarnation,
         },
-    })
+    }
 }

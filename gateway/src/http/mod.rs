@@ -5,6 +5,9 @@
 //! | [`objects`] | `PUT/GET/HEAD/DELETE /v1/objects/{key}`, `GET /v1/objects` |
 //! | [`descriptors`] | `GET /v1/descriptors/{key}`, `POST /v1/descriptors` |
 //! | [`fabric`] | `GET /v1/fabric` |
+//! | [`cluster`] | `GET /v1/cluster` |
+//!
+//! In a cluster, [`forward`] sends requests for keys another member owns to that member.
 //! | [`ops`] | `/healthz`, `/readyz`, `/metrics`, `/openapi.json`, `/docs` |
 //!
 //! Every route is declared once, with the [`auth::Access`] it demands, in `route_specs`;
@@ -16,10 +19,12 @@
 //! problem documents by one middleware, so no plain-text error escapes.
 
 pub mod auth;
+pub mod cluster;
 pub mod descriptors;
 pub mod doc;
 pub mod error;
 pub mod fabric;
+pub mod forward;
 pub mod limits;
 pub mod objects;
 pub mod ops;
@@ -109,6 +114,10 @@ pub struct AppState {
     pub openapi_json: Arc<String>,
     /// The origin behind the store, when the gateway is a read-through cache.
     pub origin: Option<Arc<crate::origin::readthrough::ReadThrough>>,
+    /// This node's cluster membership (`--cluster`); `None` for a single gateway.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// The client that forwards requests to other members (set with `cluster`).
+    pub peers: Option<reqwest::Client>,
     /// Corrupt frame copies made by the test hooks, kept alive while a test reads them.
     pub(crate) test_frames: Arc<std::sync::Mutex<Vec<Arc<crate::store::StoredVersion>>>>,
     /// The `/v1` request slots (`--max-concurrent-requests`); `/metrics` reports how many
@@ -133,6 +142,8 @@ impl AppState {
             metrics: None,
             openapi_json: Arc::new(doc::openapi_json()),
             origin: None,
+            cluster: None,
+            peers: None,
             test_frames: Arc::default(),
         }
     }
@@ -226,6 +237,12 @@ fn route_specs(test_hooks: bool) -> Vec<RouteSpec> {
             "/v1/fabric",
             Scope(Read),
             get(fabric::get_fabric),
+        ),
+        r(
+            Some(Method::GET),
+            "/v1/cluster",
+            Scope(Read),
+            get(cluster::get_cluster),
         ),
         r(Some(Method::GET), "/healthz", Public, get(ops::healthz)),
         r(Some(Method::GET), "/readyz", Public, get(ops::readyz)),
@@ -337,9 +354,14 @@ pub fn app(state: AppState) -> Router {
         });
         let body_timeout = matches!(info.method, Some(Method::PUT | Method::POST))
             .then(|| RequestBodyTimeoutLayer::new(config.body_timeout));
+        // In a cluster, keyed requests go to the key's owner (after authorisation, before
+        // a slot is taken here).
+        let to_owner = (state.cluster.is_some() && info.path.ends_with("{*key}"))
+            .then(|| middleware::from_fn_with_state(state.clone(), forward::to_owner));
         let handler = spec.handler.route_layer(
             ServiceBuilder::new()
                 .option_layer(guard)
+                .option_layer(to_owner)
                 .option_layer(limit)
                 .option_layer(body_timeout),
         );

@@ -84,5 +84,7 @@ pub fn descriptor(st: &AppState, v: &StoredVersion) -> Descriptor {
         addr: remote.map(|(addr, _)| addr),
         rkey: remote.map(|(_, rkey)| rkey),
         frame_header_len: HEADER_LEN as u32,
+        incarnation: format!("{:016x}", st.store.incarnation()),
+        node_id: st.cluster.as_ref().map(|c| c.node_id().to_owned()),
     }
 }

@@ -26,7 +26,7 @@ pub use upload::{Sealed, Upload};
 pub use version::{BadVersionId, OriginMeta, StoredVersion, VersionId, VERSION_PATTERN};
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
@@ -63,6 +63,8 @@ pub struct Store {
     index: RwLock<BTreeMap<String, Entry>>,
     /// Woken whenever reclamation makes memory reusable (PUTs waiting for room).
     room: tokio::sync::Notify,
+    /// The latest lease deadline handed out, in milliseconds since the Unix epoch.
+    latest_lease_ms: AtomicU64,
 }
 
 impl Store {
@@ -80,6 +82,7 @@ impl Store {
             ),
             fabric,
             room: tokio::sync::Notify::new(),
+            latest_lease_ms: AtomicU64::new(0),
             index: RwLock::new(BTreeMap::new()),
             config,
         }
@@ -140,6 +143,11 @@ impl Store {
         }))
     }
 
+    /// When the last lease handed out so far ends (the epoch when none was).
+    pub fn leases_end(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_millis(self.latest_lease_ms.load(Ordering::Relaxed))
+    }
+
     /// Bytes of arena memory allocated now.
     pub fn allocated(&self) -> u64 {
         self.arenas.allocated()
@@ -150,6 +158,10 @@ impl Store {
     pub fn lease(&self, version: &StoredVersion) -> SystemTime {
         let deadline = SystemTime::now() + self.config.lease;
         version.arena.extend_lease(deadline);
+        let ms = deadline
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        self.latest_lease_ms.fetch_max(ms, Ordering::Relaxed);
         metrics::counter!("rasa_leases_granted_total").increment(1);
         deadline
     }

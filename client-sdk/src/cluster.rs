@@ -1,0 +1,293 @@
+//! Clusters: which members there are (learnt from `GET /v1/cluster` and followed by long
+//! polls), which member owns a key (rendezvous hashing, the same function the gateways
+//! use), and failing over to a key's next choice when a member does not answer.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use rasa_openapi::{ClusterMember, ClusterView};
+
+use crate::{Client, ClientBuilder, Error, Stats};
+
+tokio::task_local! {
+    /// Set while a request goes to a member that is not the key's owner in this client's
+    /// view: the request then carries the hop marker, and the member serves it itself.
+    static HOP: bool;
+}
+
+/// Whether requests sent now carry the hop marker.
+pub(crate) fn hop() -> bool {
+    HOP.try_with(|h| *h).unwrap_or(false)
+}
+
+/// How long a member that did not answer is tried last.
+const SUSPECT_FOR: Duration = Duration::from_secs(10);
+/// How many members one request tries, owner first.
+const MAX_TRIES: usize = 3;
+/// How long one long poll for a membership change waits.
+const POLL_WAIT: Duration = Duration::from_secs(25);
+
+/// What a cluster client knows of the cluster.
+pub(crate) struct Topology {
+    seeds: Vec<String>,
+    template: ClientBuilder,
+    http: reqwest::Client,
+    stats: Arc<Mutex<Stats>>,
+    /// Whether the seeds are members of a cluster, once a seed has said so.
+    clustered: tokio::sync::OnceCell<bool>,
+    state: RwLock<State>,
+}
+
+#[derive(Default)]
+struct State {
+    revision: i64,
+    members: Vec<ClusterMember>,
+    /// A client per member, by node id; replaced when the member's incarnation changes
+    /// (its descriptors and fabric endpoint named the old process).
+    nodes: HashMap<String, (String, Client)>,
+    /// Members that did not answer, until when they are tried last.
+    suspects: HashMap<String, Instant>,
+}
+
+/// Why a view could not be read from a seed.
+enum Fetch {
+    /// The gateway answered, and has no cluster API (an older gateway): not a cluster.
+    NoCluster,
+    /// No answer: try another.
+    Failed,
+}
+
+impl Topology {
+    pub(crate) fn new(
+        seeds: Vec<String>,
+        template: ClientBuilder,
+        http: reqwest::Client,
+        stats: Arc<Mutex<Stats>>,
+    ) -> Self {
+        Self {
+            seeds,
+            template,
+            http,
+            stats,
+            clustered: tokio::sync::OnceCell::new(),
+            state: RwLock::default(),
+        }
+    }
+
+    /// Whether the seeds are members of a cluster: asks them once (a seed that does not
+    /// answer leaves the question open for the next call).
+    pub(crate) async fn discover(self: &Arc<Self>) -> bool {
+        let found = self
+            .clustered
+            .get_or_try_init(|| async {
+                for seed in &self.seeds {
+                    match fetch(&self.http, seed, None).await {
+                        Ok(view) if view.enabled => {
+                            self.apply(view);
+                            tokio::spawn(follow(Arc::downgrade(self)));
+                            return Ok(true);
+                        }
+                        Ok(_) | Err(Fetch::NoCluster) => return Ok(false),
+                        Err(Fetch::Failed) => continue,
+                    }
+                }
+                Err(())
+            })
+            .await;
+        found.copied().unwrap_or(false)
+    }
+
+    fn apply(&self, view: ClusterView) {
+        let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
+        if view.revision < st.revision {
+            return;
+        }
+        let mut nodes = HashMap::new();
+        for m in &view.members {
+            let kept = st
+                .nodes
+                .remove(&m.node_id)
+                .filter(|(inc, c)| *inc == m.incarnation && c.inner.endpoint == m.url);
+            let client = match kept {
+                Some((_, c)) => c,
+                None => {
+                    if st.nodes.is_empty() && st.revision == 0 {
+                        tracing::debug!(node = %m.node_id, url = %m.url, "cluster member");
+                    }
+                    self.template
+                        .assemble(&m.url, self.http.clone(), Arc::clone(&self.stats), None)
+                }
+            };
+            nodes.insert(m.node_id.clone(), (m.incarnation.clone(), client));
+        }
+        st.nodes = nodes;
+        st.revision = view.revision;
+        st.members = view.members;
+    }
+
+    /// `key`'s members in order of preference (serving members by rendezvous hashing,
+    /// suspects last), each with whether it is the owner.
+    fn order(&self, key: &str) -> Vec<(String, Client, bool)> {
+        let st = self.state.read().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let ranked = rasa_openapi::cluster::placement(key, &st.members);
+        let owner = ranked.first().map(|m| m.node_id.clone());
+        let mut out: Vec<(String, Client, bool)> = ranked
+            .into_iter()
+            .filter_map(|m| {
+                let (_, c) = st.nodes.get(&m.node_id)?;
+                Some((
+                    m.node_id.clone(),
+                    c.clone(),
+                    Some(&m.node_id) == owner.as_ref(),
+                ))
+            })
+            .collect();
+        out.sort_by_key(|(id, _, _)| st.suspects.get(id).is_some_and(|until| *until > now));
+        out
+    }
+
+    /// The member to send `key` to first, and whether it is the owner.
+    pub(crate) fn first(&self, key: &str) -> Option<(Client, bool)> {
+        self.order(key)
+            .into_iter()
+            .next()
+            .map(|(_, c, owner)| (c, owner))
+    }
+
+    fn suspect(&self, node: &str) {
+        let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
+        st.suspects
+            .insert(node.to_owned(), Instant::now() + SUSPECT_FOR);
+    }
+
+    /// The client of member `node`, if it is one.
+    pub(crate) fn node(&self, node: &str) -> Option<Client> {
+        let st = self.state.read().unwrap_or_else(|e| e.into_inner());
+        st.nodes.get(node).map(|(_, c)| c.clone())
+    }
+
+    /// A client per member (serving or draining: both hold values).
+    pub(crate) fn all(&self) -> Vec<Client> {
+        let st = self.state.read().unwrap_or_else(|e| e.into_inner());
+        st.members
+            .iter()
+            .filter_map(|m| st.nodes.get(&m.node_id).map(|(_, c)| c.clone()))
+            .collect()
+    }
+
+    /// The view this client holds: revision and member URLs.
+    fn where_to_ask(&self) -> (i64, Vec<String>) {
+        let st = self.state.read().unwrap_or_else(|e| e.into_inner());
+        let mut urls: Vec<String> = st.members.iter().map(|m| m.url.clone()).collect();
+        urls.extend(self.seeds.iter().cloned());
+        (st.revision, urls)
+    }
+}
+
+/// `GET {base}/v1/cluster` (a long poll past `after`).
+async fn fetch(
+    http: &reqwest::Client,
+    base: &str,
+    after: Option<i64>,
+) -> Result<ClusterView, Fetch> {
+    let mut req = http.get(format!("{base}/v1/cluster"));
+    let limit = match after {
+        Some(rev) => {
+            req = req.query(&[("after", rev), ("wait", POLL_WAIT.as_secs() as i64)]);
+            POLL_WAIT + Duration::from_secs(10)
+        }
+        None => Duration::from_secs(10),
+    };
+    let resp = req.timeout(limit).send().await.map_err(|_| Fetch::Failed)?;
+    if resp.status() == reqwest::StatusCode::NOT_FOUND {
+        return Err(Fetch::NoCluster);
+    }
+    if !resp.status().is_success() {
+        return Err(Fetch::Failed);
+    }
+    resp.json().await.map_err(|_| Fetch::Failed)
+}
+
+/// Follows membership changes for as long as the client lives.
+async fn follow(topology: Weak<Topology>) {
+    loop {
+        let Some(t) = topology.upgrade() else { return };
+        let (revision, urls) = t.where_to_ask();
+        let http = t.http.clone();
+        drop(t);
+        let mut got = None;
+        for url in &urls {
+            if let Ok(view) = fetch(&http, url, Some(revision)).await {
+                got = Some(view);
+                break;
+            }
+        }
+        let Some(t) = topology.upgrade() else { return };
+        match got {
+            Some(view) => t.apply(view),
+            None => {
+                drop(t);
+                // No member answers: try again shortly (the requests themselves fail over).
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+impl Error {
+    /// Whether the member did not answer (rather than answered no).
+    pub(crate) fn is_unreachable(&self) -> bool {
+        match self {
+            Error::Http(e) => e.is_connect() || e.is_timeout() || e.is_request() || e.is_body(),
+            Error::Timeout { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+/// Runs `f` with the hop marker set when `hop`.
+pub(crate) async fn with_hop<F: Future>(hop: bool, f: F) -> F::Output {
+    HOP.scope(hop, f).await
+}
+
+impl Client {
+    /// The cluster behind this client, once discovery says there is one.
+    pub(crate) async fn topology(&self) -> Option<&Arc<Topology>> {
+        let t = self.inner.topology.as_ref()?;
+        t.discover().await.then_some(t)
+    }
+
+    /// Runs `op` on the client of `key`'s owner; when the owner does not answer, on the
+    /// key's next choices (with the hop marker, so they serve it themselves). `None` when
+    /// this client does not talk to a cluster (the caller then serves the call itself).
+    pub(crate) async fn on_owner<T, Fut>(
+        &self,
+        key: &str,
+        op: impl Fn(Client) -> Fut,
+    ) -> Option<Result<T, Error>>
+    where
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let topology = self.topology().await?;
+        let order = topology.order(key);
+        if order.is_empty() {
+            return None; // no serving member: the seed serves it
+        }
+        let mut last = None;
+        for (node, client, owner) in order.into_iter().take(MAX_TRIES) {
+            let result = HOP.scope(!owner, op(client)).await;
+            match result {
+                Err(e) if e.is_unreachable() => {
+                    tracing::debug!(key, node, error = %e, "cluster member did not answer; trying the key's next choice");
+                    topology.suspect(&node);
+                    last = Some(e);
+                }
+                other => return Some(other),
+            }
+        }
+        last.map(Err)
+    }
+}

@@ -1,0 +1,273 @@
+//! The public calls that name a key. Against a cluster each goes to the key's owner (and
+//! on to its next choices when the owner does not answer); against a single gateway it is
+//! served by that gateway. The work itself is in the `*_here` methods.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use bytes::Bytes;
+use rasa_openapi::{Descriptor, ObjectList, Problem};
+
+use crate::{Client, Error, Meta, Object};
+
+impl Client {
+    /// Reads `key`'s current version: one-sided when the policy allows and it works, else
+    /// over HTTP.
+    pub async fn get(&self, key: &str) -> Result<Object, Error> {
+        match self
+            .on_owner(key, |c| async move { c.get_here(key).await })
+            .await
+        {
+            Some(r) => r,
+            None => self.get_here(key).await,
+        }
+    }
+
+    /// Reads `key` one-sided, or fails (never falls back to HTTP). A stale, revoked, torn
+    /// or timed-out read drops the cached descriptor and gets one more try with a fresh one.
+    pub async fn get_fabric(&self, key: &str) -> Result<Object, Error> {
+        match self
+            .on_owner(key, |c| async move { c.get_fabric_here(key).await })
+            .await
+        {
+            Some(r) => r,
+            None => self.get_fabric_here(key).await,
+        }
+    }
+
+    /// Reads `key` over HTTP.
+    pub async fn get_http(&self, key: &str) -> Result<Object, Error> {
+        match self
+            .on_owner(key, |c| async move { c.get_http_here(key).await })
+            .await
+        {
+            Some(r) => r,
+            None => self.get_http_here(key).await,
+        }
+    }
+
+    /// Reads bytes `start..end` of `key`'s current version (over HTTP: a range is cheaper to
+    /// send than to validate one-sided, since the frame checksum covers the whole value).
+    pub async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Object, Error> {
+        let r = &range;
+        match self
+            .on_owner(
+                key,
+                |c| async move { c.get_range_here(key, r.clone()).await },
+            )
+            .await
+        {
+            Some(r) => r,
+            None => self.get_range_here(key, range).await,
+        }
+    }
+
+    /// Reads several keys: one descriptor round trip per member, then all one-sided reads
+    /// in flight together; keys that cannot be read one-sided are read over HTTP (per the
+    /// policy). One result per key, in order.
+    pub async fn get_many(&self, keys: &[&str]) -> Result<Vec<Result<Object, Error>>, Error> {
+        let Some(groups) = self.by_owner(keys).await else {
+            return self.get_many_here(keys).await;
+        };
+        let mut out: Vec<Option<Result<Object, Error>>> = keys.iter().map(|_| None).collect();
+        let answers = futures_util::future::join_all(groups.into_iter().map(|(c, idx)| {
+            let sub: Vec<&str> = idx.iter().map(|&i| keys[i]).collect();
+            async move { (idx, c.get_many_here(&sub).await) }
+        }))
+        .await;
+        for (idx, answer) in answers {
+            // When the member did not answer, each key goes its own way below.
+            if let Ok(results) = answer {
+                for (i, r) in idx.into_iter().zip(results) {
+                    out[i] = Some(r);
+                }
+            }
+        }
+        let mut done = Vec::with_capacity(keys.len());
+        for (i, r) in out.into_iter().enumerate() {
+            done.push(match r {
+                Some(Err(e)) if e.is_unreachable() => self.get(keys[i]).await,
+                Some(r) => r,
+                None => self.get(keys[i]).await,
+            });
+        }
+        Ok(done)
+    }
+
+    /// A descriptor of `key`'s current version (a lease on it).
+    pub async fn resolve(&self, key: &str) -> Result<Descriptor, Error> {
+        match self
+            .on_owner(key, |c| async move { c.resolve_here(key).await })
+            .await
+        {
+            Some(r) => r,
+            None => self.resolve_here(key).await,
+        }
+    }
+
+    /// Resolves several keys in one round trip per member; one result per key, in order.
+    pub async fn resolve_many(
+        &self,
+        keys: &[&str],
+    ) -> Result<Vec<Result<Descriptor, Problem>>, Error> {
+        let Some(groups) = self.by_owner(keys).await else {
+            return self.resolve_many_here(keys).await;
+        };
+        let mut out: Vec<Option<Result<Descriptor, Problem>>> = keys.iter().map(|_| None).collect();
+        let answers = futures_util::future::join_all(groups.into_iter().map(|(c, idx)| {
+            let sub: Vec<&str> = idx.iter().map(|&i| keys[i]).collect();
+            async move { (idx, c.resolve_many_here(&sub).await) }
+        }))
+        .await;
+        for (idx, answer) in answers {
+            if let Ok(results) = answer {
+                for (i, r) in idx.into_iter().zip(results) {
+                    out[i] = Some(r);
+                }
+            }
+        }
+        let mut done = Vec::with_capacity(keys.len());
+        for (i, r) in out.into_iter().enumerate() {
+            done.push(match r {
+                Some(r) => r,
+                None => match self.resolve(keys[i]).await {
+                    Ok(d) => Ok(d),
+                    Err(Error::Problem(p)) => Err(p),
+                    Err(e) => return Err(e),
+                },
+            });
+        }
+        Ok(done)
+    }
+
+    /// Reads the version `d` names one-sided, from the member that handed it out. `sent`
+    /// is when the request that returned `d` was sent: the lease is counted from then.
+    pub async fn read_descriptor(&self, d: &Descriptor, sent: Instant) -> Result<Object, Error> {
+        if let (Some(node), Some(topology)) = (&d.node_id, self.topology().await) {
+            let Some(c) = topology.node(node) else {
+                return Err(Error::FastPath(format!(
+                    "node {node}, which handed out this descriptor, is no longer a member"
+                )));
+            };
+            return c.read_descriptor_here(d, sent).await;
+        }
+        self.read_descriptor_here(d, sent).await
+    }
+
+    /// Stores `body` as a new version of `key`.
+    pub async fn put(
+        &self,
+        key: &str,
+        body: impl Into<reqwest::Body>,
+    ) -> Result<Descriptor, Error> {
+        self.put_typed(key, body, None).await
+    }
+
+    /// Stores `body` with a media type. A body in memory goes to the key's next choice
+    /// when the owner does not answer; a streamed body is sent once, to the owner.
+    pub async fn put_typed(
+        &self,
+        key: &str,
+        body: impl Into<reqwest::Body>,
+        content_type: Option<&str>,
+    ) -> Result<Descriptor, Error> {
+        let body: reqwest::Body = body.into();
+        let Some(bytes) = body.as_bytes().map(Bytes::copy_from_slice) else {
+            return match self.owner_client(key).await {
+                Some((c, owner)) => {
+                    crate::cluster::with_hop(!owner, c.put_typed_here(key, body, content_type))
+                        .await
+                }
+                None => self.put_typed_here(key, body, content_type).await,
+            };
+        };
+        let b = &bytes;
+        match self
+            .on_owner(key, |c| async move {
+                c.put_typed_here(key, b.clone(), content_type).await
+            })
+            .await
+        {
+            Some(r) => r,
+            None => self.put_typed_here(key, bytes, content_type).await,
+        }
+    }
+
+    /// Deletes `key` (succeeds when absent too).
+    pub async fn delete(&self, key: &str) -> Result<(), Error> {
+        match self
+            .on_owner(key, |c| async move { c.delete_here(key).await })
+            .await
+        {
+            Some(r) => r,
+            None => self.delete_here(key).await,
+        }
+    }
+
+    /// The metadata of `key`'s current version.
+    pub async fn head(&self, key: &str) -> Result<Meta, Error> {
+        match self
+            .on_owner(key, |c| async move { c.head_here(key).await })
+            .await
+        {
+            Some(r) => r,
+            None => self.head_here(key).await,
+        }
+    }
+
+    /// A page of keys starting with `prefix`, after `after`, at most `limit` (1–1000).
+    /// Against a cluster, the pages of every member merged in key order.
+    pub async fn list(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<ObjectList, Error> {
+        let Some(topology) = self.topology().await else {
+            return self.list_here(prefix, after, limit).await;
+        };
+        let pages = futures_util::future::join_all(
+            topology
+                .all()
+                .into_iter()
+                .map(|c| async move { c.list_here(prefix, after, limit).await }),
+        )
+        .await;
+        let mut merged = BTreeMap::new();
+        let mut more = false;
+        for page in pages {
+            let page = page?;
+            more |= page.next_after.is_some();
+            for item in page.items {
+                merged.entry(item.key.clone()).or_insert(item);
+            }
+        }
+        more |= merged.len() > limit;
+        let items: Vec<_> = merged.into_values().take(limit).collect();
+        let next_after = more.then(|| items.last().map(|i| i.key.clone())).flatten();
+        Ok(ObjectList { items, next_after })
+    }
+
+    /// The member to send `key` to first (and whether it is the owner), when this client
+    /// talks to a cluster.
+    async fn owner_client(&self, key: &str) -> Option<(Client, bool)> {
+        self.topology().await?.first(key)
+    }
+
+    /// `keys` grouped by owner (indices into `keys`), when this client talks to a cluster.
+    async fn by_owner(&self, keys: &[&str]) -> Option<Vec<(Client, Vec<usize>)>> {
+        self.topology().await?;
+        let mut groups: Vec<(Client, Vec<usize>)> = Vec::new();
+        for (i, k) in keys.iter().enumerate() {
+            let (owner, _) = self.owner_client(k).await?;
+            match groups
+                .iter_mut()
+                .find(|(c, _)| std::sync::Arc::ptr_eq(&c.inner, &owner.inner))
+            {
+                Some((_, idx)) => idx.push(i),
+                None => groups.push((owner, vec![i])),
+            }
+        }
+        Some(groups)
+    }
+}

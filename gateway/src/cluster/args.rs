@@ -1,0 +1,124 @@
+//! The cluster's flags (`--cluster`, `--node-id`, …), flattened into the gateway's.
+
+use std::time::Duration;
+
+/// How a gateway answers a request for a key another member owns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Routing {
+    /// Forward it to the owner and stream the answer back (one hop; PUT bodies streamed).
+    Proxy,
+    /// Answer `307 Temporary Redirect` with the owner's URL in `Location`.
+    Redirect,
+}
+
+/// Flags of a gateway that is one member of a cluster.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ClusterArgs {
+    /// Join a cluster whose membership lives in etcd: `etcd://HOST:PORT[,HOST:PORT…]`.
+    /// Without it the gateway runs alone.
+    #[arg(long = "cluster", env = "RASA_CLUSTER", value_parser = parse_etcd)]
+    pub etcd: Option<EtcdEndpoints>,
+    /// This node's stable id in the cluster (placement hashes it, so keep it across
+    /// restarts). Default: the host name.
+    #[arg(long, env = "RASA_NODE_ID", requires = "etcd")]
+    pub node_id: Option<String>,
+    /// The URL other members and clients reach this node at. Default: the scheme and
+    /// the address the gateway listens on (which must then not be 0.0.0.0 or [::]).
+    #[arg(long, env = "RASA_ADVERTISE_URL", requires = "etcd")]
+    pub advertise_url: Option<String>,
+    /// The cluster's name: its members live under `/rasa/<name>/` in etcd.
+    #[arg(long, env = "RASA_CLUSTER_NAME", default_value = "default")]
+    pub cluster_name: String,
+    /// Time to live of this node's etcd lease: a node that stops renewing it (crashed,
+    /// cut off) leaves the member list this long after. Renewed every third of it.
+    #[arg(long, env = "RASA_MEMBER_TTL", default_value = "10s", value_parser = parse_ttl)]
+    pub member_ttl: Duration,
+    /// Placement weight: a node of weight 2 owns about twice the keys of weight 1.
+    #[arg(long, env = "RASA_NODE_WEIGHT", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub node_weight: u32,
+    /// What a node does with a request for a key another member owns.
+    #[arg(long, env = "RASA_CLUSTER_ROUTING", value_enum, default_value_t = Routing::Proxy)]
+    pub cluster_routing: Routing,
+}
+
+/// etcd's client endpoints, as `http://HOST:PORT` URLs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EtcdEndpoints(pub Vec<String>);
+
+fn parse_etcd(s: &str) -> Result<EtcdEndpoints, String> {
+    let rest = s
+        .strip_prefix("etcd://")
+        .ok_or_else(|| format!("'{s}' is not etcd://HOST:PORT[,HOST:PORT…]"))?;
+    let mut out = Vec::new();
+    for hp in rest.split(',').map(str::trim) {
+        let (host, port) = hp
+            .rsplit_once(':')
+            .ok_or_else(|| format!("'{hp}' in --cluster has no :PORT"))?;
+        if host.is_empty() || port.parse::<u16>().is_err() {
+            return Err(format!("'{hp}' in --cluster is not HOST:PORT"));
+        }
+        out.push(format!("http://{hp}"));
+    }
+    Ok(EtcdEndpoints(out))
+}
+
+fn parse_ttl(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("'{s}': {e}"))?;
+    if d < Duration::from_secs(1) || d.subsec_nanos() != 0 {
+        return Err(format!(
+            "'{s}': etcd leases count whole seconds; give at least 1s"
+        ));
+    }
+    Ok(d)
+}
+
+impl ClusterArgs {
+    /// Checks what clap cannot: a node id and an advertised URL that others can use.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(id) = &self.node_id {
+            if id.is_empty()
+                || id.len() > 128
+                || !id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            {
+                return Err(format!(
+                    "--node-id '{id}': use 1-128 letters, digits, '-', '_' or '.'"
+                ));
+            }
+        }
+        if let Some(url) = &self.advertise_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(format!(
+                    "--advertise-url '{url}': give http://HOST:PORT or https://HOST:PORT"
+                ));
+            }
+        }
+        if self.cluster_name.is_empty() || self.cluster_name.contains('/') {
+            return Err(format!(
+                "--cluster-name '{}': give a non-empty name without '/'",
+                self.cluster_name
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etcd_endpoints_and_ttls() {
+        assert_eq!(
+            parse_etcd("etcd://127.0.0.1:2379,etcd-2:2379").unwrap().0,
+            ["http://127.0.0.1:2379", "http://etcd-2:2379"]
+        );
+        assert!(parse_etcd("http://x:1").is_err());
+        assert!(parse_etcd("etcd://x").is_err());
+        assert!(parse_etcd("etcd://x:port").is_err());
+        assert!(parse_ttl("500ms").is_err());
+        assert_eq!(parse_ttl("3s").unwrap(), Duration::from_secs(3));
+    }
+}

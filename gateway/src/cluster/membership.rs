@@ -1,0 +1,356 @@
+//! This node's record in etcd, under its own lease, and the watch on everyone's.
+//!
+//! - **Register**: grant a lease (TTL `--member-ttl`), then in one transaction create
+//!   `/rasa/<name>/members/<node-id>` only if absent. A record already there belongs to a
+//!   live node (refuse to start, naming it) or to a crashed one whose lease has not yet
+//!   ended (wait for it, at most one TTL).
+//! - **Keep**: renew the lease every third of its TTL; if etcd answers that the lease is
+//!   gone (the node was cut off longer than the TTL), register again.
+//! - **Watch**: list the prefix, then watch it from the next revision; after a lost
+//!   stream, watch again from where it stopped (list again if etcd compacted past it).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{
+    Compare, CompareOp, ConnectOptions, EventType, GetOptions, PutOptions, Txn, TxnOp,
+    TxnOpResponse, WatchOptions,
+};
+use rasa_openapi::ClusterMember;
+
+use super::{members_prefix, Cluster, ClusterConfig, View};
+
+/// Longest wait for one etcd call at start-up.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A client for `config.etcd`, checked by one call (a client connects lazily).
+pub(super) async fn connect(config: &ClusterConfig) -> Result<etcd_client::Client, String> {
+    let endpoints = config.etcd.join(",");
+    let options = ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(3))
+        .with_timeout(CALL_TIMEOUT)
+        .with_keep_alive(config.member_ttl / 3, config.member_ttl / 3);
+    let unreachable =
+        |e: &dyn std::fmt::Display| format!("cannot reach etcd at {endpoints} (--cluster): {e}");
+    let mut client = tokio::time::timeout(
+        CALL_TIMEOUT,
+        etcd_client::Client::connect(&config.etcd, Some(options)),
+    )
+    .await
+    .map_err(|_| unreachable(&"no answer within 5s"))?
+    .map_err(|e| unreachable(&e))?;
+    tokio::time::timeout(CALL_TIMEOUT, client.status())
+        .await
+        .map_err(|_| unreachable(&"no answer within 5s"))?
+        .map_err(|e| unreachable(&e))?;
+    Ok(client)
+}
+
+/// Creates this node's record under a new lease. When another record holds the id, waits
+/// up to one TTL for it to go (a crashed predecessor's does); a holder that answers as a
+/// live gateway is refused at once.
+pub(super) async fn register(cluster: &Cluster) -> Result<(), String> {
+    let key = cluster.key();
+    let ttl = cluster.config.member_ttl;
+    let deadline = tokio::time::Instant::now() + ttl + Duration::from_secs(2);
+    let mut etcd = cluster.etcd.clone();
+    let timed = |what: &'static str| {
+        move |_| format!("etcd did not answer ({what}) within {CALL_TIMEOUT:?}")
+    };
+    let mut announced = false;
+    loop {
+        let lease =
+            tokio::time::timeout(CALL_TIMEOUT, etcd.lease_grant(ttl.as_secs() as i64, None))
+                .await
+                .map_err(timed("lease grant"))?
+                .map_err(|e| format!("etcd refused a lease: {e}"))?
+                .id();
+        let value = serde_json::to_string(&cluster.record()).expect("a member serializes");
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(
+                key.as_str(),
+                value,
+                Some(PutOptions::new().with_lease(lease)),
+            )])
+            .or_else([TxnOp::get(key.as_str(), None)]);
+        let resp = tokio::time::timeout(CALL_TIMEOUT, etcd.txn(txn))
+            .await
+            .map_err(timed("create the member record"))?
+            .map_err(|e| format!("etcd refused the member record: {e}"))?;
+        if resp.succeeded() {
+            cluster.lease.store(lease, Ordering::Release);
+            tracing::info!(key, lease, ttl = ?ttl, "cluster: registered");
+            return Ok(());
+        }
+        let _ = etcd.lease_revoke(lease).await;
+        let holder = resp.op_responses().into_iter().find_map(|op| match op {
+            TxnOpResponse::Get(g) => g
+                .kvs()
+                .first()
+                .and_then(|kv| serde_json::from_slice::<ClusterMember>(kv.value()).ok()),
+            _ => None,
+        });
+        let held_by = holder.as_ref().map_or_else(
+            || "an unreadable record".to_owned(),
+            |h| format!("the gateway at {} (incarnation {})", h.url, h.incarnation),
+        );
+        if let Some(h) = &holder {
+            if answers_as(h).await {
+                return Err(format!(
+                    "--node-id {} is in use by a live gateway: {held_by}; stop it or choose another id",
+                    cluster.config.node_id
+                ));
+            }
+        }
+        if !announced {
+            tracing::warn!(
+                node = %cluster.config.node_id,
+                %held_by,
+                "cluster: this node id is still registered (a crashed predecessor?); waiting up to one TTL for its record to expire"
+            );
+            announced = true;
+        }
+        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if remaining.is_zero() || !record_gone(cluster, &key, remaining).await {
+            return Err(format!(
+                "--node-id {} is held by {held_by}, whose lease etcd keeps renewing; stop it or choose another id",
+                cluster.config.node_id
+            ));
+        }
+    }
+}
+
+/// Whether `member` answers at its URL as the same gateway process.
+async fn answers_as(member: &ClusterMember) -> bool {
+    let client = match reqwest::Client::builder()
+        .timeout(Duration::from_secs(1))
+        .build()
+    {
+        Ok(c) => c,
+        Err(_) => return false,
+    };
+    let url = format!("{}/v1/fabric", member.url.trim_end_matches('/'));
+    match client.get(url).send().await {
+        Ok(r) => r
+            .json::<rasa_openapi::FabricInfo>()
+            .await
+            .is_ok_and(|f| f.incarnation == member.incarnation),
+        Err(_) => false,
+    }
+}
+
+/// Waits (at most `wait`) until `key` is deleted; whether it was.
+async fn record_gone(cluster: &Cluster, key: &str, wait: Duration) -> bool {
+    let mut etcd = cluster.etcd.clone();
+    let watched = async {
+        let mut stream = etcd.watch(key, None).await.ok()?;
+        // The record may have gone between the transaction and the watch.
+        let now = etcd.get(key, None).await.ok()?;
+        if now.kvs().is_empty() {
+            return Some(());
+        }
+        while let Ok(Some(resp)) = stream.message().await {
+            if resp
+                .events()
+                .iter()
+                .any(|e| e.event_type() == EventType::Delete)
+            {
+                return Some(());
+            }
+        }
+        None
+    };
+    matches!(tokio::time::timeout(wait, watched).await, Ok(Some(())))
+}
+
+/// Writes this node's record again (its state changed), under its lease.
+pub(super) async fn write_record(cluster: &Cluster) -> Result<(), etcd_client::Error> {
+    let value = serde_json::to_string(&cluster.record()).expect("a member serializes");
+    let lease = cluster.lease.load(Ordering::Acquire);
+    cluster
+        .etcd
+        .clone()
+        .put(
+            cluster.key(),
+            value,
+            Some(PutOptions::new().with_lease(lease)),
+        )
+        .await
+        .map(|_| ())
+}
+
+/// Renews the lease every third of its TTL, for as long as the process lives; registers
+/// again when etcd says the lease is gone.
+pub(super) async fn keep_lease(cluster: Arc<Cluster>) {
+    let ttl = cluster.config.member_ttl;
+    let every = ttl / 3;
+    let mut failing = false;
+    loop {
+        let lease = cluster.lease.load(Ordering::Acquire);
+        let mut etcd = cluster.etcd.clone();
+        let lost = match etcd.lease_keep_alive(lease).await {
+            Err(e) => {
+                if !failing {
+                    tracing::warn!(error = %e, "cluster: cannot renew this node's lease; serving with the last view");
+                }
+                failing = true;
+                false
+            }
+            Ok((mut keeper, mut answers)) => {
+                let mut tick = tokio::time::interval(every);
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => {}
+                        () = cluster.record_changed.notified() => {
+                            if let Err(e) = write_record(&cluster).await {
+                                tracing::warn!(error = %e, "cluster: cannot update this node's record");
+                            }
+                            continue;
+                        }
+                    }
+                    if keeper.keep_alive().await.is_err() {
+                        break false;
+                    }
+                    match tokio::time::timeout(every, answers.message()).await {
+                        Ok(Ok(Some(r))) if r.ttl() > 0 => {
+                            if failing {
+                                tracing::info!("cluster: etcd reachable again; lease renewed");
+                            }
+                            failing = false;
+                        }
+                        Ok(Ok(Some(_))) => break true,
+                        _ => {
+                            if !failing {
+                                tracing::warn!("cluster: etcd did not renew this node's lease; serving with the last view");
+                            }
+                            failing = true;
+                            break false;
+                        }
+                    }
+                }
+            }
+        };
+        if lost {
+            tracing::warn!(
+                lease,
+                "cluster: this node's lease expired (cut off from etcd longer than --member-ttl); registering again"
+            );
+            if let Err(e) = register(&cluster).await {
+                tracing::error!(error = %e, "cluster: cannot register again; will retry");
+            } else {
+                continue;
+            }
+        }
+        tokio::time::sleep(every).await; // retry interval while etcd is away
+    }
+}
+
+/// Reads every member record; sets the view; returns its revision.
+pub(super) async fn list(cluster: &Cluster) -> Result<i64, String> {
+    let prefix = members_prefix(&cluster.config.name);
+    let resp = tokio::time::timeout(
+        CALL_TIMEOUT,
+        cluster
+            .etcd
+            .clone()
+            .get(prefix, Some(GetOptions::new().with_prefix())),
+    )
+    .await
+    .map_err(|_| format!("etcd did not list the members within {CALL_TIMEOUT:?}"))?
+    .map_err(|e| format!("etcd refused to list the members: {e}"))?;
+    let revision = resp.header().map_or(0, |h| h.revision());
+    let mut members: Vec<ClusterMember> = resp
+        .kvs()
+        .iter()
+        .filter_map(|kv| parse(kv.key(), kv.value()))
+        .collect();
+    members.sort_by(|a, b| a.node_id.cmp(&b.node_id));
+    publish(cluster, revision, members);
+    Ok(revision)
+}
+
+fn parse(key: &[u8], value: &[u8]) -> Option<ClusterMember> {
+    match serde_json::from_slice::<ClusterMember>(value) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            tracing::warn!(key = %String::from_utf8_lossy(key), error = %e, "cluster: ignoring a member record that does not parse");
+            None
+        }
+    }
+}
+
+fn publish(cluster: &Cluster, revision: i64, members: Vec<ClusterMember>) {
+    let serving = members
+        .iter()
+        .filter(|m| m.state == rasa_openapi::MemberState::Serving)
+        .count();
+    metrics::gauge!("rasa_cluster_members", "state" => "serving").set(serving as f64);
+    metrics::gauge!("rasa_cluster_members", "state" => "draining")
+        .set((members.len() - serving) as f64);
+    metrics::gauge!("rasa_cluster_revision").set(revision as f64);
+    tracing::info!(
+        revision,
+        members = ?members.iter().map(|m| format!("{}:{:?}", m.node_id, m.state)).collect::<Vec<_>>(),
+        "cluster: view"
+    );
+    cluster.view.send_replace(View {
+        revision,
+        members: Arc::new(members),
+    });
+}
+
+/// Follows the member prefix from `revision` on, for as long as the process lives. While
+/// etcd is away the last view stays.
+pub(super) async fn watch_members(cluster: Arc<Cluster>, mut revision: i64) {
+    let prefix = members_prefix(&cluster.config.name);
+    let mut failing = false;
+    loop {
+        let options = WatchOptions::new()
+            .with_prefix()
+            .with_start_revision(revision + 1);
+        let mut etcd = cluster.etcd.clone();
+        match etcd.watch(prefix.as_str(), Some(options)).await {
+            Err(e) => {
+                if !failing {
+                    tracing::warn!(error = %e, "cluster: lost the member watch; serving with the last view");
+                }
+                failing = true;
+            }
+            Ok(mut stream) => loop {
+                let resp = match stream.message().await {
+                    Ok(Some(resp)) => resp,
+                    Ok(None) | Err(_) => break,
+                };
+                failing = false;
+                if resp.canceled() {
+                    // Compacted past our revision: start over from a fresh list.
+                    if let Ok(r) = list(&cluster).await {
+                        revision = r;
+                    }
+                    break;
+                }
+                if resp.events().is_empty() {
+                    continue;
+                }
+                let mut members = cluster.view.borrow().members.to_vec();
+                for event in resp.events() {
+                    let Some(kv) = event.kv() else { continue };
+                    let node = String::from_utf8_lossy(&kv.key()[prefix.len()..]).into_owned();
+                    members.retain(|m| m.node_id != node);
+                    if event.event_type() == EventType::Put {
+                        members.extend(parse(kv.key(), kv.value()));
+                    }
+                    revision = revision.max(kv.mod_revision());
+                }
+                if let Some(h) = resp.header() {
+                    revision = revision.max(h.revision());
+                }
+                members.sort_by(|a, b| a.node_id.cmp(&b.node_id));
+                publish(&cluster, revision, members);
+            },
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await; // retry interval while etcd is away
+    }
+}

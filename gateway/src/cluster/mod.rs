@@ -1,0 +1,200 @@
+//! Membership in a cluster of gateways, kept in etcd (`--cluster`), and the placement of
+//! keys over its members.
+//!
+//! etcd holds **membership only**: each gateway registers itself under
+//! `/rasa/<name>/members/<node-id>` with its own lease ([`membership`]), and watches the
+//! prefix. No per-key metadata lives anywhere central, so losing a node or etcd loses no
+//! index. Every member, and every SDK, computes a key's owner from the same member list
+//! with rendezvous hashing ([`rasa_openapi::cluster::placement`]).
+//!
+//! When etcd cannot be reached the gateway keeps its last view and keeps serving.
+
+mod args;
+mod membership;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rasa_openapi::{ClusterMember, ClusterView, FabricInfo, MemberState};
+use tokio::sync::watch;
+
+pub use args::{ClusterArgs, EtcdEndpoints, Routing};
+
+/// What this node needs to join a cluster.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// etcd client URLs.
+    pub etcd: Vec<String>,
+    /// The cluster's name.
+    pub name: String,
+    /// This node's id.
+    pub node_id: String,
+    /// The URL this node is reached at.
+    pub advertise_url: String,
+    /// TTL of this node's etcd lease.
+    pub member_ttl: Duration,
+    /// Placement weight.
+    pub weight: u32,
+    /// Proxy or redirect requests for keys other members own.
+    pub routing: Routing,
+}
+
+/// The members a node knows, at an etcd revision.
+#[derive(Clone, Debug, Default)]
+pub struct View {
+    /// The etcd revision the view reflects.
+    pub revision: i64,
+    /// Every registered member, in node id order.
+    pub members: Arc<Vec<ClusterMember>>,
+}
+
+/// This node's membership: its record in etcd, and the view of the others.
+pub struct Cluster {
+    config: ClusterConfig,
+    /// The record this node keeps in etcd.
+    me: Mutex<ClusterMember>,
+    view: watch::Sender<View>,
+    etcd: etcd_client::Client,
+    /// The lease this node's record lives under (0 before registration).
+    lease: std::sync::atomic::AtomicI64,
+    /// Woken when the record changes (state), so the keeper writes it again.
+    record_changed: tokio::sync::Notify,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("config", &self.config)
+            .field("revision", &self.view.borrow().revision)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    /// Registers this node in etcd (refusing when a live node holds the same id, or etcd
+    /// cannot be reached), reads the member list, and keeps both up to date in the
+    /// background.
+    pub async fn join(
+        config: ClusterConfig,
+        incarnation: String,
+        fabric: FabricInfo,
+    ) -> Result<Arc<Self>, String> {
+        let me = ClusterMember {
+            node_id: config.node_id.clone(),
+            incarnation,
+            url: config.advertise_url.clone(),
+            state: MemberState::Serving,
+            weight: config.weight,
+            fabric,
+        };
+        let etcd = membership::connect(&config).await?;
+        let cluster = Arc::new(Self {
+            me: Mutex::new(me),
+            view: watch::Sender::new(View::default()),
+            etcd,
+            lease: Default::default(),
+            record_changed: tokio::sync::Notify::new(),
+            config,
+        });
+        membership::register(&cluster).await?;
+        let revision = membership::list(&cluster).await?;
+        tokio::spawn(membership::keep_lease(Arc::clone(&cluster)));
+        tokio::spawn(membership::watch_members(Arc::clone(&cluster), revision));
+        Ok(cluster)
+    }
+
+    /// The settings this node joined with.
+    pub fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> &str {
+        &self.config.node_id
+    }
+
+    /// The current view, and changes to it.
+    pub fn subscribe(&self) -> watch::Receiver<View> {
+        self.view.subscribe()
+    }
+
+    /// The member that owns `key` when it is another node; `None` when this node serves
+    /// it (it is the owner, or no member is serving).
+    pub fn owner(&self, key: &str) -> Option<ClusterMember> {
+        let view = self.view.borrow();
+        rasa_openapi::cluster::owner(key, &view.members)
+            .filter(|m| m.node_id != self.config.node_id)
+            .cloned()
+    }
+
+    /// `key`'s members in order of preference, without this node.
+    pub fn others_for(&self, key: &str) -> Vec<ClusterMember> {
+        let view = self.view.borrow();
+        rasa_openapi::cluster::placement(key, &view.members)
+            .into_iter()
+            .filter(|m| m.node_id != self.config.node_id)
+            .cloned()
+            .collect()
+    }
+
+    /// The view as `GET /v1/cluster` answers it.
+    pub fn snapshot(&self) -> ClusterView {
+        let view = self.view.borrow();
+        ClusterView {
+            enabled: true,
+            name: self.config.name.clone(),
+            revision: view.revision,
+            this_node: self.config.node_id.clone(),
+            members: view.members.to_vec(),
+        }
+    }
+
+    /// Marks this node `draining` in etcd: it owns no key from then on, and keeps serving
+    /// what it holds. Returns once etcd has the new record (or after `wait`).
+    pub async fn drain(&self, wait: Duration) {
+        self.me.lock().unwrap_or_else(|e| e.into_inner()).state = MemberState::Draining;
+        match tokio::time::timeout(wait, membership::write_record(self)).await {
+            Ok(Ok(())) => tracing::info!(node = %self.config.node_id, "cluster: draining"),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cluster: could not mark this node draining in etcd")
+            }
+            Err(_) => tracing::warn!(
+                ?wait,
+                "cluster: etcd did not take the draining record in time; leaving anyway"
+            ),
+        }
+        self.record_changed.notify_one();
+    }
+
+    /// Leaves the cluster: revokes this node's lease, which removes its record at once.
+    pub async fn leave(&self, wait: Duration) {
+        let lease = self.lease.load(std::sync::atomic::Ordering::Acquire);
+        let mut etcd = self.etcd.clone();
+        match tokio::time::timeout(wait, etcd.lease_revoke(lease)).await {
+            Ok(Ok(_)) => tracing::info!(node = %self.config.node_id, "cluster: left"),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cluster: lease not revoked; the record goes when its TTL ends")
+            }
+            Err(_) => tracing::warn!(
+                ?wait,
+                "cluster: etcd did not answer the lease revoke; the record goes when its TTL ends"
+            ),
+        }
+    }
+
+    fn record(&self) -> ClusterMember {
+        self.me.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn key(&self) -> String {
+        member_key(&self.config.name, &self.config.node_id)
+    }
+}
+
+fn members_prefix(name: &str) -> String {
+    format!("/rasa/{name}/members/")
+}
+
+fn member_key(name: &str, node_id: &str) -> String {
+    format!("{}{node_id}", members_prefix(name))
+}

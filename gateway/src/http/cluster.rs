@@ -1,0 +1,61 @@
+//! `GET /v1/cluster`: the members this gateway knows, for SDKs and people; a long poll
+//! with `?after=`.
+
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::response::Response;
+use http::StatusCode;
+use rasa_openapi::ClusterView;
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use super::{json_response, AppState};
+
+/// Longest a long poll waits before answering with the unchanged view.
+const MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// Query of `GET /v1/cluster`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ClusterQuery {
+    /// Answer only once the view's revision is past this one (or `wait` ends): a long
+    /// poll for the next membership change.
+    pub after: Option<i64>,
+    /// Longest wait for a change, in seconds (default 30, at most 60).
+    pub wait: Option<u64>,
+}
+
+/// The cluster's members as this gateway sees them.
+///
+/// A single gateway (no `--cluster`) answers `enabled: false` and no members. With
+/// `?after=REV`, the answer waits until the view's revision is past `REV` or `wait`
+/// seconds pass (then it is the unchanged view).
+#[utoipa::path(
+    get, path = "/v1/cluster", tag = "cluster", operation_id = "get_cluster",
+    params(ClusterQuery),
+    responses(
+        (status = 200, description = "The members, the etcd revision and this node.", body = ClusterView),
+        (status = 400, description = "A malformed query.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn get_cluster(State(st): State<AppState>, Query(q): Query<ClusterQuery>) -> Response {
+    let Some(cluster) = &st.cluster else {
+        return json_response(
+            StatusCode::OK,
+            &ClusterView {
+                enabled: false,
+                name: String::new(),
+                revision: 0,
+                this_node: String::new(),
+                members: Vec::new(),
+            },
+        );
+    };
+    if let Some(after) = q.after {
+        let wait = Duration::from_secs(q.wait.unwrap_or(30)).min(MAX_WAIT);
+        let mut changes = cluster.subscribe();
+        let _ = tokio::time::timeout(wait, changes.wait_for(|v| v.revision > after)).await;
+    }
+    json_response(StatusCode::OK, &cluster.snapshot())
+}

@@ -1,0 +1,170 @@
+//! Requests for keys another cluster member owns: forwarded to the owner (one hop, bodies
+//! streamed both ways) or redirected to it (`--cluster-routing`).
+//!
+//! A forwarded request carries [`HOP_HEADER`], and a request that carries it is served
+//! here whatever this node's view says, so two nodes whose views differ can never send a
+//! request back and forth. When the owner cannot be reached, reads are served here (from
+//! memory, else the origin); writes are refused with `503` and `Retry-After`, since a
+//! value written here would not be found where the others look for it.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use rasa_openapi::{ClusterMember, HOP_HEADER};
+
+use super::resolve::key_from_uri;
+use super::{ApiError, AppState};
+use crate::cluster::Routing;
+
+/// Headers that belong to one connection, never forwarded (RFC 9110, 7.6.1).
+const HOP_BY_HOP: [HeaderName; 6] = [
+    header::CONNECTION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    header::PROXY_AUTHORIZATION,
+];
+
+/// The response header naming the member that served a forwarded request.
+pub const SERVED_BY_HEADER: &str = "rasa-served-by";
+
+/// The HTTP client a node uses to reach its peers.
+pub fn peer_client(connect_timeout: Duration, idle_timeout: Duration) -> reqwest::Client {
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("the default TLS versions are supported")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    reqwest::Client::builder()
+        .use_preconfigured_tls(tls)
+        .connect_timeout(connect_timeout)
+        .read_timeout(idle_timeout)
+        .pool_idle_timeout(Duration::from_secs(20))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("the peer client builds")
+}
+
+/// Middleware of the keyed routes: serves the request here when this node owns the key
+/// (or the request was already forwarded), else forwards or redirects it to the owner.
+pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(cluster) = &st.cluster else {
+        return next.run(req).await;
+    };
+    if req.headers().contains_key(HOP_HEADER) {
+        return next.run(req).await;
+    }
+    let path = req.uri().path();
+    let prefix = if path.starts_with("/v1/descriptors/") {
+        "/v1/descriptors/"
+    } else {
+        "/v1/objects/"
+    };
+    // An invalid key is refused by the handler, here.
+    let Ok(key) = key_from_uri(path, prefix) else {
+        return next.run(req).await;
+    };
+    let Some(owner) = cluster.owner(&key) else {
+        return next.run(req).await;
+    };
+    let target = format!(
+        "{}{}",
+        owner.url.trim_end_matches('/'),
+        req.uri().path_and_query().map_or(path, |p| p.as_str())
+    );
+    match cluster.config().routing {
+        Routing::Redirect => {
+            metrics::counter!("rasa_cluster_redirects_total").increment(1);
+            redirect(&target, &owner)
+        }
+        Routing::Proxy => forward(&st, req, next, &key, &target, &owner).await,
+    }
+}
+
+fn redirect(target: &str, owner: &ClusterMember) -> Response {
+    let mut resp = StatusCode::TEMPORARY_REDIRECT.into_response();
+    if let Ok(v) = HeaderValue::from_str(target) {
+        resp.headers_mut().insert(header::LOCATION, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&owner.node_id) {
+        resp.headers_mut().insert(SERVED_BY_HEADER, v);
+    }
+    resp
+}
+
+async fn forward(
+    st: &AppState,
+    req: Request,
+    next: Next,
+    key: &str,
+    target: &str,
+    owner: &ClusterMember,
+) -> Response {
+    let Some(peers) = &st.peers else {
+        return next.run(req).await;
+    };
+    let (parts, body) = req.into_parts();
+    let mut headers = parts.headers.clone();
+    strip(&mut headers);
+    headers.remove(header::HOST);
+    headers.insert(HOP_HEADER, HeaderValue::from_static("1"));
+    let read = matches!(parts.method, Method::GET | Method::HEAD);
+    let mut out = peers.request(parts.method.clone(), target).headers(headers);
+    if !read {
+        out = out.body(reqwest::Body::wrap_stream(body.into_data_stream()));
+    }
+    match out.send().await {
+        Ok(resp) => {
+            metrics::counter!("rasa_cluster_forwards_total", "result" => "ok").increment(1);
+            let mut back = Response::builder().status(resp.status());
+            if let Some(h) = back.headers_mut() {
+                *h = resp.headers().clone();
+                strip(h);
+                if let Ok(v) = HeaderValue::from_str(&owner.node_id) {
+                    h.insert(SERVED_BY_HEADER, v);
+                }
+            }
+            back.body(Body::from_stream(resp.bytes_stream()))
+                .unwrap_or_else(|e| {
+                    ApiError::Internal(format!("forwarded answer: {e}")).into_response()
+                })
+        }
+        Err(e) => {
+            metrics::counter!("rasa_cluster_forwards_total", "result" => "owner_unreachable")
+                .increment(1);
+            let why = format!(
+                "the owner of '{key}', node {} at {}, cannot be reached: {}",
+                owner.node_id,
+                owner.url,
+                crate::http::error::chain(&e)
+            );
+            if read {
+                tracing::warn!("{why}; serving it here");
+                return next.run(Request::from_parts(parts, Body::empty())).await;
+            }
+            tracing::warn!("{why}; write refused");
+            ApiError::Unavailable {
+                detail: format!("{why}; nothing was stored, retry shortly"),
+                retry_after: 1,
+            }
+            .into_response()
+        }
+    }
+}
+
+fn strip(headers: &mut HeaderMap) {
+    for h in &HOP_BY_HOP {
+        headers.remove(h);
+    }
+    headers.remove("keep-alive");
+}
