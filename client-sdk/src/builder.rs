@@ -136,6 +136,11 @@ impl ClientBuilder {
         Ok(self.assemble(&first, http, stats, topology))
     }
 
+    /// The longest a single exchange without progress may take.
+    pub(crate) fn timeouts(&self) -> Duration {
+        self.request_timeout
+    }
+
     /// A client of the gateway at `endpoint` over `http`, counting into `stats`.
     pub(crate) fn assemble(
         &self,

@@ -83,7 +83,7 @@ impl Topology {
             .clustered
             .get_or_try_init(|| async {
                 for seed in &self.seeds {
-                    match fetch(&self.http, seed, None).await {
+                    match fetch(&self.http, seed, None, self.template.timeouts()).await {
                         Ok(view) if view.enabled => {
                             self.apply(view);
                             tokio::spawn(follow(Arc::downgrade(self)));
@@ -192,6 +192,7 @@ async fn fetch(
     http: &reqwest::Client,
     base: &str,
     after: Option<i64>,
+    timeout: Duration,
 ) -> Result<ClusterView, Fetch> {
     let mut req = http.get(format!("{base}/v1/cluster"));
     let limit = match after {
@@ -199,7 +200,7 @@ async fn fetch(
             req = req.query(&[("after", rev), ("wait", POLL_WAIT.as_secs() as i64)]);
             POLL_WAIT + Duration::from_secs(10)
         }
-        None => Duration::from_secs(10),
+        None => timeout,
     };
     let resp = req.timeout(limit).send().await.map_err(|_| Fetch::Failed)?;
     if resp.status() == reqwest::StatusCode::NOT_FOUND {
@@ -217,10 +218,11 @@ async fn follow(topology: Weak<Topology>) {
         let Some(t) = topology.upgrade() else { return };
         let (revision, urls) = t.where_to_ask();
         let http = t.http.clone();
+        let timeout = t.template.timeouts();
         drop(t);
         let mut got = None;
         for url in &urls {
-            if let Ok(view) = fetch(&http, url, Some(revision)).await {
+            if let Ok(view) = fetch(&http, url, Some(revision), timeout).await {
                 got = Some(view);
                 break;
             }

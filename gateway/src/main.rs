@@ -200,7 +200,7 @@ async fn serve(args: Args) -> Result<(), String> {
             let fabric = rasa_gateway::http::fabric::info(&state.store);
             let incarnation = fabric.incarnation.clone();
             let cluster = Cluster::join(config, incarnation, fabric).await?;
-            state.peers = Some(rasa_gateway::http::forward::peer_client(
+            state.peers = Some(rasa_gateway::cluster::peer_client(
                 Duration::from_secs(2),
                 args.body_timeout,
             ));

@@ -145,6 +145,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/descriptors/{key}"),
     ("post", "/v1/descriptors"),
     ("get", "/v1/fabric"),
+    ("get", "/v1/cluster"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),

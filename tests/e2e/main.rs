@@ -2,6 +2,7 @@
 //! S3-compatible server.
 
 mod api;
+mod cluster;
 mod fabric_check;
 mod fastpath;
 mod faults;

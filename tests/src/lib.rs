@@ -5,6 +5,8 @@
 //! `make test` before the tests run) or at `$RASA_GATEWAY_BIN`. Set `RASA_TEST_LOG=1` to
 //! see the gateway's logs (`RASA_TEST_RUST_LOG` sets their filter, `debug` by default).
 
+pub mod etcd;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;

@@ -124,15 +124,9 @@ pub(super) async fn register(cluster: &Cluster) -> Result<(), String> {
 
 /// Whether `member` answers at its URL as the same gateway process.
 async fn answers_as(member: &ClusterMember) -> bool {
-    let client = match reqwest::Client::builder()
-        .timeout(Duration::from_secs(1))
-        .build()
-    {
-        Ok(c) => c,
-        Err(_) => return false,
-    };
+    let client = super::peer_client(Duration::from_secs(1), Duration::from_secs(1));
     let url = format!("{}/v1/fabric", member.url.trim_end_matches('/'));
-    match client.get(url).send().await {
+    match client.get(url).timeout(Duration::from_secs(2)).send().await {
         Ok(r) => r
             .json::<rasa_openapi::FabricInfo>()
             .await

@@ -191,6 +191,28 @@ impl Cluster {
     }
 }
 
+/// The HTTP client a node uses to reach its peers.
+pub fn peer_client(connect_timeout: Duration, idle_timeout: Duration) -> reqwest::Client {
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("the default TLS versions are supported")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    reqwest::Client::builder()
+        .use_preconfigured_tls(tls)
+        .connect_timeout(connect_timeout)
+        .read_timeout(idle_timeout)
+        .pool_idle_timeout(Duration::from_secs(20))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("the peer client builds")
+}
+
 fn members_prefix(name: &str) -> String {
     format!("/rasa/{name}/members/")
 }

@@ -7,8 +7,6 @@
 //! memory, else the origin); writes are refused with `503` and `Retry-After`, since a
 //! value written here would not be found where the others look for it.
 
-use std::time::Duration;
-
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -32,28 +30,6 @@ const HOP_BY_HOP: [HeaderName; 6] = [
 
 /// The response header naming the member that served a forwarded request.
 pub const SERVED_BY_HEADER: &str = "rasa-served-by";
-
-/// The HTTP client a node uses to reach its peers.
-pub fn peer_client(connect_timeout: Duration, idle_timeout: Duration) -> reqwest::Client {
-    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_native_certs::load_native_certs().certs {
-        let _ = roots.add(cert);
-    }
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("the default TLS versions are supported")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    reqwest::Client::builder()
-        .use_preconfigured_tls(tls)
-        .connect_timeout(connect_timeout)
-        .read_timeout(idle_timeout)
-        .pool_idle_timeout(Duration::from_secs(20))
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("the peer client builds")
-}
 
 /// Middleware of the keyed routes: serves the request here when this node owns the key
 /// (or the request was already forwarded), else forwards or redirects it to the owner.
