@@ -397,45 +397,17 @@ impl Args {
         })
     }
 
-    /// The store's part of the configuration.
+    /// The cluster settings (`None` without `--cluster`), for a gateway listening on
+    /// `listening`.
     pub fn cluster_config(
         &self,
         listening: std::net::SocketAddr,
         tls: bool,
     ) -> Result<Option<crate::cluster::ClusterConfig>, String> {
-        let c = &self.cluster;
-        let Some(etcd) = &c.etcd else {
-            return Ok(None);
-        };
-        let node_id = match &c.node_id {
-            Some(id) => id.clone(),
-            None => std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .map(|h| h.trim().to_owned())
-                .ok()
-                .filter(|h| !h.is_empty())
-                .ok_or("--node-id is needed: the host name cannot be read")?,
-        };
-        let advertise_url = match &c.advertise_url {
-            Some(url) => url.trim_end_matches('/').to_owned(),
-            None if listening.ip().is_unspecified() => {
-                return Err(format!(
-                    "--advertise-url is needed: the gateway listens on {listening}, which other members cannot dial"
-                ))
-            }
-            None => format!("{}://{listening}", if tls { "https" } else { "http" }),
-        };
-        Ok(Some(crate::cluster::ClusterConfig {
-            etcd: etcd.0.clone(),
-            name: c.cluster_name.clone(),
-            node_id,
-            advertise_url,
-            member_ttl: c.member_ttl,
-            weight: c.node_weight,
-            routing: c.cluster_routing,
-        }))
+        self.cluster.config(listening, tls)
     }
 
-    /// The store's settings.
+    /// The store's part of the configuration.
     pub fn store_config(&self) -> StoreConfig {
         StoreConfig {
             memory_budget: self.memory,

@@ -200,10 +200,15 @@ async fn serve(args: Args) -> Result<(), String> {
             let fabric = rasa_gateway::http::fabric::info(&state.store);
             let incarnation = fabric.incarnation.clone();
             let cluster = Cluster::join(config, incarnation, fabric).await?;
-            state.peers = Some(rasa_gateway::cluster::peer_client(
-                Duration::from_secs(2),
-                args.body_timeout,
-            ));
+            let peers =
+                rasa_gateway::cluster::peer_client(Duration::from_secs(2), args.body_timeout);
+            if let Some(rt) = &state.origin {
+                rt.fill_from(rasa_gateway::origin::peers::Peers {
+                    cluster: Arc::clone(&cluster),
+                    client: peers.clone(),
+                });
+            }
+            state.peers = Some(peers);
             state.cluster = Some(Arc::clone(&cluster));
             Some(cluster)
         }

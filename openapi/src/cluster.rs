@@ -30,6 +30,15 @@ use crate::FabricInfo;
 /// whatever its own view says, so differing views can never make requests loop.
 pub const HOP_HEADER: &str = "rasa-hop";
 
+/// The header a member adds when it asks another for a key it now owns (after a
+/// membership change): answer from memory only, never from the origin, and add the
+/// origin's entity tag (`Rasa-Origin-ETag`) and `Age` to the answer.
+pub const PEER_FILL_HEADER: &str = "rasa-peer-fill";
+
+/// The response header that carries the origin's entity tag of a version, in answers to
+/// [`PEER_FILL_HEADER`] requests.
+pub const ORIGIN_ETAG_HEADER: &str = "rasa-origin-etag";
+
 /// A member's state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]

@@ -74,6 +74,45 @@ fn parse_ttl(s: &str) -> Result<Duration, String> {
 }
 
 impl ClusterArgs {
+    /// The cluster settings, when `--cluster` is given: the node id defaults to the host
+    /// name, the advertised URL to the address the gateway listens on.
+    pub fn config(
+        &self,
+        listening: std::net::SocketAddr,
+        tls: bool,
+    ) -> Result<Option<crate::cluster::ClusterConfig>, String> {
+        let c = self;
+        let Some(etcd) = &c.etcd else {
+            return Ok(None);
+        };
+        let node_id = match &c.node_id {
+            Some(id) => id.clone(),
+            None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_owned())
+                .ok()
+                .filter(|h| !h.is_empty())
+                .ok_or("--node-id is needed: the host name cannot be read")?,
+        };
+        let advertise_url = match &c.advertise_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None if listening.ip().is_unspecified() => {
+                return Err(format!(
+                    "--advertise-url is needed: the gateway listens on {listening}, which other members cannot dial"
+                ))
+            }
+            None => format!("{}://{listening}", if tls { "https" } else { "http" }),
+        };
+        Ok(Some(crate::cluster::ClusterConfig {
+            etcd: etcd.0.clone(),
+            name: c.cluster_name.clone(),
+            node_id,
+            advertise_url,
+            member_ttl: c.member_ttl,
+            weight: c.node_weight,
+            routing: c.cluster_routing,
+        }))
+    }
+
     /// Checks what clap cannot: a node id and an advertised URL that others can use.
     pub fn validate(&self) -> Result<(), String> {
         if let Some(id) = &self.node_id {

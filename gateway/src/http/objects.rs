@@ -241,7 +241,15 @@ async fn read_object(st: AppState, method: Method, req: Request) -> Result<Respo
         .map_err(|e| ApiError::InvalidRequest(e.body_text()))?;
     let h = req.headers();
     let pre = Preconditions::from_headers(h)?;
-    let v = lookup(&st, &key, &q).await?;
+    // Another member filling its cache from this one: memory only, never the origin.
+    let peer_fill = h.contains_key(rasa_openapi::cluster::PEER_FILL_HEADER);
+    let v = if peer_fill && q.version.is_none() {
+        st.store
+            .current(&key)
+            .ok_or_else(|| ApiError::NotFound(key.clone()))?
+    } else {
+        lookup(&st, &key, &q).await?
+    };
     let pinned = q.version.is_some();
     if pre.evaluate(Some(&v), true)? == Outcome::NotModified {
         let mut resp = StatusCode::NOT_MODIFIED.into_response();
@@ -274,6 +282,14 @@ async fn read_object(st: AppState, method: Method, req: Request) -> Result<Respo
     rh.insert(header::CONTENT_TYPE, hv(&v.content_type));
     rh.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
     rh.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    if peer_fill {
+        if let Some(etag) = v.origin.etag.get() {
+            rh.insert(rasa_openapi::cluster::ORIGIN_ETAG_HEADER, hv(etag));
+        }
+        if let Some(age) = v.origin.age() {
+            rh.insert(header::AGE, HeaderValue::from(age.as_secs()));
+        }
+    }
     if status == StatusCode::PARTIAL_CONTENT {
         rh.insert(
             header::CONTENT_RANGE,

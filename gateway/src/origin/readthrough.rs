@@ -59,6 +59,8 @@ pub struct ReadThrough {
     max_object_size: u64,
     inflight: Mutex<HashMap<String, Flight>>,
     negative: Mutex<HashMap<String, Instant>>,
+    /// Other cluster members to fill misses from before the origin.
+    peers: std::sync::OnceLock<super::peers::Peers>,
 }
 
 impl ReadThrough {
@@ -78,7 +80,14 @@ impl ReadThrough {
             max_object_size,
             inflight: Mutex::default(),
             negative: Mutex::default(),
+            peers: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Fill misses from the key's next choice among `peers` before the origin (cluster
+    /// members, after a membership change).
+    pub fn fill_from(&self, peers: super::peers::Peers) {
+        let _ = self.peers.set(peers);
     }
 
     /// The origin.
@@ -181,6 +190,24 @@ impl ReadThrough {
         key: &str,
         current: Option<Arc<StoredVersion>>,
     ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
+        if current.is_none() {
+            if let Some(peers) = self.peers.get() {
+                if let Some((obj, age)) = super::peers::copy(peers, key).await {
+                    match self.store_object(key, obj, None).await {
+                        Ok(v) => {
+                            if let (Some(v), Some(age)) = (&v, age) {
+                                v.origin.confirmed_ago(age);
+                            }
+                            return Ok(v);
+                        }
+                        Err(FetchError::Origin(e)) => {
+                            tracing::warn!(key, error = %e, "the peer's copy broke off; fetching from the origin");
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
         let started = Instant::now();
         let etag = current.as_ref().and_then(|v| v.origin.etag.get().cloned());
         metrics::counter!("rasa_origin_fetches_total").increment(1);
@@ -214,7 +241,7 @@ impl ReadThrough {
                 }
                 Ok(None)
             }
-            Fetch::Found(mut obj) => {
+            Fetch::Found(obj) => {
                 // Some servers ignore If-None-Match: an unchanged entity tag is unchanged.
                 if let (Some(v), Some(etag)) = (&current, &obj.etag) {
                     if v.origin.etag.get() == Some(etag) {
@@ -222,36 +249,47 @@ impl ReadThrough {
                         return Ok(current);
                     }
                 }
-                if obj.length > self.max_object_size {
-                    return Err(FetchError::TooLarge(obj.length));
-                }
-                let ctype = obj
-                    .content_type
-                    .clone()
-                    .unwrap_or_else(|| crate::media::DEFAULT_CONTENT_TYPE.to_owned());
-                let mut up = self.store.begin(key, &ctype, obj.length).await?;
-                up.from_origin(obj.etag.take());
-                while let Some(chunk) = obj.body.next().await {
-                    let chunk = chunk?;
-                    metrics::counter!("rasa_origin_bytes_total").increment(chunk.len() as u64);
-                    up.write(&chunk)?;
-                }
-                // Don't replace a version written here meanwhile (a newer PUT wins).
-                let base = current.as_ref().map(|v| v.version);
-                let v = self
-                    .store
-                    .commit(up, |cur| match (cur.map(|c| c.version), base) {
-                        (a, b) if a == b => Ok(()),
-                        _ => Err(StoreError::PreconditionFailed(
-                            "replaced while fetching".into(),
-                        )),
-                    });
-                match v {
-                    Ok(v) => Ok(Some(v)),
-                    Err(StoreError::PreconditionFailed(_)) => Ok(self.store.current(key)),
-                    Err(e) => Err(e.into()),
-                }
+                self.store_object(key, obj, current).await
             }
+        }
+    }
+
+    /// Streams `obj` into a new version of `key`, unless a version other than `current`
+    /// was written meanwhile (a newer PUT wins; then that one is the answer).
+    async fn store_object(
+        &self,
+        key: &str,
+        mut obj: super::OriginObject,
+        current: Option<Arc<StoredVersion>>,
+    ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
+        if obj.length > self.max_object_size {
+            return Err(FetchError::TooLarge(obj.length));
+        }
+        let ctype = obj
+            .content_type
+            .clone()
+            .unwrap_or_else(|| crate::media::DEFAULT_CONTENT_TYPE.to_owned());
+        let mut up = self.store.begin(key, &ctype, obj.length).await?;
+        up.from_origin(obj.etag.take());
+        while let Some(chunk) = obj.body.next().await {
+            let chunk = chunk?;
+            metrics::counter!("rasa_origin_bytes_total").increment(chunk.len() as u64);
+            up.write(&chunk)?;
+        }
+        // Don't replace a version written here meanwhile (a newer PUT wins).
+        let base = current.as_ref().map(|v| v.version);
+        let v = self
+            .store
+            .commit(up, |cur| match (cur.map(|c| c.version), base) {
+                (a, b) if a == b => Ok(()),
+                _ => Err(StoreError::PreconditionFailed(
+                    "replaced while fetching".into(),
+                )),
+            });
+        match v {
+            Ok(v) => Ok(Some(v)),
+            Err(StoreError::PreconditionFailed(_)) => Ok(self.store.current(key)),
+            Err(e) => Err(e.into()),
         }
     }
 }

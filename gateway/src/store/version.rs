@@ -98,6 +98,16 @@ impl OriginMeta {
         self.validated_ms.store(now, Ordering::Release);
     }
 
+    /// Records that the origin confirmed the copy `age` ago (a copy taken from a peer).
+    pub fn confirmed_ago(&self, age: Duration) {
+        let then = SystemTime::now()
+            .checked_sub(age)
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| (d.as_millis() as u64).max(1))
+            .unwrap_or(1);
+        self.validated_ms.store(then, Ordering::Release);
+    }
+
     /// How long ago the origin last confirmed the copy (`None`: never).
     pub fn age(&self) -> Option<Duration> {
         let ms = self.validated_ms.load(Ordering::Acquire);
