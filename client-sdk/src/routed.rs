@@ -2,7 +2,6 @@
 //! on to its next choices when the owner does not answer); against a single gateway it is
 //! served by that gateway. The work itself is in the `*_here` methods.
 
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -216,7 +215,8 @@ impl Client {
     }
 
     /// A page of keys starting with `prefix`, after `after`, at most `limit` (1–1000).
-    /// Against a cluster, the pages of every member merged in key order.
+    /// Against a cluster, the member asked merges every member's page; a member that does
+    /// not answer is replaced by the next.
     pub async fn list(
         &self,
         prefix: &str,
@@ -226,26 +226,17 @@ impl Client {
         let Some(topology) = self.topology().await else {
             return self.list_here(prefix, after, limit).await;
         };
-        let pages = futures_util::future::join_all(
-            topology
-                .all()
-                .into_iter()
-                .map(|c| async move { c.list_here(prefix, after, limit).await }),
-        )
-        .await;
-        let mut merged = BTreeMap::new();
-        let mut more = false;
-        for page in pages {
-            let page = page?;
-            more |= page.next_after.is_some();
-            for item in page.items {
-                merged.entry(item.key.clone()).or_insert(item);
+        let mut last = None;
+        for c in topology.all() {
+            match c.list_here(prefix, after, limit).await {
+                Err(e) if e.is_unreachable() => last = Some(e),
+                other => return other,
             }
         }
-        more |= merged.len() > limit;
-        let items: Vec<_> = merged.into_values().take(limit).collect();
-        let next_after = more.then(|| items.last().map(|i| i.key.clone())).flatten();
-        Ok(ObjectList { items, next_after })
+        match last {
+            Some(e) => Err(e),
+            None => self.list_here(prefix, after, limit).await,
+        }
     }
 
     /// The member to send `key` to first (and whether it is the owner), when this client

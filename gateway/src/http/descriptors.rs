@@ -1,13 +1,13 @@
 //! `/v1/descriptors`: what a fast-path client needs to read a version one-sided.
 
 use axum::extract::{Query, Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::Json;
 use rasa_openapi::{Descriptor, DescriptorBatchRequest, DescriptorBatchResponse, DescriptorResult};
 
 use super::resolve::{descriptor, key_from_uri, lookup, VersionQuery};
-use super::{json_response, ApiError, AppState};
+use super::{fanout, json_response, ApiError, AppState};
 use crate::key;
 
 /// Resolve a key to a descriptor of its current version (or of `?version=`).
@@ -40,7 +40,8 @@ pub async fn get_descriptor(
 /// Resolve many keys in one round trip.
 ///
 /// Answers one result per requested key, in request order: a descriptor, or a problem
-/// (`not_found`, `invalid_key`) for that key alone.
+/// (`not_found`, `invalid_key`) for that key alone. In a cluster, keys other members own
+/// are resolved by their owners (their descriptors name those nodes).
 #[utoipa::path(
     post, path = "/v1/descriptors", tag = "descriptors", operation_id = "batch_descriptors",
     request_body = DescriptorBatchRequest,
@@ -53,6 +54,7 @@ pub async fn get_descriptor(
 )]
 pub async fn batch_descriptors(
     State(st): State<AppState>,
+    headers: HeaderMap,
     Json(req): Json<DescriptorBatchRequest>,
 ) -> Result<Response, ApiError> {
     let limit = st.config.max_batch_keys;
@@ -62,14 +64,36 @@ pub async fn batch_descriptors(
             limit,
         });
     }
-    let lookups = req.keys.into_iter().map(|k| {
+    let mut results: Vec<Option<DescriptorResult>> = req.keys.iter().map(|_| None).collect();
+    if fanout::cluster_wide(&st, &headers) {
+        // Keys other members own go to their owners, one sub-batch each, concurrently.
+        let asks = fanout::remote_groups(&st, &req.keys)
+            .into_iter()
+            .map(|(owner, idx)| {
+                let (st, headers) = (&st, &headers);
+                let keys: Vec<String> = idx.iter().map(|&i| req.keys[i].clone()).collect();
+                async move { (idx, fanout::ask_owner(st, headers, &owner, keys).await) }
+            });
+        for (idx, answer) in futures_util::future::join_all(asks).await {
+            for (i, r) in idx.into_iter().zip(answer.into_iter().flatten()) {
+                results[i] = Some(r);
+            }
+        }
+    }
+    let here: Vec<(usize, String)> = req
+        .keys
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| results[*i].is_none())
+        .collect();
+    let lookups = here.into_iter().map(|(i, k)| {
         let st = st.clone();
         async move {
             let found = match key::validate(&k) {
                 Ok(()) => lookup(&st, &k, &VersionQuery::default()).await,
                 Err(e) => Err(ApiError::from(e)),
             };
-            match found {
+            let r = match found {
                 Ok(v) => DescriptorResult {
                     descriptor: Some(descriptor(&st, &v)),
                     error: None,
@@ -80,11 +104,18 @@ pub async fn batch_descriptors(
                     error: Some(e.problem()),
                     key: k,
                 },
-            }
+            };
+            (i, r)
         }
     });
     // Read-through misses of one batch are fetched concurrently.
-    let results = futures_util::future::join_all(lookups).await;
+    for (i, r) in futures_util::future::join_all(lookups).await {
+        results[i] = Some(r);
+    }
+    let results = results
+        .into_iter()
+        .map(|r| r.expect("every key answered"))
+        .collect();
     Ok(json_response(
         StatusCode::OK,
         &DescriptorBatchResponse { results },

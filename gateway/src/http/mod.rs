@@ -24,6 +24,7 @@ pub mod descriptors;
 pub mod doc;
 pub mod error;
 pub mod fabric;
+mod fanout;
 pub mod forward;
 pub mod limits;
 pub mod objects;

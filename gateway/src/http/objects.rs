@@ -402,6 +402,8 @@ pub struct ListQuery {
 }
 
 /// List keys and their current versions, in key order, a page at a time.
+///
+/// In a cluster, the answer covers every member (each asked for the same page).
 #[utoipa::path(
     get, path = "/v1/objects", tag = "objects", operation_id = "list_objects",
     params(ListQuery),
@@ -435,10 +437,12 @@ pub async fn list_objects(State(st): State<AppState>, req: Request) -> Result<Re
             etag: v.etag(),
         })
         .collect();
-    Ok(json_response(
-        StatusCode::OK,
-        &ObjectList { items, next_after },
-    ))
+    let mut list = ObjectList { items, next_after };
+    if super::fanout::cluster_wide(&st, req.headers()) {
+        let query = req.uri().query().unwrap_or_default();
+        list = super::fanout::merge_lists(&st, req.headers(), query, limit, list).await?;
+    }
+    Ok(json_response(StatusCode::OK, &list))
 }
 
 /// Any request for an empty key.

@@ -167,6 +167,52 @@ async fn members_own_keys_by_the_published_function_and_forward_or_redirect() {
     assert!(got[3].is_err());
     let listed = client.list("k/", None, 100).await.unwrap();
     assert_eq!(listed.items.len(), 30, "the SDK lists every member's keys");
+    // Any member lists the whole cluster, a page at a time, and resolves a batch of
+    // keys at their owners.
+    let mut keys = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let mut q = vec![("prefix", "k/".to_owned()), ("limit", "7".to_owned())];
+        q.extend(after.map(|a| ("after", a)));
+        let page: rasa_openapi::ObjectList = http
+            .get(gws[1].url("/v1/objects"))
+            .query(&q)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(page.items.len() <= 7);
+        keys.extend(page.items.into_iter().map(|i| i.key));
+        match page.next_after {
+            Some(a) => after = Some(a),
+            None => break,
+        }
+    }
+    let mut expected: Vec<String> = (0..30).map(|i| format!("k/{i}")).collect();
+    expected.sort();
+    assert_eq!(keys, expected);
+    let batch: Vec<String> = (0..30).map(|i| format!("k/{i}")).collect();
+    let answer: rasa_openapi::DescriptorBatchResponse = http
+        .post(gws[2].url("/v1/descriptors"))
+        .json(&rasa_openapi::DescriptorBatchRequest {
+            keys: batch.clone(),
+        })
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for (k, r) in batch.iter().zip(&answer.results) {
+        let d = r.descriptor.as_ref().expect("resolved");
+        assert_eq!(&d.key, k);
+        assert_eq!(
+            d.node_id.as_deref(),
+            Some(owner(k, &v.members).unwrap().node_id.as_str())
+        );
+    }
 
     // A PUT through a non-owner is streamed to the owner.
     let big = pattern(3 << 20, 77);
