@@ -100,6 +100,9 @@ if command -v s3s-fs >/dev/null; then
     "$(echo "$miss*1000000" | bc -l)" "$(echo "$direct*1000000" | bc -l)" "$(echo "$hit*1000000" | bc -l)" "$(echo "$miss/$direct" | bc -l)")
 fi
 
+echo "cluster..." >&2
+cluster=$(SECS=$SECS ROUNDS=$ROUNDS ./bench/cluster.sh)
+
 row() { # name rasa nginx
   read -r rr rb rp50 rp99 rbad <<<"$2"; read -r nr nb np50 np99 nbad <<<"$3"
   printf '| %s | %.0f req/s, %.2f GB/s, p50 %.0f µs, p99 %.0f µs | %.0f req/s, %.2f GB/s, p50 %.0f µs, p99 %.0f µs | %.2f |\n' \
@@ -135,5 +138,7 @@ read -r pr pb pp50 pp99 pbad <<<"$put"
   echo "## Cold misses via s3s-fs (medians of 30 \`curl\` GETs of distinct 1 MiB objects; direct GETs signed with \`curl --aws-sigv4\`)"
   echo
   if [ -n "$cold" ]; then echo "| | latency |"; echo "| --- | --- |"; echo "$cold"; else echo "s3s-fs not installed (make test installs it)."; fi
+  echo
+  echo "$cluster"
 } >bench/results.md
 cat bench/results.md

@@ -97,27 +97,44 @@ pub fn rendezvous_score(hash: u64, weight: u32) -> f64 {
     f64::from(weight.max(1)) / -u.ln()
 }
 
-/// `members` in `key`'s order of preference (owner first), serving members only.
-pub fn placement<'a>(key: &str, members: &'a [ClusterMember]) -> Vec<&'a ClusterMember> {
-    let mut scored: Vec<(f64, u64, &ClusterMember)> = members
-        .iter()
-        .filter(|m| m.state == MemberState::Serving)
-        .map(|m| {
-            let h = rendezvous_hash(key, &m.node_id);
-            (rendezvous_score(h, m.weight), h, m)
-        })
-        .collect();
-    scored.sort_by(|a, b| {
-        b.0.total_cmp(&a.0)
-            .then(b.1.cmp(&a.1))
-            .then_with(|| a.2.node_id.cmp(&b.2.node_id))
-    });
-    scored.into_iter().map(|(_, _, m)| m).collect()
+/// How `a` ranks against `b` for one key: the better first (`Less`).
+fn better(a: &(f64, u64, &ClusterMember), b: &(f64, u64, &ClusterMember)) -> std::cmp::Ordering {
+    b.0.total_cmp(&a.0)
+        .then(b.1.cmp(&a.1))
+        .then_with(|| a.2.node_id.cmp(&b.2.node_id))
 }
 
-/// The owner of `key` among `members`: the first in [`placement`] order.
+/// The serving members with their score and hash for `key`. With equal weights the
+/// score (a logarithm) is left out: it orders exactly as the hash does.
+fn scored<'a, 'k>(
+    key: &'k str,
+    members: &'a [ClusterMember],
+) -> impl Iterator<Item = (f64, u64, &'a ClusterMember)> + use<'a, 'k> {
+    let serving = |m: &&ClusterMember| m.state == MemberState::Serving;
+    let first = members.iter().find(serving).map_or(1, |m| m.weight);
+    let weighted = members.iter().filter(serving).any(|m| m.weight != first);
+    members.iter().filter(serving).map(move |m| {
+        let h = rendezvous_hash(key, &m.node_id);
+        let score = if weighted {
+            rendezvous_score(h, m.weight)
+        } else {
+            0.0
+        };
+        (score, h, m)
+    })
+}
+
+/// `members` in `key`'s order of preference (owner first), serving members only.
+pub fn placement<'a>(key: &str, members: &'a [ClusterMember]) -> Vec<&'a ClusterMember> {
+    let mut ranked: Vec<(f64, u64, &ClusterMember)> = scored(key, members).collect();
+    ranked.sort_by(better);
+    ranked.into_iter().map(|(_, _, m)| m).collect()
+}
+
+/// The owner of `key` among `members`: the first in [`placement`] order (one pass, no
+/// allocation).
 pub fn owner<'a>(key: &str, members: &'a [ClusterMember]) -> Option<&'a ClusterMember> {
-    placement(key, members).into_iter().next()
+    scored(key, members).min_by(better).map(|(_, _, m)| m)
 }
 
 #[cfg(test)]
