@@ -17,7 +17,7 @@ const PROGRESS_MIN: u64 = 4 << 20;
 #[derive(Debug, Parser)]
 #[command(name = "rasa", version, about)]
 struct Cli {
-    /// The gateway's HTTP endpoint.
+    /// The gateway's HTTP endpoint; for a cluster, one or more members separated by commas.
     #[arg(
         long,
         env = "RASA_ENDPOINT",
