@@ -22,9 +22,30 @@ fn signal(pid: u32, sig: &str) {
 struct Frozen(u32);
 
 impl Frozen {
+    /// Stops `pid` and returns once every one of its threads is stopped: `kill` returns
+    /// when the signal is sent, and on a busy machine the threads may run a little longer.
     fn stop(pid: u32) -> Frozen {
         signal(pid, "-STOP");
-        Frozen(pid)
+        let frozen = Frozen(pid);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let tasks = format!("/proc/{pid}/task");
+        loop {
+            let all_stopped = std::fs::read_dir(&tasks)
+                .expect("the process's threads")
+                .flatten()
+                .all(|t| {
+                    let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+                    // The state follows the parenthesised command name.
+                    stat.rsplit(')')
+                        .next()
+                        .is_some_and(|rest| rest.trim_start().starts_with('T'))
+                });
+            if all_stopped {
+                return frozen;
+            }
+            assert!(Instant::now() < deadline, "{pid} did not stop within 10 s");
+            std::thread::yield_now();
+        }
     }
 }
 
