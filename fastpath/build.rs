@@ -1,5 +1,10 @@
 //! Generates raw libfabric bindings with bindgen over the headers pkg-config finds, and
 //! compiles the C shim that makes libfabric's `static inline` calls linkable.
+//!
+//! libfabric itself is **not linked**: the handful of its exported functions Rasa calls
+//! (`fi_getinfo`, `fi_fabric`, …) are generated as a table that `crate::library` fills
+//! with `dlopen` the first time the fast path is used. Everything else goes through the
+//! shim's `static inline` wrappers, which call through the objects' operation tables.
 
 use std::path::PathBuf;
 
@@ -8,6 +13,9 @@ const EFA_PKGCONFIG: [&str; 2] = [
     "/opt/amazon/efa/lib64/pkgconfig",
     "/opt/amazon/efa/lib/pkgconfig",
 ];
+
+/// libfabric's exported functions that Rasa calls (the rest are `static inline`).
+const EXPORTED: &str = "fi_(getinfo|freeinfo|dupinfo|fabric|strerror|version)";
 
 fn main() {
     println!("cargo:rerun-if-changed=src/sys/wrapper.h");
@@ -34,8 +42,10 @@ fn main() {
         }
     }
 
+    // Headers only: no -lfabric (the library is opened at run time).
     let lib = match pkg_config::Config::new()
         .atleast_version("1.17")
+        .cargo_metadata(false)
         .probe("libfabric")
     {
         Ok(lib) => lib,
@@ -63,10 +73,29 @@ fn main() {
     }
     cc.compile("rasa_fabric_shim");
 
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
+    // The functions libfabric exports, as a table loaded at run time.
+    let mut dynamic = bindgen::Builder::default()
+        .header("src/sys/wrapper.h")
+        .clang_arg("-Isrc/sys")
+        .allowlist_function(EXPORTED)
+        .allowlist_recursively(false)
+        .dynamic_library_name("LibFabric")
+        .dynamic_link_require_all(true)
+        .layout_tests(false)
+        .generate_comments(false);
+    for dir in &includes {
+        dynamic = dynamic.clang_arg(format!("-I{}", dir.display()));
+    }
+    dynamic
+        .generate()
+        .unwrap_or_else(|e| panic!("bindgen failed over the libfabric headers: {e} (is libclang-dev installed? `make setup`)"))
+        .write_to_file(out.join("dynamic.rs"))
+        .expect("write the run-time bindings");
+
     let mut builder = bindgen::Builder::default()
         .header("src/sys/wrapper.h")
         .clang_arg("-Isrc/sys")
-        .allowlist_function("fi_(getinfo|freeinfo|dupinfo|fabric|strerror|version|tostr)")
         .allowlist_function("rasa_fi_.*")
         .allowlist_type("fi_.*|fid_.*")
         .allowlist_var("FI_.*")
@@ -80,7 +109,6 @@ fn main() {
     let bindings = builder
         .generate()
         .unwrap_or_else(|e| panic!("bindgen failed over the libfabric headers: {e} (is libclang-dev installed? `make setup`)"));
-    let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
     bindings
         .write_to_file(out.join("bindings.rs"))
         .expect("write bindings");

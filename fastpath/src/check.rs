@@ -93,18 +93,34 @@ fn item(name: &'static str, value: String, verdict: Verdict, fix: Option<String>
 
 /// `runtime X.Y, headers X.Y` of the libfabric in use.
 pub fn versions() -> String {
-    let (runtime, header) = crate::fabric::library_versions();
-    format!(
-        "runtime {}, headers {}",
-        plan::version_text(runtime),
-        plan::version_text(header)
-    )
+    match crate::fabric::library_versions() {
+        Ok((runtime, header)) => format!(
+            "runtime {}, headers {}",
+            plan::version_text(runtime),
+            plan::version_text(header)
+        ),
+        Err(why) => why,
+    }
 }
 
 /// Runs every check for `target`.
 pub fn run(target: &Target) -> Report {
     let mut items = Vec::new();
-    let (runtime, header) = crate::fabric::library_versions();
+    let (runtime, header) = match crate::fabric::library_versions() {
+        Ok(v) => v,
+        Err(why) => {
+            items.push(item(
+                "libfabric library",
+                why,
+                Verdict::Fail,
+                Some(format!(
+                    "install libfabric (Debian/Ubuntu: apt-get install libfabric1; AWS: the EFA installer), or set {} to its path",
+                    crate::library::ENV
+                )),
+            ));
+            return Report { items };
+        }
+    };
     let efa = plan::is_efa(&target.fabric.provider);
     let chosen = Plan::new(&target.fabric, header, runtime);
     let version_verdict = if runtime < plan::MIN_API && efa {
@@ -148,7 +164,7 @@ pub fn run(target: &Target) -> Report {
         },
         (efa && !from_efa_installer).then(|| {
             if efa_installed {
-                "the EFA installer's libfabric exists but another was loaded: build with PKG_CONFIG_PATH=/opt/amazon/efa/lib64/pkgconfig and run with LD_LIBRARY_PATH=/opt/amazon/efa/lib64".to_owned()
+                "the EFA installer's libfabric exists but another was loaded: unset RASA_LIBFABRIC, or set it to /opt/amazon/efa/lib64/libfabric.so.1".to_owned()
             } else {
                 "install the AWS EFA software (aws-efa-installer), whose libfabric has the current efa provider".to_owned()
             }

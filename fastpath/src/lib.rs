@@ -10,6 +10,8 @@
 //!   libfabric as they are.
 //! - [`frame`]: the layout of one stored version (header + payload) and its validation,
 //!   shared by the gateway (writer) and every fast-path reader.
+//! - [`library`]: libfabric, opened at run time the first time the fast path is used
+//!   (nothing links it).
 //!
 //! ## Invariant kept here
 //!
@@ -22,6 +24,7 @@ pub mod buffer;
 pub mod check;
 pub mod fabric;
 pub mod frame;
+pub mod library;
 pub mod reader;
 pub mod server;
 mod sys;

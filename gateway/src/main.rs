@@ -427,6 +427,7 @@ fn start_fast_path(args: &Args) -> Result<Option<Arc<FabricServer>>, String> {
                 fabric = node.fabric_name(),
                 domain = node.domain_name(),
                 libfabric = %rasa_fastpath::check::versions(),
+                library = rasa_fastpath::library::loaded().map_or("", |l| l.path.as_str()),
                 address_format = %node.address_format(),
                 virtual_addressing = node.virtual_addressing(),
                 provider_keys = node.provider_keys(),

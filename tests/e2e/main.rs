@@ -7,6 +7,7 @@ mod fabric_check;
 mod fastpath;
 mod faults;
 mod layers;
+mod library;
 mod objects;
 mod race;
 mod s3;

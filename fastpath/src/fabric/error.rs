@@ -2,8 +2,6 @@
 
 use std::ffi::CStr;
 
-use crate::sys;
-
 /// A failed libfabric call.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum FabricError {
@@ -31,6 +29,9 @@ pub enum FabricError {
         /// `fi_cq_strerror` text.
         prov_text: String,
     },
+    /// libfabric itself could not be loaded (see [`crate::library`]).
+    #[error("{0}")]
+    Library(String),
     /// The provider does not offer what Rasa needs.
     #[error("provider {provider:?} cannot serve Rasa: {why}")]
     Unsupported {
@@ -46,7 +47,7 @@ impl FabricError {
     pub fn errno(&self) -> Option<i32> {
         match self {
             Self::Call { errno, .. } | Self::Completion { errno, .. } => Some(*errno),
-            Self::Unsupported { .. } => None,
+            Self::Unsupported { .. } | Self::Library(_) => None,
         }
     }
 }
@@ -65,8 +66,11 @@ pub(crate) unsafe fn c_text(p: *const libc::c_char) -> String {
 
 /// `fi_strerror` of a positive errno.
 pub fn strerror(errno: i32) -> String {
+    let Some(l) = crate::library::loaded() else {
+        return std::io::Error::from_raw_os_error(errno).to_string();
+    };
     // SAFETY: fi_strerror accepts any value and returns a pointer to a static string.
-    let p = unsafe { sys::fi_strerror(errno) };
+    let p = unsafe { l.lib.fi_strerror(errno) };
     if p.is_null() {
         return format!("error {errno}");
     }

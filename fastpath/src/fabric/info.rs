@@ -42,8 +42,12 @@ pub(super) struct Info(pub(super) NonNull<sys::fi_info>);
 
 impl Drop for Info {
     fn drop(&mut self) {
+        // An Info exists only from a loaded library's fi_getinfo/fi_dupinfo.
+        let Some(l) = crate::library::loaded() else {
+            return;
+        };
         // SAFETY: we own this list (from fi_getinfo/fi_dupinfo) and free it exactly once.
-        unsafe { sys::fi_freeinfo(self.0.as_ptr()) }
+        unsafe { l.lib.fi_freeinfo(self.0.as_ptr()) }
     }
 }
 
@@ -52,7 +56,7 @@ pub(super) const MR_MODE_OFFERED: u32 =
 
 impl Info {
     pub(super) fn get(cfg: &FabricConfig) -> Result<Info, FabricError> {
-        let (runtime, header) = library_versions();
+        let (runtime, header) = library_versions().map_err(FabricError::Library)?;
         let plan = Plan::new(cfg, header, runtime);
         if let Some(ignored) = &plan.ignored_node {
             tracing::warn!(
@@ -84,7 +88,7 @@ impl Info {
     fn query(plan: &Plan, provider: Option<&str>) -> Result<Info, FabricError> {
         let cfg_provider = provider.unwrap_or("any").to_owned();
         // SAFETY: fi_dupinfo(NULL) allocates a zeroed fi_info with its attribute structs.
-        let hints = unsafe { sys::fi_dupinfo(ptr::null()) };
+        let hints = unsafe { lib()?.fi_dupinfo(ptr::null()) };
         let hints = Info(NonNull::new(hints).ok_or_else(|| FabricError::Call {
             call: "fi_allocinfo",
             errno: libc::ENOMEM,
@@ -143,8 +147,9 @@ impl Info {
         };
         let mut out: *mut sys::fi_info = ptr::null_mut();
         // SAFETY: all pointers are valid for the call; `out` receives a list we then own.
-        let ret =
-            unsafe { sys::fi_getinfo(plan.api_version, node_ptr, ptr::null(), flags, h, &mut out) };
+        let ret = unsafe {
+            lib()?.fi_getinfo(plan.api_version, node_ptr, ptr::null(), flags, h, &mut out)
+        };
         check("fi_getinfo", ret as isize).map_err(|e| match e {
             FabricError::Call { errno, text, .. } if errno == sys::FI_ENODATA as i32 => {
                 FabricError::Unsupported {
@@ -177,10 +182,19 @@ impl Info {
     }
 }
 
-/// The (runtime library, headers) versions of libfabric, packed as `FI_VERSION`.
-pub fn library_versions() -> (u32, u32) {
+/// The (runtime library, headers) versions of libfabric, packed as `FI_VERSION`, loading
+/// the library if it is not yet; the error says why it cannot be loaded.
+pub fn library_versions() -> Result<(u32, u32), String> {
+    let l = crate::library::load()?;
     // SAFETY: constant-returning calls.
-    unsafe { (sys::fi_version(), sys::rasa_fi_header_version()) }
+    Ok(unsafe { (l.lib.fi_version(), sys::rasa_fi_header_version()) })
+}
+
+/// The loaded library's functions (loading it on first use).
+pub(super) fn lib() -> Result<&'static sys::LibFabric, FabricError> {
+    crate::library::load()
+        .map(|l| &l.lib)
+        .map_err(FabricError::Library)
 }
 
 /// Every (provider, fabric, domain) on this machine that offers what Rasa needs (RMA reads

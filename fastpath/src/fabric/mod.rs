@@ -127,7 +127,7 @@ impl Node {
 
         let mut fabric: *mut sys::fid_fabric = ptr::null_mut();
         // SAFETY: fabric_attr comes from fi_getinfo; `fabric` receives a new object we own.
-        let ret = unsafe { sys::fi_fabric((*i).fabric_attr, &mut fabric, ptr::null_mut()) };
+        let ret = unsafe { info::lib()?.fi_fabric((*i).fabric_attr, &mut fabric, ptr::null_mut()) };
         check("fi_fabric", ret as isize)?;
         let fabric = Arc::new(Fabric {
             raw: NonNull::new(fabric).expect("fi_fabric succeeded"),
