@@ -159,33 +159,94 @@ pub fn validate(frame: &[u8], expected: FrameIdentity, checksum: u64) -> Result<
         });
     }
     let (header, rest) = frame.split_at(HEADER_LEN);
-    if header[0..4] != MAGIC || u16::from_le_bytes([header[6], header[7]]) as usize != HEADER_LEN {
-        return Err(FrameError::BadMagic);
-    }
-    let format = u16::from_le_bytes([header[4], header[5]]);
-    if format != FRAME_FORMAT {
-        return Err(FrameError::UnsupportedFormat(format));
-    }
-    let found = FrameIdentity {
-        key_hash: u64_at(header, 8),
-        version: u64_at(header, 16),
-        payload_len: u64_at(header, 24),
-    };
-    if found != expected {
-        return Err(FrameError::IdentityMismatch { expected, found });
-    }
     let payload = &rest[..expected.payload_len as usize];
-    let mut h = Xxh3::new();
-    h.update(payload);
-    h.update(&header[..CHECKSUM_AT]);
-    let computed = h.digest();
-    if computed != checksum || u64_at(header, CHECKSUM_AT) != checksum {
-        return Err(FrameError::ChecksumMismatch {
-            expected: checksum,
-            computed,
-        });
-    }
+    let mut check = FrameCheck::new(header, expected, checksum)?;
+    check.payload(payload);
+    check.finish()?;
     Ok(payload)
+}
+
+/// [`validate`] for a frame that arrives in pieces: the header first, then the payload in
+/// order; [`FrameCheck::finish`] says whether the whole was the promised version. Bytes
+/// fed before `finish` succeeds are not yet known to be right.
+pub struct FrameCheck {
+    header: [u8; HEADER_LEN],
+    expected: FrameIdentity,
+    checksum: u64,
+    hasher: Box<Xxh3>,
+    fed: u64,
+}
+
+impl std::fmt::Debug for FrameCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrameCheck")
+            .field("expected", &self.expected)
+            .field("fed", &self.fed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FrameCheck {
+    /// Checks the header (magic, format, identity) and starts hashing.
+    pub fn new(header: &[u8], expected: FrameIdentity, checksum: u64) -> Result<Self, FrameError> {
+        if header.len() < HEADER_LEN {
+            return Err(FrameError::Truncated {
+                got: header.len(),
+                expected: HEADER_LEN,
+            });
+        }
+        if header[0..4] != MAGIC
+            || u16::from_le_bytes([header[6], header[7]]) as usize != HEADER_LEN
+        {
+            return Err(FrameError::BadMagic);
+        }
+        let format = u16::from_le_bytes([header[4], header[5]]);
+        if format != FRAME_FORMAT {
+            return Err(FrameError::UnsupportedFormat(format));
+        }
+        let found = FrameIdentity {
+            key_hash: u64_at(header, 8),
+            version: u64_at(header, 16),
+            payload_len: u64_at(header, 24),
+        };
+        if found != expected {
+            return Err(FrameError::IdentityMismatch { expected, found });
+        }
+        let mut h = [0u8; HEADER_LEN];
+        h.copy_from_slice(&header[..HEADER_LEN]);
+        Ok(Self {
+            header: h,
+            expected,
+            checksum,
+            hasher: Box::new(Xxh3::new()),
+            fed: 0,
+        })
+    }
+
+    /// Feeds the next part of the payload.
+    pub fn payload(&mut self, part: &[u8]) {
+        self.hasher.update(part);
+        self.fed += part.len() as u64;
+    }
+
+    /// Whether the payload fed, with the header, is the promised frame.
+    pub fn finish(mut self) -> Result<(), FrameError> {
+        if self.fed != self.expected.payload_len {
+            return Err(FrameError::Truncated {
+                got: usize::try_from(self.fed).unwrap_or(usize::MAX),
+                expected: usize::try_from(self.expected.payload_len).unwrap_or(usize::MAX),
+            });
+        }
+        self.hasher.update(&self.header[..CHECKSUM_AT]);
+        let computed = self.hasher.digest();
+        if computed != self.checksum || u64_at(&self.header, CHECKSUM_AT) != self.checksum {
+            return Err(FrameError::ChecksumMismatch {
+                expected: self.checksum,
+                computed,
+            });
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -10,14 +10,15 @@ use crate::fabric::{FabricConfig, FabricError, MemoryRegion, Node};
 use crate::frame::{self, FrameError, FrameIdentity, HEADER_LEN};
 use crate::sys;
 
+mod engine;
+mod stream;
+
+use engine::Piece;
+
 /// Reads are split into pieces of this size, kept in flight together.
 pub const CHUNK: usize = 1 << 20;
 /// Most reads in flight at once.
 pub const MAX_IN_FLIGHT: usize = 16;
-/// Empty polls of the completion queue before the reader yields its core between polls.
-const SPIN_POLLS: u32 = 200;
-/// Empty polls (spins plus yields) before the reader sleeps on the queue's wait object.
-const YIELD_POLLS: u32 = 2_000;
 
 /// Where a frame lives on the fabric and what it must contain: what a descriptor promises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,8 +33,9 @@ pub struct RemoteFrame {
     pub checksum: u64,
 }
 
-/// Why a one-sided read returned no bytes. In every case no bytes were returned, so a
-/// caller can fall back (fresh descriptor, then HTTP) without ever seeing wrong data.
+/// Why a one-sided read returned no bytes (or, for a streaming read, did not complete). In
+/// every case no unvalidated bytes were returned as final, so a caller can fall back
+/// (fresh descriptor, then HTTP) without ever seeing wrong data.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     /// The remote key was revoked, or the range lies outside the region (`FI_ECANCELED`,
@@ -57,6 +59,9 @@ pub enum ReadError {
     /// Any other libfabric failure.
     #[error(transparent)]
     Fabric(FabricError),
+    /// A streaming read's output refused the bytes ([`Reader::read_to`]).
+    #[error("the output refused the bytes: {0}")]
+    Output(String),
 }
 
 /// What a failed read means, by [`plan::classify`] (on `efa`, by the provider's own error
@@ -103,6 +108,38 @@ struct Conn {
     node: Node,
     peer: sys::fi_addr_t,
     scratch: Option<(WriteSlot, MemoryRegion)>,
+}
+
+impl Conn {
+    /// Makes sure the registered scratch buffer holds at least `len` bytes (a new one is
+    /// a power of two, at least 64 KiB; no read is in flight when this is called).
+    fn ensure_scratch(&mut self, len: usize, efa: bool) -> Result<(), ReadError> {
+        if self
+            .scratch
+            .as_ref()
+            .is_some_and(|(slot, _)| slot.len() >= len)
+        {
+            return Ok(());
+        }
+        self.scratch = None;
+        let size = len.next_power_of_two().max(64 << 10);
+        let buffer = ArenaBuffer::new(size).map_err(|e| {
+            ReadError::Fabric(FabricError::Call {
+                call: "allocate scratch buffer",
+                errno: libc::ENOMEM,
+                text: e.to_string(),
+            })
+        })?;
+        let mr = self
+            .node
+            .register(Arc::clone(&buffer), crate::fabric::ACCESS_READ, 0)
+            .map_err(|e| classify(efa, e))?;
+        let slot = buffer
+            .try_reserve(buffer.capacity(), 1)
+            .expect("a fresh buffer has room for itself");
+        self.scratch = Some((slot, mr));
+        Ok(())
+    }
 }
 
 /// One-sided reader of a gateway's frames.
@@ -243,29 +280,7 @@ impl Reader {
         let efa = plan::is_efa(&self.config.provider);
         self.reconnect().map_err(|e| classify(efa, e))?;
         let conn = self.conn.as_mut().expect("connected above");
-        let need_new = conn
-            .scratch
-            .as_ref()
-            .is_none_or(|(slot, _)| slot.len() < total);
-        if need_new {
-            conn.scratch = None;
-            let size = total.next_power_of_two().max(64 << 10);
-            let buffer = ArenaBuffer::new(size).map_err(|e| {
-                ReadError::Fabric(FabricError::Call {
-                    call: "allocate scratch buffer",
-                    errno: libc::ENOMEM,
-                    text: e.to_string(),
-                })
-            })?;
-            let mr = conn
-                .node
-                .register(Arc::clone(&buffer), crate::fabric::ACCESS_READ, 0)
-                .map_err(|e| classify(efa, e))?;
-            let slot = buffer
-                .try_reserve(buffer.capacity(), 1)
-                .expect("a fresh buffer has room for itself");
-            conn.scratch = Some((slot, mr));
-        }
+        conn.ensure_scratch(total, efa)?;
         let mut pieces = Vec::new();
         for (f, &(at, len)) in frames.iter().zip(&layout) {
             let mut off = 0;
@@ -281,9 +296,12 @@ impl Reader {
             }
         }
         let deadline = Instant::now() + timeout;
-        read_pieces(conn, &pieces, deadline).map_err(|f| match f.error {
-            ReadError::Timeout(_) => ReadError::Timeout(timeout).into(),
-            _ => f,
+        let window = pieces.len();
+        engine::run(conn, &pieces, window, deadline, &mut |_, _| Ok(())).map_err(|f| {
+            match f.error {
+                ReadError::Timeout(_) => ReadError::Timeout(timeout).into(),
+                _ => f,
+            }
         })?;
         let (slot, _) = conn.scratch.as_mut().expect("scratch set above");
         let bytes = slot.as_mut_slice();
@@ -297,124 +315,5 @@ impl Reader {
     }
 }
 
-/// One read: `len` bytes from `remote` (under `rkey`) into the scratch buffer at `local`.
-struct Piece {
-    local: usize,
-    remote: u64,
-    rkey: u64,
-    len: usize,
-}
-
-/// Issues `pieces` (up to [`MAX_IN_FLIGHT`] at once) and waits for all of them.
-///
-/// When one fails with a revoked key, no further piece is issued and the rest of those in
-/// flight are reaped (until the deadline), so the failure can be reported with the endpoint
-/// quiet — which lets a provider whose endpoint survives a revoked key keep it.
-fn read_pieces(conn: &mut Conn, pieces: &[Piece], deadline: Instant) -> Result<(), Failed> {
-    let (slot, mr) = conn.scratch.as_mut().expect("scratch registered");
-    let base = slot.as_mut_slice().as_mut_ptr();
-    let desc = mr.desc();
-    // One context per piece; the provider may write into it while the read is in flight.
-    let mut contexts: Vec<sys::fi_context2> = vec![sys::fi_context2::default(); pieces.len()];
-    let ctx_base = contexts.as_mut_ptr();
-    let mut next = 0usize;
-    let mut in_flight = 0usize;
-    let mut entries = [sys::fi_cq_entry::default(); MAX_IN_FLIGHT];
-    let mut idle_polls = 0u32;
-    let efa = plan::is_efa(conn.node.provider());
-    let classify = |e| classify(efa, e);
-    // The first failure; once set, nothing more is issued and the rest is reaped.
-    let mut failed: Option<ReadError> = None;
-    while (failed.is_none() && next < pieces.len()) || in_flight > 0 {
-        while failed.is_none() && next < pieces.len() && in_flight < MAX_IN_FLIGHT {
-            let p = &pieces[next];
-            // SAFETY: `base + p.local .. + p.len` lies in the registered scratch slot, which
-            // we hold exclusively (&mut) and which outlives the read: on any early return
-            // the caller drops the endpoint (cancelling reads) before the buffer, unless
-            // every issued read has completed. The context stays at a fixed address
-            // (`contexts` is not resized) until completion or endpoint close.
-            let ret = unsafe {
-                sys::rasa_fi_read(
-                    conn.node.ep_raw(),
-                    base.add(p.local).cast(),
-                    p.len,
-                    desc,
-                    conn.peer,
-                    p.remote,
-                    p.rkey,
-                    ctx_base.add(next).cast(),
-                )
-            };
-            if ret == -(sys::FI_EAGAIN as isize) {
-                break; // queue full: reap completions (which also drives progress)
-            }
-            crate::fabric::check("fi_read", ret).map_err(classify)?;
-            next += 1;
-            in_flight += 1;
-        }
-        // SAFETY: entries has room for MAX_IN_FLIGHT context entries; the queue is open.
-        let mut ret = unsafe {
-            sys::rasa_fi_cq_read(
-                conn.node.cq_raw(),
-                entries.as_mut_ptr().cast(),
-                entries.len(),
-            )
-        };
-        if ret == 0 || ret == -(sys::FI_EAGAIN as isize) {
-            if Instant::now() >= deadline {
-                return Err(failed.unwrap_or(ReadError::Timeout(Duration::ZERO)).into());
-            }
-            idle_polls += 1;
-            if idle_polls < SPIN_POLLS || !conn.node.waitable() {
-                std::hint::spin_loop();
-                continue;
-            }
-            if idle_polls < YIELD_POLLS {
-                // Give the core to whoever serves the read (on loopback, the gateway's
-                // progress thread) without sleeping through the completion.
-                std::thread::yield_now();
-                continue;
-            }
-            // Still nothing: sleep on the queue's wait object (which also drives progress)
-            // instead of burning a core. Providers do not always signal it for RMA
-            // completions, so sleep 1 ms at a time; its other failures count as "nothing".
-            // SAFETY: as for fi_cq_read above; blocks at most 1 ms.
-            ret = unsafe {
-                sys::rasa_fi_cq_sread(
-                    conn.node.cq_raw(),
-                    entries.as_mut_ptr().cast(),
-                    entries.len(),
-                    std::ptr::null(),
-                    1,
-                )
-            };
-            if ret <= 0 && ret != -(sys::FI_EAVAIL as isize) {
-                continue;
-            }
-        }
-        if ret > 0 {
-            in_flight -= ret as usize;
-            idle_polls = 0;
-            continue;
-        }
-        if ret == -(sys::FI_EAVAIL as isize) {
-            // The error entry is one of ours: it completes that read.
-            in_flight -= 1;
-            let e = classify(conn.node.cq_error("fi_read"));
-            match (&failed, &e) {
-                (None, ReadError::KeyRevoked(_)) => failed = Some(e),
-                (None, _) => return Err(e.into()),
-                (Some(_), _) => {} // reaping after a revoked key: later errors say no more
-            }
-            continue;
-        }
-        let e = classify(crate::fabric::check("fi_cq_read", ret).expect_err("negative"));
-        return Err(failed.unwrap_or(e).into());
-    }
-    match failed {
-        None => Ok(()),
-        Some(error) => Err(Failed { error, quiet: true }),
-    }
-}
 #[cfg(test)]
 mod tests;

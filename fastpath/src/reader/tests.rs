@@ -61,6 +61,8 @@ fn suite(provider: &str) {
         assert_eq!(got, s.payload, "{provider}: {len} bytes");
     }
 
+    streaming(provider, &server, &mut reader);
+
     // Several frames in one go; one bad promise fails only its own entry.
     let a = store(&server, vec![1u8; 3 << 20], 100);
     let b = store(&server, b"small".to_vec(), 101);
@@ -145,6 +147,59 @@ fn suite(provider: &str) {
         "{provider}: past the end gave {e:?}"
     );
     assert_eq!(reader.read(&fresh, TIMEOUT).unwrap(), payload);
+}
+
+/// `read_to`: values larger than the scratch ring arrive whole and in order; a frame that
+/// fails validation never has its last piece handed out; an output that refuses stops the
+/// read and leaves the reader usable.
+fn streaming(provider: &str, server: &FabricServer, reader: &mut Reader) {
+    let deadline = || Instant::now() + TIMEOUT;
+    let ring = stream::STREAM_PIECES * CHUNK;
+    for (i, len) in [0usize, 1, CHUNK - HEADER_LEN, CHUNK, ring + 5]
+        .into_iter()
+        .enumerate()
+    {
+        let payload: Vec<u8> = (0..len).map(|b| (b * 13 + i) as u8).collect();
+        let s = store(server, payload, 500 + i as u64);
+        let mut got = Vec::new();
+        let mut pieces = 0;
+        reader
+            .read_to(&s.frame, deadline(), &mut |p| {
+                assert!(p.len() <= CHUNK);
+                pieces += 1;
+                got.extend_from_slice(p);
+                Ok(())
+            })
+            .unwrap_or_else(|e| panic!("{provider}: streaming {len} bytes: {e}"));
+        assert!(got == s.payload, "{provider}: streamed {len} bytes differ");
+        let expected = if len == 0 {
+            0
+        } else {
+            (len + HEADER_LEN).div_ceil(CHUNK)
+        };
+        assert_eq!(pieces, expected, "{provider}: {len} bytes in pieces");
+    }
+    let s = store(server, vec![7u8; 3 * CHUNK], 520);
+    let lie = RemoteFrame {
+        checksum: s.frame.checksum ^ 1,
+        ..s.frame
+    };
+    let mut got = 0usize;
+    let e = reader.read_to(&lie, deadline(), &mut |p| {
+        got += p.len();
+        Ok(())
+    });
+    assert!(matches!(e, Err(ReadError::Frame(_))), "{provider}: {e:?}");
+    assert!(
+        got < s.payload.len(),
+        "{provider}: a rejected frame was handed out whole"
+    );
+    let e = reader.read_to(&s.frame, deadline(), &mut |_| Err("disk full".into()));
+    assert!(
+        matches!(&e, Err(ReadError::Output(m)) if m == "disk full"),
+        "{e:?}"
+    );
+    assert_eq!(reader.read(&s.frame, TIMEOUT).unwrap(), s.payload);
 }
 
 #[test]

@@ -1,0 +1,166 @@
+//! The loop every one-sided read runs: issue pieces (a window at a time), reap
+//! completions, hand completed pieces over in order.
+
+use std::time::{Duration, Instant};
+
+use super::{classify, Conn, Failed, ReadError, MAX_IN_FLIGHT};
+use crate::fabric::plan;
+use crate::sys;
+
+/// Empty polls of the completion queue before the reader yields its core between polls.
+const SPIN_POLLS: u32 = 200;
+/// Empty polls (spins plus yields) before the reader sleeps on the queue's wait object.
+const YIELD_POLLS: u32 = 2_000;
+
+/// One read: `len` bytes from `remote` (under `rkey`) into the scratch buffer at `local`.
+pub(super) struct Piece {
+    pub(super) local: usize,
+    pub(super) remote: u64,
+    pub(super) rkey: u64,
+    pub(super) len: usize,
+}
+
+/// Issues `pieces` (up to [`MAX_IN_FLIGHT`] at once, and piece `i` only once fewer than
+/// `window` pieces before it are still undelivered: scratch space is reused every
+/// `window` pieces) and hands each completed piece's bytes to `on_piece`, in order.
+///
+/// When a read fails with a revoked key, or `on_piece` refuses a piece, nothing more is
+/// issued and the reads in flight are reaped (until the deadline), so the failure can be
+/// reported with the endpoint quiet — which lets a provider whose endpoint survives a
+/// revoked key keep it, and keeps the endpoint after a rejected frame.
+pub(super) fn run(
+    conn: &mut Conn,
+    pieces: &[Piece],
+    window: usize,
+    deadline: Instant,
+    on_piece: &mut dyn FnMut(usize, &[u8]) -> Result<(), ReadError>,
+) -> Result<(), Failed> {
+    let (slot, mr) = conn.scratch.as_mut().expect("scratch registered");
+    let base = slot.as_mut_slice().as_mut_ptr();
+    let desc = mr.desc();
+    // One context per piece; the provider may write into it while the read is in flight.
+    let mut contexts: Vec<sys::fi_context2> = vec![sys::fi_context2::default(); pieces.len()];
+    let ctx_base = contexts.as_mut_ptr();
+    let mut done = vec![false; pieces.len()];
+    let mut delivered = 0usize;
+    let mut next = 0usize;
+    let mut in_flight = 0usize;
+    let mut entries = [sys::fi_cq_entry::default(); MAX_IN_FLIGHT];
+    let mut idle_polls = 0u32;
+    let efa = plan::is_efa(conn.node.provider());
+    let classify = |e| classify(efa, e);
+    // The first failure; once set, nothing more is issued and the rest is reaped.
+    let mut failed: Option<ReadError> = None;
+    while (failed.is_none() && delivered < pieces.len()) || in_flight > 0 {
+        while failed.is_none()
+            && next < pieces.len()
+            && in_flight < MAX_IN_FLIGHT
+            && next < delivered + window
+        {
+            let p = &pieces[next];
+            // SAFETY: `base + p.local .. + p.len` lies in the registered scratch slot, which
+            // we hold exclusively (&mut) and which outlives the read: on any early return
+            // the caller drops the endpoint (cancelling reads) before the buffer, unless
+            // every issued read has completed. No other piece in flight or undelivered
+            // uses that space (the window). The context stays at a fixed address
+            // (`contexts` is not resized) until completion or endpoint close.
+            let ret = unsafe {
+                sys::rasa_fi_read(
+                    conn.node.ep_raw(),
+                    base.add(p.local).cast(),
+                    p.len,
+                    desc,
+                    conn.peer,
+                    p.remote,
+                    p.rkey,
+                    ctx_base.add(next).cast(),
+                )
+            };
+            if ret == -(sys::FI_EAGAIN as isize) {
+                break; // queue full: reap completions (which also drives progress)
+            }
+            crate::fabric::check("fi_read", ret).map_err(classify)?;
+            next += 1;
+            in_flight += 1;
+        }
+        // SAFETY: entries has room for MAX_IN_FLIGHT context entries; the queue is open.
+        let mut ret = unsafe {
+            sys::rasa_fi_cq_read(
+                conn.node.cq_raw(),
+                entries.as_mut_ptr().cast(),
+                entries.len(),
+            )
+        };
+        if ret == 0 || ret == -(sys::FI_EAGAIN as isize) {
+            if Instant::now() >= deadline {
+                return Err(failed.unwrap_or(ReadError::Timeout(Duration::ZERO)).into());
+            }
+            idle_polls += 1;
+            if idle_polls < SPIN_POLLS || !conn.node.waitable() {
+                std::hint::spin_loop();
+                continue;
+            }
+            if idle_polls < YIELD_POLLS {
+                // Give the core to whoever serves the read (on loopback, the gateway's
+                // progress thread) without sleeping through the completion.
+                std::thread::yield_now();
+                continue;
+            }
+            // Still nothing: sleep on the queue's wait object (which also drives progress)
+            // instead of burning a core. Providers do not always signal it for RMA
+            // completions, so sleep 1 ms at a time; its other failures count as "nothing".
+            // SAFETY: as for fi_cq_read above; blocks at most 1 ms.
+            ret = unsafe {
+                sys::rasa_fi_cq_sread(
+                    conn.node.cq_raw(),
+                    entries.as_mut_ptr().cast(),
+                    entries.len(),
+                    std::ptr::null(),
+                    1,
+                )
+            };
+            if ret <= 0 && ret != -(sys::FI_EAVAIL as isize) {
+                continue;
+            }
+        }
+        if ret > 0 {
+            in_flight -= ret as usize;
+            idle_polls = 0;
+            for e in &entries[..ret as usize] {
+                let at = (e.op_context as usize).wrapping_sub(ctx_base as usize)
+                    / std::mem::size_of::<sys::fi_context2>();
+                if let Some(d) = done.get_mut(at) {
+                    *d = true;
+                }
+            }
+            while failed.is_none() && delivered < next && done[delivered] {
+                let p = &pieces[delivered];
+                // SAFETY: piece `delivered` has completed: the provider writes no more into
+                // its bytes, and no read is issued into them until it has been delivered.
+                let bytes = unsafe { std::slice::from_raw_parts(base.add(p.local), p.len) };
+                if let Err(e) = on_piece(delivered, bytes) {
+                    failed = Some(e);
+                }
+                delivered += 1;
+            }
+            continue;
+        }
+        if ret == -(sys::FI_EAVAIL as isize) {
+            // The error entry is one of ours: it completes that read.
+            in_flight -= 1;
+            let e = classify(conn.node.cq_error("fi_read"));
+            match (&failed, &e) {
+                (None, ReadError::KeyRevoked(_)) => failed = Some(e),
+                (None, _) => return Err(e.into()),
+                (Some(_), _) => {} // reaping after a failure: later errors say no more
+            }
+            continue;
+        }
+        let e = classify(crate::fabric::check("fi_cq_read", ret).expect_err("negative"));
+        return Err(failed.unwrap_or(e).into());
+    }
+    match failed {
+        None => Ok(()),
+        Some(error) => Err(Failed { error, quiet: true }),
+    }
+}
