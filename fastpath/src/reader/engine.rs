@@ -20,6 +20,10 @@ pub(super) struct Piece {
     pub(super) len: usize,
 }
 
+/// What receives each completed piece (its index and bytes), in order; an error stops the
+/// read.
+pub(super) type OnPiece<'a> = dyn FnMut(usize, &[u8]) -> Result<(), ReadError> + 'a;
+
 /// Issues `pieces` (up to [`MAX_IN_FLIGHT`] at once, and piece `i` only once fewer than
 /// `window` pieces before it are still undelivered: scratch space is reused every
 /// `window` pieces) and hands each completed piece's bytes to `on_piece`, in order.
@@ -33,7 +37,7 @@ pub(super) fn run(
     pieces: &[Piece],
     window: usize,
     deadline: Instant,
-    on_piece: &mut dyn FnMut(usize, &[u8]) -> Result<(), ReadError>,
+    on_piece: &mut OnPiece<'_>,
 ) -> Result<(), Failed> {
     let (slot, mr) = conn.scratch.as_mut().expect("scratch registered");
     let base = slot.as_mut_slice().as_mut_ptr();
