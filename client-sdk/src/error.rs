@@ -29,6 +29,19 @@ pub enum Error {
     /// A one-sided read was required and could not be done.
     #[error("fast path unavailable: {0}")]
     FastPath(String),
+    /// Writing a streaming read's output failed (the disk is full, the reader of a pipe
+    /// went away).
+    #[error("writing the output failed: {0}")]
+    Output(String),
+    /// A streaming read failed after it had written `written` bytes: the output holds a
+    /// part of the value (never all of it) and must be discarded.
+    #[error("{cause}; {written} bytes had been written, so the output is incomplete")]
+    Incomplete {
+        /// Bytes written before the failure.
+        written: u64,
+        /// What failed.
+        cause: Box<Error>,
+    },
     /// The client could not be built as configured (unreadable CA file, bad token).
     #[error("client configuration: {0}")]
     Config(String),

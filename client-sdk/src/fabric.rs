@@ -204,7 +204,10 @@ impl Client {
     /// timeout): a new incarnation drops every cached descriptor (they name the old
     /// process's memory) and the endpoint is aimed at the new address. If the gateway does
     /// not answer, the endpoint is rebuilt towards the address it had.
-    fn rebuild_in_background(&self, mut state: tokio::sync::OwnedMutexGuard<FabricState>) {
+    pub(crate) fn rebuild_in_background(
+        &self,
+        mut state: tokio::sync::OwnedMutexGuard<FabricState>,
+    ) {
         let flag = Arc::clone(&self.inner.rebuilding);
         flag.store(true, std::sync::atomic::Ordering::Release);
         let client = self.clone();

@@ -51,6 +51,7 @@ mod http;
 mod object;
 mod routed;
 mod stats;
+mod stream;
 mod timeouts;
 mod tls;
 
@@ -65,4 +66,5 @@ pub use rasa_openapi::{
     ObjectList, ObjectSummary, Problem, ProblemCode,
 };
 pub use stats::{Fallback, Stats};
+pub use stream::Written;
 pub use timeouts::TimeoutKind;

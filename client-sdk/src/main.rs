@@ -1,6 +1,6 @@
 //! `rasa`: the command-line client of a Rasa gateway, on top of the SDK.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -183,6 +183,70 @@ fn with_causes(e: &dyn std::error::Error) -> String {
     text
 }
 
+/// An output that computes the SHA-256 of what passes through it.
+struct Hashing<W> {
+    inner: W,
+    hasher: Sha256,
+}
+
+impl<W> Hashing<W> {
+    fn new(inner: W) -> Self {
+        Self {
+            inner,
+            hasher: Sha256::new(),
+        }
+    }
+
+    fn hex(&self) -> String {
+        hex::encode(self.hasher.clone().finalize())
+    }
+}
+
+impl<W: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Hashing<W> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let me = &mut *self;
+        let polled = std::pin::Pin::new(&mut me.inner).poll_write(cx, buf);
+        if let std::task::Poll::Ready(Ok(n)) = &polled {
+            me.hasher.update(&buf[..*n]);
+        }
+        polled
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// The SHA-256 of a file, read a MiB at a time.
+fn sha256_of_file(path: &std::path::Path) -> Result<String, String> {
+    let mut f =
+        std::fs::File::open(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = std::io::Read::read(&mut f, &mut buf)
+            .map_err(|e| format!("reading {}: {e}", path.display()))?;
+        if n == 0 {
+            return Ok(hex::encode(hasher.finalize()));
+        }
+        hasher.update(&buf[..n]);
+    }
+}
+
 fn print_json(v: &serde_json::Value) {
     println!("{v}");
 }
@@ -332,29 +396,33 @@ async fn run(cli: Cli) -> Result<(), String> {
                     s.enable_steady_tick(Duration::from_millis(100));
                     s
                 });
-            let obj = client.get(&key).await.map_err(|e| with_causes(&e))?;
+            // Streamed: memory does not grow with the value. A file is written under a
+            // temporary name and renamed once complete and validated.
+            let mut hashing = Hashing::new(tokio::io::sink());
+            let written = match &output {
+                Some(path) => client.get_to_file(&key, path).await,
+                None if json => client.get_to(&key, &mut hashing).await,
+                None => client.get_to(&key, &mut tokio::io::stdout()).await,
+            }
+            .map_err(|e| with_causes(&e))?;
             if let Some(s) = spinner {
                 s.finish_and_clear();
             }
-            if let Some(path) = &output {
-                tokio::fs::write(path, &obj.bytes)
-                    .await
-                    .map_err(|e| format!("writing {}: {e}", path.display()))?;
-            }
             if json {
+                // The SHA-256 of the bytes received, computed here (not the gateway's word).
+                let sha256 = match &output {
+                    Some(path) => sha256_of_file(path)?,
+                    None => hashing.hex(),
+                };
                 print_json(&serde_json::json!({
                     "key": key,
-                    "version": obj.version,
-                    "length": obj.bytes.len(),
-                    "sha256": hex::encode(Sha256::digest(&obj.bytes)),
-                    "path": obj.path.as_str(),
+                    "version": written.version,
+                    "length": written.length,
+                    "sha256": sha256,
+                    "path": written.path.as_str(),
                 }));
-            } else if output.is_none() {
-                std::io::stdout()
-                    .write_all(&obj.bytes)
-                    .map_err(|e| format!("writing standard output: {e}"))?;
-            } else if std::io::stderr().is_terminal() {
-                eprintln!("{} bytes via {}", obj.bytes.len(), obj.path.as_str());
+            } else if output.is_some() && std::io::stderr().is_terminal() {
+                eprintln!("{} bytes via {}", written.length, written.path.as_str());
             }
         }
         Cmd::Rm { key } => {

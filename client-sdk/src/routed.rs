@@ -153,6 +153,64 @@ impl Client {
         self.read_descriptor_here(d, sent).await
     }
 
+    /// Streams `key`'s current version into `out` (one-sided when the policy allows, else
+    /// over HTTP), a piece at a time: memory does not grow with the value. The last bytes
+    /// are written only once the whole value has been validated; on an error the output
+    /// holds at most a part of the value ([`Error::Incomplete`] says how much) and must be
+    /// discarded. A one-sided failure before any byte was written falls back to HTTP
+    /// (per the policy); after, it is returned — use [`Client::get_to_file`] for a read
+    /// that starts over.
+    pub async fn get_to<W: tokio::io::AsyncWrite + Unpin + ?Sized>(
+        &self,
+        key: &str,
+        out: &mut W,
+    ) -> Result<crate::Written, Error> {
+        match self.owner_client(key).await {
+            Some((c, owner)) => {
+                crate::cluster::with_hop(!owner, async { c.get_to_here(key, out).await }).await
+            }
+            None => self.get_to_here(key, out).await,
+        }
+    }
+
+    /// Streams `key`'s current version into the file `path`: written under a temporary
+    /// name next to it and renamed into place once complete and validated, so `path`
+    /// never holds a partial or wrong value. A one-sided read that fails midway starts
+    /// over on HTTP (per the policy).
+    pub async fn get_to_file(
+        &self,
+        key: &str,
+        path: impl AsRef<std::path::Path>,
+    ) -> Result<crate::Written, Error> {
+        let path = path.as_ref();
+        match self
+            .on_owner(key, |c| async move { c.get_to_file_here(key, path).await })
+            .await
+        {
+            Some(r) => r,
+            None => self.get_to_file_here(key, path).await,
+        }
+    }
+
+    /// Streams the version `d` names, one-sided, into `out` (see [`Client::get_to`]);
+    /// `sent` is when the request that returned `d` was sent.
+    pub async fn read_descriptor_to<W: tokio::io::AsyncWrite + Unpin + ?Sized>(
+        &self,
+        d: &Descriptor,
+        sent: Instant,
+        out: &mut W,
+    ) -> Result<crate::Written, Error> {
+        if let (Some(node), Some(topology)) = (&d.node_id, self.topology().await) {
+            let Some(c) = topology.node(node) else {
+                return Err(Error::FastPath(format!(
+                    "node {node}, which handed out this descriptor, is no longer a member"
+                )));
+            };
+            return c.read_descriptor_to_here(d, sent, out).await;
+        }
+        self.read_descriptor_to_here(d, sent, out).await
+    }
+
     /// Stores `body` as a new version of `key`.
     pub async fn put(
         &self,

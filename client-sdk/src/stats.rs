@@ -51,7 +51,7 @@ impl Fallback {
             ReadError::UnknownPeer(_) => Self::FabricError,
             ReadError::Timeout(_) => Self::Timeout,
             ReadError::Frame(_) => Self::FrameMismatch,
-            ReadError::Fabric(_) => Self::FabricError,
+            ReadError::Fabric(_) | ReadError::Output(_) => Self::FabricError,
         }
     }
 }

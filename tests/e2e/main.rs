@@ -13,4 +13,5 @@ mod race;
 mod s3;
 mod security;
 mod setup;
+mod stream;
 mod tls;

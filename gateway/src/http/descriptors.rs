@@ -33,7 +33,10 @@ pub async fn get_descriptor(
     let key = key_from_uri(req.uri().path(), "/v1/descriptors/")?;
     let Query(q) = Query::<VersionQuery>::try_from_uri(req.uri())
         .map_err(|e| ApiError::InvalidRequest(e.body_text()))?;
-    let v = lookup(&st, &key, &q).await?;
+    let v = match super::test_hooks::served_corrupt(&st, &key) {
+        Some(bad) if q.version.is_none() => bad,
+        _ => lookup(&st, &key, &q).await?,
+    };
     Ok(json_response(StatusCode::OK, &descriptor(&st, &v)))
 }
 

@@ -121,6 +121,9 @@ pub struct AppState {
     pub peers: Option<reqwest::Client>,
     /// Corrupt frame copies made by the test hooks, kept alive while a test reads them.
     pub(crate) test_frames: Arc<std::sync::Mutex<Vec<Arc<crate::store::StoredVersion>>>>,
+    /// Keys whose descriptors the test hooks point at a corrupt copy.
+    pub(crate) test_served:
+        Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<crate::store::StoredVersion>>>>,
     /// The `/v1` request slots (`--max-concurrent-requests`); `/metrics` reports how many
     /// are taken, so requests pay nothing for the count.
     pub(crate) slots: Arc<tokio::sync::Semaphore>,
@@ -146,6 +149,7 @@ impl AppState {
             cluster: None,
             peers: None,
             test_frames: Arc::default(),
+            test_served: Arc::default(),
         }
     }
 }

@@ -18,16 +18,40 @@ pub async fn revoke(State(st): State<AppState>, req: Request) -> Result<Response
 
 /// Answers a descriptor with the current version's identity and checksum but pointing at a
 /// copy of its frame with one byte flipped, as if the arena memory had been corrupted.
+/// With `?serve=true`, `GET /v1/descriptors/{key}` answers that descriptor from then on
+/// (HTTP reads still serve the good bytes), so a client's own reads meet the corruption.
 pub async fn corrupt(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
     let key = key_from_uri(req.uri().path(), "/v1/_test/corrupt/")?;
+    let serve = req.uri().query().is_some_and(|q| q.contains("serve=true"));
     let v = lookup(&st, &key, &VersionQuery::default()).await?;
     let bad = st.store.corrupt_copy(&v)?;
     let d = descriptor(&st, &bad);
+    if serve {
+        st.test_served
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key, std::sync::Arc::clone(&bad));
+    }
     st.test_frames
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .push(bad);
     Ok(json_response(StatusCode::OK, &d))
+}
+
+/// The corrupt copy `corrupt?serve=true` made `key`'s descriptors point at, if any.
+pub(crate) fn served_corrupt(
+    st: &AppState,
+    key: &str,
+) -> Option<std::sync::Arc<crate::store::StoredVersion>> {
+    if !st.config.test_hooks {
+        return None;
+    }
+    st.test_served
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(key)
+        .cloned()
 }
 
 /// Panics on a background thread of the gateway (as a bug in the fabric progress thread

@@ -1,0 +1,366 @@
+//! Streaming reads: a value of any size written to the caller's output as it arrives, in
+//! memory that does not grow with the value. One-sided reads go through the reader's
+//! fixed ring of registered pieces ([`rasa_fastpath::reader::Reader::read_to`]); HTTP
+//! bodies are written chunk by chunk while their SHA-256 is computed. Either way the last
+//! bytes are written only once the whole value has been validated, so an output that
+//! receives every byte received the right ones.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use rasa_openapi::Descriptor;
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+use crate::descriptors::{deadline_of, remote_frame};
+use crate::fabric::FabricState;
+use crate::timeouts::TimeoutKind;
+use crate::{Client, Error, Fallback, FastPath, ReadPath};
+
+/// What a streaming read wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written {
+    /// Bytes written (the value's length).
+    pub length: u64,
+    /// The version read.
+    pub version: String,
+    /// The value's SHA-256 as the gateway names it (lowercase hex).
+    pub sha256: String,
+    /// Its media type.
+    pub content_type: String,
+    /// How the bytes travelled.
+    pub path: ReadPath,
+}
+
+/// A streaming read that failed, after writing `written` bytes.
+pub(crate) struct Partial {
+    pub(crate) error: Error,
+    pub(crate) written: u64,
+}
+
+impl From<Error> for Partial {
+    fn from(error: Error) -> Self {
+        Partial { error, written: 0 }
+    }
+}
+
+impl Partial {
+    /// The error as the caller sees it: when bytes were written, it says the output is
+    /// incomplete.
+    fn into_error(self) -> Error {
+        if self.written == 0 {
+            return self.error;
+        }
+        Error::Incomplete {
+            written: self.written,
+            cause: Box::new(self.error),
+        }
+    }
+}
+
+impl Client {
+    pub(crate) async fn get_to_here<W: AsyncWrite + Unpin + ?Sized>(
+        &self,
+        key: &str,
+        out: &mut W,
+    ) -> Result<Written, Error> {
+        if self.inner.fast_path != FastPath::Off && !self.known_unavailable() {
+            match self.fabric_to(key, out).await {
+                Ok(w) => return Ok(w),
+                Err(p) if p.written > 0 || self.final_failure(&p.error) => {
+                    return Err(p.into_error())
+                }
+                Err(p) => {
+                    tracing::debug!(key, error = %p.error, "fast path failed; reading over HTTP")
+                }
+            }
+        }
+        self.http_to(key, out).await.map_err(Partial::into_error)
+    }
+
+    pub(crate) async fn get_to_file_here(&self, key: &str, path: &Path) -> Result<Written, Error> {
+        // A device, pipe or socket (`-o /dev/null`) is written as it is: it cannot be
+        // replaced by renaming, nor rewound.
+        let target = match tokio::fs::metadata(path).await {
+            Ok(m) if !m.is_file() => {
+                let mut out = tokio::fs::OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .await
+                    .map_err(|e| Error::Output(format!("opening {}: {e}", path.display())))?;
+                return self.get_to_here(key, &mut out).await;
+            }
+            // Through a symbolic link: replace the file it points to, not the link.
+            Ok(_) => tokio::fs::canonicalize(path)
+                .await
+                .unwrap_or_else(|_| path.to_owned()),
+            Err(_) => path.to_owned(),
+        };
+        let path = target.as_path();
+        let name = path
+            .file_name()
+            .map_or_else(|| "output".into(), |n| n.to_string_lossy().into_owned());
+        let tmp = path.with_file_name(format!(".{name}.rasa-partial.{}", std::process::id()));
+        let io =
+            |what: &str, e: std::io::Error| Error::Output(format!("{what} {}: {e}", tmp.display()));
+        let mut file = tokio::fs::File::create(&tmp)
+            .await
+            .map_err(|e| io("creating", e))?;
+        let result = async {
+            if self.inner.fast_path != FastPath::Off && !self.known_unavailable() {
+                match self.fabric_to(key, &mut file).await {
+                    Ok(w) => return Ok(w),
+                    Err(p) if self.final_failure(&p.error) => return Err(p.into_error()),
+                    Err(p) => {
+                        tracing::debug!(key, error = %p.error, "fast path failed; reading over HTTP");
+                        if p.written > 0 {
+                            // Start again from nothing: the file never holds a mix.
+                            file.set_len(0).await.map_err(|e| io("truncating", e))?;
+                            tokio::io::AsyncSeekExt::rewind(&mut file)
+                                .await
+                                .map_err(|e| io("rewinding", e))?;
+                        }
+                    }
+                }
+            }
+            self.http_to(key, &mut file).await.map_err(Partial::into_error)
+        }
+        .await;
+        let done = match result {
+            Ok(w) => file
+                .sync_all()
+                .await
+                .map_err(|e| io("syncing", e))
+                .and(tokio::fs::rename(&tmp, path).await.map_err(|e| {
+                    Error::Output(format!(
+                        "renaming {} to {}: {e}",
+                        tmp.display(),
+                        path.display()
+                    ))
+                }))
+                .map(|()| w),
+            Err(e) => Err(e),
+        };
+        if done.is_err() {
+            let _ = tokio::fs::remove_file(&tmp).await;
+        }
+        done
+    }
+
+    /// Whether a failed one-sided read must not fall back to HTTP: the gateway said no or
+    /// did not answer (HTTP would not do better), or the policy requires the fast path.
+    fn final_failure(&self, e: &Error) -> bool {
+        matches!(
+            e,
+            Error::Problem(_) | Error::Timeout { .. } | Error::Output(_)
+        ) || self.inner.fast_path == FastPath::Required
+    }
+
+    /// `key` one-sided into `out`; a failure before any byte was written gets one more try
+    /// with a fresh descriptor.
+    async fn fabric_to<W: AsyncWrite + Unpin + ?Sized>(
+        &self,
+        key: &str,
+        out: &mut W,
+    ) -> Result<Written, Partial> {
+        let mut last = None;
+        for attempt in 0..2 {
+            let (d, deadline) = self.descriptor(key, attempt > 0).await?;
+            match self.frame_to(&d, deadline, out).await {
+                Ok(w) => return Ok(w),
+                Err(p) => {
+                    self.forget(key);
+                    let stop = p.written > 0
+                        || self
+                            .inner
+                            .rebuilding
+                            .load(std::sync::atomic::Ordering::Acquire);
+                    last = Some(p);
+                    if stop {
+                        break;
+                    }
+                }
+            }
+        }
+        Err(last.expect("at least one attempt"))
+    }
+
+    pub(crate) async fn read_descriptor_to_here<W: AsyncWrite + Unpin + ?Sized>(
+        &self,
+        d: &Descriptor,
+        sent: Instant,
+        out: &mut W,
+    ) -> Result<Written, Error> {
+        self.frame_to(d, deadline_of(d, sent), out)
+            .await
+            .map_err(Partial::into_error)
+    }
+
+    /// The frame `d` names, one-sided into `out`: the reader runs on the blocking pool and
+    /// hands pieces over a small channel, so at most a few pieces are in memory at once.
+    async fn frame_to<W: AsyncWrite + Unpin + ?Sized>(
+        &self,
+        d: &Descriptor,
+        deadline: Instant,
+        out: &mut W,
+    ) -> Result<Written, Partial> {
+        let Some(frame) = remote_frame(d)? else {
+            self.count_fallback(Fallback::Unavailable);
+            return Err(Error::FastPath("the gateway serves HTTP only".into()).into());
+        };
+        if self
+            .inner
+            .rebuilding
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            self.count_fallback(Fallback::Rebuilding);
+            return Err(Error::FastPath("the fabric endpoint is being rebuilt".into()).into());
+        }
+        if Instant::now() >= deadline {
+            self.count_fallback(Fallback::LeaseExpired);
+            return Err(
+                Error::FastPath("the descriptor's lease ended before the read".into()).into(),
+            );
+        }
+        let mut state = Arc::clone(&self.inner.fabric).lock_owned().await;
+        if let Err(e) = self.connect(&mut state).await {
+            self.count_fallback(Fallback::Unavailable);
+            return Err(e.into());
+        }
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(2);
+        let task = tokio::task::spawn_blocking(move || {
+            let r = match &mut *state {
+                FabricState::Ready { reader, .. } => reader.read_to(&frame, deadline, &mut |b| {
+                    tx.blocking_send(Bytes::copy_from_slice(b))
+                        .map_err(|_| "the output stopped taking bytes".to_owned())
+                }),
+                _ => unreachable!("connected above"),
+            };
+            (state, r)
+        });
+        let mut written = 0u64;
+        let mut write_error = None;
+        while let Some(chunk) = rx.recv().await {
+            if let Err(e) = out.write_all(&chunk).await {
+                write_error = Some(e);
+                break;
+            }
+            written += chunk.len() as u64;
+        }
+        drop(rx); // a reader still sending gets an error and stops
+        let (state, result) = task.await.map_err(|e| Partial {
+            error: Error::FastPath(format!("read task failed: {e}")),
+            written,
+        })?;
+        if let Some(e) = write_error {
+            return Err(Partial {
+                error: Error::Output(e.to_string()),
+                written,
+            });
+        }
+        match result {
+            Ok(()) => {
+                drop(state);
+                out.flush().await.map_err(|e| Partial {
+                    error: Error::Output(e.to_string()),
+                    written,
+                })?;
+                self.count_read(ReadPath::Fabric);
+                Ok(Written {
+                    length: written,
+                    version: d.version.clone(),
+                    sha256: d.sha256.clone(),
+                    content_type: d.content_type.clone(),
+                    path: ReadPath::Fabric,
+                })
+            }
+            Err(e) => {
+                self.count_fallback(Fallback::of(&e));
+                let kept =
+                    matches!(&*state, FabricState::Ready { reader, .. } if reader.is_connected());
+                if kept {
+                    drop(state);
+                } else {
+                    self.rebuild_in_background(state);
+                }
+                Err(Partial {
+                    error: Error::FastPath(e.to_string()),
+                    written,
+                })
+            }
+        }
+    }
+
+    /// `key` over HTTP into `out`, chunk by chunk while hashing; the last chunk is written
+    /// only once the SHA-256 matches the one the gateway named.
+    async fn http_to<W: AsyncWrite + Unpin + ?Sized>(
+        &self,
+        key: &str,
+        out: &mut W,
+    ) -> Result<Written, Partial> {
+        let mut resp = self
+            .send(self.inner.http.get(self.url("objects", key)))
+            .await?;
+        if !resp.status().is_success() {
+            return Err(self.problem(resp).await.into());
+        }
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let version = header(rasa_openapi::VERSION_HEADER);
+        let sha256 = header("etag").trim_matches('"').to_owned();
+        let content_type = header("content-type");
+        let idle = self.inner.request_timeout;
+        let mut hasher = Sha256::new();
+        let mut held: Option<Bytes> = None;
+        let mut written = 0u64;
+        let fail = |error: Error, written: u64| Partial { error, written };
+        loop {
+            let chunk = match tokio::time::timeout(idle, resp.chunk()).await {
+                Err(_) => return Err(fail(self.timeout(TimeoutKind::Request, idle), written)),
+                Ok(Err(e)) => return Err(fail(self.http_error(e), written)),
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(c))) => c,
+            };
+            hasher.update(&chunk);
+            if let Some(previous) = held.replace(chunk) {
+                out.write_all(&previous)
+                    .await
+                    .map_err(|e| fail(Error::Output(e.to_string()), written))?;
+                written += previous.len() as u64;
+            }
+        }
+        let computed = hex::encode(hasher.finalize());
+        if computed != sha256 {
+            return Err(fail(
+                Error::Protocol(format!(
+                    "the body's SHA-256 is {computed}, not the {sha256} the gateway named: not the value"
+                )),
+                written,
+            ));
+        }
+        if let Some(last) = held {
+            out.write_all(&last)
+                .await
+                .map_err(|e| fail(Error::Output(e.to_string()), written))?;
+            written += last.len() as u64;
+        }
+        out.flush()
+            .await
+            .map_err(|e| fail(Error::Output(e.to_string()), written))?;
+        self.count_read(ReadPath::Http);
+        Ok(Written {
+            length: written,
+            version,
+            sha256,
+            content_type,
+            path: ReadPath::Http,
+        })
+    }
+}
