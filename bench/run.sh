@@ -102,6 +102,8 @@ fi
 
 echo "cluster..." >&2
 cluster=$(SECS=$SECS ROUNDS=$ROUNDS ./bench/cluster.sh)
+echo "large values and start-up..." >&2
+large=$(ROUNDS=$ROUNDS ./bench/large.sh)
 
 row() { # name rasa nginx
   read -r rr rb rp50 rp99 rbad <<<"$2"; read -r nr nb np50 np99 nbad <<<"$3"
@@ -140,5 +142,7 @@ read -r pr pb pp50 pp99 pbad <<<"$put"
   if [ -n "$cold" ]; then echo "| | latency |"; echo "| --- | --- |"; echo "$cold"; else echo "s3s-fs not installed (make test installs it)."; fi
   echo
   echo "$cluster"
+  echo
+  echo "$large"
 } >bench/results.md
 cat bench/results.md

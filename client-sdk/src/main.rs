@@ -139,10 +139,30 @@ fn parse_size(s: &str) -> Result<u64, String> {
         .map_err(|e| format!("{e} (write sizes like 64MiB)"))
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+/// libfabric settings for a reader, applied when the user has not set them: the `tcp`
+/// provider's message endpoints under `ofi_rxm` default to queues of 128 buffers each way
+/// (~50 MB per process here); a reader's few reads in flight need far fewer.
+const READER_FABRIC_DEFAULTS: [(&str, &str); 2] = [
+    ("FI_OFI_RXM_MSG_RX_SIZE", "32"),
+    ("FI_OFI_RXM_MSG_TX_SIZE", "32"),
+];
+
+fn main() -> ExitCode {
+    // Before any thread exists (setting the environment races with threads reading it).
+    for (name, value) in READER_FABRIC_DEFAULTS {
+        if std::env::var_os(name).is_none() {
+            std::env::set_var(name, value);
+        }
+    }
     let cli = Cli::parse();
-    match run(cli).await {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("rasa: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rasa: {e}");
@@ -402,7 +422,10 @@ async fn run(cli: Cli) -> Result<(), String> {
             let written = match &output {
                 Some(path) => client.get_to_file(&key, path).await,
                 None if json => client.get_to(&key, &mut hashing).await,
-                None => client.get_to(&key, &mut tokio::io::stdout()).await,
+                None => {
+                    let mut out = tokio::io::BufWriter::with_capacity(1 << 20, tokio::io::stdout());
+                    client.get_to(&key, &mut out).await
+                }
             }
             .map_err(|e| with_causes(&e))?;
             if let Some(s) = spinner {
