@@ -152,16 +152,7 @@ impl Client {
                 r
             }
             Err(e) => {
-                self.count_fallback(Fallback::of(&e));
-                let kept =
-                    matches!(&*state, FabricState::Ready { reader, .. } if reader.is_connected());
-                if kept {
-                    // A revoked key on a provider whose endpoint survives it (efa, sockets):
-                    // only the descriptor was stale; the endpoint stays as it is.
-                    drop(state);
-                } else {
-                    self.rebuild_in_background(state);
-                }
+                self.after_failure(&e, state);
                 return Err(Error::FastPath(e.to_string()));
             }
         };
@@ -194,6 +185,23 @@ impl Client {
             });
         }
         Ok(out)
+    }
+
+    /// Counts a failed one-sided read and, when the reader dropped its endpoint, rebuilds
+    /// it in the background. A revoked key on a provider whose endpoint survives it (efa,
+    /// sockets) only meant a stale descriptor: the endpoint stays as it is.
+    pub(crate) fn after_failure(
+        &self,
+        e: &rasa_fastpath::reader::ReadError,
+        state: tokio::sync::OwnedMutexGuard<FabricState>,
+    ) {
+        self.count_fallback(Fallback::of(e));
+        let kept = matches!(&*state, FabricState::Ready { reader, .. } if reader.is_connected());
+        if kept {
+            drop(state);
+        } else {
+            self.rebuild_in_background(state);
+        }
     }
 
     /// After a fabric failure the reader has dropped its endpoint; build a new one on the

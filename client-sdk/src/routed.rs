@@ -65,23 +65,12 @@ impl Client {
     /// in flight together; keys that cannot be read one-sided are read over HTTP (per the
     /// policy). One result per key, in order.
     pub async fn get_many(&self, keys: &[&str]) -> Result<Vec<Result<Object, Error>>, Error> {
-        let Some(groups) = self.by_owner(keys).await else {
+        let Some(out) = self
+            .per_owner(keys, |c, sub| async move { c.get_many_here(&sub).await })
+            .await
+        else {
             return self.get_many_here(keys).await;
         };
-        let mut out: Vec<Option<Result<Object, Error>>> = keys.iter().map(|_| None).collect();
-        let answers = futures_util::future::join_all(groups.into_iter().map(|(c, idx)| {
-            let sub: Vec<&str> = idx.iter().map(|&i| keys[i]).collect();
-            async move { (idx, c.get_many_here(&sub).await) }
-        }))
-        .await;
-        for (idx, answer) in answers {
-            // When the member did not answer, each key goes its own way below.
-            if let Ok(results) = answer {
-                for (i, r) in idx.into_iter().zip(results) {
-                    out[i] = Some(r);
-                }
-            }
-        }
         let mut done = Vec::with_capacity(keys.len());
         for (i, r) in out.into_iter().enumerate() {
             done.push(match r {
@@ -109,22 +98,15 @@ impl Client {
         &self,
         keys: &[&str],
     ) -> Result<Vec<Result<Descriptor, Problem>>, Error> {
-        let Some(groups) = self.by_owner(keys).await else {
+        let Some(out) = self
+            .per_owner(
+                keys,
+                |c, sub| async move { c.resolve_many_here(&sub).await },
+            )
+            .await
+        else {
             return self.resolve_many_here(keys).await;
         };
-        let mut out: Vec<Option<Result<Descriptor, Problem>>> = keys.iter().map(|_| None).collect();
-        let answers = futures_util::future::join_all(groups.into_iter().map(|(c, idx)| {
-            let sub: Vec<&str> = idx.iter().map(|&i| keys[i]).collect();
-            async move { (idx, c.resolve_many_here(&sub).await) }
-        }))
-        .await;
-        for (idx, answer) in answers {
-            if let Ok(results) = answer {
-                for (i, r) in idx.into_iter().zip(results) {
-                    out[i] = Some(r);
-                }
-            }
-        }
         let mut done = Vec::with_capacity(keys.len());
         for (i, r) in out.into_iter().enumerate() {
             done.push(match r {
@@ -301,6 +283,35 @@ impl Client {
     /// talks to a cluster.
     async fn owner_client(&self, key: &str) -> Option<(Client, bool)> {
         self.topology().await?.first(key)
+    }
+
+    /// Runs `batch` on each owner's client with its keys, all owners at once, when this
+    /// client talks to a cluster: one answer slot per key, `None` where the owner did not
+    /// answer (those keys then go their own way).
+    async fn per_owner<'k, T, Fut>(
+        &self,
+        keys: &[&'k str],
+        batch: impl Fn(Client, Vec<&'k str>) -> Fut,
+    ) -> Option<Vec<Option<T>>>
+    where
+        Fut: std::future::Future<Output = Result<Vec<T>, Error>>,
+    {
+        let groups = self.by_owner(keys).await?;
+        let mut out: Vec<Option<T>> = keys.iter().map(|_| None).collect();
+        let answers = futures_util::future::join_all(groups.into_iter().map(|(c, idx)| {
+            let sub: Vec<&str> = idx.iter().map(|&i| keys[i]).collect();
+            let call = batch(c, sub);
+            async move { (idx, call.await) }
+        }))
+        .await;
+        for (idx, answer) in answers {
+            if let Ok(results) = answer {
+                for (i, r) in idx.into_iter().zip(results) {
+                    out[i] = Some(r);
+                }
+            }
+        }
+        Some(out)
     }
 
     /// `keys` grouped by owner (indices into `keys`), when this client talks to a cluster.

@@ -287,14 +287,7 @@ impl Client {
                 })
             }
             Err(e) => {
-                self.count_fallback(Fallback::of(&e));
-                let kept =
-                    matches!(&*state, FabricState::Ready { reader, .. } if reader.is_connected());
-                if kept {
-                    drop(state);
-                } else {
-                    self.rebuild_in_background(state);
-                }
+                self.after_failure(&e, state);
                 Err(Partial {
                     error: Error::FastPath(e.to_string()),
                     written,

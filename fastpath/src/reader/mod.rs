@@ -33,6 +33,20 @@ pub struct RemoteFrame {
     pub checksum: u64,
 }
 
+impl RemoteFrame {
+    /// Bytes of the whole frame (header and payload); an error when they could not be
+    /// addressed here.
+    fn len(&self) -> Result<usize, FrameError> {
+        usize::try_from(self.identity.payload_len)
+            .ok()
+            .and_then(|n| n.checked_add(HEADER_LEN))
+            .ok_or(FrameError::Truncated {
+                got: 0,
+                expected: usize::MAX,
+            })
+    }
+}
+
 /// Why a one-sided read returned no bytes (or, for a streaming read, did not complete). In
 /// every case no unvalidated bytes were returned as final, so a caller can fall back
 /// (fresh descriptor, then HTTP) without ever seeing wrong data.
@@ -267,13 +281,7 @@ impl Reader {
         let mut layout = Vec::with_capacity(frames.len());
         let mut total = 0usize;
         for f in frames {
-            let len = usize::try_from(f.identity.payload_len)
-                .ok()
-                .and_then(|n| n.checked_add(HEADER_LEN))
-                .ok_or(FrameError::Truncated {
-                    got: 0,
-                    expected: usize::MAX,
-                })?;
+            let len = f.len()?;
             layout.push((total, len));
             total = (total + len).next_multiple_of(64);
         }

@@ -7,7 +7,7 @@ use std::time::Instant;
 use super::engine::{self, Piece};
 use super::{ReadError, Reader, RemoteFrame, CHUNK, MAX_IN_FLIGHT};
 use crate::fabric::plan;
-use crate::frame::{FrameCheck, FrameError, HEADER_LEN};
+use crate::frame::{FrameCheck, HEADER_LEN};
 
 /// Scratch space of a streaming read: this many pieces of [`CHUNK`] bytes.
 pub const STREAM_PIECES: usize = MAX_IN_FLIGHT;
@@ -50,13 +50,7 @@ impl Reader {
         deadline: Instant,
         out: &mut dyn FnMut(&[u8]) -> Result<(), String>,
     ) -> Result<(), super::Failed> {
-        let total = usize::try_from(f.identity.payload_len)
-            .ok()
-            .and_then(|n| n.checked_add(HEADER_LEN))
-            .ok_or(FrameError::Truncated {
-                got: 0,
-                expected: usize::MAX,
-            })?;
+        let total = f.len()?;
         let efa = plan::is_efa(&self.config.provider);
         self.reconnect().map_err(|e| super::classify(efa, e))?;
         let conn = self.conn.as_mut().expect("connected above");

@@ -18,16 +18,7 @@
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 
 mod dynamic {
-    #![allow(
-        non_upper_case_globals,
-        non_camel_case_types,
-        non_snake_case,
-        dead_code,
-        missing_docs,
-        unsafe_op_in_unsafe_fn,
-        clippy::all,
-        clippy::undocumented_unsafe_blocks
-    )]
+    // The file's allowances above cover this module too.
     use super::*;
     include!(concat!(env!("OUT_DIR"), "/dynamic.rs"));
 }
