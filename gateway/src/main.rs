@@ -199,9 +199,12 @@ async fn serve(args: Args) -> Result<(), String> {
         Some(config) => {
             let fabric = rasa_gateway::http::fabric::info(&state.store);
             let incarnation = fabric.incarnation.clone();
+            let peers = rasa_gateway::cluster::peer_client(
+                Duration::from_secs(2),
+                args.body_timeout,
+                config.ca_file.as_deref(),
+            )?;
             let cluster = Cluster::join(config, incarnation, fabric).await?;
-            let peers =
-                rasa_gateway::cluster::peer_client(Duration::from_secs(2), args.body_timeout);
             if let Some(rt) = &state.origin {
                 rt.fill_from(rasa_gateway::origin::peers::Peers {
                     cluster: Arc::clone(&cluster),

@@ -37,6 +37,10 @@ pub struct ClusterArgs {
     #[arg(long, env = "RASA_NODE_WEIGHT", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub node_weight: u32,
+    /// A PEM file of certificate authorities to trust for other members' `https://` URLs,
+    /// besides the system's (e.g. the `ca.pem` of `rasa-gateway tls self-signed`).
+    #[arg(long, env = "RASA_CLUSTER_CA_FILE", requires = "etcd")]
+    pub cluster_ca_file: Option<std::path::PathBuf>,
     /// What a node does with a request for a key another member owns.
     #[arg(long, env = "RASA_CLUSTER_ROUTING", value_enum, default_value_t = Routing::Proxy)]
     pub cluster_routing: Routing,
@@ -110,6 +114,7 @@ impl ClusterArgs {
             member_ttl: c.member_ttl,
             weight: c.node_weight,
             routing: c.cluster_routing,
+            ca_file: c.cluster_ca_file.clone(),
         }))
     }
 

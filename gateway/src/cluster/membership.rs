@@ -97,7 +97,7 @@ pub(super) async fn register(cluster: &Cluster) -> Result<(), String> {
             |h| format!("the gateway at {} (incarnation {})", h.url, h.incarnation),
         );
         if let Some(h) = &holder {
-            if answers_as(h).await {
+            if answers_as(cluster, h).await {
                 return Err(format!(
                     "--node-id {} is in use by a live gateway: {held_by}; stop it or choose another id",
                     cluster.config.node_id
@@ -123,8 +123,11 @@ pub(super) async fn register(cluster: &Cluster) -> Result<(), String> {
 }
 
 /// Whether `member` answers at its URL as the same gateway process.
-async fn answers_as(member: &ClusterMember) -> bool {
-    let client = super::peer_client(Duration::from_secs(1), Duration::from_secs(1));
+async fn answers_as(cluster: &Cluster, member: &ClusterMember) -> bool {
+    let ca = cluster.config.ca_file.as_deref();
+    let Ok(client) = super::peer_client(Duration::from_secs(1), Duration::from_secs(1), ca) else {
+        return false;
+    };
     let url = format!("{}/v1/fabric", member.url.trim_end_matches('/'));
     match client.get(url).timeout(Duration::from_secs(2)).send().await {
         Ok(r) => r

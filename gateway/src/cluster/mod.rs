@@ -37,6 +37,8 @@ pub struct ClusterConfig {
     pub weight: u32,
     /// Proxy or redirect requests for keys other members own.
     pub routing: Routing,
+    /// Extra certificate authorities for other members' `https://` URLs.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// The members a node knows, at an etcd revision.
@@ -191,12 +193,34 @@ impl Cluster {
     }
 }
 
-/// The HTTP client a node uses to reach its peers.
-pub fn peer_client(connect_timeout: Duration, idle_timeout: Duration) -> reqwest::Client {
+/// The HTTP client a node uses to reach its peers: the system's certificate authorities,
+/// plus those in `ca_file`; the error names the file.
+pub fn peer_client(
+    connect_timeout: Duration,
+    idle_timeout: Duration,
+    ca_file: Option<&std::path::Path>,
+) -> Result<reqwest::Client, String> {
+    use rustls::pki_types::pem::PemObject;
     let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls_native_certs::load_native_certs().certs {
         let _ = roots.add(cert);
+    }
+    if let Some(path) = ca_file {
+        let certs = rustls::pki_types::CertificateDer::pem_file_iter(path)
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| format!("--cluster-ca-file {}: {e}", path.display()))?;
+        if certs.is_empty() {
+            return Err(format!(
+                "--cluster-ca-file {}: no certificate in the file",
+                path.display()
+            ));
+        }
+        for cert in certs {
+            roots
+                .add(cert)
+                .map_err(|e| format!("--cluster-ca-file {}: {e}", path.display()))?;
+        }
     }
     let tls = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -210,7 +234,7 @@ pub fn peer_client(connect_timeout: Duration, idle_timeout: Duration) -> reqwest
         .pool_idle_timeout(Duration::from_secs(20))
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .expect("the peer client builds")
+        .map_err(|e| format!("the client for other members: {e}"))
 }
 
 fn members_prefix(name: &str) -> String {

@@ -118,11 +118,15 @@ async fn forward(
         Err(e) => {
             metrics::counter!("rasa_cluster_forwards_total", "result" => "owner_unreachable")
                 .increment(1);
+            let cause = crate::http::error::chain(&e);
+            let hint = if cause.contains("certificate") {
+                " (members with a private certificate authority need --cluster-ca-file)"
+            } else {
+                ""
+            };
             let why = format!(
-                "the owner of '{key}', node {} at {}, cannot be reached: {}",
-                owner.node_id,
-                owner.url,
-                crate::http::error::chain(&e)
+                "the owner of '{key}', node {} at {}, cannot be reached: {cause}{hint}",
+                owner.node_id, owner.url,
             );
             if read {
                 tracing::warn!("{why}; serving it here");

@@ -367,3 +367,83 @@ async fn a_joining_member_fills_its_keys_from_their_previous_owners_not_from_s3(
         0.0
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_with_a_private_ca_forward_to_each_other_over_https() {
+    let dir = rasa_tests::temp_dir("cluster-tls");
+    let made = std::process::Command::new(rasa_tests::gateway_bin())
+        .args(["tls", "self-signed", "--host", "127.0.0.1", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let (ca, cert, key) = (
+        dir.join("ca.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    );
+    let etcd = Etcd::start();
+    let name = cluster_name("tls");
+    let tls = [
+        "--tls-cert".to_owned(),
+        cert.display().to_string(),
+        "--tls-key".to_owned(),
+        key.display().to_string(),
+        "--cluster-ca-file".to_owned(),
+        ca.display().to_string(),
+    ];
+    let gws = fleet(&etcd, &name, 2, "3s", &tls);
+    assert!(gws.iter().all(|g| g.base.starts_with("https://")));
+    let _ = rasa_tests::http(); // installs the TLS crypto provider
+    let https = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&std::fs::read(&ca).unwrap()).unwrap())
+        .build()
+        .unwrap();
+    // Both members list both, with https URLs.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let v: ClusterView = loop {
+        let v: ClusterView = https
+            .get(gws[0].url("/v1/cluster"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if serving(&v).len() == 2 {
+            break v;
+        }
+        assert!(std::time::Instant::now() < deadline, "{v:?}");
+        let _ = https
+            .get(gws[0].url(&format!("/v1/cluster?after={}&wait=5", v.revision)))
+            .send()
+            .await;
+    };
+    assert!(v
+        .members
+        .iter()
+        .all(|m| m.url.starts_with("https://127.0.0.1:")));
+    // A key g2 owns, written and read through g1: forwarded over TLS.
+    let key = (0..)
+        .map(|i| format!("t/{i}"))
+        .find(|k| owner(k, &v.members).unwrap().node_id == "g2")
+        .unwrap();
+    let r = https
+        .put(gws[0].url(&format!("/v1/objects/{key}")))
+        .body(pattern(70_000, 5))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    let r = https
+        .get(gws[0].url(&format!("/v1/objects/{key}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["rasa-served-by"], "g2");
+    assert_eq!(r.bytes().await.unwrap().as_ref(), &pattern(70_000, 5)[..]);
+}
