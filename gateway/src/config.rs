@@ -92,6 +92,11 @@ pub struct Args {
     #[arg(long, env = "RASA_S3_VIRTUAL_HOSTED")]
     pub s3_virtual_hosted: bool,
 
+    /// Send unsigned (anonymous) requests to S3: for public buckets (open datasets), and
+    /// endpoints that take no credentials.
+    #[arg(long, env = "RASA_S3_ANONYMOUS", requires = "origin")]
+    pub s3_anonymous: bool,
+
     /// What PUT and DELETE do with the origin. `write-through` (the default with an origin)
     /// acknowledges a PUT only after S3 stored it and deletes in S3 too; `cache-only` keeps
     /// writes in the gateway (a DELETE then only drops the cached copy).
@@ -394,6 +399,7 @@ impl Args {
             region: self.s3_region.clone(),
             path_style: self.s3_endpoint.is_some() && !self.s3_virtual_hosted,
             timeout: self.origin_timeout,
+            anonymous: self.s3_anonymous,
         })
     }
 

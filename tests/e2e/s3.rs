@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use aws_sdk_s3::primitives::ByteStream;
 use rasa_client::{Client, FastPath, ReadPath};
 use rasa_openapi::{DescriptorBatchResponse, ProblemCode};
-use rasa_tests::{pattern, sha256_hex, Gateway, S3Server, S3_BUCKET};
+use rasa_tests::{pattern, sha256_hex, Gateway, S3Server, S3_ACCESS_KEY, S3_BUCKET};
 
 use crate::objects::assert_problem;
 
@@ -246,4 +246,66 @@ async fn s3_down_hits_still_served_misses_fail_fast_and_recovery_is_automatic() 
     let r = c.get(gw.url("/v1/objects/cold")).send().await.unwrap();
     assert_eq!(r.status(), 200, "misses work again once S3 is back");
     assert_eq!(r.bytes().await.unwrap(), "cold");
+}
+
+#[tokio::test]
+async fn a_public_bucket_is_read_with_s3_anonymous_and_origin_errors_are_one_line() {
+    let s3 = S3Server::start_anonymous();
+    s3.put_file("pre/open/data.csv", b"a,b\n1,2\n");
+    // Signed requests to an endpoint that takes none fail, in one line naming the object.
+    let signed = gateway(&s3, &[]);
+    let c = rasa_tests::http();
+    let r = c
+        .get(signed.url("/v1/objects/open/data.csv"))
+        .send()
+        .await
+        .unwrap();
+    let p = assert_problem(r, 502, ProblemCode::OriginUnavailable).await;
+    assert!(!p.detail.contains('\n'), "{}", p.detail);
+    assert!(
+        p.detail
+            .contains(&format!("GetObject s3://{S3_BUCKET}/pre/open/data.csv: ")),
+        "{}",
+        p.detail
+    );
+    assert!(p.detail.len() < 400, "{}", p.detail);
+    // Unsigned, as a public bucket wants.
+    let open = gateway(&s3, &["--s3-anonymous"]);
+    let r = c
+        .get(open.url("/v1/objects/open/data.csv"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.bytes().await.unwrap(), "a,b\n1,2\n");
+}
+
+#[tokio::test]
+async fn wrong_credentials_give_a_one_line_403_from_s3() {
+    let s3 = S3Server::start();
+    let mut args = s3.gateway_args("pre");
+    args.extend(["--origin-timeout".into(), "5s".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let gw = Gateway::start_env(
+        &args,
+        &[
+            ("AWS_ACCESS_KEY_ID", S3_ACCESS_KEY),
+            ("AWS_SECRET_ACCESS_KEY", "not-the-secret"),
+        ],
+    );
+    let r = rasa_tests::http()
+        .get(gw.url("/v1/objects/x"))
+        .send()
+        .await
+        .unwrap();
+    let p = assert_problem(r, 502, ProblemCode::OriginUnavailable).await;
+    assert!(!p.detail.contains('\n'), "{}", p.detail);
+    assert!(
+        p.detail.starts_with(&format!(
+            "the origin denied access: GetObject s3://{S3_BUCKET}/pre/x: 403 "
+        )),
+        "{}",
+        p.detail
+    );
+    assert!(p.detail.contains("credentials"), "{}", p.detail);
 }

@@ -6,6 +6,9 @@
 //! see the gateway's logs (`RASA_TEST_RUST_LOG` sets their filter, `debug` by default).
 
 pub mod etcd;
+mod s3;
+
+pub use s3::{S3Server, S3_ACCESS_KEY, S3_BUCKET, S3_SECRET_KEY};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -337,149 +340,6 @@ pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
             x as u8
         })
         .collect()
-}
-
-/// A real S3-compatible server (`s3s-fs`) over a temporary directory, with one bucket.
-/// It logs every request it routes; [`S3Server::ops`] counts them from outside the gateway.
-pub struct S3Server {
-    child: Option<Child>,
-    root: PathBuf,
-    /// `http://127.0.0.1:<port>`.
-    pub endpoint: String,
-    port: u16,
-    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-}
-
-/// Credentials the test server accepts.
-pub const S3_ACCESS_KEY: &str = "rasa-test-access";
-/// Secret of [`S3_ACCESS_KEY`].
-pub const S3_SECRET_KEY: &str = "rasa-test-secret-0123456789";
-/// The bucket every test server has.
-pub const S3_BUCKET: &str = "rasa-bucket";
-
-impl S3Server {
-    /// Starts `s3s-fs` (installed by `make test`'s set-up) on a free port.
-    pub fn start() -> S3Server {
-        let root = temp_dir("s3");
-        std::fs::create_dir_all(root.join(S3_BUCKET)).unwrap();
-        let mut s = S3Server {
-            child: None,
-            root,
-            endpoint: String::new(),
-            port: 0,
-            log: Default::default(),
-        };
-        s.spawn();
-        s
-    }
-
-    fn spawn(&mut self) {
-        let bin = std::env::var_os("RASA_S3S_FS_BIN").unwrap_or_else(|| "s3s-fs".into());
-        let mut child = Command::new(&bin)
-            .args(["--host", "127.0.0.1", "--port", &self.port.to_string()])
-            .args(["--access-key", S3_ACCESS_KEY, "--secret-key", S3_SECRET_KEY])
-            .arg(&self.root)
-            .env("RUST_LOG", "s3s=debug,s3s_fs=info")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {bin:?} (installed by `make test`): {e}"));
-        let out = child.stdout.take().expect("piped");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let log = std::sync::Arc::clone(&self.log);
-        std::thread::spawn(move || {
-            let mut tx = Some(tx);
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if let Some(url) = line.split("server is running at ").nth(1) {
-                    if let Some(tx) = tx.take() {
-                        let _ = tx.send(url.trim().to_owned());
-                    }
-                }
-                if line.contains("resolved route") {
-                    log.lock().unwrap().push(line);
-                }
-            }
-        });
-        let url = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("s3s-fs announces its address");
-        self.port = url.rsplit(':').next().unwrap().parse().unwrap();
-        self.endpoint = url;
-        self.child = Some(child);
-    }
-
-    /// How many requests of S3 operation `op` (e.g. `GetObject`) for object `key` the
-    /// server has routed so far.
-    pub fn ops(&self, op: &str, key: &str) -> usize {
-        let op = format!("op: {op},");
-        let key = format!("key: \"{key}\"");
-        self.log
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|l| l.contains(&op) && l.contains(&key))
-            .count()
-    }
-
-    /// Kills the server (the data stays).
-    pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// Starts it again on the same port, over the same data.
-    pub fn restart(&mut self) {
-        self.kill();
-        self.spawn();
-    }
-
-    /// Gateway flags that make it a read-through cache of this server's bucket under `prefix`.
-    pub fn gateway_args(&self, prefix: &str) -> Vec<String> {
-        vec![
-            "--origin".into(),
-            format!("s3://{S3_BUCKET}/{prefix}"),
-            "--s3-endpoint".into(),
-            self.endpoint.clone(),
-        ]
-    }
-
-    /// An aws-sdk-s3 client for this server, to write and check the bucket directly.
-    pub async fn client(&self) -> aws_sdk_s3::Client {
-        let creds =
-            aws_sdk_s3::config::Credentials::new(S3_ACCESS_KEY, S3_SECRET_KEY, None, None, "test");
-        let conf = aws_sdk_s3::config::Builder::new()
-            .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
-            .region(aws_sdk_s3::config::Region::new("us-east-1"))
-            .endpoint_url(&self.endpoint)
-            .credentials_provider(creds)
-            .force_path_style(true)
-            .build();
-        aws_sdk_s3::Client::from_conf(conf)
-    }
-}
-
-impl Drop for S3Server {
-    fn drop(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.root);
-    }
-}
-
-impl Gateway {
-    /// Starts a gateway with the S3 test credentials in its environment.
-    pub fn start_with_s3(args: &[&str]) -> Gateway {
-        Self::start_env(
-            args,
-            &[
-                ("AWS_ACCESS_KEY_ID", S3_ACCESS_KEY),
-                ("AWS_SECRET_ACCESS_KEY", S3_SECRET_KEY),
-            ],
-        )
-    }
 }
 
 /// The fast-path frame a descriptor names (which must carry a fabric address).

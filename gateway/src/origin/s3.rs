@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use aws_sdk_s3::error::DisplayErrorContext;
+use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata};
 use aws_sdk_s3::primitives::ByteStream;
 use base64::prelude::*;
 use bytes::Bytes;
@@ -67,6 +67,8 @@ pub struct S3Config {
     pub path_style: bool,
     /// Longest wait for the origin's answer (and between body chunks).
     pub timeout: Duration,
+    /// Send unsigned requests (public buckets).
+    pub anonymous: bool,
 }
 
 /// An S3 bucket (and prefix) as the origin. Credentials come from the standard AWS chain:
@@ -85,6 +87,9 @@ impl S3Origin {
         if let Some(ep) = &config.endpoint {
             loader = loader.endpoint_url(ep);
         }
+        if config.anonymous {
+            loader = loader.no_credentials();
+        }
         let shared = loader.load().await;
         let s3 = aws_sdk_s3::config::Builder::from(&shared)
             .force_path_style(config.path_style)
@@ -99,26 +104,70 @@ impl S3Origin {
         format!("{}{key}", self.config.location.prefix)
     }
 
-    async fn timed<T, E: std::error::Error + 'static>(
+    /// Runs an S3 call within `--origin-timeout`. A failure is one line a person can act
+    /// on — the operation, the object, S3's status, code and message (e.g.
+    /// `GetObject s3://bkt/k: 403 AccessDenied: Access Denied`) — and the whole error
+    /// chain goes to the log.
+    async fn timed<T, E>(
         &self,
         what: &str,
+        key: &str,
         f: impl std::future::Future<
             Output = Result<
                 T,
                 aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
             >,
         >,
-    ) -> Result<Result<T, (Option<u16>, String)>, OriginError> {
+    ) -> Result<Result<T, (Option<u16>, String)>, OriginError>
+    where
+        E: std::error::Error + ProvideErrorMetadata + 'static,
+    {
         match tokio::time::timeout(self.config.timeout, f).await {
             Err(_) => Err(OriginError::Timeout(self.config.timeout)),
             Ok(Ok(v)) => Ok(Ok(v)),
             Ok(Err(e)) => {
                 let status = e.raw_response().map(|r| r.status().as_u16());
-                let detail = format!("{what}: {}", DisplayErrorContext(&e));
+                let object = format!(
+                    "{what} s3://{}/{}",
+                    self.config.location.bucket,
+                    self.key(key)
+                );
+                let detail = match (status, e.code()) {
+                    (Some(status), code) => format!(
+                        "{object}: {status} {}: {}",
+                        code.unwrap_or("(no code)"),
+                        e.message().unwrap_or("(no message)")
+                    ),
+                    (None, _) => {
+                        let cause = one_line(&e);
+                        let hint = if cause.contains("credentials") {
+                            " (give the gateway AWS credentials — environment, profile or instance role — or --s3-anonymous for a public bucket)"
+                        } else {
+                            ""
+                        };
+                        format!("{object}: {cause}{hint}")
+                    }
+                };
+                tracing::debug!(error = %DisplayErrorContext(&e), "{detail}");
                 Ok(Err((status, detail)))
             }
         }
     }
+}
+
+/// An error without a response from S3 (no connection, a timeout inside the SDK) as one
+/// line: its chain of causes, each said once.
+fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !text.is_empty() && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        cause = c.source();
+    }
+    parts.join(": ").replace('\n', " ")
 }
 
 fn failure(status: Option<u16>, detail: String) -> OriginError {
@@ -143,7 +192,7 @@ impl Origin for S3Origin {
             if let Some(etag) = if_none_match {
                 req = req.if_none_match(etag);
             }
-            let out = match self.timed("GetObject", req.send()).await? {
+            let out = match self.timed("GetObject", key, req.send()).await? {
                 Ok(out) => out,
                 Err((Some(304), _)) => return Ok(Fetch::NotModified),
                 Err((Some(404), _)) => return Ok(Fetch::NotFound),
@@ -187,7 +236,7 @@ impl Origin for S3Origin {
                 .content_type(content_type)
                 .checksum_sha256(BASE64_STANDARD.encode(sha256))
                 .body(ByteStream::from(body));
-            match self.timed("PutObject", req.send()).await? {
+            match self.timed("PutObject", key, req.send()).await? {
                 Ok(out) => Ok(out.e_tag),
                 Err((status, detail)) => Err(failure(status, detail)),
             }
@@ -201,7 +250,7 @@ impl Origin for S3Origin {
                 .delete_object()
                 .bucket(&self.config.location.bucket)
                 .key(self.key(key));
-            match self.timed("DeleteObject", req.send()).await? {
+            match self.timed("DeleteObject", key, req.send()).await? {
                 Ok(_) | Err((Some(404), _)) => Ok(()),
                 Err((status, detail)) => Err(failure(status, detail)),
             }
