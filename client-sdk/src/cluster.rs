@@ -53,7 +53,8 @@ struct State {
 
 /// Why a view could not be read from a seed.
 enum Fetch {
-    /// The gateway answered, and has no cluster API (an older gateway): not a cluster.
+    /// The gateway answered that this client cannot use its cluster API (an older gateway,
+    /// or a token without the `read` scope): the client talks to the seed.
     NoCluster,
     /// No answer: try another.
     Failed,
@@ -203,7 +204,9 @@ async fn fetch(
         None => timeout,
     };
     let resp = req.timeout(limit).send().await.map_err(|_| Fetch::Failed)?;
-    if resp.status() == reqwest::StatusCode::NOT_FOUND {
+    // No cluster API (an older gateway), or not for this token (a write-only token may not
+    // read the member list): talk to the seed, which forwards what it does not own.
+    if resp.status().is_client_error() {
         return Err(Fetch::NoCluster);
     }
     if !resp.status().is_success() {
