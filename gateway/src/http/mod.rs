@@ -347,9 +347,11 @@ pub fn app(state: AppState) -> Router {
                 )
             });
         // One layer stack per route (each route layer costs an allocation per request):
-        // authorise, then take a slot (`/v1` only), then time the body (routes that read
-        // one only).
-        let limit = info.path.starts_with("/v1/").then(|| {
+        // authorise, then take a slot (`/v1` only, but for the member list), then time the
+        // body (routes that read one only).
+        // `/v1/cluster` takes no slot: its long polls wait for minutes by design, and
+        // clients must learn the members even when the gateway is busy.
+        let limit = (info.path.starts_with("/v1/") && info.path != "/v1/cluster").then(|| {
             ServiceBuilder::new()
                 .layer(HandleErrorLayer::new(limits::overloaded))
                 .load_shed()
