@@ -58,8 +58,9 @@ impl Client {
         }
         match self.get_fabric_here(key).await {
             Ok(obj) => Ok(obj),
-            // The gateway answered no, or did not answer in time: HTTP would not do better.
-            Err(e @ (Error::Problem(_) | Error::Timeout { .. })) => Err(e),
+            // The gateway answered no, or did not answer in time: HTTP would not do better
+            // (but for an object too large to cache, which only HTTP serves).
+            Err(e @ (Error::Problem(_) | Error::Timeout { .. })) if !e.http_only() => Err(e),
             Err(e) if self.inner.fast_path == FastPath::Required => Err(e),
             Err(e) => {
                 tracing::debug!(key, error = %e, "fast path failed; reading over HTTP");

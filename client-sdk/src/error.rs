@@ -48,6 +48,12 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the gateway said the value is served over HTTP only (too large to cache:
+    /// it streams it from its origin, and hands out no descriptor).
+    pub fn http_only(&self) -> bool {
+        matches!(self, Error::Problem(p) if p.code == ProblemCode::PayloadTooLarge)
+    }
+
     /// The problem code, when the gateway sent one.
     pub fn code(&self) -> Option<ProblemCode> {
         match self {

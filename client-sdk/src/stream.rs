@@ -162,10 +162,11 @@ impl Client {
     /// Whether a failed one-sided read must not fall back to HTTP: the gateway said no or
     /// did not answer (HTTP would not do better), or the policy requires the fast path.
     fn final_failure(&self, e: &Error) -> bool {
-        matches!(
+        (matches!(
             e,
             Error::Problem(_) | Error::Timeout { .. } | Error::Output(_)
-        ) || self.inner.fast_path == FastPath::Required
+        ) && !e.http_only())
+            || self.inner.fast_path == FastPath::Required
     }
 
     /// `key` one-sided into `out`; a failure before any byte was written gets one more try
@@ -319,6 +320,8 @@ impl Client {
         let version = header(rasa_openapi::VERSION_HEADER);
         let sha256 = header("etag").trim_matches('"').to_owned();
         let content_type = header("content-type");
+        // Streamed from the gateway's origin uncached: no SHA-256 named, none to check.
+        let pass_through = !header(rasa_openapi::PASS_THROUGH_HEADER).is_empty();
         let idle = self.inner.request_timeout;
         // SHA-256 (~2 GB/s a core) runs on its own thread, beside the transfer.
         let (to_hash, mut chunks) = tokio::sync::mpsc::channel::<Bytes>(16);
@@ -355,7 +358,7 @@ impl Client {
                 written,
             )
         })?;
-        if computed != sha256 {
+        if computed != sha256 && !pass_through {
             return Err(fail(
                 Error::Protocol(format!(
                     "the body's SHA-256 is {computed}, not the {sha256} the gateway named: not the value"

@@ -20,6 +20,10 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 /// Name of the response header that carries the version id of the bytes served.
 pub const VERSION_HEADER: &str = "rasa-version";
 
+/// Name of the response header (`true`) of an object too large to cache, streamed from
+/// the gateway's origin: it has no version, no SHA-256 `ETag` and no descriptor.
+pub const PASS_THROUGH_HEADER: &str = "rasa-pass-through";
+
 /// A body of raw bytes, of any media type.
 #[derive(utoipa::ToSchema)]
 #[schema(value_type = String, format = Binary)]

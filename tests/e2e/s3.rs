@@ -309,3 +309,63 @@ async fn wrong_credentials_give_a_one_line_403_from_s3() {
     );
     assert!(p.detail.contains("credentials"), "{}", p.detail);
 }
+
+#[tokio::test]
+async fn objects_over_the_size_limit_stream_from_s3_without_being_cached() {
+    let s3 = S3Server::start();
+    let huge = pattern(300 << 10, 3);
+    s3.put_file("pre/huge.bin", &huge);
+    let gw = gateway(&s3, &["--max-object-size", "256KiB"]);
+    let c = rasa_tests::http();
+    for _ in 0..2 {
+        let r = c.get(gw.url("/v1/objects/huge.bin")).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["rasa-pass-through"], "true");
+        assert!(r.headers().get("etag").is_none());
+        assert!(r.bytes().await.unwrap() == huge);
+    }
+    let r = c
+        .get(gw.url("/v1/objects/huge.bin"))
+        .header("range", "bytes=1000-1999")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 206);
+    assert_eq!(
+        r.headers()["content-range"],
+        format!("bytes 1000-1999/{}", huge.len())
+    );
+    assert!(r.bytes().await.unwrap() == huge[1000..2000]);
+    assert_eq!(
+        rasa_tests::metric(&gw, "rasa_origin_pass_through_total").await,
+        3.0
+    );
+    // No version here: no descriptor, said plainly.
+    let r = c
+        .get(gw.url("/v1/descriptors/huge.bin"))
+        .send()
+        .await
+        .unwrap();
+    let p = assert_problem(r, 413, ProblemCode::PayloadTooLarge).await;
+    assert!(
+        p.detail.contains("streams it from the origin"),
+        "{}",
+        p.detail
+    );
+    // The SDK reads it over HTTP in auto mode; required fails with that problem.
+    let auto = Client::builder(&gw.base)
+        .fast_path(FastPath::Auto)
+        .build()
+        .unwrap();
+    let got = auto.get("huge.bin").await.unwrap();
+    assert_eq!(got.path, ReadPath::Http);
+    assert!(got.bytes == huge);
+    let mut out = Vec::new();
+    auto.get_to("huge.bin", &mut out).await.unwrap();
+    assert!(out == huge);
+    let required = Client::builder(&gw.base)
+        .fast_path(FastPath::Required)
+        .build()
+        .unwrap();
+    assert!(required.get("huge.bin").await.unwrap_err().http_only());
+}

@@ -21,6 +21,7 @@ use crate::key;
         (status = 200, description = "The descriptor.", body = Descriptor),
         (status = 400, description = "Invalid key or version.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such key or version.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Read-through: the origin's object is over the maximum object size; it is streamed by GET /v1/objects/{key} and has no descriptor.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
         (status = 502, description = "Read-through miss: the origin failed.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
         (status = 503, description = "Read-through miss: no reusable memory for now.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
         (status = 504, description = "Read-through miss: the origin timed out.", body = rasa_openapi::Problem, content_type = "application/problem+json"),

@@ -49,6 +49,15 @@ pub enum ApiError {
         /// The limit.
         limit: u64,
     },
+    /// The origin's object is larger than `--max-object-size`: it has no version here (and
+    /// no descriptor); GET streams it from the origin.
+    #[error("the origin's object is {length} bytes, over the maximum object size of {limit} bytes: it is not cached, so it has no descriptor and no one-sided read; GET /v1/objects/{{key}} streams it from the origin")]
+    OriginTooLarge {
+        /// The object's length.
+        length: u64,
+        /// `--max-object-size`.
+        limit: u64,
+    },
     /// A body without `Content-Length` larger than `--chunked-upload-memory`.
     #[error("a body without Content-Length is gathered in memory before it is stored, and this one passed --chunked-upload-memory ({limit} bytes); send Content-Length to stream it")]
     ChunkedTooLarge {
@@ -133,9 +142,9 @@ impl ApiError {
             Self::NotFound(_) | Self::VersionNotFound { .. } => StatusCode::NOT_FOUND,
             Self::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
             Self::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
-            Self::PayloadTooLarge { .. } | Self::ChunkedTooLarge { .. } => {
-                StatusCode::PAYLOAD_TOO_LARGE
-            }
+            Self::PayloadTooLarge { .. }
+            | Self::ChunkedTooLarge { .. }
+            | Self::OriginTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -158,9 +167,9 @@ impl ApiError {
             Self::NotFound(_) | Self::VersionNotFound { .. } => ProblemCode::NotFound,
             Self::PreconditionFailed(_) => ProblemCode::PreconditionFailed,
             Self::RangeNotSatisfiable { .. } => ProblemCode::RangeNotSatisfiable,
-            Self::PayloadTooLarge { .. } | Self::ChunkedTooLarge { .. } => {
-                ProblemCode::PayloadTooLarge
-            }
+            Self::PayloadTooLarge { .. }
+            | Self::ChunkedTooLarge { .. }
+            | Self::OriginTooLarge { .. } => ProblemCode::PayloadTooLarge,
             Self::InsufficientStorage(_) => ProblemCode::InsufficientStorage,
             Self::IncompleteBody(_) => ProblemCode::IncompleteBody,
             Self::TooManyKeys { .. } => ProblemCode::TooManyKeys,
@@ -311,7 +320,7 @@ impl From<crate::origin::readthrough::FetchError> for ApiError {
         use crate::origin::readthrough::FetchError;
         match e {
             FetchError::Origin(o) => o.into(),
-            FetchError::TooLarge(_) => Self::OriginUnavailable(e.to_string()),
+            FetchError::TooLarge { length, limit } => Self::OriginTooLarge { length, limit },
             FetchError::Busy(d) => Self::Unavailable {
                 detail: e.to_string(),
                 retry_after: d.as_secs().max(1),

@@ -29,6 +29,7 @@ pub mod forward;
 pub mod limits;
 pub mod objects;
 pub mod ops;
+pub mod passthrough;
 mod preconditions;
 mod resolve;
 mod test_hooks;

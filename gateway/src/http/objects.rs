@@ -248,7 +248,13 @@ async fn read_object(st: AppState, method: Method, req: Request) -> Result<Respo
             .current(&key)
             .ok_or_else(|| ApiError::NotFound(key.clone()))?
     } else {
-        lookup(&st, &key, &q).await?
+        match lookup(&st, &key, &q).await {
+            // Too large to cache: streamed from the origin instead.
+            Err(ApiError::OriginTooLarge { .. }) if pre.is_empty() => {
+                return super::passthrough::serve(&st, &method, &key, h).await;
+            }
+            found => found?,
+        }
     };
     let pinned = q.version.is_some();
     if pre.evaluate(Some(&v), true)? == Outcome::NotModified {

@@ -29,6 +29,8 @@ pub struct OriginObject {
     pub content_type: Option<String>,
     /// The origin's entity tag, for revalidation.
     pub etag: Option<String>,
+    /// For a ranged fetch, the origin's `Content-Range` (`bytes a-b/total`).
+    pub content_range: Option<String>,
     /// The payload.
     pub body: BodyStream,
 }
@@ -76,6 +78,14 @@ pub trait Origin: Send + Sync + std::fmt::Debug {
         &'a self,
         key: &'a str,
         if_none_match: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Fetch, OriginError>>;
+
+    /// Fetches the byte range `range` (an HTTP `Range` value, `bytes=…`) of `key`, for
+    /// objects that are streamed through rather than cached.
+    fn get_range<'a>(
+        &'a self,
+        key: &'a str,
+        range: &'a str,
     ) -> BoxFuture<'a, Result<Fetch, OriginError>>;
 
     /// Stores `body` under `key` (with its SHA-256 as the integrity checksum); returns the

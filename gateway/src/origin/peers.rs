@@ -76,6 +76,7 @@ pub(super) async fn copy(peers: &Peers, key: &str) -> Option<(OriginObject, Opti
             length,
             content_type,
             etag,
+            content_range: None,
             body: Box::pin(body),
         },
         age,

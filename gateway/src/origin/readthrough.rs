@@ -26,9 +26,17 @@ pub enum FetchError {
     /// The origin failed or timed out.
     #[error(transparent)]
     Origin(#[from] OriginError),
-    /// The origin's object is larger than `--max-object-size`.
-    #[error("the origin's object is {0} bytes, over the maximum object size")]
-    TooLarge(u64),
+    /// The origin's object is larger than `--max-object-size` (it is streamed through,
+    /// never cached).
+    #[error(
+        "the origin's object is {length} bytes, over the maximum object size of {limit} bytes"
+    )]
+    TooLarge {
+        /// The object's length.
+        length: u64,
+        /// `--max-object-size`.
+        limit: u64,
+    },
     /// The store could not take the object (memory full of leased values, …).
     #[error("{0}")]
     Store(String),
@@ -263,7 +271,10 @@ impl ReadThrough {
         current: Option<Arc<StoredVersion>>,
     ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
         if obj.length > self.max_object_size {
-            return Err(FetchError::TooLarge(obj.length));
+            return Err(FetchError::TooLarge {
+                length: obj.length,
+                limit: self.max_object_size,
+            });
         }
         let ctype = obj
             .content_type

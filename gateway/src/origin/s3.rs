@@ -183,41 +183,15 @@ impl Origin for S3Origin {
         key: &'a str,
         if_none_match: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Fetch, OriginError>> {
-        Box::pin(async move {
-            let mut req = self
-                .client
-                .get_object()
-                .bucket(&self.config.location.bucket)
-                .key(self.key(key));
-            if let Some(etag) = if_none_match {
-                req = req.if_none_match(etag);
-            }
-            let out = match self.timed("GetObject", key, req.send()).await? {
-                Ok(out) => out,
-                Err((Some(304), _)) => return Ok(Fetch::NotModified),
-                Err((Some(404), _)) => return Ok(Fetch::NotFound),
-                Err((status, detail)) => return Err(failure(status, detail)),
-            };
-            let timeout = self.config.timeout;
-            let body = futures_util::stream::unfold(Some(out.body), move |body| async move {
-                let mut body = body?;
-                match tokio::time::timeout(timeout, body.try_next()).await {
-                    Err(_) => Some((Err(OriginError::Timeout(timeout)), None)),
-                    Ok(Ok(Some(chunk))) => Some((Ok(chunk), Some(body))),
-                    Ok(Ok(None)) => None,
-                    Ok(Err(e)) => Some((
-                        Err(OriginError::Failed(format!("reading the body: {e}"))),
-                        None,
-                    )),
-                }
-            });
-            Ok(Fetch::Found(OriginObject {
-                length: out.content_length.unwrap_or(0).max(0) as u64,
-                content_type: out.content_type,
-                etag: out.e_tag,
-                body: Box::pin(body),
-            }))
-        })
+        Box::pin(self.fetch(key, if_none_match, None))
+    }
+
+    fn get_range<'a>(
+        &'a self,
+        key: &'a str,
+        range: &'a str,
+    ) -> BoxFuture<'a, Result<Fetch, OriginError>> {
+        Box::pin(self.fetch(key, None, Some(range)))
     }
 
     fn put<'a>(
@@ -259,6 +233,54 @@ impl Origin for S3Origin {
 
     fn describe(&self) -> String {
         self.config.location.to_string()
+    }
+}
+
+impl S3Origin {
+    /// GetObject, conditional and/or ranged.
+    async fn fetch(
+        &self,
+        key: &str,
+        if_none_match: Option<&str>,
+        range: Option<&str>,
+    ) -> Result<Fetch, OriginError> {
+        let mut req = self
+            .client
+            .get_object()
+            .bucket(&self.config.location.bucket)
+            .key(self.key(key));
+        if let Some(etag) = if_none_match {
+            req = req.if_none_match(etag);
+        }
+        if let Some(r) = range {
+            req = req.range(r);
+        }
+        let out = match self.timed("GetObject", key, req.send()).await? {
+            Ok(out) => out,
+            Err((Some(304), _)) => return Ok(Fetch::NotModified),
+            Err((Some(404), _)) => return Ok(Fetch::NotFound),
+            Err((status, detail)) => return Err(failure(status, detail)),
+        };
+        let timeout = self.config.timeout;
+        let body = futures_util::stream::unfold(Some(out.body), move |body| async move {
+            let mut body = body?;
+            match tokio::time::timeout(timeout, body.try_next()).await {
+                Err(_) => Some((Err(OriginError::Timeout(timeout)), None)),
+                Ok(Ok(Some(chunk))) => Some((Ok(chunk), Some(body))),
+                Ok(Ok(None)) => None,
+                Ok(Err(e)) => Some((
+                    Err(OriginError::Failed(format!("reading the body: {e}"))),
+                    None,
+                )),
+            }
+        });
+        Ok(Fetch::Found(OriginObject {
+            length: out.content_length.unwrap_or(0).max(0) as u64,
+            content_type: out.content_type,
+            etag: out.e_tag,
+            content_range: out.content_range,
+            body: Box::pin(body),
+        }))
     }
 }
 

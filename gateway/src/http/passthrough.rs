@@ -1,0 +1,80 @@
+//! Objects too large to cache (over `--max-object-size`) are streamed from the origin to
+//! the client as they arrive, never stored: a range is forwarded to the origin as it is.
+//! The answer carries `Rasa-Pass-Through: true` and no `ETag` or version (there is no
+//! version here to name); the SDK then reads it without a SHA-256 to check against.
+
+use axum::body::Body;
+use axum::response::Response;
+use futures_util::StreamExt;
+use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use rasa_openapi::PASS_THROUGH_HEADER;
+
+use super::{ApiError, AppState};
+use crate::origin::Fetch;
+
+/// `key` (or the range the request names) straight from the origin.
+pub(crate) async fn serve(
+    st: &AppState,
+    method: &Method,
+    key: &str,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let Some(rt) = &st.origin else {
+        return Err(ApiError::NotFound(key.to_owned()));
+    };
+    let range = headers
+        .get(header::RANGE)
+        .and_then(|v| v.to_str().ok())
+        .filter(|r| r.starts_with("bytes="));
+    let fetched = match range {
+        Some(r) => rt.origin().get_range(key, r).await,
+        None => rt.origin().get(key, None).await,
+    }?;
+    let obj = match fetched {
+        Fetch::Found(obj) => obj,
+        Fetch::NotFound => return Err(ApiError::NotFound(key.to_owned())),
+        Fetch::NotModified => {
+            return Err(ApiError::OriginUnavailable(
+                "the origin answered 304 to an unconditional request".into(),
+            ))
+        }
+    };
+    metrics::counter!("rasa_origin_pass_through_total").increment(1);
+    let partial = obj.content_range.is_some();
+    let body = if method == Method::HEAD {
+        Body::empty()
+    } else {
+        let bytes = obj.body.map(|chunk| {
+            chunk
+                .inspect(|c| {
+                    metrics::counter!("rasa_origin_pass_through_bytes_total")
+                        .increment(c.len() as u64);
+                })
+                .map_err(|e| std::io::Error::other(e.to_string()))
+        });
+        Body::from_stream(bytes)
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = if partial {
+        StatusCode::PARTIAL_CONTENT
+    } else {
+        StatusCode::OK
+    };
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(obj.length));
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    h.insert(PASS_THROUGH_HEADER, HeaderValue::from_static("true"));
+    let ctype = obj
+        .content_type
+        .unwrap_or_else(|| crate::media::DEFAULT_CONTENT_TYPE.to_owned());
+    if let Ok(v) = HeaderValue::from_str(&ctype) {
+        h.insert(header::CONTENT_TYPE, v);
+    }
+    if let Some(v) = obj
+        .content_range
+        .and_then(|r| HeaderValue::from_str(&r).ok())
+    {
+        h.insert(header::CONTENT_RANGE, v);
+    }
+    Ok(resp)
+}
