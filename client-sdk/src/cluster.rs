@@ -114,9 +114,7 @@ impl Topology {
             let client = match kept {
                 Some((_, c)) => c,
                 None => {
-                    if st.nodes.is_empty() && st.revision == 0 {
-                        tracing::debug!(node = %m.node_id, url = %m.url, "cluster member");
-                    }
+                    tracing::debug!(node = %m.node_id, url = %m.url, incarnation = %m.incarnation, "cluster member (new, or a new process)");
                     self.template
                         .assemble(&m.url, self.http.clone(), Arc::clone(&self.stats), None)
                 }
