@@ -340,6 +340,12 @@ async fn objects_over_the_size_limit_stream_from_s3_without_being_cached() {
         rasa_tests::metric(&gw, "rasa_origin_pass_through_total").await,
         3.0
     );
+    // The first read learnt the object is too large; the next go straight to S3, once each.
+    assert_eq!(
+        s3.ops("GetObject", "pre/huge.bin"),
+        4,
+        "one opening GET, then one per read"
+    );
     // No version here: no descriptor, said plainly.
     let r = c
         .get(gw.url("/v1/descriptors/huge.bin"))

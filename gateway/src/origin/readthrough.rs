@@ -67,6 +67,9 @@ pub struct ReadThrough {
     max_object_size: u64,
     inflight: Mutex<HashMap<String, Flight>>,
     negative: Mutex<HashMap<String, Instant>>,
+    /// Objects found too large to cache (their length, and when), for `--negative-ttl`:
+    /// their reads go straight to pass-through instead of opening the object first.
+    too_large: Mutex<HashMap<String, (u64, Instant)>>,
     /// Other cluster members to fill misses from before the origin.
     peers: std::sync::OnceLock<super::peers::Peers>,
 }
@@ -88,6 +91,7 @@ impl ReadThrough {
             max_object_size,
             inflight: Mutex::default(),
             negative: Mutex::default(),
+            too_large: Mutex::default(),
             peers: std::sync::OnceLock::new(),
         })
     }
@@ -142,6 +146,26 @@ impl ReadThrough {
             metrics::counter!("rasa_cache_negative_hits_total").increment(1);
             return Ok(None);
         }
+        let known_too_large = {
+            let mut big = self
+                .too_large
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match big.get(key) {
+                Some((length, at)) if at.elapsed() < self.negative_ttl => Some(*length),
+                Some(_) => {
+                    big.remove(key);
+                    None
+                }
+                None => None,
+            }
+        };
+        if let Some(length) = known_too_large {
+            return Err(FetchError::TooLarge {
+                length,
+                limit: self.max_object_size,
+            });
+        }
         metrics::counter!("rasa_cache_misses_total").increment(1);
         self.flight(key, None).await
     }
@@ -154,8 +178,12 @@ impl ReadThrough {
             .len()
     }
 
-    /// Forgets a remembered "not found" (after a PUT, say).
+    /// Forgets a remembered "not found" or "too large" (after a PUT, say).
     pub fn forget_negative(&self, key: &str) {
+        self.too_large
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
         self.negative
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -271,6 +299,10 @@ impl ReadThrough {
         current: Option<Arc<StoredVersion>>,
     ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
         if obj.length > self.max_object_size {
+            self.too_large
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(key.to_owned(), (obj.length, Instant::now()));
             return Err(FetchError::TooLarge {
                 length: obj.length,
                 limit: self.max_object_size,
