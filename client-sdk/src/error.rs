@@ -29,6 +29,9 @@ pub enum Error {
     /// A one-sided read was required and could not be done.
     #[error("fast path unavailable: {0}")]
     FastPath(String),
+    /// Reading what a call was to send failed (a file to store).
+    #[error("reading the input failed: {0}")]
+    Input(String),
     /// Writing a streaming read's output failed (the disk is full, the reader of a pipe
     /// went away).
     #[error("writing the output failed: {0}")]

@@ -221,13 +221,54 @@ impl Client {
         body: impl Into<reqwest::Body>,
         content_type: Option<&str>,
     ) -> Result<Descriptor, Error> {
-        let mut payload = Payload::of(body.into()).await?;
+        self.put_body(key, Payload::of(body.into()).await?, None, content_type)
+            .await
+    }
+
+    /// Stores the file at `path`, read a MiB at a time and sent with its length (so the
+    /// gateway streams it into memory too).
+    pub(crate) async fn put_file_here(
+        &self,
+        key: &str,
+        path: &std::path::Path,
+        content_type: Option<&str>,
+    ) -> Result<Descriptor, Error> {
+        use tokio::io::AsyncReadExt;
+        let input = |e: std::io::Error| Error::Input(format!("reading {}: {e}", path.display()));
+        let file = tokio::fs::File::open(path).await.map_err(input)?;
+        let length = file.metadata().await.map_err(input)?.len();
+        let chunks = futures_util::stream::unfold(Some(file), |file| async move {
+            let mut file = file?;
+            let mut buf = vec![0u8; 1 << 20];
+            match file.read(&mut buf).await {
+                Ok(0) => None,
+                Ok(n) => {
+                    buf.truncate(n);
+                    Some((Ok(Bytes::from(buf)), Some(file)))
+                }
+                Err(e) => Some((Err(e), None)),
+            }
+        });
+        let body = Payload::Once(Some(reqwest::Body::wrap_stream(chunks)));
+        self.put_body(key, body, Some(length), content_type).await
+    }
+
+    async fn put_body(
+        &self,
+        key: &str,
+        mut payload: Payload,
+        length: Option<u64>,
+        content_type: Option<&str>,
+    ) -> Result<Descriptor, Error> {
         let url = self.url("objects", key);
         let resp = self
             .exchange(|progress| {
                 let mut req = self.inner.http.put(&url).body(payload.body(progress)?);
                 if let Some(ct) = content_type {
                     req = req.header(reqwest::header::CONTENT_TYPE, ct);
+                }
+                if let Some(n) = length {
+                    req = req.header(reqwest::header::CONTENT_LENGTH, n);
                 }
                 Some(req)
             })

@@ -305,40 +305,25 @@ async fn run(cli: Cli) -> Result<(), String> {
             file,
             content_type,
         } => {
-            let body = if file.as_os_str() == "-" {
+            let d = if file.as_os_str() == "-" {
                 let mut v = Vec::new();
                 std::io::Read::read_to_end(&mut std::io::stdin(), &mut v)
                     .map_err(|e| format!("reading standard input: {e}"))?;
-                v
+                client.put_typed(&key, v, content_type.as_deref()).await
             } else {
-                tokio::fs::read(&file)
-                    .await
-                    .map_err(|e| format!("reading {}: {e}", file.display()))?
-            };
-            let len = body.len() as u64;
-            let pb = bar(len, json, &format!("put {key}"));
-            let body = match &pb {
-                None => reqwest::Body::from(body),
-                Some(pb) => {
-                    let pb = pb.clone();
-                    let chunks: Vec<bytes::Bytes> = bytes::Bytes::from(body)
-                        .chunks(1 << 20)
-                        .map(bytes::Bytes::copy_from_slice)
-                        .collect();
-                    let stream = futures_util::stream::iter(chunks.into_iter().map(move |c| {
-                        pb.inc(c.len() as u64);
-                        Ok::<_, std::io::Error>(c)
-                    }));
-                    reqwest::Body::wrap_stream(stream)
+                // Streamed from disk with its length: memory does not grow with the file.
+                let len = std::fs::metadata(&file).map_or(0, |m| m.len());
+                let spinner = bar(len, json, &format!("put {key}")).inspect(|pb| {
+                    pb.set_style(ProgressStyle::default_spinner());
+                    pb.enable_steady_tick(Duration::from_millis(100));
+                });
+                let d = client.put_file(&key, &file, content_type.as_deref()).await;
+                if let Some(pb) = spinner {
+                    pb.finish_and_clear();
                 }
-            };
-            let d = client
-                .put_typed(&key, body, content_type.as_deref())
-                .await
-                .map_err(|e| with_causes(&e))?;
-            if let Some(pb) = pb {
-                pb.finish_and_clear();
+                d
             }
+            .map_err(|e| with_causes(&e))?;
             let v = serde_json::to_value(&d).expect("descriptor serializes");
             if json {
                 print_json(&v);

@@ -232,6 +232,27 @@ impl Client {
         }
     }
 
+    /// Stores the file at `path` as a new version of `key`, streamed from disk with its
+    /// length (memory does not grow with the file); read again from the start for the
+    /// key's next choice if its owner does not answer.
+    pub async fn put_file(
+        &self,
+        key: &str,
+        path: impl AsRef<std::path::Path>,
+        content_type: Option<&str>,
+    ) -> Result<Descriptor, Error> {
+        let path = path.as_ref();
+        match self
+            .on_owner(key, |c| async move {
+                c.put_file_here(key, path, content_type).await
+            })
+            .await
+        {
+            Some(r) => r,
+            None => self.put_file_here(key, path, content_type).await,
+        }
+    }
+
     /// Deletes `key` (succeeds when absent too).
     pub async fn delete(&self, key: &str) -> Result<(), Error> {
         match self

@@ -204,3 +204,42 @@ async fn an_output_that_is_a_device_is_written_not_replaced() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_is_put_streamed_with_its_length() {
+    // Chunked uploads are gathered in 1 MiB at most here: only a body sent with its
+    // length (streamed into arena memory) can be 64 MiB.
+    let gw = Gateway::start(&["--chunked-upload-memory", "1MiB"]);
+    let value = pattern(BIG, 65);
+    let file = temp_dir("put").join("big");
+    std::fs::write(&file, &value).unwrap();
+    let out = rasa(
+        &gw,
+        &[
+            "put",
+            "big",
+            file.to_str().unwrap(),
+            "--content-type",
+            "application/x-weights",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: Descriptor = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (d.length, d.sha256.as_str()),
+        (BIG as u64, sha256_hex(&value).as_str())
+    );
+    assert_eq!(d.content_type, "application/x-weights");
+    let client = Client::builder(&gw.base).build().unwrap();
+    let d = client.put_file("again", &file, None).await.unwrap();
+    assert_eq!(d.sha256, sha256_hex(&value));
+    let e = client
+        .put_file("none", temp_dir("put").join("missing"), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Input(_)), "{e}");
+}
