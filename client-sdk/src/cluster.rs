@@ -264,20 +264,22 @@ impl Client {
     }
 
     /// Runs `op` on the client of `key`'s owner; when the owner does not answer, on the
-    /// key's next choices (with the hop marker, so they serve it themselves). `None` when
-    /// this client does not talk to a cluster (the caller then serves the call itself).
+    /// key's next choices (with the hop marker, so they serve it themselves). When this
+    /// client does not talk to a cluster (or no member is serving), on this client.
     pub(crate) async fn on_owner<T, Fut>(
         &self,
         key: &str,
         op: impl Fn(Client) -> Fut,
-    ) -> Option<Result<T, Error>>
+    ) -> Result<T, Error>
     where
         Fut: Future<Output = Result<T, Error>>,
     {
-        let topology = self.topology().await?;
+        let Some(topology) = self.topology().await else {
+            return op(self.clone()).await;
+        };
         let order = topology.order(key);
         if order.is_empty() {
-            return None; // no serving member: the seed serves it
+            return op(self.clone()).await; // no serving member: the seed serves it
         }
         let mut last = None;
         for (node, client, owner) in order.into_iter().take(MAX_TRIES) {
@@ -288,9 +290,9 @@ impl Client {
                     topology.suspect(&node);
                     last = Some(e);
                 }
-                other => return Some(other),
+                other => return other,
             }
         }
-        last.map(Err)
+        Err(last.expect("at least one member was tried"))
     }
 }

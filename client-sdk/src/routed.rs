@@ -13,52 +13,32 @@ impl Client {
     /// Reads `key`'s current version: one-sided when the policy allows and it works, else
     /// over HTTP.
     pub async fn get(&self, key: &str) -> Result<Object, Error> {
-        match self
-            .on_owner(key, |c| async move { c.get_here(key).await })
+        self.on_owner(key, |c| async move { c.get_here(key).await })
             .await
-        {
-            Some(r) => r,
-            None => self.get_here(key).await,
-        }
     }
 
     /// Reads `key` one-sided, or fails (never falls back to HTTP). A stale, revoked, torn
     /// or timed-out read drops the cached descriptor and gets one more try with a fresh one.
     pub async fn get_fabric(&self, key: &str) -> Result<Object, Error> {
-        match self
-            .on_owner(key, |c| async move { c.get_fabric_here(key).await })
+        self.on_owner(key, |c| async move { c.get_fabric_here(key).await })
             .await
-        {
-            Some(r) => r,
-            None => self.get_fabric_here(key).await,
-        }
     }
 
     /// Reads `key` over HTTP.
     pub async fn get_http(&self, key: &str) -> Result<Object, Error> {
-        match self
-            .on_owner(key, |c| async move { c.get_http_here(key).await })
+        self.on_owner(key, |c| async move { c.get_http_here(key).await })
             .await
-        {
-            Some(r) => r,
-            None => self.get_http_here(key).await,
-        }
     }
 
     /// Reads bytes `start..end` of `key`'s current version (over HTTP: a range is cheaper to
     /// send than to validate one-sided, since the frame checksum covers the whole value).
     pub async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Object, Error> {
         let r = &range;
-        match self
-            .on_owner(
-                key,
-                |c| async move { c.get_range_here(key, r.clone()).await },
-            )
-            .await
-        {
-            Some(r) => r,
-            None => self.get_range_here(key, range).await,
-        }
+        self.on_owner(
+            key,
+            |c| async move { c.get_range_here(key, r.clone()).await },
+        )
+        .await
     }
 
     /// Reads several keys: one descriptor round trip per member, then all one-sided reads
@@ -84,13 +64,8 @@ impl Client {
 
     /// A descriptor of `key`'s current version (a lease on it).
     pub async fn resolve(&self, key: &str) -> Result<Descriptor, Error> {
-        match self
-            .on_owner(key, |c| async move { c.resolve_here(key).await })
+        self.on_owner(key, |c| async move { c.resolve_here(key).await })
             .await
-        {
-            Some(r) => r,
-            None => self.resolve_here(key).await,
-        }
     }
 
     /// Resolves several keys in one round trip per member; one result per key, in order.
@@ -165,13 +140,8 @@ impl Client {
         path: impl AsRef<std::path::Path>,
     ) -> Result<crate::Written, Error> {
         let path = path.as_ref();
-        match self
-            .on_owner(key, |c| async move { c.get_to_file_here(key, path).await })
+        self.on_owner(key, |c| async move { c.get_to_file_here(key, path).await })
             .await
-        {
-            Some(r) => r,
-            None => self.get_to_file_here(key, path).await,
-        }
     }
 
     /// Streams the version `d` names, one-sided, into `out` (see [`Client::get_to`]);
@@ -221,15 +191,10 @@ impl Client {
             };
         };
         let b = &bytes;
-        match self
-            .on_owner(key, |c| async move {
-                c.put_typed_here(key, b.clone(), content_type).await
-            })
-            .await
-        {
-            Some(r) => r,
-            None => self.put_typed_here(key, bytes, content_type).await,
-        }
+        self.on_owner(key, |c| async move {
+            c.put_typed_here(key, b.clone(), content_type).await
+        })
+        .await
     }
 
     /// Stores the file at `path` as a new version of `key`, streamed from disk with its
@@ -242,37 +207,22 @@ impl Client {
         content_type: Option<&str>,
     ) -> Result<Descriptor, Error> {
         let path = path.as_ref();
-        match self
-            .on_owner(key, |c| async move {
-                c.put_file_here(key, path, content_type).await
-            })
-            .await
-        {
-            Some(r) => r,
-            None => self.put_file_here(key, path, content_type).await,
-        }
+        self.on_owner(key, |c| async move {
+            c.put_file_here(key, path, content_type).await
+        })
+        .await
     }
 
     /// Deletes `key` (succeeds when absent too).
     pub async fn delete(&self, key: &str) -> Result<(), Error> {
-        match self
-            .on_owner(key, |c| async move { c.delete_here(key).await })
+        self.on_owner(key, |c| async move { c.delete_here(key).await })
             .await
-        {
-            Some(r) => r,
-            None => self.delete_here(key).await,
-        }
     }
 
     /// The metadata of `key`'s current version.
     pub async fn head(&self, key: &str) -> Result<Meta, Error> {
-        match self
-            .on_owner(key, |c| async move { c.head_here(key).await })
+        self.on_owner(key, |c| async move { c.head_here(key).await })
             .await
-        {
-            Some(r) => r,
-            None => self.head_here(key).await,
-        }
     }
 
     /// A page of keys starting with `prefix`, after `after`, at most `limit` (1–1000).

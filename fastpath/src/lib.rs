@@ -88,31 +88,3 @@ pub fn report_fatal_signals(program: &'static str) {
         }
     }
 }
-
-/// Gives SIGINT and SIGTERM back their default disposition if a library constructor took
-/// them over.
-///
-/// Debian's libfabric links the PSM (TrueScale) provider library, whose constructor installs
-/// handlers for SIGINT and SIGTERM (and possibly SIGHUP, reset here too) that exit the
-/// process with status 1 (unless
-/// `IPATH_NO_BACKTRACE=1` was set before the program started). An application that wants
-/// a graceful shutdown calls this at start, before installing its own handlers (which would
-/// otherwise chain to PSM's). Handlers set to "ignore" are left alone.
-pub fn reset_termination_signals() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: sigaction with a NULL new action only reads the current one into `old`,
-        // a zeroed, properly sized struct.
-        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 {
-            continue;
-        }
-        if old.sa_sigaction == libc::SIG_DFL || old.sa_sigaction == libc::SIG_IGN {
-            continue;
-        }
-        // SAFETY: installing SIG_DFL (no handler code) for a catchable signal is always sound.
-        unsafe {
-            libc::signal(sig, libc::SIG_DFL);
-        }
-    }
-}

@@ -7,7 +7,7 @@
 //! `$RASA_LIBFABRIC` when set (and only there), else at the AWS EFA installer's path,
 //! else by the dynamic loader's search (`libfabric.so.1`).
 //!
-//! Loading changes no signal disposition: SIGINT, SIGTERM and the fatal signals are
+//! Loading changes no signal disposition: SIGINT, SIGTERM, SIGHUP and the fatal signals are
 //! saved before `dlopen` and put back after, so the library's constructors cannot take
 //! over shutdown or crash reporting.
 
@@ -27,9 +27,10 @@ pub const DEFAULT_PATHS: [&str; 3] = [
 ];
 
 /// Signals whose handling a library's constructor must not change.
-const KEPT_SIGNALS: [libc::c_int; 7] = [
+const KEPT_SIGNALS: [libc::c_int; 8] = [
     libc::SIGINT,
     libc::SIGTERM,
+    libc::SIGHUP,
     libc::SIGSEGV,
     libc::SIGBUS,
     libc::SIGILL,

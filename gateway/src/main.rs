@@ -123,9 +123,6 @@ fn log_panics() {
 }
 
 async fn serve(args: Args) -> Result<(), String> {
-    // libfabric's PSM dependency hijacks SIGINT/SIGTERM at load time (exit 1, no graceful
-    // shutdown); take them back before installing ours.
-    rasa_fastpath::reset_termination_signals();
     let shutdown =
         server::shutdown_signal().map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let tokens = match &args.token_file {

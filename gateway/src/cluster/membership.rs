@@ -198,15 +198,7 @@ pub(super) async fn keep_lease(cluster: Arc<Cluster>) {
             Ok((mut keeper, mut answers)) => {
                 let mut tick = tokio::time::interval(every);
                 loop {
-                    tokio::select! {
-                        _ = tick.tick() => {}
-                        () = cluster.record_changed.notified() => {
-                            if let Err(e) = write_record(&cluster).await {
-                                tracing::warn!(error = %e, "cluster: cannot update this node's record");
-                            }
-                            continue;
-                        }
-                    }
+                    tick.tick().await;
                     if keeper.keep_alive().await.is_err() {
                         break false;
                     }

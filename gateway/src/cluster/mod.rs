@@ -59,8 +59,6 @@ pub struct Cluster {
     etcd: etcd_client::Client,
     /// The lease this node's record lives under (0 before registration).
     lease: std::sync::atomic::AtomicI64,
-    /// Woken when the record changes (state), so the keeper writes it again.
-    record_changed: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -95,7 +93,6 @@ impl Cluster {
             view: watch::Sender::new(View::default()),
             etcd,
             lease: Default::default(),
-            record_changed: tokio::sync::Notify::new(),
             config,
         });
         membership::register(&cluster).await?;
@@ -165,7 +162,6 @@ impl Cluster {
                 "cluster: etcd did not take the draining record in time; leaving anyway"
             ),
         }
-        self.record_changed.notify_one();
     }
 
     /// Leaves the cluster: revokes this node's lease, which removes its record at once.
