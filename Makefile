@@ -5,7 +5,7 @@ CARGO ?= cargo
 # Extra flags for the gateway, e.g. `make run ARGS="--memory 4GiB --listen 0.0.0.0:8080"`.
 ARGS ?=
 
-.PHONY: setup run build test lint openapi bench stress docker-check fuzz-api
+.PHONY: setup run build test lint openapi bench stress docker-check fuzz-api python
 
 setup:
 	@./scripts/setup.sh
@@ -18,13 +18,19 @@ build: setup
 	$(CARGO) build --workspace --locked
 
 ## Formatting, lints, unit tests, end-to-end tests (which start the real binary, s3s-fs and
-## libfabric endpoints) and a bounded schemathesis run against the OpenAPI document.
+## libfabric endpoints), the Python SDK's tests (pytest) and a bounded schemathesis run
+## against the OpenAPI document.
 test: setup
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) build --workspace --bins --locked
 	$(CARGO) test --workspace --locked
+	./scripts/python.sh --test
 	./scripts/fuzz-api.sh 20
+
+## The Python SDK (rasa_client) built into a virtualenv at .venv: `. .venv/bin/activate`.
+python: setup
+	./scripts/python.sh
 
 ## Fuzz the HTTP API with schemathesis (no 5xx, no violation of our own OpenAPI document).
 fuzz-api: setup

@@ -45,6 +45,16 @@ pub enum Error {
         /// What failed.
         cause: Box<Error>,
     },
+    /// The caller's buffer cannot hold the value: it needs `needed` bytes (`None` when the
+    /// gateway did not say the length up front) and has `capacity`. Nothing usable was
+    /// written.
+    #[error("the buffer holds {capacity} bytes; the value needs {}", .needed.map_or_else(|| "more".to_owned(), |n| n.to_string()))]
+    BufferTooSmall {
+        /// The value's length, when known.
+        needed: Option<u64>,
+        /// The buffer's length.
+        capacity: u64,
+    },
     /// The client could not be built as configured (unreadable CA file, bad token).
     #[error("client configuration: {0}")]
     Config(String),

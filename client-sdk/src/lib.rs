@@ -48,6 +48,7 @@ mod descriptors;
 mod error;
 mod fabric;
 mod http;
+mod into;
 mod object;
 mod routed;
 mod stats;
@@ -60,6 +61,7 @@ pub use client::Client;
 pub use descriptors::remote_frame;
 pub use error::Error;
 pub use http::MAX_BUSY_WAIT;
+pub use into::BufResult;
 pub use object::{FastPath, Meta, Object, ReadPath};
 pub use rasa_openapi::{
     Descriptor, DescriptorBatchRequest, DescriptorBatchResponse, DescriptorResult, FabricInfo,

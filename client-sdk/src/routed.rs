@@ -252,7 +252,7 @@ impl Client {
 
     /// The member to send `key` to first (and whether it is the owner), when this client
     /// talks to a cluster.
-    async fn owner_client(&self, key: &str) -> Option<(Client, bool)> {
+    pub(crate) async fn owner_client(&self, key: &str) -> Option<(Client, bool)> {
         self.topology().await?.first(key)
     }
 

@@ -10,9 +10,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use rasa_fastpath::reader::RemoteFrame;
 use rasa_openapi::Descriptor;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::OwnedMutexGuard;
 
 use crate::descriptors::{deadline_of, remote_frame};
 use crate::fabric::FabricState;
@@ -80,7 +82,9 @@ impl Client {
                 }
             }
         }
-        self.http_to(key, out).await.map_err(Partial::into_error)
+        self.http_to(key, out, None)
+            .await
+            .map_err(Partial::into_error)
     }
 
     pub(crate) async fn get_to_file_here(&self, key: &str, path: &Path) -> Result<Written, Error> {
@@ -134,7 +138,7 @@ impl Client {
                     }
                 }
             }
-            self.http_to(key, &mut file).await.map_err(Partial::into_error)
+            self.http_to(key, &mut file, None).await.map_err(Partial::into_error)
         }
         .await;
         let done = match result {
@@ -217,29 +221,7 @@ impl Client {
         deadline: Instant,
         out: &mut W,
     ) -> Result<Written, Partial> {
-        let Some(frame) = remote_frame(d)? else {
-            self.count_fallback(Fallback::Unavailable);
-            return Err(Error::FastPath("the gateway serves HTTP only".into()).into());
-        };
-        if self
-            .inner
-            .rebuilding
-            .load(std::sync::atomic::Ordering::Acquire)
-        {
-            self.count_fallback(Fallback::Rebuilding);
-            return Err(Error::FastPath("the fabric endpoint is being rebuilt".into()).into());
-        }
-        if Instant::now() >= deadline {
-            self.count_fallback(Fallback::LeaseExpired);
-            return Err(
-                Error::FastPath("the descriptor's lease ended before the read".into()).into(),
-            );
-        }
-        let mut state = Arc::clone(&self.inner.fabric).lock_owned().await;
-        if let Err(e) = self.connect(&mut state).await {
-            self.count_fallback(Fallback::Unavailable);
-            return Err(e.into());
-        }
+        let (frame, mut state) = self.reader_for(d, deadline).await?;
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(2);
         let task = tokio::task::spawn_blocking(move || {
             let r = match &mut *state {
@@ -297,18 +279,65 @@ impl Client {
         }
     }
 
+    /// What a one-sided read of `d` needs: its remote frame and the connected reader
+    /// (locked), unless the fast path is unavailable, being rebuilt, or the lease is over.
+    pub(crate) async fn reader_for(
+        &self,
+        d: &Descriptor,
+        deadline: Instant,
+    ) -> Result<(RemoteFrame, OwnedMutexGuard<FabricState>), Error> {
+        let Some(frame) = remote_frame(d)? else {
+            self.count_fallback(Fallback::Unavailable);
+            return Err(Error::FastPath("the gateway serves HTTP only".into()));
+        };
+        if self
+            .inner
+            .rebuilding
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            self.count_fallback(Fallback::Rebuilding);
+            return Err(Error::FastPath(
+                "the fabric endpoint is being rebuilt".into(),
+            ));
+        }
+        if Instant::now() >= deadline {
+            self.count_fallback(Fallback::LeaseExpired);
+            return Err(Error::FastPath(
+                "the descriptor's lease ended before the read".into(),
+            ));
+        }
+        let mut state = Arc::clone(&self.inner.fabric).lock_owned().await;
+        if let Err(e) = self.connect(&mut state).await {
+            self.count_fallback(Fallback::Unavailable);
+            return Err(e);
+        }
+        Ok((frame, state))
+    }
+
     /// `key` over HTTP into `out`, chunk by chunk while hashing; the last chunk is written
     /// only once the SHA-256 matches the one the gateway named.
-    async fn http_to<W: AsyncWrite + Unpin + ?Sized>(
+    /// With `room`, a value longer than that fails before any byte is written
+    /// ([`Error::BufferTooSmall`]).
+    pub(crate) async fn http_to<W: AsyncWrite + Unpin + ?Sized>(
         &self,
         key: &str,
         out: &mut W,
+        room: Option<u64>,
     ) -> Result<Written, Partial> {
         let mut resp = self
             .send(self.inner.http.get(self.url("objects", key)))
             .await?;
         if !resp.status().is_success() {
             return Err(self.problem(resp).await.into());
+        }
+        if let (Some(capacity), Some(needed)) = (room, resp.content_length()) {
+            if needed > capacity {
+                return Err(Error::BufferTooSmall {
+                    needed: Some(needed),
+                    capacity,
+                }
+                .into());
+            }
         }
         let header = |name: &str| {
             resp.headers()

@@ -6,6 +6,7 @@ mod cluster;
 mod fabric_check;
 mod fastpath;
 mod faults;
+mod into;
 mod layers;
 mod library;
 mod objects;

@@ -1,0 +1,195 @@
+//! Reads into memory the caller owns: [`Client::get_into`] fills the caller's buffer with
+//! one copy (from the reader's registered scratch ring one-sided, from each body chunk
+//! over HTTP), validated like every read. The buffer is handed over for the read and
+//! handed back with the result (the one-sided part runs on the blocking pool, so it needs
+//! the buffer for as long as that runs), the way `tokio-uring` does.
+
+use std::io::Cursor;
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use rasa_openapi::Descriptor;
+use sha2::{Digest, Sha256};
+
+use crate::stream::Written;
+use crate::{Client, Error, Fallback, FastPath, ReadPath};
+
+/// A result and the buffer that was handed over for it.
+pub type BufResult<T, B> = (Result<T, Error>, B);
+
+/// Reads of a batch in flight together (descriptor requests and HTTP reads overlap;
+/// one-sided reads take turns on the client's endpoint).
+const BATCH_CONCURRENCY: usize = 16;
+
+impl Client {
+    /// Reads `key`'s current version into the front of `buf` and hands `buf` back:
+    /// one-sided when the policy allows and it works, else over HTTP. The value's length
+    /// is in the returned [`Written`]. A buffer shorter than the value gives
+    /// [`Error::BufferTooSmall`] (naming the length needed) before anything is read. On any
+    /// error the buffer's contents are unspecified.
+    pub async fn get_into<B: AsMut<[u8]> + Send + 'static>(
+        &self,
+        key: &str,
+        buf: B,
+    ) -> BufResult<Written, B> {
+        match self.owner_client(key).await {
+            Some((c, owner)) => {
+                crate::cluster::with_hop(!owner, async { c.get_into_here(key, buf).await }).await
+            }
+            None => self.get_into_here(key, buf).await,
+        }
+    }
+
+    /// [`Client::get_into`] for several keys, a buffer each, several in flight at once.
+    /// One result per key, in order, each with its buffer.
+    pub async fn get_many_into<B: AsMut<[u8]> + Send + 'static>(
+        &self,
+        keys: &[&str],
+        bufs: Vec<B>,
+    ) -> Vec<BufResult<Written, B>> {
+        assert_eq!(keys.len(), bufs.len(), "one buffer per key");
+        // Owned keys and clients: the batch's future stays `Send` for any caller.
+        let owned: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
+        futures_util::stream::iter(owned.into_iter().zip(bufs))
+            .map(|(k, b)| {
+                let c = self.clone();
+                async move { c.get_into(&k, b).await }
+            })
+            .buffered(BATCH_CONCURRENCY)
+            .collect()
+            .await
+    }
+
+    async fn get_into_here<B: AsMut<[u8]> + Send + 'static>(
+        &self,
+        key: &str,
+        mut buf: B,
+    ) -> BufResult<Written, B> {
+        if self.inner.fast_path != FastPath::Off && !self.known_unavailable() {
+            let mut last = None;
+            for attempt in 0..2 {
+                let (d, deadline) = match self.descriptor(key, attempt > 0).await {
+                    Ok(d) => d,
+                    Err(e) => {
+                        last = Some(e);
+                        break;
+                    }
+                };
+                let capacity = buf.as_mut().len() as u64;
+                if d.length > capacity {
+                    let needed = Some(d.length);
+                    return (Err(Error::BufferTooSmall { needed, capacity }), buf);
+                }
+                let (r, b) = self.frame_into(&d, deadline, buf).await;
+                buf = b;
+                match r {
+                    Ok(w) => return (Ok(w), buf),
+                    Err(e) => {
+                        self.forget(key);
+                        last = Some(e);
+                        if self
+                            .inner
+                            .rebuilding
+                            .load(std::sync::atomic::Ordering::Acquire)
+                        {
+                            break; // the endpoint is down for a while: don't wait for it
+                        }
+                    }
+                }
+            }
+            let e = last.expect("at least one attempt");
+            // The gateway answered no, or did not answer in time, or the policy requires
+            // the fast path: HTTP would not do better (but for an object too large to
+            // cache, which only HTTP serves).
+            let done = matches!(e, Error::Problem(_) | Error::Timeout { .. }) && !e.http_only();
+            if done || self.inner.fast_path == FastPath::Required {
+                return (Err(e), buf);
+            }
+            tracing::debug!(key, error = %e, "fast path failed; reading over HTTP");
+        }
+        let capacity = buf.as_mut().len() as u64;
+        let mut out = Cursor::new(buf.as_mut());
+        let r = self
+            .http_to(key, &mut out, Some(capacity))
+            .await
+            .map_err(|p| match p.error {
+                // The body outgrew the buffer (its length was not said up front).
+                Error::Output(_) if out.position() == capacity => Error::BufferTooSmall {
+                    needed: None,
+                    capacity,
+                },
+                error => error,
+            });
+        (r, buf)
+    }
+
+    /// The frame `d` names, one-sided, copied from the reader's scratch ring straight into
+    /// `buf` (on the blocking pool, which owns `buf` meanwhile).
+    async fn frame_into<B: AsMut<[u8]> + Send + 'static>(
+        &self,
+        d: &Descriptor,
+        deadline: Instant,
+        buf: B,
+    ) -> BufResult<Written, B> {
+        let (frame, mut state) = match self.reader_for(d, deadline).await {
+            Ok(r) => r,
+            Err(e) => return (Err(e), buf),
+        };
+        let verify = self.inner.verify_sha256.then(|| d.sha256.clone());
+        let task = tokio::task::spawn_blocking(move || {
+            let mut buf = buf;
+            let dst = buf.as_mut();
+            let mut at = 0usize;
+            let r = match &mut *state {
+                crate::fabric::FabricState::Ready { reader, .. } => {
+                    reader.read_to(&frame, deadline, &mut |piece| {
+                        let end = at + piece.len();
+                        let Some(room) = dst.get_mut(at..end) else {
+                            return Err("the value outgrew the buffer".to_owned());
+                        };
+                        room.copy_from_slice(piece);
+                        at = end;
+                        Ok(())
+                    })
+                }
+                _ => unreachable!("connected by reader_for"),
+            };
+            let digest_ok = match (&r, verify) {
+                (Ok(()), Some(want)) => hex::encode(Sha256::digest(&dst[..at])) == want,
+                _ => true,
+            };
+            (state, r, digest_ok, at, buf)
+        });
+        let (state, r, digest_ok, length, buf) = match task.await {
+            Ok(done) => done,
+            // The task owned the buffer; a panic there is a bug, not a read failure.
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => panic!("the runtime stopped during a one-sided read: {e}"),
+        };
+        let r = match r {
+            Err(e) => {
+                self.after_failure(&e, state);
+                Err(Error::FastPath(e.to_string()))
+            }
+            Ok(()) if !digest_ok => {
+                drop(state);
+                self.count_fallback(Fallback::Sha256Mismatch);
+                Err(Error::FastPath(
+                    "SHA-256 mismatch on a one-sided read".into(),
+                ))
+            }
+            Ok(()) => {
+                drop(state);
+                self.count_read(ReadPath::Fabric);
+                Ok(Written {
+                    length: length as u64,
+                    version: d.version.clone(),
+                    sha256: d.sha256.clone(),
+                    content_type: d.content_type.clone(),
+                    path: ReadPath::Fabric,
+                })
+            }
+        };
+        (r, buf)
+    }
+}

@@ -1,0 +1,139 @@
+"""rasa_client: the Python SDK of Rasa, an object-store gateway with one-sided RDMA reads.
+
+``Client`` blocks (with the GIL released while it waits); ``AsyncClient`` has the same
+methods as coroutines. Both read one-sided over libfabric when the gateway and this
+machine can (``fast_path="auto"``), over HTTP otherwise, and always return the right
+bytes or raise a ``RasaError``.
+
+    >>> import rasa_client
+    >>> with rasa_client.Client("http://127.0.0.1:8080") as c:
+    ...     c.put("greeting", b"hello")
+    ...     obj = c.get("greeting")
+    ...     bytes(obj), obj.path
+    (b'hello', 'fabric')
+
+Clients are safe to share between threads, keep working in a ``fork()``\\ ed child (which
+makes its own connections and fabric endpoint on first use), and pickle as their
+configuration (token included).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from . import _native
+from ._errors import *  # noqa: F403
+from ._errors import __all__ as _errors_all
+from ._native import Descriptor, Meta, Object, ObjectList, ObjectSummary
+
+__version__: str = _native.__version__
+
+__all__ = [
+    "Client",
+    "AsyncClient",
+    "Object",
+    "Descriptor",
+    "Meta",
+    "ObjectList",
+    "ObjectSummary",
+    *_errors_all,
+]
+
+
+def _env_settings() -> dict[str, Any]:
+    """Client settings from the environment (the same variables as the ``rasa`` CLI)."""
+    kw: dict[str, Any] = {"endpoint": os.environ.get("RASA_ENDPOINT", "http://127.0.0.1:8080")}
+    if "RASA_TOKEN" in os.environ:
+        kw["token"] = os.environ["RASA_TOKEN"]
+    if "RASA_CA_FILE" in os.environ:
+        kw["ca_file"] = os.environ["RASA_CA_FILE"]
+    if "RASA_FAST_PATH" in os.environ:
+        kw["fast_path"] = os.environ["RASA_FAST_PATH"]
+    if "RASA_FABRIC_ADDR" in os.environ:
+        kw["fabric_addr"] = os.environ["RASA_FABRIC_ADDR"]
+    if "RASA_TIMEOUT" in os.environ:
+        kw["timeout"] = float(os.environ["RASA_TIMEOUT"].removesuffix("s"))
+    return kw
+
+
+class Client(_native.Client):
+    """A client of a Rasa gateway, or of a cluster (comma-separated seed endpoints).
+
+    Args:
+        endpoint: the gateway's URL, e.g. ``"http://127.0.0.1:8080"``.
+        fast_path: ``"auto"`` (one-sided when possible, else HTTP), ``"off"`` (HTTP
+            only) or ``"required"`` (one-sided or ``FastPathUnavailable``).
+        token: a bearer token, for gateways run with ``--token-file``.
+        ca_file: a PEM file of extra certificate authorities for ``https://`` endpoints.
+        timeout: seconds an HTTP exchange may go without progress.
+        read_timeout: seconds a one-sided read may take.
+        connect_timeout: seconds to wait for a connection.
+        verify_sha256: also check each one-sided read's SHA-256 (frames are always
+            checked against their checksum).
+        fabric_addr: the local address of this side's fabric endpoint.
+        retries_when_busy: how often a ``503`` with ``Retry-After`` is retried.
+        discover_cluster: learn a cluster's members from the endpoint and send each key
+            to its owner.
+    """
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Client:
+        """A client configured by ``RASA_ENDPOINT``, ``RASA_TOKEN``, ``RASA_CA_FILE``,
+        ``RASA_FAST_PATH``, ``RASA_FABRIC_ADDR`` and ``RASA_TIMEOUT`` (seconds)."""
+        return cls(**{**_env_settings(), **overrides})
+
+    def iter_keys(self, prefix: str = "", *, page_size: int = 1000) -> Iterator[ObjectSummary]:
+        """Every key starting with ``prefix``, in order, fetched a page at a time."""
+        after: str | None = None
+        while True:
+            page = self.list(prefix, after=after, limit=page_size)
+            yield from page.items
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __reduce__(self):
+        kw = self._config()
+        return (functools.partial(type(self), **kw), ())
+
+
+class AsyncClient(_native.AsyncClient):
+    """A client of a Rasa gateway whose methods are coroutines (on the SDK's own tokio
+    runtime; many may be in flight at once). Takes the same arguments as ``Client``."""
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> AsyncClient:
+        """An async client configured from the environment, like ``Client.from_env``."""
+        return cls(**{**_env_settings(), **overrides})
+
+    async def iter_keys(
+        self, prefix: str = "", *, page_size: int = 1000
+    ) -> AsyncIterator[ObjectSummary]:
+        """Every key starting with ``prefix``, in order, fetched a page at a time."""
+        after: str | None = None
+        while True:
+            page = await self.list(prefix, after=after, limit=page_size)
+            for item in page.items:
+                yield item
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def __reduce__(self):
+        kw = self._config()
+        return (functools.partial(type(self), **kw), ())

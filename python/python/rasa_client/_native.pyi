@@ -1,0 +1,163 @@
+"""Type stubs of the extension module (the Rust half of rasa_client)."""
+
+from collections.abc import Awaitable, Sequence
+from os import PathLike
+from typing import Any, Literal
+
+from typing_extensions import Buffer
+
+__version__: str
+
+FastPathMode = Literal["auto", "off", "required"]
+
+class Object:
+    """A value read from the gateway; read-only buffer protocol (zero-copy)."""
+
+    version: str
+    """The version id."""
+    sha256: str
+    """The value's SHA-256, lowercase hex."""
+    content_type: str
+    """Its media type."""
+    path: Literal["fabric", "http"]
+    """How the bytes travelled: one-sided (``"fabric"``) or ``"http"``."""
+    def __len__(self) -> int: ...
+    def __bytes__(self) -> bytes: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
+class Descriptor:
+    """Where and how a version can be read one-sided, and its lease."""
+
+    key: str
+    version: str
+    length: int
+    sha256: str
+    content_type: str
+    lease_ms: int
+    lease_expires_at: str
+    node_id: str | None
+    one_sided: bool
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, as the gateway sent it (JSON names)."""
+
+class Meta:
+    """The metadata of a version (``head``)."""
+
+    version: str
+    length: int
+    etag: str
+    content_type: str
+
+class ObjectSummary:
+    """A key in a listing."""
+
+    key: str
+    version: str
+    length: int
+    etag: str
+
+class ObjectList:
+    """A page of a listing."""
+
+    items: list[ObjectSummary]
+    next_after: str | None
+    """Pass as ``after`` for the next page; ``None`` on the last one."""
+    def __len__(self) -> int: ...
+
+class Client:
+    """A blocking client; the GIL is released while it waits."""
+
+    def __new__(
+        cls,
+        endpoint: str = "http://127.0.0.1:8080",
+        *,
+        fast_path: FastPathMode = "auto",
+        token: str | None = None,
+        ca_file: str | PathLike[str] | None = None,
+        timeout: float = 30.0,
+        read_timeout: float = 5.0,
+        connect_timeout: float = 3.0,
+        verify_sha256: bool = False,
+        fabric_addr: str | None = None,
+        retries_when_busy: int = 2,
+        discover_cluster: bool = True,
+    ) -> Client: ...
+    def put(self, key: str, data: Buffer, content_type: str | None = None) -> Descriptor:
+        """Stores ``data`` as a new version of ``key``."""
+    def get(self, key: str) -> Object:
+        """Reads ``key``'s current version."""
+    def get_into(self, key: str, out: Buffer) -> int:
+        """Reads ``key`` into the writable buffer ``out``; returns the bytes written."""
+    def get_many(self, keys: Sequence[str]) -> list[Object | None | Exception]:
+        """One result per key: the object, ``None`` for a miss, or the exception."""
+    def get_many_into(
+        self, keys: Sequence[str], out: Buffer | Sequence[Buffer], offsets: Sequence[int] | None = None
+    ) -> list[int | None | Exception]:
+        """Reads keys into a buffer each, or one buffer cut at ``offsets``."""
+    def get_range(self, key: str, start: int, end: int) -> Object:
+        """Bytes ``start`` (inclusive) to ``end`` (exclusive) of ``key``."""
+    def head(self, key: str) -> Meta:
+        """The metadata of ``key``'s current version."""
+    def exists(self, key: str) -> bool:
+        """Whether ``key`` has a current version."""
+    def list(self, prefix: str = "", *, after: str | None = None, limit: int = 1000) -> ObjectList:
+        """A page of keys starting with ``prefix``."""
+    def delete(self, key: str) -> None:
+        """Deletes ``key`` (no error when absent)."""
+    def resolve(self, key: str) -> Descriptor:
+        """The descriptor of ``key``'s current version."""
+    def stats(self) -> dict[str, Any]:
+        """Read counters: fabric_reads, http_reads, busy_retries, fallbacks."""
+    def close(self) -> None:
+        """Closes connections and the fabric endpoint; later calls raise."""
+    def _config(self) -> dict[str, Any]: ...
+
+class AsyncClient:
+    """A client whose calls are coroutines on the SDK's tokio runtime."""
+
+    def __new__(
+        cls,
+        endpoint: str = "http://127.0.0.1:8080",
+        *,
+        fast_path: FastPathMode = "auto",
+        token: str | None = None,
+        ca_file: str | PathLike[str] | None = None,
+        timeout: float = 30.0,
+        read_timeout: float = 5.0,
+        connect_timeout: float = 3.0,
+        verify_sha256: bool = False,
+        fabric_addr: str | None = None,
+        retries_when_busy: int = 2,
+        discover_cluster: bool = True,
+    ) -> AsyncClient: ...
+    def put(self, key: str, data: Buffer, content_type: str | None = None) -> Awaitable[Descriptor]:
+        """Stores ``data`` as a new version of ``key``."""
+    def get(self, key: str) -> Awaitable[Object]:
+        """Reads ``key``'s current version."""
+    def get_into(self, key: str, out: Buffer) -> Awaitable[int]:
+        """Reads ``key`` into the writable buffer ``out``; returns the bytes written."""
+    def get_many(self, keys: Sequence[str]) -> Awaitable[list[Object | None | Exception]]:
+        """One result per key: the object, ``None`` for a miss, or the exception."""
+    def get_many_into(
+        self, keys: Sequence[str], out: Buffer | Sequence[Buffer], offsets: Sequence[int] | None = None
+    ) -> Awaitable[list[int | None | Exception]]:
+        """Reads keys into a buffer each, or one buffer cut at ``offsets``."""
+    def get_range(self, key: str, start: int, end: int) -> Awaitable[Object]:
+        """Bytes ``start`` (inclusive) to ``end`` (exclusive) of ``key``."""
+    def head(self, key: str) -> Awaitable[Meta]:
+        """The metadata of ``key``'s current version."""
+    def exists(self, key: str) -> Awaitable[bool]:
+        """Whether ``key`` has a current version."""
+    def list(
+        self, prefix: str = "", *, after: str | None = None, limit: int = 1000
+    ) -> Awaitable[ObjectList]:
+        """A page of keys starting with ``prefix``."""
+    def delete(self, key: str) -> Awaitable[None]:
+        """Deletes ``key`` (no error when absent)."""
+    def resolve(self, key: str) -> Awaitable[Descriptor]:
+        """The descriptor of ``key``'s current version."""
+    def stats(self) -> dict[str, Any]:
+        """Read counters: fabric_reads, http_reads, busy_retries, fallbacks."""
+    def close(self) -> None:
+        """Closes connections and the fabric endpoint; later calls raise."""
+    def _config(self) -> dict[str, Any]: ...

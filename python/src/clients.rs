@@ -1,0 +1,214 @@
+//! `Client` (blocking; the GIL is released while it waits) and `AsyncClient` (coroutines
+//! on the SDK's runtime): the same methods, written once ([`methods!`]) over the futures
+//! of [`crate::ops`]; only how a call is awaited differs.
+
+use std::future::Future;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use pyo3::IntoPyObjectExt;
+
+use crate::buffer::{In, Out};
+use crate::core::{Config, Core};
+use crate::ops;
+use crate::runtime::{coroutine, wait};
+
+/// A client of a Rasa gateway (or a cluster of them) whose calls block, with the GIL
+/// released while they wait.
+#[pyclass(subclass, frozen, module = "rasa_client")]
+pub(crate) struct Client {
+    core: Core,
+}
+
+/// A client of a Rasa gateway (or a cluster of them) whose calls are coroutines.
+#[pyclass(subclass, frozen, module = "rasa_client")]
+pub(crate) struct AsyncClient {
+    core: Core,
+}
+
+/// Runs `fut` to its end with the GIL released.
+fn blocking<'py, F, T>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = PyResult<T>> + Send,
+    T: IntoPyObject<'py> + Send,
+{
+    wait(py, fut)??.into_bound_py_any(py)
+}
+
+macro_rules! methods {
+    ($class:ident, $run:ident) => {
+        #[pymethods]
+        impl $class {
+            #[new]
+            #[pyo3(signature = (
+                                endpoint = "http://127.0.0.1:8080".to_owned(),
+                                *,
+                                fast_path = "auto",
+                                token = None,
+                                ca_file = None,
+                                timeout = 30.0,
+                                read_timeout = 5.0,
+                                connect_timeout = 3.0,
+                                verify_sha256 = false,
+                                fabric_addr = None,
+                                retries_when_busy = 2,
+                                discover_cluster = true,
+                            ))]
+            #[allow(clippy::too_many_arguments)]
+            fn new(
+                endpoint: String,
+                fast_path: &str,
+                token: Option<String>,
+                ca_file: Option<std::path::PathBuf>,
+                timeout: f64,
+                read_timeout: f64,
+                connect_timeout: f64,
+                verify_sha256: bool,
+                fabric_addr: Option<String>,
+                retries_when_busy: u32,
+                discover_cluster: bool,
+            ) -> PyResult<Self> {
+                let ca_file = ca_file.map(|p| p.to_string_lossy().into_owned());
+                let config = Config::new(
+                    endpoint,
+                    fast_path,
+                    token,
+                    ca_file,
+                    timeout,
+                    read_timeout,
+                    connect_timeout,
+                    verify_sha256,
+                    fabric_addr,
+                    retries_when_busy,
+                    discover_cluster,
+                )?;
+                Ok(Self {
+                    core: Core::new(config),
+                })
+            }
+
+            /// Stores `data` (any bytes-like object) as a new version of `key`; returns
+            /// its descriptor.
+            #[pyo3(signature = (key, data, content_type = None))]
+            fn put<'py>(
+                &self,
+                py: Python<'py>,
+                key: String,
+                data: &Bound<'py, PyAny>,
+                content_type: Option<String>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                let data = In::bytes(data)?;
+                $run(py, ops::put(self.core.sdk()?, key, data, content_type))
+            }
+
+            /// Reads `key`'s current version (one-sided when possible) as an `Object`.
+            fn get<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
+                $run(py, ops::get(self.core.sdk()?, key))
+            }
+
+            /// Reads `key`'s current version into the writable buffer `out`; returns the
+            /// number of bytes written. `BufferTooSmall` (with `.needed`) when it does not fit.
+            fn get_into<'py>(
+                &self,
+                py: Python<'py>,
+                key: String,
+                out: &Bound<'py, PyAny>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                let out = Out::of(out)?;
+                $run(py, ops::get_into(self.core.sdk()?, key, out))
+            }
+
+            /// Reads several keys: one result per key, `None` for a miss, the exception
+            /// for another failure.
+            fn get_many<'py>(
+                &self,
+                py: Python<'py>,
+                keys: Vec<String>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                $run(py, ops::get_many(self.core.sdk()?, keys))
+            }
+
+            /// Reads several keys into caller memory: `out` is a buffer per key, or one
+            /// buffer with `offsets` (where each key's value starts; each region runs to
+            /// the next offset). One result per key: bytes written, `None` for a miss, or
+            /// the exception.
+            #[pyo3(signature = (keys, out, offsets = None))]
+            fn get_many_into<'py>(
+                &self,
+                py: Python<'py>,
+                keys: Vec<String>,
+                out: &Bound<'py, PyAny>,
+                offsets: Option<Vec<usize>>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                let outs = ops::regions(keys.len(), out, offsets)?;
+                $run(py, ops::get_many_into(self.core.sdk()?, keys, outs))
+            }
+
+            /// Reads bytes `start` (inclusive) to `end` (exclusive) of `key`.
+            fn get_range<'py>(
+                &self,
+                py: Python<'py>,
+                key: String,
+                start: u64,
+                end: u64,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                $run(py, ops::get_range(self.core.sdk()?, key, start, end))
+            }
+
+            /// The metadata of `key`'s current version (`Meta`).
+            fn head<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
+                $run(py, ops::head(self.core.sdk()?, key))
+            }
+
+            /// Whether `key` has a current version.
+            fn exists<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
+                $run(py, ops::exists(self.core.sdk()?, key))
+            }
+
+            /// A page of keys starting with `prefix` after `after` (`ObjectList`).
+            #[pyo3(signature = (prefix = String::new(), *, after = None, limit = 1000))]
+            fn list<'py>(
+                &self,
+                py: Python<'py>,
+                prefix: String,
+                after: Option<String>,
+                limit: usize,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                $run(py, ops::list(self.core.sdk()?, prefix, after, limit))
+            }
+
+            /// Deletes `key` (no error when it is absent).
+            fn delete<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
+                $run(py, ops::delete(self.core.sdk()?, key))
+            }
+
+            /// The descriptor of `key`'s current version (where to read it one-sided).
+            fn resolve<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
+                $run(py, ops::resolve(self.core.sdk()?, key))
+            }
+
+            /// Read counters: `fabric_reads`, `http_reads`, `busy_retries`, and
+            /// `fallbacks` (why reads left the fast path).
+            fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+                self.core.stats(py)
+            }
+
+            /// Closes connections and the fabric endpoint; later calls raise `RasaError`.
+            fn close(&self) {
+                self.core.close()
+            }
+
+            /// The keyword arguments that make this client again (pickling uses them).
+            fn _config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+                self.core.config.kwargs(py)
+            }
+
+            fn __repr__(&self) -> String {
+                self.core.config.repr(stringify!($class))
+            }
+        }
+    };
+}
+
+methods!(Client, blocking);
+methods!(AsyncClient, coroutine);

@@ -1,0 +1,217 @@
+//! What `Client` and `AsyncClient` share: their configuration and the Rust SDK client
+//! made from it — one per process. A client inherited through `fork()` is left alone
+//! (its connections and fabric endpoint belong to the parent; closing them from the
+//! child would disturb the parent's) and a new one is made on first use in the child.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use rasa_client::FastPath;
+
+use crate::errors::IntoPy;
+use crate::runtime::runtime;
+
+/// A client's settings (what pickling keeps).
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    endpoint: String,
+    fast_path: FastPath,
+    token: Option<String>,
+    ca_file: Option<String>,
+    timeout: f64,
+    read_timeout: f64,
+    connect_timeout: f64,
+    verify_sha256: bool,
+    fabric_addr: Option<String>,
+    retries_when_busy: u32,
+    discover_cluster: bool,
+}
+
+/// A positive, finite number of seconds named `what`.
+fn seconds(what: &str, s: f64) -> PyResult<Duration> {
+    if !(s.is_finite() && s > 0.0) {
+        return Err(PyValueError::new_err(format!(
+            "{what} must be a positive number of seconds, not {s}"
+        )));
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+impl Config {
+    /// The settings given to `Client(...)`, checked.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        endpoint: String,
+        fast_path: &str,
+        token: Option<String>,
+        ca_file: Option<String>,
+        timeout: f64,
+        read_timeout: f64,
+        connect_timeout: f64,
+        verify_sha256: bool,
+        fabric_addr: Option<String>,
+        retries_when_busy: u32,
+        discover_cluster: bool,
+    ) -> PyResult<Self> {
+        let fast_path = match fast_path {
+            "auto" => FastPath::Auto,
+            "off" => FastPath::Off,
+            "required" => FastPath::Required,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "fast_path must be \"auto\", \"off\" or \"required\", not {other:?}"
+                )))
+            }
+        };
+        seconds("timeout", timeout)?;
+        seconds("read_timeout", read_timeout)?;
+        seconds("connect_timeout", connect_timeout)?;
+        Ok(Self {
+            endpoint,
+            fast_path,
+            token,
+            ca_file,
+            timeout,
+            read_timeout,
+            connect_timeout,
+            verify_sha256,
+            fabric_addr,
+            retries_when_busy,
+            discover_cluster,
+        })
+    }
+
+    fn fast_path_name(&self) -> &'static str {
+        match self.fast_path {
+            FastPath::Auto => "auto",
+            FastPath::Off => "off",
+            FastPath::Required => "required",
+        }
+    }
+
+    fn build(&self) -> PyResult<rasa_client::Client> {
+        let mut b = rasa_client::Client::builder(self.endpoint.clone())
+            .fast_path(self.fast_path)
+            .timeout(seconds("timeout", self.timeout)?)
+            .read_timeout(seconds("read_timeout", self.read_timeout)?)
+            .connect_timeout(seconds("connect_timeout", self.connect_timeout)?)
+            .verify_sha256(self.verify_sha256)
+            .retries_when_busy(self.retries_when_busy)
+            .discover_cluster(self.discover_cluster);
+        if let Some(t) = &self.token {
+            b = b.token(t.clone());
+        }
+        if let Some(f) = &self.ca_file {
+            b = b.ca_file(f.clone());
+        }
+        if let Some(a) = &self.fabric_addr {
+            b = b.fabric_addr(a.clone());
+        }
+        b.build().py()
+    }
+
+    /// The keyword arguments that make this configuration again (for pickling).
+    pub(crate) fn kwargs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("endpoint", &self.endpoint)?;
+        d.set_item("fast_path", self.fast_path_name())?;
+        d.set_item("token", &self.token)?;
+        d.set_item("ca_file", &self.ca_file)?;
+        d.set_item("timeout", self.timeout)?;
+        d.set_item("read_timeout", self.read_timeout)?;
+        d.set_item("connect_timeout", self.connect_timeout)?;
+        d.set_item("verify_sha256", self.verify_sha256)?;
+        d.set_item("fabric_addr", &self.fabric_addr)?;
+        d.set_item("retries_when_busy", self.retries_when_busy)?;
+        d.set_item("discover_cluster", self.discover_cluster)?;
+        Ok(d)
+    }
+
+    /// `Client('http://…', fast_path='auto')`, for `repr`.
+    pub(crate) fn repr(&self, class: &str) -> String {
+        format!(
+            "{class}({:?}, fast_path={:?})",
+            self.endpoint,
+            self.fast_path_name()
+        )
+    }
+}
+
+/// The configuration and this process's SDK client.
+pub(crate) struct Core {
+    pub(crate) config: Config,
+    client: Mutex<Option<(u32, rasa_client::Client)>>,
+    closed: AtomicBool,
+}
+
+impl Core {
+    /// A client of `config`, connected on first use.
+    pub(crate) fn new(config: Config) -> Self {
+        Self {
+            config,
+            client: Mutex::new(None),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// The SDK client of this process (made now if this process has none).
+    pub(crate) fn sdk(&self) -> PyResult<rasa_client::Client> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(crate::errors::RasaError::new_err((
+                "the client is closed",
+                None::<u16>,
+                "closed",
+                "the client is closed",
+                None::<u64>,
+            )));
+        }
+        let pid = std::process::id();
+        let mut slot = self.client.lock().unwrap_or_else(|e| e.into_inner());
+        match slot.take() {
+            Some((owner, c)) if owner == pid => {
+                *slot = Some((owner, c.clone()));
+                return Ok(c);
+            }
+            // Made before a fork: the parent's to close, not ours.
+            Some(inherited) => std::mem::forget(inherited),
+            None => {}
+        }
+        let _in_runtime = runtime().enter();
+        let c = self.config.build()?;
+        *slot = Some((pid, c.clone()));
+        Ok(c)
+    }
+
+    /// Closes the connections and the fabric endpoint; later calls raise.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let taken = self.client.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match taken {
+            Some((owner, c)) if owner == std::process::id() => {
+                let _in_runtime = runtime().enter();
+                drop(c);
+            }
+            Some(inherited) => std::mem::forget(inherited),
+            None => {}
+        }
+    }
+
+    /// The read counters, as a dict.
+    pub(crate) fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.sdk()?.stats();
+        let d = PyDict::new(py);
+        d.set_item("fabric_reads", s.fabric_reads)?;
+        d.set_item("http_reads", s.http_reads)?;
+        d.set_item("busy_retries", s.busy_retries)?;
+        let f = PyDict::new(py);
+        for (why, n) in s.fallbacks {
+            f.set_item(why, n)?;
+        }
+        d.set_item("fallbacks", f)?;
+        Ok(d)
+    }
+}

@@ -1,0 +1,88 @@
+//! SDK errors as the exceptions of `rasa_client._errors` (defined in Python, so that they
+//! can derive from both `RasaError` and the built-in they resemble: `NotFound` is a
+//! `KeyError`, `Timeout` a `TimeoutError`, …). Built lazily: no GIL is needed to make one.
+
+use pyo3::prelude::*;
+use rasa_client::{Error, ProblemCode};
+
+pyo3::import_exception!(rasa_client._errors, RasaError);
+pyo3::import_exception!(rasa_client._errors, NotFound);
+pyo3::import_exception!(rasa_client._errors, InvalidRequest);
+pyo3::import_exception!(rasa_client._errors, PreconditionFailed);
+pyo3::import_exception!(rasa_client._errors, PayloadTooLarge);
+pyo3::import_exception!(rasa_client._errors, RangeNotSatisfiable);
+pyo3::import_exception!(rasa_client._errors, InsufficientStorage);
+pyo3::import_exception!(rasa_client._errors, Busy);
+pyo3::import_exception!(rasa_client._errors, Unauthorized);
+pyo3::import_exception!(rasa_client._errors, Forbidden);
+pyo3::import_exception!(rasa_client._errors, OriginError);
+pyo3::import_exception!(rasa_client._errors, Unreachable);
+pyo3::import_exception!(rasa_client._errors, Timeout);
+pyo3::import_exception!(rasa_client._errors, FastPathUnavailable);
+pyo3::import_exception!(rasa_client._errors, ProtocolError);
+pyo3::import_exception!(rasa_client._errors, ConfigError);
+pyo3::import_exception!(rasa_client._errors, BufferTooSmall);
+
+/// The arguments every exception of `rasa_client._errors` takes:
+/// `(message, status, code, detail, needed)`.
+type Args = (String, Option<u16>, String, String, Option<u64>);
+
+/// `e` as the exception a Python caller catches.
+pub(crate) fn to_py(e: Error) -> PyErr {
+    let message = e.to_string();
+    let args = |status: Option<u16>, code: &str, detail: String| -> Args {
+        (message.clone(), status, code.to_owned(), detail, None)
+    };
+    match e {
+        Error::Problem(p) => {
+            let a = args(Some(p.status), p.code.as_str(), p.detail.clone());
+            match p.code {
+                ProblemCode::NotFound => NotFound::new_err(a),
+                ProblemCode::InvalidKey
+                | ProblemCode::InvalidVersion
+                | ProblemCode::InvalidRequest
+                | ProblemCode::TooManyKeys
+                | ProblemCode::DigestMismatch
+                | ProblemCode::IncompleteBody => InvalidRequest::new_err(a),
+                ProblemCode::PreconditionFailed => PreconditionFailed::new_err(a),
+                ProblemCode::PayloadTooLarge => PayloadTooLarge::new_err(a),
+                ProblemCode::RangeNotSatisfiable => RangeNotSatisfiable::new_err(a),
+                ProblemCode::InsufficientStorage => InsufficientStorage::new_err(a),
+                ProblemCode::Overloaded | ProblemCode::Unavailable => Busy::new_err(a),
+                ProblemCode::Unauthorized => Unauthorized::new_err(a),
+                ProblemCode::Forbidden => Forbidden::new_err(a),
+                ProblemCode::OriginUnavailable | ProblemCode::OriginTimeout => {
+                    OriginError::new_err(a)
+                }
+                _ => RasaError::new_err(a),
+            }
+        }
+        Error::Timeout { .. } => Timeout::new_err(args(None, "timeout", message.clone())),
+        Error::Http(_) => Unreachable::new_err(args(None, "unreachable", message.clone())),
+        Error::FastPath(ref why) => {
+            FastPathUnavailable::new_err(args(None, "fast_path_unavailable", why.clone()))
+        }
+        Error::Protocol(ref why) => ProtocolError::new_err(args(None, "protocol", why.clone())),
+        Error::Config(ref why) => ConfigError::new_err(args(None, "config", why.clone())),
+        Error::BufferTooSmall { needed, .. } => {
+            let mut a = args(None, "buffer_too_small", message.clone());
+            a.4 = needed;
+            BufferTooSmall::new_err(a)
+        }
+        Error::Input(_) | Error::Output(_) | Error::Incomplete { .. } => {
+            RasaError::new_err(args(None, "io", message.clone()))
+        }
+    }
+}
+
+/// `Err(to_py(e))` for `?` in functions that return `PyResult`.
+pub(crate) trait IntoPy<T> {
+    /// The result with its error as a Python exception.
+    fn py(self) -> PyResult<T>;
+}
+
+impl<T> IntoPy<T> for Result<T, Error> {
+    fn py(self) -> PyResult<T> {
+        self.map_err(to_py)
+    }
+}

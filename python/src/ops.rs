@@ -1,0 +1,164 @@
+//! The calls both clients make, as futures over the Rust SDK: `Client` waits for them with
+//! the GIL released, `AsyncClient` hands them to asyncio. Each owns what it needs (the
+//! SDK client is an `Arc`; buffers are exports held until the call ends).
+
+use bytes::Bytes;
+use pyo3::prelude::*;
+use pyo3::IntoPyObjectExt;
+use rasa_client::{Client as Sdk, Error, ProblemCode};
+
+use crate::buffer::Out;
+use crate::errors::{to_py, IntoPy};
+use crate::types::{Descriptor, Meta, Object, ObjectList};
+
+/// One key's result in a batch: a value, `None` for a miss, or the exception (returned,
+/// not raised, so the other keys' results are not lost).
+pub(crate) enum Each<T> {
+    Value(T),
+    Miss,
+    Failed(PyErr),
+}
+
+impl<T> From<Result<T, Error>> for Each<T> {
+    fn from(r: Result<T, Error>) -> Self {
+        match r {
+            Ok(v) => Self::Value(v),
+            Err(e) if e.code() == Some(ProblemCode::NotFound) => Self::Miss,
+            Err(e) => Self::Failed(to_py(e)),
+        }
+    }
+}
+
+impl<'py, T: IntoPyObject<'py>> IntoPyObject<'py> for Each<T> {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self {
+            Self::Value(v) => v.into_bound_py_any(py),
+            Self::Miss => Ok(py.None().into_bound(py)),
+            Self::Failed(e) => Ok(e.into_value(py).into_bound(py).into_any()),
+        }
+    }
+}
+
+pub(crate) async fn put(
+    sdk: Sdk,
+    key: String,
+    data: Bytes,
+    content_type: Option<String>,
+) -> PyResult<Descriptor> {
+    sdk.put_typed(&key, data, content_type.as_deref())
+        .await
+        .map(Descriptor)
+        .py()
+}
+
+pub(crate) async fn get(sdk: Sdk, key: String) -> PyResult<Object> {
+    sdk.get(&key).await.map(Object::from).py()
+}
+
+pub(crate) async fn get_range(sdk: Sdk, key: String, start: u64, end: u64) -> PyResult<Object> {
+    if end < start {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "the range ends ({end}) before it starts ({start})"
+        )));
+    }
+    sdk.get_range(&key, start..end).await.map(Object::from).py()
+}
+
+pub(crate) async fn get_into(sdk: Sdk, key: String, out: Out) -> PyResult<u64> {
+    let (r, _out) = sdk.get_into(&key, out).await;
+    r.map(|w| w.length).py()
+}
+
+pub(crate) async fn get_many(sdk: Sdk, keys: Vec<String>) -> PyResult<Vec<Each<Object>>> {
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let all = sdk.get_many(&refs).await.py()?;
+    Ok(all
+        .into_iter()
+        .map(|r| Each::from(r.map(Object::from)))
+        .collect())
+}
+
+pub(crate) async fn get_many_into(
+    sdk: Sdk,
+    keys: Vec<String>,
+    outs: Vec<Out>,
+) -> PyResult<Vec<Each<u64>>> {
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let all = sdk.get_many_into(&refs, outs).await;
+    Ok(all
+        .into_iter()
+        .map(|(r, _out)| Each::from(r.map(|w| w.length)))
+        .collect())
+}
+
+pub(crate) async fn head(sdk: Sdk, key: String) -> PyResult<Meta> {
+    sdk.head(&key).await.map(Meta::from).py()
+}
+
+pub(crate) async fn exists(sdk: Sdk, key: String) -> PyResult<bool> {
+    match sdk.head(&key).await {
+        Ok(_) => Ok(true),
+        Err(e) if e.code() == Some(ProblemCode::NotFound) => Ok(false),
+        Err(e) => Err(to_py(e)),
+    }
+}
+
+pub(crate) async fn list(
+    sdk: Sdk,
+    prefix: String,
+    after: Option<String>,
+    limit: usize,
+) -> PyResult<ObjectList> {
+    sdk.list(&prefix, after.as_deref(), limit)
+        .await
+        .map(ObjectList::from)
+        .py()
+}
+
+pub(crate) async fn delete(sdk: Sdk, key: String) -> PyResult<()> {
+    sdk.delete(&key).await.py()
+}
+
+pub(crate) async fn resolve(sdk: Sdk, key: String) -> PyResult<Descriptor> {
+    sdk.resolve(&key).await.map(Descriptor).py()
+}
+
+/// The regions `get_many_into` fills: one buffer per key (no two overlapping), or one
+/// buffer cut at `offsets`.
+pub(crate) fn regions(
+    keys: usize,
+    out: &Bound<'_, PyAny>,
+    offsets: Option<Vec<usize>>,
+) -> PyResult<Vec<Out>> {
+    use pyo3::exceptions::PyValueError;
+    let single = pyo3::types::PyMemoryView::from(out).is_ok();
+    match offsets {
+        Some(_) if !single => Err(PyValueError::new_err(
+            "with offsets, out must be one buffer",
+        )),
+        Some(offsets) if offsets.len() != keys => Err(PyValueError::new_err(format!(
+            "{keys} keys but {} offsets: one offset per key",
+            offsets.len()
+        ))),
+        Some(offsets) => Out::of(out)?.split(&offsets),
+        None if single => Err(PyValueError::new_err(
+            "one buffer for several keys needs offsets=[...] (where each key's value starts)",
+        )),
+        None => {
+            let items = out.try_iter()?.collect::<PyResult<Vec<_>>>()?;
+            if items.len() != keys {
+                return Err(PyValueError::new_err(format!(
+                    "{keys} keys but {} buffers: one buffer per key",
+                    items.len()
+                )));
+            }
+            let outs = items.iter().map(Out::of).collect::<PyResult<Vec<_>>>()?;
+            Out::disjoint(&outs)?;
+            Ok(outs)
+        }
+    }
+}

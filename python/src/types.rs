@@ -1,0 +1,268 @@
+//! What calls return: [`Object`] (a value, readable through the buffer protocol without a
+//! copy), [`Descriptor`], [`Meta`], [`ObjectSummary`] and [`ObjectList`].
+
+use std::os::raw::c_int;
+
+use pyo3::exceptions::PyBufferError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+/// A value read from the gateway. Supports the buffer protocol (read-only):
+/// `memoryview(obj)`, `bytes(obj)`, `numpy.frombuffer(obj, ...)` see the SDK's bytes
+/// without a copy.
+#[pyclass(frozen, module = "rasa_client")]
+pub(crate) struct Object {
+    bytes: bytes::Bytes,
+    /// The version id.
+    #[pyo3(get)]
+    version: String,
+    /// The value's SHA-256, lowercase hex.
+    #[pyo3(get)]
+    sha256: String,
+    /// Its media type.
+    #[pyo3(get)]
+    content_type: String,
+    /// `"fabric"` (one-sided) or `"http"`.
+    #[pyo3(get)]
+    path: &'static str,
+}
+
+impl From<rasa_client::Object> for Object {
+    fn from(o: rasa_client::Object) -> Self {
+        Self {
+            bytes: o.bytes,
+            version: o.version,
+            sha256: o.sha256,
+            content_type: o.content_type,
+            path: o.path.as_str(),
+        }
+    }
+}
+
+#[pymethods]
+impl Object {
+    fn __len__(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The value as `bytes` (a copy).
+    fn __bytes__<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.bytes)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<rasa_client.Object {} bytes, version {}, via {}>",
+            self.bytes.len(),
+            self.version,
+            self.path
+        )
+    }
+
+    /// # Safety
+    /// Called by CPython with a valid `view` to fill.
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut pyo3::ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        if flags & pyo3::ffi::PyBUF_WRITABLE == pyo3::ffi::PyBUF_WRITABLE {
+            return Err(PyBufferError::new_err("rasa_client.Object is read-only"));
+        }
+        let bytes = &slf.get().bytes;
+        // SAFETY: `view` is CPython's to fill; the memory is the `Bytes` this frozen object
+        // owns and never changes, and `PyBuffer_FillInfo` takes a reference to the object,
+        // which keeps it (and so the bytes) alive until the view is released.
+        let status = unsafe {
+            pyo3::ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                bytes.as_ptr() as *mut std::ffi::c_void,
+                bytes.len() as pyo3::ffi::Py_ssize_t,
+                1,
+                flags,
+            )
+        };
+        if status == -1 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+}
+
+/// Where and how a version can be read one-sided, and its lease.
+#[pyclass(frozen, module = "rasa_client")]
+pub(crate) struct Descriptor(pub(crate) rasa_client::Descriptor);
+
+#[pymethods]
+impl Descriptor {
+    /// The key.
+    #[getter]
+    fn key(&self) -> &str {
+        &self.0.key
+    }
+    /// The version id.
+    #[getter]
+    fn version(&self) -> &str {
+        &self.0.version
+    }
+    /// Payload length in bytes.
+    #[getter]
+    fn length(&self) -> u64 {
+        self.0.length
+    }
+    /// SHA-256 of the payload, lowercase hex.
+    #[getter]
+    fn sha256(&self) -> &str {
+        &self.0.sha256
+    }
+    /// Media type.
+    #[getter]
+    fn content_type(&self) -> &str {
+        &self.0.content_type
+    }
+    /// Lease length in milliseconds.
+    #[getter]
+    fn lease_ms(&self) -> u64 {
+        self.0.lease_ms
+    }
+    /// When the lease ends (RFC 3339).
+    #[getter]
+    fn lease_expires_at(&self) -> &str {
+        &self.0.lease_expires_at
+    }
+    /// The cluster member that handed it out, if clustered.
+    #[getter]
+    fn node_id(&self) -> Option<&str> {
+        self.0.node_id.as_deref()
+    }
+    /// Whether the version can be read one-sided.
+    #[getter]
+    fn one_sided(&self) -> bool {
+        self.0.addr.is_some() && self.0.rkey.is_some()
+    }
+    /// Every field, as the gateway sent it (JSON names).
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let json = serde_json::to_string(&self.0).expect("a descriptor serialises");
+        py.import("json")?
+            .call_method1("loads", (json,))?
+            .cast_into::<PyDict>()
+            .map_err(Into::into)
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "<rasa_client.Descriptor {} version {} ({} bytes)>",
+            self.0.key, self.0.version, self.0.length
+        )
+    }
+}
+
+/// The metadata of a version (`head`).
+#[pyclass(frozen, module = "rasa_client")]
+pub(crate) struct Meta {
+    /// The version id.
+    #[pyo3(get)]
+    version: String,
+    /// Payload length in bytes.
+    #[pyo3(get)]
+    length: u64,
+    /// The entity tag (quoted SHA-256).
+    #[pyo3(get)]
+    etag: String,
+    /// Media type.
+    #[pyo3(get)]
+    content_type: String,
+}
+
+impl From<rasa_client::Meta> for Meta {
+    fn from(m: rasa_client::Meta) -> Self {
+        Self {
+            version: m.version,
+            length: m.length,
+            etag: m.etag,
+            content_type: m.content_type,
+        }
+    }
+}
+
+#[pymethods]
+impl Meta {
+    fn __repr__(&self) -> String {
+        format!(
+            "<rasa_client.Meta version {} ({} bytes)>",
+            self.version, self.length
+        )
+    }
+}
+
+/// A key in a listing.
+#[pyclass(frozen, module = "rasa_client")]
+#[derive(Clone)]
+pub(crate) struct ObjectSummary {
+    /// The key.
+    #[pyo3(get)]
+    key: String,
+    /// Its current version id.
+    #[pyo3(get)]
+    version: String,
+    /// Payload length in bytes.
+    #[pyo3(get)]
+    length: u64,
+    /// The entity tag (quoted SHA-256).
+    #[pyo3(get)]
+    etag: String,
+}
+
+#[pymethods]
+impl ObjectSummary {
+    fn __repr__(&self) -> String {
+        format!(
+            "<rasa_client.ObjectSummary {} ({} bytes)>",
+            self.key, self.length
+        )
+    }
+}
+
+/// A page of a listing.
+#[pyclass(frozen, module = "rasa_client")]
+pub(crate) struct ObjectList {
+    /// The keys of this page, in order.
+    #[pyo3(get)]
+    items: Vec<ObjectSummary>,
+    /// Pass as `after` for the next page; `None` on the last one.
+    #[pyo3(get)]
+    next_after: Option<String>,
+}
+
+impl From<rasa_client::ObjectList> for ObjectList {
+    fn from(l: rasa_client::ObjectList) -> Self {
+        let items = l
+            .items
+            .into_iter()
+            .map(|s| ObjectSummary {
+                key: s.key,
+                version: s.version,
+                length: s.length,
+                etag: s.etag,
+            })
+            .collect();
+        Self {
+            items,
+            next_after: l.next_after,
+        }
+    }
+}
+
+#[pymethods]
+impl ObjectList {
+    fn __len__(&self) -> usize {
+        self.items.len()
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "<rasa_client.ObjectList {} keys, next_after {:?}>",
+            self.items.len(),
+            self.next_after
+        )
+    }
+}

@@ -1,0 +1,174 @@
+"""Round trips, reads into caller memory, batches and the other calls, one-sided and over
+HTTP, against the real gateway."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pytest
+
+import rasa_client
+from rasa_client import BufferTooSmall, NotFound
+
+SIZES = [0, 1, 4096, (1 << 20) + 3]
+
+
+def key(name: str) -> str:
+    return f"py/{uuid.uuid4().hex}/{name}"
+
+
+def payload(n: int) -> bytes:
+    return np.random.default_rng(n).integers(0, 256, n, dtype=np.uint8).tobytes()
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize(("fast_path", "path"), [("required", "fabric"), ("off", "http")])
+def test_round_trip(gateway, size, fast_path, path):
+    with rasa_client.Client(gateway.url, fast_path=fast_path) as c:
+        k, data = key("v"), payload(size)
+        d = c.put(k, data, content_type="application/x-test")
+        assert (d.key, d.length) == (k, size)
+        before = c.stats()[f"{path}_reads"]
+        obj = c.get(k)
+        assert bytes(obj) == data and len(obj) == size
+        assert obj.path == path
+        assert obj.version == d.version and obj.sha256 == d.sha256
+        assert obj.content_type == "application/x-test"
+        assert c.stats()[f"{path}_reads"] == before + 1
+        assert memoryview(obj).readonly and memoryview(obj).nbytes == size
+
+
+def test_object_buffer_is_zero_copy(client):
+    k = key("z")
+    client.put(k, b"abcdef")
+    obj = client.get(k)
+    a, b = memoryview(obj), memoryview(obj)
+    assert np.frombuffer(obj, dtype=np.uint8).tobytes() == b"abcdef"
+    # Two views of one object share its memory: nothing was copied for either.
+    addr = lambda m: np.frombuffer(m, dtype=np.uint8).__array_interface__["data"][0]  # noqa: E731
+    assert addr(a) == addr(b)
+    with pytest.raises(ValueError):  # read-only: the SDK's bytes cannot be changed
+        np.frombuffer(obj, dtype=np.uint8).setflags(write=True)
+    with pytest.raises(TypeError, match="read-only"):
+        memoryview(obj)[0] = 1
+
+
+@pytest.mark.parametrize("fast_path", ["required", "off"])
+def test_get_into_buffers(gateway, fast_path):
+    c = rasa_client.Client(gateway.url, fast_path=fast_path)
+    k, data = key("into"), payload(70_000)
+    c.put(k, data)
+
+    ba = bytearray(len(data))
+    assert c.get_into(k, ba) == len(data) and bytes(ba) == data
+
+    arr = np.zeros(len(data) // 4 + 1, dtype=np.float32)  # any dtype: bytes are bytes
+    assert c.get_into(k, arr) == len(data)
+    assert arr.view(np.uint8)[: len(data)].tobytes() == data
+
+    big = bytearray(b"\xee" * (len(data) + 100))
+    view = memoryview(big)[50:]  # a slice: the value lands at offset 50 of `big`
+    assert c.get_into(k, view) == len(data)
+    assert big[:50] == b"\xee" * 50 and bytes(big[50 : 50 + len(data)]) == data
+    assert big[50 + len(data) :] == b"\xee" * 50
+
+
+@pytest.mark.parametrize("fast_path", ["required", "off"])
+def test_get_into_refuses_bad_buffers(gateway, fast_path):
+    c = rasa_client.Client(gateway.url, fast_path=fast_path)
+    k = key("bad")
+    c.put(k, b"x" * 1000)
+    small = bytearray(999)
+    with pytest.raises(BufferTooSmall) as e:
+        c.get_into(k, small)
+    assert e.value.needed == 1000 and isinstance(e.value, ValueError)
+    assert small == bytearray(999), "nothing written into a buffer too small"
+    with pytest.raises(TypeError, match="read-only"):
+        c.get_into(k, b"\0" * 2000)
+    with pytest.raises(TypeError, match="read-only"):
+        c.get_into(k, memoryview(bytearray(2000)).toreadonly())
+    with pytest.raises(ValueError, match="contiguous"):
+        c.get_into(k, np.zeros(4000, dtype=np.uint8)[::2])
+    with pytest.raises(TypeError, match="bytes-like"):
+        c.get_into(k, [0] * 2000)
+
+
+@pytest.mark.parametrize("fast_path", ["required", "off"])
+def test_get_many_into_with_misses(gateway, fast_path):
+    c = rasa_client.Client(gateway.url, fast_path=fast_path)
+    keys = [key(f"m{i}") for i in range(5)]
+    values = {k: payload(100 * (i + 1)) for i, k in enumerate(keys) if i != 2}
+    for k, v in values.items():
+        c.put(k, v)
+    # One buffer, a region per key.
+    offsets = [0, 100, 300, 600, 1000]
+    buf = np.zeros(2000, dtype=np.uint8)
+    got = c.get_many_into(keys, buf, offsets=offsets)
+    assert got == [100, 200, None, 400, 500]
+    for k, off, n in zip(keys, offsets, got):
+        if n is not None:
+            assert buf[off : off + n].tobytes() == values[k]
+    # A buffer per key; one too small gives its exception, in place.
+    outs = [bytearray(100), bytearray(200), bytearray(10), bytearray(10), bytearray(500)]
+    got = c.get_many_into(keys, outs)
+    assert got[:3] == [100, 200, None] and got[4] == 500
+    assert isinstance(got[3], BufferTooSmall) and got[3].needed == 400
+    assert bytes(outs[4]) == values[keys[4]]
+    with pytest.raises(ValueError, match="offsets"):
+        c.get_many_into(keys, bytearray(10))
+    with pytest.raises(ValueError, match="non-decreasing"):
+        c.get_many_into(keys[:2], bytearray(10), offsets=[5, 1])
+    shared = bytearray(1000)
+    with pytest.raises(ValueError, match="share memory"):
+        c.get_many_into(keys[:2], [shared, memoryview(shared)[10:]])
+
+
+def test_get_many(client):
+    keys = [key("a"), key("missing"), key("b")]
+    client.put(keys[0], b"A")
+    client.put(keys[2], b"BB")
+    got = client.get_many(keys)
+    assert [None if o is None else bytes(o) for o in got] == [b"A", None, b"BB"]
+    assert got[0].path == "fabric"
+
+
+def test_metadata_listing_and_delete(client):
+    prefix = key("ls") + "/"
+    for i in range(5):
+        client.put(f"{prefix}{i}", b"x" * i)
+    assert [s.key for s in client.list(prefix).items] == [f"{prefix}{i}" for i in range(5)]
+    page = client.list(prefix, limit=2)
+    assert len(page) == 2 and page.next_after == f"{prefix}1"
+    assert [s.length for s in client.iter_keys(prefix, page_size=2)] == [0, 1, 2, 3, 4]
+    meta = client.head(f"{prefix}3")
+    assert meta.length == 3 and meta.etag.strip('"') == client.resolve(f"{prefix}3").sha256
+    assert bytes(client.get_range(f"{prefix}4", 1, 3)) == b"xx"
+    assert client.exists(f"{prefix}2")
+    client.delete(f"{prefix}2")
+    assert not client.exists(f"{prefix}2")
+    client.delete(f"{prefix}2")  # absent: no error
+    with pytest.raises(NotFound) as e:
+        client.get(f"{prefix}2")
+    assert isinstance(e.value, KeyError)
+    assert (e.value.status, e.value.code) == (404, "not_found")
+    assert client.resolve(f"{prefix}1").one_sided
+
+
+def test_invalid_input_raises(client):
+    with pytest.raises(rasa_client.InvalidRequest) as e:
+        client.put("", b"x")
+    assert e.value.status == 400
+    with pytest.raises(ValueError, match="fast_path"):
+        rasa_client.Client("http://127.0.0.1:1", fast_path="sometimes")
+    with pytest.raises(ValueError, match="timeout"):
+        rasa_client.Client("http://127.0.0.1:1", timeout=0)
+    with pytest.raises(ValueError, match="before it starts"):
+        client.get_range("k", 5, 1)
+
+
+def test_closed_client_raises(gateway):
+    c = rasa_client.Client(gateway.url)
+    c.close()
+    with pytest.raises(rasa_client.RasaError, match="closed"):
+        c.get("k")

@@ -1,0 +1,204 @@
+"""The GIL, asyncio, fork, pickling, tokens, and failures that must raise in time."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+
+import rasa_client
+from conftest import FAST, new_token
+
+
+def key(name: str) -> str:
+    return f"py/{uuid.uuid4().hex}/{name}"
+
+
+def test_gil_released_during_large_get(client):
+    k, size = key("big"), 64 << 20
+    client.put(k, os.urandom(1 << 20) * 64)
+    out = bytearray(size)
+    ticks = 0
+    stop = threading.Event()
+
+    def count():
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+
+    t = threading.Thread(target=count)
+    t.start()
+    try:
+        for _ in range(3):
+            before = ticks
+            assert client.get_into(k, out) == size
+            during_into = ticks - before
+            before = ticks
+            assert len(client.get(k)) == size
+            during_get = ticks - before
+    finally:
+        stop.set()
+        t.join()
+    # A thread holding the GIL for a whole call would leave the counter where it was
+    # (give or take a switch interval); released, the counter runs all along.
+    assert during_into > 10_000 and during_get > 10_000, (during_into, during_get)
+
+
+def test_two_threads_overlap(gateway):
+    c = rasa_client.Client(gateway.url, fast_path="off")
+    k = key("t")
+    c.put(k, b"x" * (8 << 20))
+    spans = []
+
+    def read():
+        start = time.monotonic()
+        for _ in range(5):
+            c.get(k)
+        spans.append((start, time.monotonic()))
+
+    threads = [threading.Thread(target=read) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    (a0, a1), (b0, b1) = sorted(spans)
+    assert b0 < a1, "the second thread started only after the first finished"
+
+
+def test_asyncio_gather(gateway):
+    async def main():
+        async with rasa_client.AsyncClient(gateway.url, fast_path="required") as c:
+            keys = [key(f"a{i}") for i in range(32)]
+            await asyncio.gather(*(c.put(k, k.encode() * 100) for k in keys))
+            objs = await asyncio.gather(*(c.get(k) for k in keys))
+            assert [bytes(o) for o in objs] == [k.encode() * 100 for k in keys]
+            assert {o.path for o in objs} == {"fabric"}
+            buf = bytearray(10_000)
+            assert await c.get_into(keys[0], buf) == len(keys[0]) * 100
+            assert await c.exists(keys[1]) and not await c.exists(key("none"))
+            with pytest.raises(rasa_client.NotFound):
+                await c.get(key("none"))
+            listed = [s.key async for s in c.iter_keys(keys[0])]
+            assert listed == [keys[0]]
+            got = await c.get_many([keys[2], key("none")])
+            assert bytes(got[0]) == keys[2].encode() * 100 and got[1] is None
+
+    asyncio.run(main())
+
+
+def _child_reads(c: rasa_client.Client, k: str, expected: bytes) -> None:
+    obj = c.get(k)
+    assert bytes(obj) == expected, "wrong bytes in the child"
+    assert obj.path == "fabric"
+    c.put(k + "/child", b"from the child")
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_client_in_child_process(client, method):
+    k = key("fork")
+    client.put(k, b"parent data")
+    assert client.get(k).path == "fabric"  # the parent's endpoint is open before the fork
+    ctx = multiprocessing.get_context(method)
+    p = ctx.Process(target=_child_reads, args=(client, k, b"parent data"))
+    p.start()
+    p.join(timeout=60)
+    assert p.exitcode == 0, f"child ended with {p.exitcode}"
+    assert bytes(client.get(k + "/child")) == b"from the child"
+    assert client.get(k).path == "fabric"  # the parent's endpoint still works
+
+
+def test_pickle_round_trip(gateway):
+    c = rasa_client.Client(gateway.url, fast_path="off", timeout=7.5, token=None)
+    c2 = pickle.loads(pickle.dumps(c))
+    assert type(c2) is rasa_client.Client and repr(c2) == repr(c)
+    assert c2._config() == c._config()
+    k = key("p")
+    c.put(k, b"v")
+    assert bytes(c2.get(k)) == b"v"
+    a = pickle.loads(pickle.dumps(rasa_client.AsyncClient(gateway.url)))
+    assert type(a) is rasa_client.AsyncClient
+    e = pickle.loads(pickle.dumps(rasa_client.BufferTooSmall("m", None, "c", "d", 5)))
+    assert e.needed == 5
+
+
+def test_tokens_and_scopes(own_gateway, tmp_token_file):
+    reader = new_token(tmp_token_file, "reader", "read")
+    writer = new_token(tmp_token_file, "writer", "read,write")
+    gw = own_gateway("--token-file", str(tmp_token_file), *FAST)
+    k = key("tok")
+    rasa_client.Client(gw.url, token=writer).put(k, b"secret")
+    r = rasa_client.Client(gw.url, token=reader, fast_path="required")
+    assert bytes(r.get(k)) == b"secret"
+    with pytest.raises(rasa_client.Forbidden) as e:
+        r.put(k, b"nope")
+    assert e.value.status == 403
+    with pytest.raises(rasa_client.Unauthorized):
+        rasa_client.Client(gw.url).get(k)
+    with pytest.raises(rasa_client.Unauthorized):
+        rasa_client.Client(gw.url, token="not-a-token").get(k)
+    os.environ["RASA_ENDPOINT"], os.environ["RASA_TOKEN"] = gw.url, reader
+    try:
+        assert bytes(rasa_client.Client.from_env().get(k)) == b"secret"
+    finally:
+        del os.environ["RASA_ENDPOINT"], os.environ["RASA_TOKEN"]
+
+
+def test_stopped_gateway_raises_within_timeout(own_gateway):
+    gw = own_gateway(*FAST)
+    c = rasa_client.Client(gw.url, timeout=2, connect_timeout=1)
+    k = key("gone")
+    c.put(k, b"v")
+    assert bytes(c.get(k)) == b"v"
+    gw.stop()
+    start = time.monotonic()
+    with pytest.raises(rasa_client.RasaError) as e:
+        c.get(k)
+    assert time.monotonic() - start < 10
+    assert isinstance(e.value, (rasa_client.Unreachable, rasa_client.Timeout)), repr(e.value)
+
+
+@pytest.fixture
+def silent_server():
+    """A port that accepts connections and never answers."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)
+    yield f"http://127.0.0.1:{s.getsockname()[1]}"
+    s.close()
+
+
+def test_silent_gateway_times_out(silent_server):
+    c = rasa_client.Client(silent_server, timeout=1, discover_cluster=False)
+    start = time.monotonic()
+    with pytest.raises(rasa_client.Timeout) as e:
+        c.head("k")
+    assert 0.9 < time.monotonic() - start < 5
+    assert isinstance(e.value, TimeoutError) and "timeout" in str(e.value).lower()
+
+
+def test_ctrl_c_interrupts_a_blocking_call(silent_server):
+    c = rasa_client.Client(silent_server, timeout=60, discover_cluster=False)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        c.get("k")
+    assert time.monotonic() - start < 5
+    timer.join()
+
+
+def test_extension_does_not_link_libfabric():
+    # libfabric is loaded at run time from the system (EFA's build on AWS), never bundled
+    # nor linked: the extension's needed libraries must not name it.
+    ext = rasa_client._native.__file__
+    needed = subprocess.run(["ldd", ext], capture_output=True, text=True, check=True).stdout
+    assert "libfabric" not in needed and "libpython" not in needed, needed

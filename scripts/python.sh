@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The Python SDK, ready to use and test: a virtualenv at .venv (repository root) with the
+# pinned tools of python/requirements-dev.txt, and rasa_client built into it with
+# `maturin develop` (a debug build sharing target/ with cargo; --release for a fast one).
+#
+#   scripts/python.sh              build and install rasa_client into .venv
+#   scripts/python.sh --release    the same, optimised (bench)
+#   scripts/python.sh --test       then run its tests (pytest, against the real gateway)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+release=() test=0
+for arg in "$@"; do
+  case "$arg" in
+    --release) release=(--release) ;;
+    --test) test=1 ;;
+    *) echo "python.sh: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+venv=.venv
+reqs=python/requirements-dev.txt
+stamp=$venv/.rasa-requirements
+if ! [ -x "$venv/bin/python" ] || ! cmp -s "$reqs" "$stamp"; then
+  echo "python: preparing $venv (pip install -r $reqs)" >&2
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$reqs"
+  cp "$reqs" "$stamp"
+fi
+VIRTUAL_ENV=$PWD/$venv "$venv/bin/maturin" develop -q --locked ${release[@]+"${release[@]}"} -m python/Cargo.toml
+if [ "$test" = 1 ]; then
+  # The tests start the gateway binary of the same profile.
+  profile=debug
+  [ ${#release[@]} -gt 0 ] && profile=release
+  cargo build -q --locked ${release[@]+"${release[@]}"} -p rasa-gateway
+  # pytest exits 5 when it collects no test: that, like any failure, fails this script.
+  RASA_GATEWAY_BIN=${RASA_GATEWAY_BIN:-target/$profile/rasa-gateway} \
+    "$venv/bin/python" -m pytest python/tests -q --timeout 120 -p no:cacheprovider
+fi
