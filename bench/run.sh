@@ -104,6 +104,8 @@ echo "cluster..." >&2
 cluster=$(SECS=$SECS ROUNDS=$ROUNDS ./bench/cluster.sh)
 echo "large values and start-up..." >&2
 large=$(ROUNDS=$ROUNDS ./bench/large.sh)
+echo "python SDK..." >&2
+python=$(./bench/python.sh)
 
 row() { # name rasa nginx
   read -r rr rb rp50 rp99 rbad <<<"$2"; read -r nr nb np50 np99 nbad <<<"$3"
@@ -144,5 +146,7 @@ read -r pr pb pp50 pp99 pbad <<<"$put"
   echo "$cluster"
   echo
   echo "$large"
+  echo
+  echo "$python"
 } >bench/results.md
 cat bench/results.md
