@@ -172,3 +172,20 @@ def test_closed_client_raises(gateway):
     c.close()
     with pytest.raises(rasa_client.RasaError, match="closed"):
         c.get("k")
+
+
+def test_readme_numpy_example(client):
+    # The README's example: a KV cache of 32 blocks, read into one array's rows.
+    prefix = key("kv")
+    blocks = [np.full(4096, i, dtype=np.float16) for i in range(32)]
+    for i, b in enumerate(blocks):
+        if i != 7:  # block 7 is a miss
+            client.put(f"{prefix}/block{i}", b)
+    kv = np.empty((32, 4096), dtype=np.float16)
+    assert client.get_into(f"{prefix}/block0", kv[0]) == kv[0].nbytes
+    keys = [f"{prefix}/block{i}" for i in range(32)]
+    got = client.get_many_into(keys, kv, offsets=[i * kv[0].nbytes for i in range(32)])
+    assert got == [None if i == 7 else 8192 for i in range(32)]
+    for i in range(32):
+        if i != 7:
+            assert (kv[i] == i).all()
