@@ -14,7 +14,9 @@ use rasa_client::{Client, FastPath};
 #[tokio::main]
 async fn main() {
     let mut args = std::env::args().skip(1);
-    let endpoint = args.next().expect("usage: get_into_bench ENDPOINT KEY:ROUNDS...");
+    let endpoint = args
+        .next()
+        .expect("usage: get_into_bench ENDPOINT KEY:ROUNDS...");
     let client = Client::builder(&endpoint)
         .fast_path(FastPath::Required)
         .build()

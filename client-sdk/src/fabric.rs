@@ -40,6 +40,13 @@ impl Client {
                 .is_ok_and(|s| matches!(*s, FabricState::Unavailable(_)))
     }
 
+    /// Whether the endpoint is being rebuilt after a failure (reads go over HTTP meanwhile).
+    pub(crate) fn rebuilding(&self) -> bool {
+        self.inner
+            .rebuilding
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Reads `key` one-sided, or fails (never falls back to HTTP). A stale, revoked, torn
     /// or timed-out read drops the cached descriptor and gets one more try with a fresh one.
     pub(crate) async fn get_fabric_here(&self, key: &str) -> Result<Object, Error> {
@@ -51,11 +58,7 @@ impl Client {
                 Err(e) => {
                     self.forget(key);
                     last = Some(e);
-                    if self
-                        .inner
-                        .rebuilding
-                        .load(std::sync::atomic::Ordering::Acquire)
-                    {
+                    if self.rebuilding() {
                         break; // the endpoint is down for a while: don't wait for it
                     }
                 }
@@ -102,11 +105,7 @@ impl Client {
         if ds.is_empty() {
             return Ok(Vec::new());
         }
-        if self
-            .inner
-            .rebuilding
-            .load(std::sync::atomic::Ordering::Acquire)
-        {
+        if self.rebuilding() {
             self.count_fallback(Fallback::Rebuilding);
             return Err(Error::FastPath(
                 "the fabric endpoint is being rebuilt".into(),

@@ -87,11 +87,7 @@ impl Client {
                     Err(e) => {
                         self.forget(key);
                         last = Some(e);
-                        if self
-                            .inner
-                            .rebuilding
-                            .load(std::sync::atomic::Ordering::Acquire)
-                        {
+                        if self.rebuilding() {
                             break; // the endpoint is down for a while: don't wait for it
                         }
                     }

@@ -187,11 +187,7 @@ impl Client {
                 Ok(w) => return Ok(w),
                 Err(p) => {
                     self.forget(key);
-                    let stop = p.written > 0
-                        || self
-                            .inner
-                            .rebuilding
-                            .load(std::sync::atomic::Ordering::Acquire);
+                    let stop = p.written > 0 || self.rebuilding();
                     last = Some(p);
                     if stop {
                         break;
@@ -290,11 +286,7 @@ impl Client {
             self.count_fallback(Fallback::Unavailable);
             return Err(Error::FastPath("the gateway serves HTTP only".into()));
         };
-        if self
-            .inner
-            .rebuilding
-            .load(std::sync::atomic::Ordering::Acquire)
-        {
+        if self.rebuilding() {
             self.count_fallback(Fallback::Rebuilding);
             return Err(Error::FastPath(
                 "the fabric endpoint is being rebuilt".into(),

@@ -41,19 +41,19 @@ macro_rules! methods {
         impl $class {
             #[new]
             #[pyo3(signature = (
-                                endpoint = "http://127.0.0.1:8080".to_owned(),
-                                *,
-                                fast_path = "auto",
-                                token = None,
-                                ca_file = None,
-                                timeout = 30.0,
-                                read_timeout = 5.0,
-                                connect_timeout = 3.0,
-                                verify_sha256 = false,
-                                fabric_addr = None,
-                                retries_when_busy = 2,
-                                discover_cluster = true,
-                            ))]
+                                                endpoint = "http://127.0.0.1:8080".to_owned(),
+                                                *,
+                                                fast_path = "auto",
+                                                token = None,
+                                                ca_file = None,
+                                                timeout = 30.0,
+                                                read_timeout = 5.0,
+                                                connect_timeout = 3.0,
+                                                verify_sha256 = false,
+                                                fabric_addr = None,
+                                                retries_when_busy = 2,
+                                                discover_cluster = true,
+                                            ))]
             #[allow(clippy::too_many_arguments)]
             fn new(
                 endpoint: String,
@@ -68,12 +68,11 @@ macro_rules! methods {
                 retries_when_busy: u32,
                 discover_cluster: bool,
             ) -> PyResult<Self> {
-                let ca_file = ca_file.map(|p| p.to_string_lossy().into_owned());
-                let config = Config::new(
+                let config = Config {
                     endpoint,
-                    fast_path,
+                    fast_path: fast_path.to_owned(),
                     token,
-                    ca_file,
+                    ca_file: ca_file.map(|p| p.to_string_lossy().into_owned()),
                     timeout,
                     read_timeout,
                     connect_timeout,
@@ -81,7 +80,8 @@ macro_rules! methods {
                     fabric_addr,
                     retries_when_busy,
                     discover_cluster,
-                )?;
+                }
+                .checked()?;
                 Ok(Self {
                     core: Core::new(config),
                 })

@@ -15,20 +15,20 @@ use rasa_client::FastPath;
 use crate::errors::IntoPy;
 use crate::runtime::runtime;
 
-/// A client's settings (what pickling keeps).
+/// A client's settings (what pickling keeps), as given to `Client(...)`.
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
-    endpoint: String,
-    fast_path: FastPath,
-    token: Option<String>,
-    ca_file: Option<String>,
-    timeout: f64,
-    read_timeout: f64,
-    connect_timeout: f64,
-    verify_sha256: bool,
-    fabric_addr: Option<String>,
-    retries_when_busy: u32,
-    discover_cluster: bool,
+    pub(crate) endpoint: String,
+    pub(crate) fast_path: String,
+    pub(crate) token: Option<String>,
+    pub(crate) ca_file: Option<String>,
+    pub(crate) timeout: f64,
+    pub(crate) read_timeout: f64,
+    pub(crate) connect_timeout: f64,
+    pub(crate) verify_sha256: bool,
+    pub(crate) fabric_addr: Option<String>,
+    pub(crate) retries_when_busy: u32,
+    pub(crate) discover_cluster: bool,
 }
 
 /// A positive, finite number of seconds named `what`.
@@ -42,60 +42,29 @@ fn seconds(what: &str, s: f64) -> PyResult<Duration> {
 }
 
 impl Config {
-    /// The settings given to `Client(...)`, checked.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        endpoint: String,
-        fast_path: &str,
-        token: Option<String>,
-        ca_file: Option<String>,
-        timeout: f64,
-        read_timeout: f64,
-        connect_timeout: f64,
-        verify_sha256: bool,
-        fabric_addr: Option<String>,
-        retries_when_busy: u32,
-        discover_cluster: bool,
-    ) -> PyResult<Self> {
-        let fast_path = match fast_path {
-            "auto" => FastPath::Auto,
-            "off" => FastPath::Off,
-            "required" => FastPath::Required,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "fast_path must be \"auto\", \"off\" or \"required\", not {other:?}"
-                )))
-            }
-        };
-        seconds("timeout", timeout)?;
-        seconds("read_timeout", read_timeout)?;
-        seconds("connect_timeout", connect_timeout)?;
-        Ok(Self {
-            endpoint,
-            fast_path,
-            token,
-            ca_file,
-            timeout,
-            read_timeout,
-            connect_timeout,
-            verify_sha256,
-            fabric_addr,
-            retries_when_busy,
-            discover_cluster,
-        })
+    /// The settings, if they make sense (a `ValueError` naming the one that does not).
+    pub(crate) fn checked(self) -> PyResult<Self> {
+        self.mode()?;
+        seconds("timeout", self.timeout)?;
+        seconds("read_timeout", self.read_timeout)?;
+        seconds("connect_timeout", self.connect_timeout)?;
+        Ok(self)
     }
 
-    fn fast_path_name(&self) -> &'static str {
-        match self.fast_path {
-            FastPath::Auto => "auto",
-            FastPath::Off => "off",
-            FastPath::Required => "required",
+    fn mode(&self) -> PyResult<FastPath> {
+        match self.fast_path.as_str() {
+            "auto" => Ok(FastPath::Auto),
+            "off" => Ok(FastPath::Off),
+            "required" => Ok(FastPath::Required),
+            other => Err(PyValueError::new_err(format!(
+                "fast_path must be \"auto\", \"off\" or \"required\", not {other:?}"
+            ))),
         }
     }
 
     fn build(&self) -> PyResult<rasa_client::Client> {
         let mut b = rasa_client::Client::builder(self.endpoint.clone())
-            .fast_path(self.fast_path)
+            .fast_path(self.mode()?)
             .timeout(seconds("timeout", self.timeout)?)
             .read_timeout(seconds("read_timeout", self.read_timeout)?)
             .connect_timeout(seconds("connect_timeout", self.connect_timeout)?)
@@ -118,7 +87,7 @@ impl Config {
     pub(crate) fn kwargs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         d.set_item("endpoint", &self.endpoint)?;
-        d.set_item("fast_path", self.fast_path_name())?;
+        d.set_item("fast_path", &self.fast_path)?;
         d.set_item("token", &self.token)?;
         d.set_item("ca_file", &self.ca_file)?;
         d.set_item("timeout", self.timeout)?;
@@ -135,8 +104,7 @@ impl Config {
     pub(crate) fn repr(&self, class: &str) -> String {
         format!(
             "{class}({:?}, fast_path={:?})",
-            self.endpoint,
-            self.fast_path_name()
+            self.endpoint, self.fast_path
         )
     }
 }
