@@ -173,6 +173,10 @@ pub struct Args {
     #[command(flatten)]
     pub cluster: crate::cluster::ClusterArgs,
 
+    /// The S3-compatible listener (`--s3-listen`, …).
+    #[command(flatten)]
+    pub s3: crate::s3::args::S3Args,
+
     /// Something to do instead of serving.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -207,6 +211,9 @@ pub enum Command {
     /// The fast path's fabric on this host.
     #[command(subcommand)]
     Fabric(FabricCommand),
+    /// S3 access keys for the S3 listener.
+    #[command(subcommand, name = "s3-key")]
+    S3Key(crate::s3::args::S3KeyCommand),
 }
 
 /// `rasa-gateway fabric …`

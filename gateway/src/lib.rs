@@ -10,6 +10,7 @@
 //!   `application/problem+json`, the OpenAPI document and Swagger UI.
 //! - [`key`]: what a valid object key is; [`media`]: default media types.
 //! - [`origin`]: the S3 origin behind the store (read-through, write-through).
+//! - [`s3`]: the S3-compatible listener (`--s3-listen`), on `s3s`, over the same store.
 //! - [`config`]: flags and `RASA_*` environment variables, validated at start.
 //! - [`server`]: serve a listener (plain or TLS) with connection limits until a shutdown
 //!   signal.
@@ -33,6 +34,7 @@ pub mod http;
 pub mod key;
 pub mod media;
 pub mod origin;
+pub mod s3;
 pub mod server;
 pub mod store;
 pub mod tokens;

@@ -11,6 +11,7 @@ use rasa_fastpath::server::FabricServer;
 use rasa_gateway::cluster::Cluster;
 use rasa_gateway::config::{Args, Command, FabricCommand, FastPathMode, TlsCommand, TokenCommand};
 use rasa_gateway::http::{doc, AppState, HttpConfig};
+use rasa_gateway::s3::args::S3KeyCommand;
 use rasa_gateway::server::{self, ServeOptions};
 use rasa_gateway::store::Store;
 use rasa_gateway::tokens::{self, TokenFile, TokenSet};
@@ -57,6 +58,15 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             } else {
                 ExitCode::SUCCESS
+            };
+        }
+        Some(Command::S3Key(S3KeyCommand::New { name, scopes, file })) => {
+            return match rasa_gateway::s3::keys::new_key(name, &scopes.0, file) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(why) => {
+                    eprintln!("rasa-gateway: {why}");
+                    ExitCode::FAILURE
+                }
             };
         }
         Some(Command::Tls(TlsCommand::SelfSigned { hosts, out, days })) => {
@@ -225,10 +235,34 @@ async fn serve(args: Args) -> Result<(), String> {
             "bearer tokens over plain HTTP beyond loopback: anyone on the path can copy them; use --tls-cert/--tls-key or a TLS proxy"
         );
     }
-    // One line on stdout, for people and for tests that bind port 0.
+    let s3 = rasa_gateway::s3::listener::prepare(
+        &args.s3,
+        rasa_gateway::s3::listener::Shared {
+            store: Arc::clone(&state.store),
+            origin: state.origin.clone(),
+            origin_location: args.origin.clone(),
+            write_policy: args.effective_write_policy(),
+            max_object_size: args.max_object_size,
+            max_concurrent_requests: args.max_concurrent_requests,
+            body_timeout: args.body_timeout,
+        },
+    )
+    .await?;
+    // One line on stdout per listener, for people and for tests that bind port 0.
     let scheme = if tls.is_some() { "https" } else { "http" };
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "rasa-gateway listening on {scheme}://{addr}").and_then(|()| out.flush());
+    let _ = writeln!(out, "rasa-gateway listening on {scheme}://{addr}");
+    if let Some(s3) = &s3 {
+        let at = s3
+            .listener
+            .local_addr()
+            .map_err(|e| format!("cannot read the S3 address: {e}"))?;
+        if s3.open && !at.ip().is_loopback() {
+            tracing::warn!(%at, "the S3 listener has no --s3-credentials-file: anyone who can reach it can read and write");
+        }
+        let _ = writeln!(out, "rasa-gateway S3 on {scheme}://{at}");
+    }
+    let _ = out.flush();
     drop(out);
     let options = ServeOptions {
         header_timeout: args.header_timeout,
@@ -237,15 +271,31 @@ async fn serve(args: Args) -> Result<(), String> {
     };
     let store = Arc::clone(&state.store);
     let leaving = cluster.clone();
-    let shutdown = async move {
+    // Both listeners stop together: on the signal, after a cluster member's drain.
+    let shutdown = futures_util::FutureExt::shared(Box::pin(async move {
         shutdown.await;
         if let Some(cluster) = &leaving {
             drain(cluster, &store, args.lease_grace).await;
         }
-    };
-    let served = server::run(listener, state, options, shutdown)
+    }));
+    let s3_served = s3.map(|s3| {
+        tokio::spawn(server::run(
+            s3.listener,
+            s3.app,
+            options.clone(),
+            shutdown.clone(),
+        ))
+    });
+    let served = server::run(listener, rasa_gateway::http::app(state), options, shutdown)
         .await
         .map_err(|e| format!("server error: {e}"));
+    if let Some(s3) = s3_served {
+        match s3.await {
+            Ok(Err(e)) => tracing::error!(error = %e, "S3 listener error"),
+            Err(e) => tracing::error!(error = %e, "S3 listener task failed"),
+            Ok(Ok(())) => {}
+        }
+    }
     if let Some(cluster) = cluster {
         cluster.leave(Duration::from_secs(5)).await;
     }

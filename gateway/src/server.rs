@@ -31,8 +31,6 @@ use tokio_io_timeout::TimeoutStream;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
-use crate::http::{app, AppState};
-
 /// Largest HTTP/2 header block hyper accepts (the gateway's `--max-header-size`, at most
 /// 256 KiB, is enforced within it with a problem document).
 const H2_MAX_HEADER_LIST: u32 = 400 << 10;
@@ -58,15 +56,14 @@ impl Default for ServeOptions {
     }
 }
 
-/// Serves the API on `listener` until `shutdown` completes, then lets requests in flight
+/// Serves `app` (the native API, or the S3 API) on `listener` until `shutdown` completes, then lets requests in flight
 /// finish.
 pub async fn run(
     listener: TcpListener,
-    state: AppState,
+    app: axum::Router,
     options: ServeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let app = app(state);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()

@@ -200,6 +200,7 @@ impl Store {
                     etag: old.origin.etag.clone(),
                     validated_ms: AtomicU64::new(old.origin.validated_ms.load(Ordering::Acquire)),
                 },
+                s3_etag: old.s3_etag.clone(),
             });
             to.add_live(&key, ver, copy.frame.len() as u64);
             to.finish_pending();

@@ -140,6 +140,7 @@ impl Store {
             content_type: v.content_type.clone(),
             created: v.created,
             origin: OriginMeta::default(),
+            s3_etag: v.s3_etag.clone(),
         }))
     }
 

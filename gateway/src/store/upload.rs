@@ -65,6 +65,7 @@ impl Store {
                         arena,
                         slot: Some(slot),
                         origin: OriginMeta::default(),
+                        s3_etag: None,
                     })
                 }
                 Err(ReserveError::Never(e)) => return Err(e),
@@ -127,6 +128,7 @@ impl Store {
             content_type: std::mem::take(&mut upload.content_type),
             created: SystemTime::now(),
             origin: std::mem::take(&mut upload.origin),
+            s3_etag: upload.s3_etag.take(),
         });
         Ok(Sealed {
             version: stored,
@@ -184,6 +186,7 @@ pub struct Upload {
     arena: Arc<Arena>,
     slot: Option<WriteSlot>,
     origin: OriginMeta,
+    s3_etag: Option<String>,
 }
 
 /// A finished, immutable version that is not visible yet (see [`Store::seal`]). Dropping it
@@ -205,6 +208,11 @@ impl Upload {
     /// Marks the value as a copy of an origin object with entity tag `etag`, confirmed now.
     pub fn from_origin(&mut self, etag: Option<String>) {
         self.origin = OriginMeta::confirmed(etag);
+    }
+
+    /// Sets the entity tag S3 clients will see (see [`StoredVersion::s3_etag`]).
+    pub fn set_s3_etag(&mut self, etag: Option<String>) {
+        self.s3_etag = etag;
     }
 
     /// Appends the next body chunk: copies it into arena memory and feeds both digests.

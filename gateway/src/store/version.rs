@@ -67,6 +67,9 @@ pub struct StoredVersion {
     pub created: SystemTime,
     /// Freshness against the origin, for versions the origin also holds.
     pub origin: OriginMeta,
+    /// The entity tag S3 clients see, when it is not the SHA-256 (the MD5 an S3 upload
+    /// was checked against), unquoted.
+    pub s3_etag: Option<String>,
 }
 
 /// What the gateway knows of a version's copy at the origin.

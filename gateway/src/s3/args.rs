@@ -1,0 +1,99 @@
+//! The S3 listener's flags (`--s3-*`, flattened into the gateway's) and the `s3-key`
+//! subcommand.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{Bucket, EtagMode};
+
+/// The S3-compatible listener.
+#[derive(Debug, Clone, clap::Args)]
+pub struct S3Args {
+    /// Serve the S3 API on this address too (e.g. `127.0.0.1:9000`), for S3 tools:
+    /// aws-cli, boto3, s5cmd, Arrow… It cannot share the native port (SigV4 signs the
+    /// exact path). Same TLS, timeouts, limits and shutdown as the native listener.
+    #[arg(long, env = "RASA_S3_LISTEN")]
+    pub s3_listen: Option<SocketAddr>,
+
+    /// A bucket the S3 listener serves: `NAME` (its keys are the gateway's keys) or
+    /// `NAME=PREFIX` (S3 key `k` is gateway key `PREFIX` + `k`). Repeatable. With
+    /// `--origin s3://B/P` and no `--s3-bucket`, the bucket is `B`, whose keys under `P`
+    /// are the ones the gateway caches — tools change only their endpoint.
+    #[arg(long = "s3-bucket", env = "RASA_S3_BUCKETS", value_delimiter = ',', value_parser = Bucket::parse)]
+    pub s3_buckets: Vec<Bucket>,
+
+    /// Domains for virtual-host-style requests (`BUCKET.DOMAIN`); path-style always works.
+    #[arg(long = "s3-domain", env = "RASA_S3_DOMAINS", value_delimiter = ',')]
+    pub s3_domains: Vec<String>,
+
+    /// S3 access keys (made with `rasa-gateway s3-key new`), reloaded on SIGHUP. Without
+    /// it the S3 listener is open to anyone who can reach it (like the native API without
+    /// --token-file).
+    #[arg(long, env = "RASA_S3_CREDENTIALS_FILE")]
+    pub s3_credentials_file: Option<PathBuf>,
+
+    /// The ETag of objects uploaded without `Content-MD5`: `sha256` (the quoted SHA-256,
+    /// computed anyway) or `md5` (an extra MD5 pass over every upload, for tools that
+    /// insist on MD5 ETags).
+    #[arg(long, env = "RASA_S3_ETAG", value_enum, default_value_t = EtagMode::Sha256)]
+    pub s3_etag: EtagMode,
+
+    /// Memory all multipart uploads' staged parts may hold together; a part beyond it is
+    /// answered `503 SlowDown`.
+    #[arg(long, env = "RASA_MULTIPART_MEMORY", default_value = "1GiB", value_parser = parse_size)]
+    pub multipart_memory: u64,
+
+    /// A multipart upload not completed within this long is abandoned and its parts freed.
+    #[arg(long, env = "RASA_MULTIPART_EXPIRY", default_value = "1h", value_parser = parse_duration)]
+    pub multipart_expiry: Duration,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse::<bytesize::ByteSize>()
+        .map(|b| b.as_u64())
+        .map_err(|e| format!("{e} (write sizes like 64MiB, 1GiB or 1000000)"))
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("{e} (write durations like 10s or 250ms)"))
+}
+
+/// `rasa-gateway s3-key …`
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum S3KeyCommand {
+    /// Make an S3 access key: append its line (name, scopes, access key id, secret) to the
+    /// credentials file (created 0600) and print the id and secret once on stdout.
+    New {
+        /// The key's name, as logs show it.
+        name: String,
+        /// Comma-separated scopes: read (GET, HEAD, LIST), write (PUT, DELETE, multipart,
+        /// copy), admin (both).
+        #[arg(long)]
+        scopes: crate::tokens::ScopeList,
+        /// The credentials file to append to.
+        #[arg(long, env = "RASA_S3_CREDENTIALS_FILE")]
+        file: PathBuf,
+    },
+}
+
+impl S3Args {
+    /// The buckets to serve: as given, else the origin's bucket (see `--s3-bucket`).
+    pub fn buckets(
+        &self,
+        origin: Option<&crate::origin::s3::S3Location>,
+    ) -> Result<Vec<Bucket>, String> {
+        if !self.s3_buckets.is_empty() {
+            return Ok(self.s3_buckets.clone());
+        }
+        match origin {
+            Some(o) => Ok(vec![Bucket::of_origin(&o.bucket, &o.prefix)]),
+            None => Err(
+                "--s3-listen needs a bucket to serve: --s3-bucket NAME[=PREFIX] (or an --origin, whose bucket it then serves)"
+                    .into(),
+            ),
+        }
+    }
+}

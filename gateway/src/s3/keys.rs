@@ -1,0 +1,310 @@
+//! S3 access keys: SigV4 needs each secret on the server (it signs with it), and the token
+//! file holds only hashes, so S3 keys live in a file of their own (`--s3-credentials-file`,
+//! mode 0600), one per line:
+//!
+//! ```text
+//! # name     scopes       access key id          secret
+//! trainer    read         RASA6Q2T8XK4P0ZVN3WD   5bq3…(40 characters)
+//! ingest     read,write   RASAM1J7C9HD2RY5KF0S   Tz9w…
+//! ```
+//!
+//! `rasa-gateway s3-key new NAME --scopes read,write --file F` makes a key, appends its
+//! line and prints the id and secret once. The file is read again on SIGHUP. Scopes map to
+//! operations: `read` for GET/HEAD/LIST, `write` for PUT/DELETE/multipart/copy; `admin`
+//! implies both. SigV2 is refused.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+use s3s::access::{S3Access, S3AccessContext};
+use s3s::auth::{S3Auth, SecretKey};
+use s3s::{s3_error, S3Result};
+
+use crate::tokens::{parse_scopes, Scope};
+
+/// One access key.
+#[derive(Clone, Debug)]
+pub struct S3Key {
+    /// The name logs use.
+    pub name: String,
+    /// What it may do.
+    pub scopes: Vec<Scope>,
+    /// The access key id.
+    pub id: String,
+    secret: String,
+}
+
+impl S3Key {
+    fn allows(&self, scope: Scope) -> bool {
+        self.scopes.contains(&scope) || self.scopes.contains(&Scope::Admin)
+    }
+}
+
+/// The keys in force, and the file they came from ([`S3Keys::reload`] on SIGHUP).
+#[derive(Debug)]
+pub struct S3Keys {
+    path: std::path::PathBuf,
+    keys: RwLock<Arc<HashMap<String, S3Key>>>,
+}
+
+/// Parses the credentials file format (see the module documentation).
+pub fn parse(text: &str) -> Result<HashMap<String, S3Key>, String> {
+    let mut keys = HashMap::new();
+    let mut names = std::collections::HashSet::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or_default().trim();
+        if line.is_empty() {
+            continue;
+        }
+        let at = |why: String| format!("line {}: {why}", n + 1);
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [name, scopes, id, secret] = fields[..] else {
+            return Err(at(format!(
+                "expected 'NAME SCOPES ACCESS_KEY_ID SECRET', found {} fields",
+                fields.len()
+            )));
+        };
+        let scopes = parse_scopes(scopes).map_err(at)?;
+        if !names.insert(name.to_owned()) {
+            return Err(at(format!("a second key named '{name}'")));
+        }
+        let key = S3Key {
+            name: name.to_owned(),
+            scopes,
+            id: id.to_owned(),
+            secret: secret.to_owned(),
+        };
+        if keys.insert(id.to_owned(), key).is_some() {
+            return Err(at(format!("a second key with the id '{id}'")));
+        }
+    }
+    Ok(keys)
+}
+
+impl S3Keys {
+    /// Loads `path`; the error names the file and line.
+    pub fn load(path: &Path) -> Result<Self, String> {
+        Ok(Self {
+            keys: RwLock::new(Arc::new(Self::read(path)?)),
+            path: path.to_owned(),
+        })
+    }
+
+    fn read(path: &Path) -> Result<HashMap<String, S3Key>, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            format!(
+                "cannot read the S3 credentials file {}: {e}",
+                path.display()
+            )
+        })?;
+        parse(&text).map_err(|e| format!("S3 credentials file {}: {e}", path.display()))
+    }
+
+    /// Reads the file again and, if it parses, puts its keys in force; returns how many.
+    /// On error the keys in force stay.
+    pub fn reload(&self) -> Result<usize, String> {
+        let fresh = Self::read(&self.path)?;
+        let n = fresh.len();
+        *self.keys.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
+        Ok(n)
+    }
+
+    /// How many keys are in force.
+    pub fn len(&self) -> usize {
+        self.current().len()
+    }
+
+    /// Whether no key is in force.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn current(&self) -> Arc<HashMap<String, S3Key>> {
+        Arc::clone(&self.keys.read().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// Both halves of access control, for `s3s`: [`S3Auth`] gives the secret of an access key
+/// (so signatures can be checked), [`S3Access`] decides whether the key may run the
+/// operation.
+#[derive(Clone, Debug)]
+pub struct Access(pub Arc<S3Keys>);
+
+#[async_trait::async_trait]
+impl S3Auth for Access {
+    async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
+        match self.0.current().get(access_key) {
+            Some(k) => Ok(SecretKey::from(k.secret.clone())),
+            None => Err(s3_error!(
+                InvalidAccessKeyId,
+                "the access key id is not in the gateway's S3 credentials file"
+            )),
+        }
+    }
+}
+
+/// The scope an S3 operation needs.
+pub fn scope_of(operation: &str) -> Scope {
+    match operation {
+        "GetObject"
+        | "HeadObject"
+        | "ListObjects"
+        | "ListObjectsV2"
+        | "HeadBucket"
+        | "ListBuckets"
+        | "GetBucketLocation"
+        | "GetBucketVersioning"
+        | "ListParts"
+        | "ListMultipartUploads" => Scope::Read,
+        _ => Scope::Write,
+    }
+}
+
+/// Whether the request is signed with SigV2 (header or query), which is refused.
+fn sig_v2(cx: &S3AccessContext<'_>) -> bool {
+    let header = cx
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("AWS "));
+    let query = cx
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p.starts_with("AWSAccessKeyId=")));
+    header || query
+}
+
+#[async_trait::async_trait]
+impl S3Access for Access {
+    async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
+        if sig_v2(cx) {
+            return Err(s3_error!(
+                AccessDenied,
+                "Signature Version 2 is not accepted: sign requests with SigV4"
+            ));
+        }
+        let Some(creds) = cx.credentials() else {
+            return Err(s3_error!(AccessDenied, "the request is not signed"));
+        };
+        let keys = self.0.current();
+        let Some(key) = keys.get(&creds.access_key) else {
+            return Err(s3_error!(InvalidAccessKeyId));
+        };
+        let op = cx.s3_op().name();
+        let need = scope_of(op);
+        if !key.allows(need) {
+            return Err(s3_error!(
+                AccessDenied,
+                "the access key '{}' lacks the '{need}' scope {op} needs",
+                key.name
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Without a credentials file: anyone may do anything (like the native API without
+/// tokens), but SigV2 is still refused.
+#[derive(Clone, Copy, Debug)]
+pub struct Open;
+
+#[async_trait::async_trait]
+impl S3Access for Open {
+    async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
+        if sig_v2(cx) {
+            return Err(s3_error!(
+                AccessDenied,
+                "Signature Version 2 is not accepted: sign requests with SigV4"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A new access key id: `RASA` and 16 random characters of `A-Z0-9` (20, as AWS's).
+pub fn new_key_id() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    let mut id = String::from("RASA");
+    for _ in 0..16 {
+        id.push(ALPHABET[rand::random_range(0..ALPHABET.len())] as char);
+    }
+    id
+}
+
+/// A new secret: 240 random bits, base64url (40 characters, as AWS's).
+pub fn new_secret() -> String {
+    use base64::Engine;
+    let bytes: [u8; 30] = rand::random();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// `rasa-gateway s3-key new`: appends a new key's line to `file` (created 0600 if missing)
+/// and prints its id and secret, once, on stdout.
+pub fn new_key(name: &str, scopes: &[Scope], file: &Path) -> Result<(), String> {
+    use std::io::Write;
+    if scopes.is_empty() {
+        return Err("a key needs at least one scope".into());
+    }
+    crate::tokens::file_line(name, scopes, "")?; // the same rules for names
+    if file.exists() {
+        let existing = S3Keys::read(file)?;
+        if existing.values().any(|k| k.name == name) {
+            return Err(format!(
+                "{} already has a key named '{name}'",
+                file.display()
+            ));
+        }
+    }
+    let (id, secret) = (new_key_id(), new_secret());
+    let scopes: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut f = options
+        .open(file)
+        .map_err(|e| format!("cannot open {}: {e}", file.display()))?;
+    writeln!(f, "{name} {} {id} {secret}", scopes.join(","))
+        .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    eprintln!(
+        "rasa-gateway: added S3 key '{name}' to {}; its access key id and secret (shown only now) follow",
+        file.display()
+    );
+    println!("{id} {secret}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_keys_and_refuses_bad_lines() {
+        let keys = parse("# c\nbob read AKID1 sec1\n\nann read,write AKID2 sec2 # x\n").unwrap();
+        assert_eq!(keys.len(), 2);
+        assert_eq!(keys["AKID2"].scopes, vec![Scope::Read, Scope::Write]);
+        assert!(parse("bob read AKID1").unwrap_err().contains("line 1"));
+        assert!(parse("bob reed AKID1 s")
+            .unwrap_err()
+            .contains("unknown scope"));
+        assert!(parse("a read X s\nb read X t")
+            .unwrap_err()
+            .contains("id 'X'"));
+        assert!(parse("a read X s\na read Y t")
+            .unwrap_err()
+            .contains("named 'a'"));
+    }
+
+    #[test]
+    fn operations_need_their_scope() {
+        assert_eq!(scope_of("GetObject"), Scope::Read);
+        assert_eq!(scope_of("ListObjectsV2"), Scope::Read);
+        assert_eq!(scope_of("PutObject"), Scope::Write);
+        assert_eq!(scope_of("CompleteMultipartUpload"), Scope::Write);
+        assert_eq!(scope_of("DeleteObjects"), Scope::Write);
+        let id = new_key_id();
+        assert!(id.len() == 20 && id.starts_with("RASA"));
+        assert_eq!(new_secret().len(), 40);
+    }
+}

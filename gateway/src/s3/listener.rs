@@ -1,0 +1,178 @@
+//! Starting the S3 listener: its router (the `s3s` service behind the same kinds of
+//! limits as the native API: a concurrency limit that answers `503 SlowDown`, a body
+//! timeout, panics caught, credentials redacted from traces), its socket, the multipart
+//! reaper, and the credentials file reloaded on SIGHUP.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::error_handling::HandleErrorLayer;
+use axum::response::{IntoResponse, Response};
+use http::{header, StatusCode};
+use tower::limit::GlobalConcurrencyLimitLayer;
+use tower::ServiceBuilder;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
+use tower_http::trace::TraceLayer;
+
+use super::args::S3Args;
+use super::keys::S3Keys;
+use super::multipart::Uploads;
+use super::{router, S3Front};
+use crate::origin::readthrough::ReadThrough;
+use crate::origin::WritePolicy;
+use crate::store::Store;
+
+/// An S3 error document with `status`.
+pub(super) fn xml_error(status: StatusCode, code: &str, message: &str) -> Response {
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{message}</Message></Error>"
+    );
+    let mut r = (status, body).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/xml"),
+    );
+    r
+}
+
+async fn overloaded(err: axum::BoxError) -> Response {
+    if err.is::<tower::load_shed::error::Overloaded>() {
+        metrics::counter!("rasa_s3_requests_shed_total").increment(1);
+        let mut r = xml_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "SlowDown",
+            "too many requests at once (--max-concurrent-requests); retry",
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+        r
+    } else {
+        tracing::error!(error = %err, "S3 request limit layer failed");
+        xml_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalError",
+            "the request failed",
+        )
+    }
+}
+
+fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    metrics::counter!("rasa_s3_panics_total").increment(1);
+    xml_error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "InternalError",
+        "internal error; the gateway's log has details",
+    )
+}
+
+/// Everything the S3 listener shares with the rest of the gateway.
+pub struct Shared {
+    /// The versions.
+    pub store: Arc<Store>,
+    /// The origin, when there is one.
+    pub origin: Option<Arc<ReadThrough>>,
+    /// Its location (the default bucket).
+    pub origin_location: Option<crate::origin::s3::S3Location>,
+    /// What writes do with the origin.
+    pub write_policy: WritePolicy,
+    /// `--max-object-size`.
+    pub max_object_size: u64,
+    /// `--max-concurrent-requests` (the S3 listener has as many slots of its own).
+    pub max_concurrent_requests: usize,
+    /// `--body-timeout`.
+    pub body_timeout: Duration,
+}
+
+/// A bound S3 listener and the router to serve on it.
+pub struct Prepared {
+    /// The socket.
+    pub listener: tokio::net::TcpListener,
+    /// The S3 API.
+    pub app: axum::Router,
+    /// Whether anyone may use it (no credentials file).
+    pub open: bool,
+}
+
+/// Binds `--s3-listen` (when given) and builds its router; starts the multipart reaper
+/// and, with a credentials file, its reload on SIGHUP.
+pub async fn prepare(args: &S3Args, shared: Shared) -> Result<Option<Prepared>, String> {
+    let Some(addr) = args.s3_listen else {
+        return Ok(None);
+    };
+    let buckets = args.buckets(shared.origin_location.as_ref())?;
+    let keys = match &args.s3_credentials_file {
+        Some(path) => {
+            let keys = Arc::new(S3Keys::load(path)?);
+            reload_on_sighup(Arc::clone(&keys))?;
+            Some(keys)
+        }
+        None => None,
+    };
+    let uploads = Arc::new(Uploads::new(args.multipart_memory, args.multipart_expiry));
+    tokio::spawn(Arc::clone(&uploads).run_reaper());
+    let front = Arc::new(S3Front {
+        store: shared.store,
+        origin: shared.origin,
+        write_policy: shared.write_policy,
+        buckets,
+        etag: args.s3_etag,
+        max_object_size: shared.max_object_size,
+        uploads,
+        started: std::time::SystemTime::now(),
+        body_timeout: shared.body_timeout,
+    });
+    let open = keys.is_none();
+    let slots = Arc::new(tokio::sync::Semaphore::new(shared.max_concurrent_requests));
+    let app = router(front, keys, &args.s3_domains)?
+        .layer(
+            ServiceBuilder::new()
+                .layer(HandleErrorLayer::new(overloaded))
+                .load_shed()
+                .layer(GlobalConcurrencyLimitLayer::with_semaphore(slots)),
+        )
+        .layer(axum::middleware::map_response(count))
+        .layer(CatchPanicLayer::custom(panicked))
+        .layer(TraceLayer::new_for_http())
+        .layer(SetSensitiveRequestHeadersLayer::new([
+            header::AUTHORIZATION,
+        ]));
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen for S3 on {addr}: {e}"))?;
+    Ok(Some(Prepared {
+        listener,
+        app,
+        open,
+    }))
+}
+
+async fn count(resp: Response<Body>) -> Response<Body> {
+    metrics::counter!("rasa_s3_requests_total", "status" => resp.status().as_str().to_owned())
+        .increment(1);
+    resp
+}
+
+#[cfg(unix)]
+fn reload_on_sighup(keys: Arc<S3Keys>) -> Result<(), String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangup = signal(SignalKind::hangup())
+        .map_err(|e| format!("cannot install a SIGHUP handler: {e}"))?;
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            match keys.reload() {
+                Ok(n) => tracing::info!(keys = n, "SIGHUP: S3 credentials file reloaded"),
+                Err(e) => {
+                    tracing::error!(error = %e, "SIGHUP: S3 credentials not reloaded; the keys in force stay")
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn reload_on_sighup(_: Arc<S3Keys>) -> Result<(), String> {
+    Ok(())
+}

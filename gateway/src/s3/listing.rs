@@ -1,0 +1,317 @@
+//! Listing and bucket operations: ListObjectsV2, ListObjects (v1), ListBuckets,
+//! HeadBucket, GetBucketLocation, GetBucketVersioning. Keys come from the store in key
+//! order, a page at a time, grouped by delimiter into common prefixes; with an origin
+//! the origin answers (the cache holds only part of the bucket).
+
+use base64::Engine;
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use s3s::dto::*;
+use s3s::{s3_error, S3Request, S3Response, S3Result};
+
+use super::{Bucket, S3Front};
+
+/// Largest page, and the default.
+const MAX_KEYS: usize = 1000;
+/// Keys read from the store at a time while a page is gathered.
+const BATCH: usize = 1000;
+/// What `encoding-type=url` leaves as it is.
+const URL_SAFE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b'/');
+
+/// One listed key.
+pub(super) struct Listed {
+    pub(super) key: String,
+    pub(super) size: u64,
+    pub(super) etag: String,
+    pub(super) modified: std::time::SystemTime,
+}
+
+/// A page of a listing.
+#[derive(Default)]
+pub(super) struct Page {
+    pub(super) contents: Vec<Listed>,
+    pub(super) prefixes: Vec<String>,
+    /// Where the next page starts (after this S3 key), when there is one.
+    pub(super) next: Option<String>,
+}
+
+/// The largest string that starts with `p`, as an exclusive bound: every key under `p`
+/// sorts before it.
+fn past(p: &str) -> String {
+    format!("{p}\u{10FFFF}")
+}
+
+/// The page of `bucket`'s keys under `prefix` after `after`, at most `max` entries (keys
+/// and common prefixes), from the store.
+pub(super) fn page(
+    front: &S3Front,
+    bucket: &Bucket,
+    prefix: &str,
+    delimiter: Option<&str>,
+    after: Option<&str>,
+    max: usize,
+) -> Page {
+    let mut out = Page::default();
+    // The Rasa keys to walk: those of the bucket whose S3 keys can start with `prefix`.
+    let rasa_prefix = if let Some(rest) = prefix.strip_prefix(bucket.s3_prefix.as_str()) {
+        format!("{}{rest}", bucket.rasa_prefix)
+    } else if bucket.s3_prefix.starts_with(prefix) {
+        bucket.rasa_prefix.clone()
+    } else {
+        return out;
+    };
+    let mut cursor: Option<String> = after.and_then(|a| {
+        if a < bucket.s3_prefix.as_str() {
+            None
+        } else {
+            bucket.rasa_key(a)
+        }
+    });
+    let delimiter = delimiter.filter(|d| !d.is_empty());
+    let mut taken = 0usize;
+    loop {
+        let (batch, more) = front.store.list(&rasa_prefix, cursor.as_deref(), BATCH);
+        let mut jumped = false;
+        for v in &batch {
+            cursor = Some(v.key.clone());
+            let Some(s3_key) = bucket.s3_key(&v.key) else {
+                continue;
+            };
+            if !s3_key.starts_with(prefix) || after.is_some_and(|a| s3_key.as_str() <= a) {
+                continue;
+            }
+            if taken == max {
+                return out; // one more exists: `next` says where the page ended
+            }
+            taken += 1;
+            let rest = &s3_key[prefix.len()..];
+            let grouped = delimiter.and_then(|d| {
+                rest.find(d)
+                    .map(|at| format!("{prefix}{}", &rest[..at + d.len()]))
+            });
+            let Some(cp) = grouped else {
+                out.next = Some(s3_key.clone());
+                out.contents.push(Listed {
+                    key: s3_key,
+                    size: v.len(),
+                    etag: front.etag(v),
+                    modified: v.created,
+                });
+                continue;
+            };
+            out.next = Some(past(&cp));
+            out.prefixes.push(cp.clone());
+            // Walk on from past every key under the common prefix. When that lies beyond
+            // the bucket's keys, all of them are under it: the listing is complete.
+            match bucket.rasa_key(&past(&cp)) {
+                Some(k) => cursor = Some(k),
+                None => {
+                    out.next = None;
+                    return out;
+                }
+            }
+            jumped = true;
+            break;
+        }
+        if !jumped && !more {
+            out.next = None;
+            return out;
+        }
+    }
+}
+
+fn encode(s: String, url: bool) -> String {
+    if url {
+        utf8_percent_encode(&s, URL_SAFE).to_string()
+    } else {
+        s
+    }
+}
+
+fn objects(page: &mut Page, url: bool) -> (Vec<Object>, Vec<CommonPrefix>) {
+    let contents = page
+        .contents
+        .drain(..)
+        .map(|l| Object {
+            key: Some(encode(l.key, url)),
+            size: Some(l.size as i64),
+            e_tag: Some(ETag::Strong(l.etag)),
+            last_modified: Some(Timestamp::from(l.modified)),
+            storage_class: Some(ObjectStorageClass::from_static(
+                ObjectStorageClass::STANDARD,
+            )),
+            ..Default::default()
+        })
+        .collect();
+    let prefixes = page
+        .prefixes
+        .drain(..)
+        .map(|p| CommonPrefix {
+            prefix: Some(encode(p, url)),
+        })
+        .collect();
+    (contents, prefixes)
+}
+
+fn max_keys(asked: Option<i32>) -> S3Result<usize> {
+    match asked {
+        None => Ok(MAX_KEYS),
+        Some(n) if n < 0 => Err(s3_error!(InvalidArgument, "max-keys must not be negative")),
+        Some(n) => Ok((n as usize).min(MAX_KEYS)),
+    }
+}
+
+fn wants_url(e: Option<&EncodingType>) -> S3Result<bool> {
+    match e.map(|e| e.as_str()) {
+        None => Ok(false),
+        Some(EncodingType::URL) => Ok(true),
+        Some(other) => Err(s3_error!(
+            InvalidArgument,
+            "unknown encoding-type {other:?}"
+        )),
+    }
+}
+
+pub(super) async fn list_objects_v2(
+    front: &S3Front,
+    req: S3Request<ListObjectsV2Input>,
+) -> S3Result<S3Response<ListObjectsV2Output>> {
+    let i = req.input;
+    let bucket = front.bucket(&i.bucket)?;
+    let url = wants_url(i.encoding_type.as_ref())?;
+    let max = max_keys(i.max_keys)?;
+    let after = match &i.continuation_token {
+        Some(t) => Some(
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(t)
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok())
+                .ok_or_else(|| {
+                    s3_error!(InvalidArgument, "not a continuation token of this gateway")
+                })?,
+        ),
+        None => i.start_after.clone(),
+    };
+    let prefix = i.prefix.clone().unwrap_or_default();
+    let mut page = page(
+        front,
+        bucket,
+        &prefix,
+        i.delimiter.as_deref(),
+        after.as_deref(),
+        max,
+    );
+    let next = page
+        .next
+        .take()
+        .map(|n| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(n));
+    let (contents, prefixes) = objects(&mut page, url);
+    Ok(S3Response::new(ListObjectsV2Output {
+        name: Some(i.bucket),
+        key_count: Some((contents.len() + prefixes.len()) as i32),
+        contents: Some(contents),
+        common_prefixes: Some(prefixes),
+        is_truncated: Some(next.is_some()),
+        next_continuation_token: next,
+        continuation_token: i.continuation_token,
+        start_after: i.start_after.map(|s| encode(s, url)),
+        prefix: Some(encode(prefix, url)),
+        delimiter: i.delimiter,
+        max_keys: Some(max as i32),
+        encoding_type: i.encoding_type,
+        ..Default::default()
+    }))
+}
+
+pub(super) async fn list_objects(
+    front: &S3Front,
+    req: S3Request<ListObjectsInput>,
+) -> S3Result<S3Response<ListObjectsOutput>> {
+    let i = req.input;
+    let bucket = front.bucket(&i.bucket)?;
+    let url = wants_url(i.encoding_type.as_ref())?;
+    let max = max_keys(i.max_keys)?;
+    let prefix = i.prefix.clone().unwrap_or_default();
+    // A marker that is a common prefix (it ends with the delimiter) skips all under it.
+    let after = i.marker.as_ref().map(|m| match i.delimiter.as_deref() {
+        Some(d) if !d.is_empty() && m.ends_with(d) => past(m),
+        _ => m.clone(),
+    });
+    let mut page = page(
+        front,
+        bucket,
+        &prefix,
+        i.delimiter.as_deref(),
+        after.as_deref(),
+        max,
+    );
+    // v1 markers are keys: the last key or common prefix of the page.
+    let truncated = page.next.is_some();
+    let next_marker = truncated
+        .then(|| {
+            let last_key = page.contents.last().map(|l| l.key.clone());
+            let last_prefix = page.prefixes.last().cloned();
+            last_key.max(last_prefix)
+        })
+        .flatten();
+    let (contents, prefixes) = objects(&mut page, url);
+    Ok(S3Response::new(ListObjectsOutput {
+        name: Some(i.bucket),
+        contents: Some(contents),
+        common_prefixes: Some(prefixes),
+        is_truncated: Some(truncated),
+        next_marker: next_marker.map(|m| encode(m, url)),
+        marker: i.marker.map(|m| encode(m, url)),
+        prefix: Some(encode(prefix, url)),
+        delimiter: i.delimiter,
+        max_keys: Some(max as i32),
+        encoding_type: i.encoding_type,
+        ..Default::default()
+    }))
+}
+
+pub(super) fn list_buckets(front: &S3Front) -> S3Response<ListBucketsOutput> {
+    let buckets = front
+        .buckets
+        .iter()
+        .map(|b| s3s::dto::Bucket {
+            name: Some(b.name.clone()),
+            creation_date: Some(Timestamp::from(front.started)),
+            ..Default::default()
+        })
+        .collect();
+    S3Response::new(ListBucketsOutput {
+        buckets: Some(buckets),
+        owner: Some(Owner {
+            display_name: Some("rasa".into()),
+            id: Some("rasa".into()),
+        }),
+        ..Default::default()
+    })
+}
+
+pub(super) fn head_bucket(front: &S3Front, bucket: &str) -> S3Result<S3Response<HeadBucketOutput>> {
+    front.bucket(bucket)?;
+    Ok(S3Response::new(HeadBucketOutput::default()))
+}
+
+pub(super) fn get_bucket_location(
+    front: &S3Front,
+    bucket: &str,
+) -> S3Result<S3Response<GetBucketLocationOutput>> {
+    front.bucket(bucket)?;
+    Ok(S3Response::new(GetBucketLocationOutput::default()))
+}
+
+pub(super) fn get_bucket_versioning(
+    front: &S3Front,
+    bucket: &str,
+) -> S3Result<S3Response<GetBucketVersioningOutput>> {
+    front.bucket(bucket)?;
+    // Not enabled: old versions vanish when reclaimed, which is not S3 versioning.
+    Ok(S3Response::new(GetBucketVersioningOutput::default()))
+}

@@ -1,0 +1,241 @@
+//! The S3-compatible listener (`--s3-listen`): aws-cli, boto3, s5cmd, Arrow and other S3
+//! tools use Rasa unchanged. Built on `s3s` (routing, XML, S3 error codes, SigV4 headers
+//! and presigned URLs, aws-chunked bodies); this module supplies the storage, over the
+//! same store and origin as the native API.
+//!
+//! - Each S3 object is a Rasa version: a PutObject streams into arena memory and becomes a
+//!   new immutable version (`x-amz-version-id` is its version id); values written here
+//!   are readable over the native API and one-sided, and the other way round.
+//! - Buckets map to key prefixes ([`Bucket`]); keys outside a bucket's part are refused.
+//! - Multipart uploads are staged in memory under their own budget and expiry
+//!   ([`multipart`]), then written as one contiguous version.
+//! - Access: SigV4 with keys from `--s3-credentials-file` ([`keys`]), scopes per
+//!   operation; without the file the listener is open, like the native API without tokens.
+//!
+//! Layering: like `http`, this module sits above `origin` and `store`, and uses neither
+//! `http` nor anything above it.
+
+pub mod args;
+mod backend;
+pub mod digest;
+pub mod keys;
+pub mod listener;
+mod listing;
+pub mod multipart;
+mod objects;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::Body;
+use s3s::service::S3ServiceBuilder;
+
+use crate::origin::readthrough::ReadThrough;
+use crate::origin::WritePolicy;
+use crate::store::{Store, StoredVersion};
+
+/// How a bucket's object keys map to Rasa keys: an S3 key must start with `s3_prefix`;
+/// the rest, after `rasa_prefix`, is the Rasa key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bucket {
+    /// The bucket's name.
+    pub name: String,
+    /// The part of the bucket served (an S3 key prefix; empty: all of it).
+    pub s3_prefix: String,
+    /// What Rasa keys of this bucket start with.
+    pub rasa_prefix: String,
+}
+
+impl Bucket {
+    /// `--s3-bucket NAME[=PREFIX]`: S3 key `k` of bucket NAME is Rasa key `PREFIX` + `k`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (name, prefix) = s.split_once('=').unwrap_or((s, ""));
+        let valid = (3..=63).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            && !name.starts_with(['-', '.'])
+            && !name.ends_with(['-', '.']);
+        if !valid {
+            return Err(format!(
+                "{name:?} is not an S3 bucket name (3 to 63 characters: a-z, 0-9, '-', '.')"
+            ));
+        }
+        Ok(Self {
+            name: name.to_owned(),
+            s3_prefix: String::new(),
+            rasa_prefix: prefix.to_owned(),
+        })
+    }
+
+    /// The bucket an origin `s3://B/P` implies: bucket `B`, whose keys under `P` are the
+    /// gateway's keys (which the origin stores under `P`), so S3 tools keep their URLs and
+    /// change only the endpoint.
+    pub fn of_origin(bucket: &str, prefix: &str) -> Self {
+        Self {
+            name: bucket.to_owned(),
+            s3_prefix: prefix.to_owned(),
+            rasa_prefix: String::new(),
+        }
+    }
+
+    /// The Rasa key of S3 key `key`, or `None` when it lies outside the served part.
+    pub fn rasa_key(&self, key: &str) -> Option<String> {
+        let rest = key.strip_prefix(&self.s3_prefix)?;
+        Some(format!("{}{rest}", self.rasa_prefix))
+    }
+
+    /// The S3 key of Rasa key `key`, when it belongs to this bucket.
+    pub fn s3_key(&self, key: &str) -> Option<String> {
+        let rest = key.strip_prefix(&self.rasa_prefix)?;
+        Some(format!("{}{rest}", self.s3_prefix))
+    }
+}
+
+/// Which entity tag objects get when neither the origin nor a `Content-MD5` gave one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum EtagMode {
+    /// The quoted SHA-256 (computed anyway; accepted by boto3, aws-cli, rclone, s5cmd,
+    /// DuckDB and Arrow).
+    #[default]
+    Sha256,
+    /// The MD5 of every upload (costs an MD5 pass, about 600 MB/s a core).
+    Md5,
+}
+
+/// Everything the S3 front needs.
+#[derive(Debug)]
+pub struct S3Front {
+    /// The versions.
+    pub store: Arc<Store>,
+    /// The origin, when the gateway caches a bucket.
+    pub origin: Option<Arc<ReadThrough>>,
+    /// What writes do with the origin.
+    pub write_policy: WritePolicy,
+    /// The buckets served.
+    pub buckets: Vec<Bucket>,
+    /// ETags of uploads without an MD5.
+    pub etag: EtagMode,
+    /// Largest object accepted.
+    pub max_object_size: u64,
+    /// Multipart uploads in progress.
+    pub uploads: Arc<multipart::Uploads>,
+    /// When the listener was started (the buckets' creation date).
+    pub started: std::time::SystemTime,
+    /// Longest wait for the next chunk of a request body (`--body-timeout`).
+    pub body_timeout: std::time::Duration,
+}
+
+impl S3Front {
+    /// The next chunk of an upload's body: `None` at its end; `RequestTimeout` when it
+    /// stalls longer than `--body-timeout` (a tower layer would hide the body's length
+    /// from `s3s`, which needs it).
+    pub async fn next_chunk(
+        &self,
+        body: &mut s3s::dto::StreamingBlob,
+    ) -> s3s::S3Result<Option<bytes::Bytes>> {
+        use futures_util::StreamExt;
+        match tokio::time::timeout(self.body_timeout, body.next()).await {
+            Err(_) => Err(s3s::s3_error!(
+                RequestTimeout,
+                "the body stalled for {:?} (--body-timeout); nothing was stored",
+                self.body_timeout
+            )),
+            Ok(None) => Ok(None),
+            Ok(Some(Ok(chunk))) => Ok(Some(chunk)),
+            Ok(Some(Err(e))) => Err(s3s::s3_error!(IncompleteBody, "reading the body: {e}")),
+        }
+    }
+}
+
+impl S3Front {
+    /// The bucket named `name`, or `NoSuchBucket`.
+    pub fn bucket(&self, name: &str) -> s3s::S3Result<&Bucket> {
+        self.buckets
+            .iter()
+            .find(|b| b.name == name)
+            .ok_or_else(|| s3s::s3_error!(NoSuchBucket, "this gateway serves no bucket {name:?}"))
+    }
+
+    /// `bucket`/`key` as a Rasa key, or an error naming why it cannot be one.
+    pub fn key(&self, bucket: &str, key: &str) -> s3s::S3Result<String> {
+        let b = self.bucket(bucket)?;
+        let k = b.rasa_key(key).ok_or_else(|| {
+            s3s::s3_error!(
+                AccessDenied,
+                "this gateway serves only the keys of {bucket} under {:?}",
+                b.s3_prefix
+            )
+        })?;
+        crate::key::validate(&k)
+            .map_err(|e| s3s::s3_error!(KeyTooLongError, "{e}"))
+            .map(|()| k)
+    }
+
+    /// The entity tag S3 clients see for `v` (unquoted).
+    pub fn etag(&self, v: &StoredVersion) -> String {
+        if let Some(e) = &v.s3_etag {
+            return e.clone();
+        }
+        if let Some(e) = v.origin.etag.get() {
+            return e.trim_matches('"').to_owned();
+        }
+        v.sha256_hex()
+    }
+}
+
+/// Serves S3 on top of `front`, with access control by `keys` (`None`: open) and, with
+/// `domains`, virtual-host-style buckets as well as path-style.
+pub fn router(
+    front: Arc<S3Front>,
+    keys: Option<Arc<keys::S3Keys>>,
+    domains: &[String],
+) -> Result<axum::Router, String> {
+    let mut b = S3ServiceBuilder::new(backend::Rasa(front));
+    match keys.clone() {
+        Some(k) => {
+            b.set_auth(keys::Access(Arc::clone(&k)));
+            b.set_access(keys::Access(k));
+        }
+        None => b.set_access(keys::Open),
+    }
+    if !domains.is_empty() {
+        b.set_host(s3s::host::MultiDomain::new(domains).map_err(|e| format!("--s3-domain: {e}"))?);
+    }
+    let service = b.build();
+    let open = keys.is_none();
+    let s3 = tower::service_fn(move |req: axum::extract::Request| {
+        let mut service = service.clone();
+        async move {
+            if open && signed(&req) {
+                return Ok(listener::xml_error(
+                    http::StatusCode::FORBIDDEN,
+                    "AccessDenied",
+                    "this gateway's S3 listener has no --s3-credentials-file, so it cannot check signatures: send unsigned requests (aws --no-sign-request; boto3 Config(signature_version=UNSIGNED)), or ask for an access key",
+                ));
+            }
+            let resp = tower::Service::call(&mut service, req).await;
+            Ok::<_, Infallible>(match resp {
+                Ok(r) => r.map(Body::new),
+                Err(e) => {
+                    tracing::warn!(error = ?e, "S3 request failed");
+                    let mut r = axum::response::Response::new(Body::from(
+                        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>InternalError</Code><Message>the request failed</Message></Error>",
+                    ));
+                    *r.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+                    r
+                }
+            })
+        }
+    });
+    Ok(axum::Router::new().fallback_service(s3))
+}
+
+/// Whether a request carries a signature (header or presigned URL).
+fn signed(req: &axum::extract::Request) -> bool {
+    req.headers().contains_key(http::header::AUTHORIZATION)
+        || req.uri().query().is_some_and(|q| {
+            q.split('&')
+                .any(|p| p.starts_with("X-Amz-Signature=") || p.starts_with("Signature="))
+        })
+}

@@ -1,0 +1,499 @@
+//! Multipart uploads (aws-cli and boto3 switch to them above 8 MiB): parts are staged in
+//! memory outside the store, under their own budget (`--multipart-memory`) and expiry
+//! (`--multipart-expiry`; abandoned uploads are reaped), bound to the access key that
+//! created the upload. CompleteMultipartUpload checks part order, ETags and sizes, then
+//! writes the parts as one contiguous immutable version.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::{Bytes, BytesMut};
+use md5::{Digest, Md5};
+use s3s::dto::*;
+use s3s::{s3_error, S3Request, S3Response, S3Result};
+
+use super::digest::{Claims, Integrity};
+use super::objects::{publish, store_error};
+use super::S3Front;
+
+/// The smallest part but the last, as S3 requires.
+const MIN_PART: u64 = 5 << 20;
+/// Part numbers S3 allows.
+const PART_NUMBERS: std::ops::RangeInclusive<i32> = 1..=10_000;
+
+/// A staged part.
+struct Part {
+    data: Bytes,
+    md5: [u8; 16],
+    at: SystemTime,
+}
+
+/// An upload in progress.
+struct Staged {
+    bucket: String,
+    s3_key: String,
+    key: String,
+    content_type: String,
+    owner: Option<String>,
+    started: Instant,
+    initiated: SystemTime,
+    parts: BTreeMap<i32, Part>,
+}
+
+/// The multipart uploads in progress, and the memory their parts hold.
+#[derive(Debug)]
+pub struct Uploads {
+    budget: u64,
+    expiry: Duration,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    used: u64,
+    uploads: HashMap<String, Staged>,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("used", &self.used)
+            .field("uploads", &self.uploads.len())
+            .finish()
+    }
+}
+
+impl Uploads {
+    /// No uploads yet; parts may hold `budget` bytes in all; an upload untouched for
+    /// `expiry` is reaped.
+    pub fn new(budget: u64, expiry: Duration) -> Self {
+        Self {
+            budget,
+            expiry,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Bytes staged now.
+    pub fn staged_bytes(&self) -> u64 {
+        self.state().used
+    }
+
+    /// Uploads in progress now.
+    pub fn len(&self) -> usize {
+        self.state().uploads.len()
+    }
+
+    /// Whether no upload is in progress.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Drops uploads older than the expiry; returns how many.
+    pub fn reap(&self) -> usize {
+        let mut st = self.state();
+        let expired: Vec<String> = st
+            .uploads
+            .iter()
+            .filter(|(_, u)| u.started.elapsed() >= self.expiry)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &expired {
+            if let Some(u) = st.uploads.remove(id) {
+                st.used -= u.parts.values().map(|p| p.data.len() as u64).sum::<u64>();
+                tracing::info!(upload = %id, key = %u.key, parts = u.parts.len(), "abandoned multipart upload reaped");
+            }
+        }
+        metrics::gauge!("rasa_s3_multipart_bytes").set(st.used as f64);
+        metrics::counter!("rasa_s3_multipart_reaped_total").increment(expired.len() as u64);
+        expired.len()
+    }
+
+    /// Reaps expired uploads every quarter of the expiry, for ever.
+    pub async fn run_reaper(self: Arc<Self>) {
+        let mut tick = tokio::time::interval((self.expiry / 4).max(Duration::from_millis(100)));
+        loop {
+            tick.tick().await;
+            self.reap();
+        }
+    }
+}
+
+/// The upload `id` of `bucket`/`s3_key` may be used by `who`.
+fn check_owner(
+    st: &State,
+    id: &str,
+    bucket: &str,
+    s3_key: &str,
+    who: Option<&str>,
+) -> S3Result<()> {
+    let Some(u) = st.uploads.get(id) else {
+        return Err(s3_error!(NoSuchUpload));
+    };
+    if u.bucket != bucket || u.s3_key != s3_key {
+        return Err(s3_error!(NoSuchUpload, "the upload is of another key"));
+    }
+    if u.owner.is_some() && u.owner.as_deref() != who {
+        return Err(s3_error!(
+            AccessDenied,
+            "the upload belongs to another access key"
+        ));
+    }
+    Ok(())
+}
+
+fn who<T>(req: &S3Request<T>) -> Option<String> {
+    req.credentials.as_ref().map(|c| c.access_key.clone())
+}
+
+pub(super) async fn create(
+    front: &S3Front,
+    req: S3Request<CreateMultipartUploadInput>,
+) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+    let owner = who(&req);
+    let i = req.input;
+    let key = front.key(&i.bucket, &i.key)?;
+    let id = hex::encode(rand::random::<[u8; 16]>());
+    front.uploads.state().uploads.insert(
+        id.clone(),
+        Staged {
+            bucket: i.bucket.clone(),
+            s3_key: i.key.clone(),
+            key,
+            content_type: i
+                .content_type
+                .unwrap_or_else(|| crate::media::DEFAULT_CONTENT_TYPE.to_owned()),
+            owner,
+            started: Instant::now(),
+            initiated: SystemTime::now(),
+            parts: BTreeMap::new(),
+        },
+    );
+    Ok(S3Response::new(CreateMultipartUploadOutput {
+        bucket: Some(i.bucket),
+        key: Some(i.key),
+        upload_id: Some(id),
+        ..Default::default()
+    }))
+}
+
+pub(super) async fn upload_part(
+    front: &S3Front,
+    req: S3Request<UploadPartInput>,
+) -> S3Result<S3Response<UploadPartOutput>> {
+    let owner = who(&req);
+    let trailers = req.trailing_headers;
+    let i = req.input;
+    if !PART_NUMBERS.contains(&i.part_number) {
+        return Err(s3_error!(InvalidArgument, "part numbers are 1 to 10000"));
+    }
+    let len = i
+        .content_length
+        .and_then(|n| u64::try_from(n).ok())
+        .ok_or_else(|| s3_error!(MissingContentLength))?;
+    let uploads = &front.uploads;
+    {
+        let mut st = uploads.state();
+        check_owner(&st, &i.upload_id, &i.bucket, &i.key, owner.as_deref())?;
+        if st.used + len > uploads.budget {
+            return Err(s3_error!(
+                SlowDown,
+                "multipart staging memory is full (--multipart-memory {} bytes); retry later",
+                uploads.budget
+            ));
+        }
+        st.used += len; // reserved now, so concurrent parts cannot overshoot
+    }
+    let release = |n: u64| {
+        let mut st = uploads.state();
+        st.used -= n;
+    };
+    let mut integrity = match Integrity::new(
+        Claims {
+            content_md5: i.content_md5.as_ref(),
+            checksum: Checksum {
+                checksum_crc32: i.checksum_crc32.clone(),
+                checksum_crc32c: i.checksum_crc32c.clone(),
+                checksum_sha1: i.checksum_sha1.clone(),
+                checksum_sha256: i.checksum_sha256.clone(),
+                checksum_crc64nvme: i.checksum_crc64nvme.clone(),
+                ..Default::default()
+            },
+            algorithm: i.checksum_algorithm.as_ref(),
+        },
+        false,
+    ) {
+        Ok(x) => x,
+        Err(e) => {
+            release(len);
+            return Err(e);
+        }
+    };
+    let mut data = BytesMut::with_capacity(len as usize);
+    let mut md5 = Md5::new();
+    if let Some(mut body) = i.body {
+        loop {
+            let chunk = match front.next_chunk(&mut body).await {
+                Ok(None) => break,
+                Ok(Some(c)) if (data.len() + c.len()) as u64 <= len => c,
+                Ok(Some(_)) => {
+                    release(len);
+                    return Err(s3_error!(
+                        IncompleteBody,
+                        "the part is longer than its Content-Length"
+                    ));
+                }
+                Err(e) => {
+                    release(len);
+                    return Err(e);
+                }
+            };
+            integrity.update(&chunk);
+            md5.update(&chunk);
+            data.extend_from_slice(&chunk);
+        }
+    }
+    if data.len() as u64 != len {
+        release(len);
+        return Err(s3_error!(
+            IncompleteBody,
+            "the part is shorter than its Content-Length"
+        ));
+    }
+    let trailers = trailers.and_then(|t| t.take());
+    if let Err(e) = integrity.verify(trailers.as_ref()) {
+        release(len);
+        return Err(e);
+    }
+    let md5: [u8; 16] = md5.finalize().into();
+    let mut st = uploads.state();
+    // Aborted or reaped meanwhile: the part has nowhere to go.
+    if let Err(e) = check_owner(&st, &i.upload_id, &i.bucket, &i.key, owner.as_deref()) {
+        st.used -= len;
+        return Err(e);
+    }
+    let part = Part {
+        data: data.freeze(),
+        md5,
+        at: SystemTime::now(),
+    };
+    let upload = st.uploads.get_mut(&i.upload_id).expect("checked above");
+    let replaced = upload.parts.insert(i.part_number, part);
+    if let Some(old) = replaced {
+        st.used -= old.data.len() as u64;
+    }
+    metrics::gauge!("rasa_s3_multipart_bytes").set(st.used as f64);
+    Ok(S3Response::new(UploadPartOutput {
+        e_tag: Some(ETag::Strong(hex::encode(md5))),
+        ..Default::default()
+    }))
+}
+
+pub(super) async fn complete(
+    front: &S3Front,
+    req: S3Request<CompleteMultipartUploadInput>,
+) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+    let owner = who(&req);
+    let i = req.input;
+    let asked: Vec<CompletedPart> = i.multipart_upload.and_then(|m| m.parts).unwrap_or_default();
+    if asked.is_empty() {
+        return Err(s3_error!(MalformedXML, "no parts listed"));
+    }
+    // Take the upload out while it is assembled: a second Complete finds nothing.
+    let staged = {
+        let mut st = front.uploads.state();
+        check_owner(&st, &i.upload_id, &i.bucket, &i.key, owner.as_deref())?;
+        st.uploads.remove(&i.upload_id).expect("checked above")
+    };
+    let staged_bytes: u64 = staged.parts.values().map(|p| p.data.len() as u64).sum();
+    let result = assemble(
+        front,
+        &staged,
+        &asked,
+        matches!(i.if_none_match, Some(ETagCondition::Any)),
+    )
+    .await;
+    match result {
+        Ok(v) => {
+            let mut st = front.uploads.state();
+            st.used -= staged_bytes;
+            metrics::gauge!("rasa_s3_multipart_bytes").set(st.used as f64);
+            drop(st);
+            Ok(S3Response::new(CompleteMultipartUploadOutput {
+                bucket: Some(i.bucket),
+                key: Some(i.key),
+                e_tag: Some(ETag::Strong(front.etag(&v))),
+                version_id: Some(v.version.to_string()),
+                ..Default::default()
+            }))
+        }
+        Err(e) => {
+            // A list the client can fix (or a busy store): the upload stays.
+            front
+                .uploads
+                .state()
+                .uploads
+                .insert(i.upload_id.clone(), staged);
+            Err(e)
+        }
+    }
+}
+
+/// Checks the listed parts against the staged ones and writes them as one version.
+async fn assemble(
+    front: &S3Front,
+    staged: &Staged,
+    asked: &[CompletedPart],
+    if_none_match_any: bool,
+) -> S3Result<Arc<crate::store::StoredVersion>> {
+    let mut parts = Vec::with_capacity(asked.len());
+    let mut previous = 0;
+    for (n, p) in asked.iter().enumerate() {
+        let number = p
+            .part_number
+            .ok_or_else(|| s3_error!(InvalidPart, "a part has no number"))?;
+        if number <= previous {
+            return Err(s3_error!(
+                InvalidPartOrder,
+                "parts must be listed in ascending order"
+            ));
+        }
+        previous = number;
+        let Some(part) = staged.parts.get(&number) else {
+            return Err(s3_error!(InvalidPart, "part {number} was not uploaded"));
+        };
+        let etag = p
+            .e_tag
+            .as_ref()
+            .map(|e| e.value().trim_matches('"').to_owned());
+        if etag.as_deref() != Some(&hex::encode(part.md5)[..]) {
+            return Err(s3_error!(
+                InvalidPart,
+                "part {number}'s ETag does not match"
+            ));
+        }
+        if n + 1 < asked.len() && (part.data.len() as u64) < MIN_PART {
+            return Err(s3_error!(
+                EntityTooSmall,
+                "part {number} is under 5 MiB and not the last"
+            ));
+        }
+        parts.push(part);
+    }
+    let total: u64 = parts.iter().map(|p| p.data.len() as u64).sum();
+    if total > front.max_object_size {
+        return Err(s3_error!(
+            EntityTooLarge,
+            "{total} bytes is over the gateway's maximum object size"
+        ));
+    }
+    let mut upload = front
+        .store
+        .begin(&staged.key, &staged.content_type, total)
+        .await
+        .map_err(store_error)?;
+    let mut md5s = Md5::new();
+    for p in &parts {
+        upload.write(&p.data).map_err(store_error)?;
+        md5s.update(p.md5);
+    }
+    // S3's multipart ETag: the MD5 of the parts' MD5s, and their count.
+    upload.set_s3_etag(Some(format!(
+        "{}-{}",
+        hex::encode(md5s.finalize()),
+        parts.len()
+    )));
+    let sealed = front.store.seal(upload).map_err(store_error)?;
+    publish(front, &staged.key, sealed, if_none_match_any).await
+}
+
+pub(super) async fn abort(
+    front: &S3Front,
+    req: S3Request<AbortMultipartUploadInput>,
+) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+    let owner = who(&req);
+    let i = req.input;
+    let mut st = front.uploads.state();
+    check_owner(&st, &i.upload_id, &i.bucket, &i.key, owner.as_deref())?;
+    let u = st.uploads.remove(&i.upload_id).expect("checked above");
+    st.used -= u.parts.values().map(|p| p.data.len() as u64).sum::<u64>();
+    metrics::gauge!("rasa_s3_multipart_bytes").set(st.used as f64);
+    Ok(S3Response::new(AbortMultipartUploadOutput::default()))
+}
+
+pub(super) async fn list_parts(
+    front: &S3Front,
+    req: S3Request<ListPartsInput>,
+) -> S3Result<S3Response<ListPartsOutput>> {
+    let owner = who(&req);
+    let i = req.input;
+    let st = front.uploads.state();
+    check_owner(&st, &i.upload_id, &i.bucket, &i.key, owner.as_deref())?;
+    let u = &st.uploads[&i.upload_id];
+    let max = i.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
+    let after = i.part_number_marker.unwrap_or(0);
+    let mut parts: Vec<s3s::dto::Part> = u
+        .parts
+        .range(after + 1..)
+        .take(max + 1)
+        .map(|(n, p)| s3s::dto::Part {
+            part_number: Some(*n),
+            e_tag: Some(ETag::Strong(hex::encode(p.md5))),
+            size: Some(p.data.len() as i64),
+            last_modified: Some(Timestamp::from(p.at)),
+            ..Default::default()
+        })
+        .collect();
+    let truncated = parts.len() > max;
+    parts.truncate(max);
+    Ok(S3Response::new(ListPartsOutput {
+        bucket: Some(i.bucket),
+        key: Some(i.key),
+        upload_id: Some(i.upload_id),
+        is_truncated: Some(truncated),
+        next_part_number_marker: truncated
+            .then(|| parts.last().and_then(|p| p.part_number))
+            .flatten(),
+        part_number_marker: i.part_number_marker,
+        max_parts: Some(max as i32),
+        parts: Some(parts),
+        ..Default::default()
+    }))
+}
+
+pub(super) async fn list_uploads(
+    front: &S3Front,
+    req: S3Request<ListMultipartUploadsInput>,
+) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+    let i = req.input;
+    front.bucket(&i.bucket)?;
+    let prefix = i.prefix.clone().unwrap_or_default();
+    let st = front.uploads.state();
+    let mut uploads: Vec<(&String, &Staged)> = st
+        .uploads
+        .iter()
+        .filter(|(_, u)| u.bucket == i.bucket && u.s3_key.starts_with(&prefix))
+        .collect();
+    uploads.sort_by(|a, b| (&a.1.s3_key, a.0).cmp(&(&b.1.s3_key, b.0)));
+    let list = uploads
+        .into_iter()
+        .map(|(id, u)| MultipartUpload {
+            key: Some(u.s3_key.clone()),
+            upload_id: Some(id.clone()),
+            initiated: Some(Timestamp::from(u.initiated)),
+            ..Default::default()
+        })
+        .collect();
+    Ok(S3Response::new(ListMultipartUploadsOutput {
+        bucket: Some(i.bucket),
+        prefix: i.prefix,
+        uploads: Some(list),
+        is_truncated: Some(false),
+        ..Default::default()
+    }))
+}

@@ -1,0 +1,456 @@
+//! Object operations: GetObject, HeadObject, PutObject, DeleteObject(s), CopyObject, over
+//! the store (and the origin: misses read through, writes follow `--write-policy`).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use s3s::dto::*;
+use s3s::{s3_error, S3Error, S3Request, S3Response, S3Result};
+
+use super::digest::{sha256_b64, Claims, Integrity};
+use super::{EtagMode, S3Front};
+use crate::origin::readthrough::FetchError;
+use crate::origin::{OriginError, WritePolicy};
+use crate::store::{Sealed, StoreError, StoredVersion, VersionId};
+
+/// A store failure as S3 names it.
+pub(super) fn store_error(e: StoreError) -> S3Error {
+    match e {
+        StoreError::InsufficientStorage { .. } => {
+            s3_error!(EntityTooLarge, "{e}")
+        }
+        StoreError::Busy { .. } => s3_error!(SlowDown, "{e}"),
+        StoreError::LengthMismatch { .. } => s3_error!(IncompleteBody, "{e}"),
+        StoreError::PreconditionFailed(why) => s3_error!(PreconditionFailed, "{why}"),
+        StoreError::Fabric(_) => s3_error!(InternalError, "{e}"),
+    }
+}
+
+/// An origin failure as S3 names it.
+pub(super) fn origin_error(e: OriginError) -> S3Error {
+    match e {
+        OriginError::Timeout(_) => s3_error!(ServiceUnavailable, "the origin: {e}"),
+        OriginError::Denied(_) => s3_error!(AccessDenied, "the origin: {e}"),
+        OriginError::Failed(_) => s3_error!(ServiceUnavailable, "the origin: {e}"),
+    }
+}
+
+fn fetch_error(e: FetchError) -> S3Error {
+    match e {
+        FetchError::Origin(o) => origin_error(o),
+        FetchError::TooLarge { .. } => s3_error!(
+            NotImplemented,
+            "{e}; read it through the native API (which streams it from the origin)"
+        ),
+        FetchError::Busy(_) => s3_error!(SlowDown, "{e}"),
+        FetchError::Store(_) => s3_error!(InternalError, "{e}"),
+    }
+}
+
+/// The version a read asks for: `version_id`, else the current one (through the origin on
+/// a miss).
+pub(super) async fn lookup(
+    front: &S3Front,
+    key: &str,
+    version_id: Option<&str>,
+) -> S3Result<Arc<StoredVersion>> {
+    if let Some(raw) = version_id.filter(|v| *v != "null") {
+        let id: VersionId = raw
+            .parse()
+            .map_err(|_| s3_error!(InvalidArgument, "{raw:?} is not a version id"))?;
+        return front
+            .store
+            .version(key, id)
+            .ok_or_else(|| s3_error!(NoSuchVersion, "version {raw} is not retained"));
+    }
+    let found = match &front.origin {
+        Some(rt) => rt.current(key).await.map_err(fetch_error)?,
+        None => front.store.current(key),
+    };
+    found.ok_or_else(|| s3_error!(NoSuchKey))
+}
+
+/// `If-Match` / `If-None-Match` / `If-(Un)Modified-Since` of a read: `Ok(true)` to answer
+/// 304 (Not Modified).
+fn not_modified(
+    etag: &str,
+    modified: std::time::SystemTime,
+    if_match: Option<&ETagCondition>,
+    if_none_match: Option<&ETagCondition>,
+    if_modified_since: Option<&Timestamp>,
+    if_unmodified_since: Option<&Timestamp>,
+) -> S3Result<bool> {
+    let matches = |c: &ETagCondition| match c {
+        ETagCondition::Any => true,
+        ETagCondition::ETag(e) => e.value() == etag,
+    };
+    let secs = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    };
+    let at = |t: &Timestamp| {
+        let t: time::OffsetDateTime = t.clone().into();
+        u64::try_from(t.unix_timestamp()).unwrap_or(0)
+    };
+    if let Some(c) = if_match {
+        if !matches(c) {
+            return Err(s3_error!(
+                PreconditionFailed,
+                "If-Match: the ETag is {etag:?}"
+            ));
+        }
+    } else if let Some(t) = if_unmodified_since {
+        if secs(modified) > at(t) {
+            return Err(s3_error!(
+                PreconditionFailed,
+                "modified since If-Unmodified-Since"
+            ));
+        }
+    }
+    if let Some(c) = if_none_match {
+        return Ok(matches(c));
+    }
+    Ok(if_modified_since.is_some_and(|t| secs(modified) <= at(t)))
+}
+
+fn not_modified_error() -> S3Error {
+    s3_error!(NotModified)
+}
+
+pub(super) async fn get_object(
+    front: &S3Front,
+    req: S3Request<GetObjectInput>,
+) -> S3Result<S3Response<GetObjectOutput>> {
+    let i = req.input;
+    if i.part_number.is_some() {
+        return Err(s3_error!(
+            NotImplemented,
+            "partNumber reads are not supported"
+        ));
+    }
+    let key = front.key(&i.bucket, &i.key)?;
+    let v = lookup(front, &key, i.version_id.as_deref()).await?;
+    let etag = front.etag(&v);
+    if not_modified(
+        &etag,
+        v.created,
+        i.if_match.as_ref(),
+        i.if_none_match.as_ref(),
+        i.if_modified_since.as_ref(),
+        i.if_unmodified_since.as_ref(),
+    )? {
+        return Err(not_modified_error());
+    }
+    let len = v.len();
+    let (range, content_range) = match &i.range {
+        None => (0..len, None),
+        Some(r) => {
+            let r = r.check(len)?;
+            let cr = format!("bytes {}-{}/{len}", r.start, r.end - 1);
+            (r, Some(cr))
+        }
+    };
+    let whole = content_range.is_none();
+    let body = Bytes::from_owner(v.payload().slice(range.start as usize, range.end as usize));
+    metrics::counter!("rasa_s3_bytes_served_total").increment(range.end - range.start);
+    let output = GetObjectOutput {
+        body: Some(StreamingBlob::from(s3s::Body::from(body))),
+        content_length: Some((range.end - range.start) as i64),
+        content_range,
+        accept_ranges: Some("bytes".into()),
+        last_modified: Some(Timestamp::from(v.created)),
+        e_tag: Some(ETag::Strong(etag)),
+        version_id: Some(v.version.to_string()),
+        // Of the whole object only: S3 omits it on a part.
+        checksum_sha256: whole.then(|| sha256_b64(&v.sha256)),
+        content_type: Some(
+            i.response_content_type
+                .unwrap_or_else(|| v.content_type.clone()),
+        ),
+        cache_control: i.response_cache_control,
+        content_disposition: i.response_content_disposition,
+        content_encoding: i.response_content_encoding,
+        content_language: i.response_content_language,
+        expires: i.response_expires,
+        ..Default::default()
+    };
+    Ok(S3Response::new(output))
+}
+
+pub(super) async fn head_object(
+    front: &S3Front,
+    req: S3Request<HeadObjectInput>,
+) -> S3Result<S3Response<HeadObjectOutput>> {
+    let i = req.input;
+    let key = front.key(&i.bucket, &i.key)?;
+    let v = lookup(front, &key, i.version_id.as_deref()).await?;
+    let etag = front.etag(&v);
+    if not_modified(
+        &etag,
+        v.created,
+        i.if_match.as_ref(),
+        i.if_none_match.as_ref(),
+        i.if_modified_since.as_ref(),
+        i.if_unmodified_since.as_ref(),
+    )? {
+        return Err(not_modified_error());
+    }
+    Ok(S3Response::new(HeadObjectOutput {
+        content_length: Some(v.len() as i64),
+        content_type: Some(v.content_type.clone()),
+        accept_ranges: Some("bytes".into()),
+        last_modified: Some(Timestamp::from(v.created)),
+        e_tag: Some(ETag::Strong(etag)),
+        version_id: Some(v.version.to_string()),
+        checksum_sha256: Some(sha256_b64(&v.sha256)),
+        ..Default::default()
+    }))
+}
+
+/// The ETag a new upload gets: its MD5 when the client sent `Content-MD5` (or with
+/// `--s3-etag md5`), else none (the SHA-256 serves).
+fn upload_etag(front: &S3Front, md5: Option<[u8; 16]>, asked: bool) -> Option<String> {
+    md5.filter(|_| asked || front.etag == EtagMode::Md5)
+        .map(hex::encode)
+}
+
+/// Write-through (when configured), then publish if `check` accepts the current version.
+pub(super) async fn publish(
+    front: &S3Front,
+    key: &str,
+    sealed: Sealed,
+    if_none_match_any: bool,
+) -> S3Result<Arc<StoredVersion>> {
+    if if_none_match_any && front.store.current(key).is_some() {
+        return Err(s3_error!(
+            PreconditionFailed,
+            "the key exists (If-None-Match: *)"
+        ));
+    }
+    if let (Some(rt), WritePolicy::WriteThrough) = (&front.origin, front.write_policy) {
+        let v = sealed.version();
+        let body = Bytes::from_owner(v.payload());
+        let etag = rt
+            .origin()
+            .put(key, body, v.sha256, &v.content_type)
+            .await
+            .map_err(origin_error)?;
+        if let Some(e) = etag {
+            let _ = v.origin.etag.set(e);
+        }
+        v.origin.touch();
+    }
+    let stored = front
+        .store
+        .publish(sealed, |cur| match cur {
+            Some(_) if if_none_match_any => Err(StoreError::PreconditionFailed(
+                "the key exists (If-None-Match: *)".into(),
+            )),
+            _ => Ok(()),
+        })
+        .map_err(store_error)?;
+    if let Some(rt) = &front.origin {
+        rt.forget_negative(key);
+    }
+    metrics::counter!("rasa_s3_objects_stored_total").increment(1);
+    Ok(stored)
+}
+
+pub(super) async fn put_object(
+    front: &S3Front,
+    req: S3Request<PutObjectInput>,
+) -> S3Result<S3Response<PutObjectOutput>> {
+    let trailers = req.trailing_headers;
+    let i = req.input;
+    let key = front.key(&i.bucket, &i.key)?;
+    if let Some(ETagCondition::ETag(_)) = &i.if_none_match {
+        return Err(s3_error!(
+            NotImplemented,
+            "If-None-Match takes only * on PutObject"
+        ));
+    }
+    let if_none_match_any = matches!(i.if_none_match, Some(ETagCondition::Any));
+    if if_none_match_any && front.store.current(&key).is_some() {
+        return Err(s3_error!(
+            PreconditionFailed,
+            "the key exists (If-None-Match: *)"
+        ));
+    }
+    let len = i
+        .content_length
+        .ok_or_else(|| s3_error!(MissingContentLength))?;
+    let len = u64::try_from(len).map_err(|_| s3_error!(InvalidArgument, "negative length"))?;
+    if len > front.max_object_size {
+        return Err(s3_error!(
+            EntityTooLarge,
+            "{len} bytes is over the gateway's maximum object size ({} bytes)",
+            front.max_object_size
+        ));
+    }
+    let mut integrity = Integrity::new(
+        Claims {
+            content_md5: i.content_md5.as_ref(),
+            checksum: Checksum {
+                checksum_crc32: i.checksum_crc32.clone(),
+                checksum_crc32c: i.checksum_crc32c.clone(),
+                checksum_sha1: i.checksum_sha1.clone(),
+                checksum_sha256: i.checksum_sha256.clone(),
+                checksum_crc64nvme: i.checksum_crc64nvme.clone(),
+                ..Default::default()
+            },
+            algorithm: i.checksum_algorithm.as_ref(),
+        },
+        front.etag == EtagMode::Md5,
+    )?;
+    let ctype = i
+        .content_type
+        .clone()
+        .unwrap_or_else(|| crate::media::DEFAULT_CONTENT_TYPE.to_owned());
+    let mut upload = front
+        .store
+        .begin(&key, &ctype, len)
+        .await
+        .map_err(store_error)?;
+    if let Some(mut body) = i.body {
+        while let Some(chunk) = front.next_chunk(&mut body).await? {
+            integrity.update(&chunk);
+            upload.write(&chunk).map_err(store_error)?;
+        }
+    }
+    let trailers = trailers.and_then(|t| t.take());
+    let md5 = integrity.verify(trailers.as_ref())?;
+    upload.set_s3_etag(upload_etag(front, md5, i.content_md5.is_some()));
+    let sealed = front.store.seal(upload).map_err(store_error)?;
+    let v = publish(front, &key, sealed, if_none_match_any).await?;
+    Ok(S3Response::new(PutObjectOutput {
+        e_tag: Some(ETag::Strong(front.etag(&v))),
+        version_id: Some(v.version.to_string()),
+        checksum_sha256: Some(sha256_b64(&v.sha256)),
+        ..Default::default()
+    }))
+}
+
+/// Deletes `key` (write-through: at the origin first). Absent keys are not an error.
+async fn delete_key(front: &S3Front, key: &str) -> S3Result<()> {
+    if let (Some(rt), WritePolicy::WriteThrough) = (&front.origin, front.write_policy) {
+        rt.origin().delete(key).await.map_err(origin_error)?;
+    }
+    front.store.delete(key, |_| Ok(())).map_err(store_error)?;
+    Ok(())
+}
+
+pub(super) async fn delete_object(
+    front: &S3Front,
+    req: S3Request<DeleteObjectInput>,
+) -> S3Result<S3Response<DeleteObjectOutput>> {
+    let i = req.input;
+    if i.version_id.is_some() {
+        return Err(s3_error!(
+            NotImplemented,
+            "deleting one version is not supported (old versions go when reclaimed)"
+        ));
+    }
+    let key = front.key(&i.bucket, &i.key)?;
+    delete_key(front, &key).await?;
+    Ok(S3Response::new(DeleteObjectOutput::default()))
+}
+
+pub(super) async fn delete_objects(
+    front: &S3Front,
+    req: S3Request<DeleteObjectsInput>,
+) -> S3Result<S3Response<DeleteObjectsOutput>> {
+    let i = req.input;
+    front.bucket(&i.bucket)?;
+    let quiet = i.delete.quiet.unwrap_or(false);
+    let mut deleted = Vec::new();
+    let mut errors = Vec::new();
+    for o in i.delete.objects {
+        let done = match front.key(&i.bucket, &o.key) {
+            Ok(key) => delete_key(front, &key).await,
+            Err(e) => Err(e),
+        };
+        match done {
+            Ok(()) if !quiet => deleted.push(DeletedObject {
+                key: Some(o.key),
+                ..Default::default()
+            }),
+            Ok(()) => {}
+            Err(e) => errors.push(Error {
+                code: Some(e.code().as_str().to_owned()),
+                message: e.message().map(str::to_owned),
+                key: Some(o.key),
+                ..Default::default()
+            }),
+        }
+    }
+    Ok(S3Response::new(DeleteObjectsOutput {
+        deleted: Some(deleted),
+        errors: Some(errors),
+        ..Default::default()
+    }))
+}
+
+pub(super) async fn copy_object(
+    front: &S3Front,
+    req: S3Request<CopyObjectInput>,
+) -> S3Result<S3Response<CopyObjectOutput>> {
+    let i = req.input;
+    let CopySource::Bucket {
+        bucket,
+        key: src_key,
+        version_id,
+    } = &i.copy_source
+    else {
+        return Err(s3_error!(NotImplemented, "copying from an access point"));
+    };
+    let src = front.key(bucket, src_key)?;
+    let dst = front.key(&i.bucket, &i.key)?;
+    let v = lookup(front, &src, version_id.as_deref()).await?;
+    let etag = front.etag(&v);
+    not_modified(
+        &etag,
+        v.created,
+        i.copy_source_if_match.as_ref(),
+        None,
+        None,
+        i.copy_source_if_unmodified_since.as_ref(),
+    )?;
+    if let Some(c) = &i.copy_source_if_none_match {
+        if matches!(c, ETagCondition::Any)
+            || matches!(c, ETagCondition::ETag(e) if e.value() == etag)
+        {
+            return Err(s3_error!(
+                PreconditionFailed,
+                "x-amz-copy-source-if-none-match"
+            ));
+        }
+    }
+    let replace = i
+        .metadata_directive
+        .as_ref()
+        .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+    let ctype = match (&i.content_type, replace) {
+        (Some(t), true) => t.clone(),
+        _ => v.content_type.clone(),
+    };
+    let mut upload = front
+        .store
+        .begin(&dst, &ctype, v.len())
+        .await
+        .map_err(store_error)?;
+    upload.write(v.payload().as_slice()).map_err(store_error)?;
+    upload.set_s3_etag(v.s3_etag.clone());
+    let sealed = front.store.seal(upload).map_err(store_error)?;
+    let stored = publish(front, &dst, sealed, false).await?;
+    Ok(S3Response::new(CopyObjectOutput {
+        copy_object_result: Some(CopyObjectResult {
+            e_tag: Some(ETag::Strong(front.etag(&stored))),
+            last_modified: Some(Timestamp::from(stored.created)),
+            checksum_sha256: Some(sha256_b64(&stored.sha256)),
+            ..Default::default()
+        }),
+        version_id: Some(stored.version.to_string()),
+        copy_source_version_id: Some(v.version.to_string()),
+        ..Default::default()
+    }))
+}
