@@ -27,10 +27,12 @@ if ! [ -x "$venv/bin/python" ] || ! cmp -s "$reqs" "$stamp"; then
 fi
 VIRTUAL_ENV=$PWD/$venv "$venv/bin/maturin" develop -q --locked ${release[@]+"${release[@]}"} -m python/Cargo.toml
 if [ "$test" = 1 ]; then
-  # The tests start the gateway binary of the same profile.
+  # The tests start the gateway binary of the same profile (built as `make test` builds
+  # it, with the whole workspace's features: building the one package alone would
+  # resolve features differently and rebuild half the dependencies).
   profile=debug
   [ ${#release[@]} -gt 0 ] && profile=release
-  cargo build -q --locked ${release[@]+"${release[@]}"} -p rasa-gateway
+  cargo build -q --locked ${release[@]+"${release[@]}"} --workspace --bins
   # pytest exits 5 when it collects no test: that, like any failure, fails this script.
   RASA_GATEWAY_BIN=${RASA_GATEWAY_BIN:-target/$profile/rasa-gateway} \
     "$venv/bin/python" -m pytest python/tests -q --timeout 120 -p no:cacheprovider

@@ -1,0 +1,178 @@
+"""Fixtures: the real gateway with its S3 listener on free loopback ports, access keys
+made by `rasa-gateway s3-key new`, and the real clients (aws-cli, boto3, s5cmd, pyarrow)
+pointed at it."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import boto3
+import pytest
+from botocore.config import Config
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+VENV_BIN = pathlib.Path(os.environ.get("VIRTUAL_ENV", pathlib.Path(os.sys.executable).parent.parent)) / "bin"
+
+
+def binary(name: str) -> str:
+    path = os.environ.get(f"RASA_{name.upper().replace('-', '_')}_BIN", str(ROOT / "target" / "debug" / name))
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"no {name} binary at {path}: run `cargo build --workspace --bins` first")
+    return path
+
+
+@dataclass
+class Key:
+    """An S3 access key."""
+
+    id: str
+    secret: str
+
+
+def new_key(file: pathlib.Path, name: str, scopes: str) -> Key:
+    out = subprocess.run(
+        [binary("rasa-gateway"), "s3-key", "new", name, "--scopes", scopes, "--file", str(file)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    key_id, secret = out.stdout.split()
+    return Key(key_id, secret)
+
+
+class Gateway:
+    """A running gateway with `--s3-listen`; `.url` (native API) and `.s3` (S3 API)."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [binary("rasa-gateway"), "--listen", "127.0.0.1:0", "--s3-listen", "127.0.0.1:0", *args],
+            stdout=subprocess.PIPE,
+            stderr=None if os.environ.get("RASA_TEST_LOG") else subprocess.DEVNULL,
+            env={**os.environ, "RUST_LOG": os.environ.get("RASA_TEST_RUST_LOG", "warn")},
+            text=True,
+        )
+        # Both listeners are bound before the first line: the lines are the signal.
+        first, second = self.proc.stdout.readline().strip(), self.proc.stdout.readline().strip()
+        if not first.startswith("rasa-gateway listening on ") or " S3 on " not in second:
+            self.stop()
+            raise RuntimeError(f"unexpected first lines from the gateway: {first!r} {second!r}")
+        self.url = first.removeprefix("rasa-gateway listening on ")
+        self.s3 = second.split(" S3 on ", 1)[1]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@dataclass
+class Setup:
+    """A gateway, its keys, and where to write files."""
+
+    gw: Gateway
+    admin: Key
+    reader: Key
+    tmp: pathlib.Path
+    ca: str | None = None
+
+    def env(self, key: Key | None = None) -> dict[str, str]:
+        key = key or self.admin
+        return {
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": key.id,
+            "AWS_SECRET_ACCESS_KEY": key.secret,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_CONFIG_FILE": "/dev/null",
+            "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+        }
+
+    def aws(self, *args: str, key: Key | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        extra = ["--ca-bundle", self.ca] if self.ca else []
+        return subprocess.run(
+            [str(VENV_BIN / "aws"), "--endpoint-url", self.gw.s3, *extra, *args],
+            env=self.env(key),
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=120,
+        )
+
+    def boto3(self, key: Key | None = None):
+        key = key or self.admin
+        return boto3.client(
+            "s3",
+            endpoint_url=self.gw.s3,
+            aws_access_key_id=key.id,
+            aws_secret_access_key=key.secret,
+            region_name="us-east-1",
+            verify=self.ca if self.ca else True,
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+        )
+
+    def rasa(self, *args: str) -> subprocess.CompletedProcess:
+        """The native CLI against the same gateway."""
+        extra = ["--ca-file", self.ca] if self.ca else []
+        return subprocess.run(
+            [binary("rasa"), "--endpoint", self.gw.url, *extra, *args],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+
+
+FAST = ("--fast-path", "on", "--fabric-provider", "tcp;ofi_rxm")
+
+
+def start(tmp: pathlib.Path, *extra: str, tls: bool = False) -> Setup:
+    keys = tmp / "s3-keys"
+    admin = new_key(keys, "admin", "read,write")
+    reader = new_key(keys, "reader", "read")
+    args = ["--s3-bucket", "data", "--s3-credentials-file", str(keys), *FAST, *extra]
+    ca = None
+    if tls:
+        subprocess.run(
+            [binary("rasa-gateway"), "tls", "self-signed", "--host", "127.0.0.1", "--out", str(tmp / "tls")],
+            check=True,
+            capture_output=True,
+        )
+        args += ["--tls-cert", str(tmp / "tls" / "cert.pem"), "--tls-key", str(tmp / "tls" / "key.pem")]
+        ca = str(tmp / "tls" / "ca.pem")
+    return Setup(Gateway(*args), admin, reader, tmp, ca)
+
+
+@pytest.fixture(scope="session", params=["http", "https"])
+def s3(request) -> Iterator[Setup]:
+    """One gateway per scheme, shared by the tests that do not need flags of their own."""
+    with tempfile.TemporaryDirectory() as d:
+        setup = start(pathlib.Path(d), tls=request.param == "https")
+        yield setup
+        setup.gw.stop()
+
+
+@pytest.fixture
+def prefix() -> str:
+    """A key prefix of the test's own."""
+    return f"t-{uuid.uuid4().hex[:12]}/"
+
+
+@pytest.fixture
+def tmp_path_factory_dir() -> Iterator[pathlib.Path]:
+    with tempfile.TemporaryDirectory() as d:
+        yield pathlib.Path(d)
+
+
+def json_of(p: subprocess.CompletedProcess):
+    return json.loads(p.stdout)
