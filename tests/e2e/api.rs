@@ -86,6 +86,26 @@ async fn descriptors_single_and_batch() {
 }
 
 #[tokio::test]
+async fn a_cluster_long_poll_longer_than_documented_is_refused() {
+    // Found by schemathesis: `wait` beyond its documented maximum was accepted (and, as a
+    // number of seconds past i64, ignored) on a gateway that is not clustered.
+    let gw = Gateway::start(&["--fast-path", "off"]);
+    let c = rasa_tests::http();
+    for (query, status) in [
+        ("wait=60", 200),
+        ("wait=61", 400),
+        ("wait=9223372036854775808", 400),
+    ] {
+        let r = c
+            .get(gw.url(&format!("/v1/cluster?{query}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), status, "{query}");
+    }
+}
+
+#[tokio::test]
 async fn fabric_health_and_metrics() {
     let gw = Gateway::start(&[]);
     let c = rasa_tests::http();

@@ -87,22 +87,27 @@ class Setup:
     tmp: pathlib.Path
     ca: str | None = None
 
-    def env(self, key: Key | None = None) -> dict[str, str]:
+    def env(self, key: Key | None = None, sigv4: bool = True) -> dict[str, str]:
         key = key or self.admin
+        # aws-cli v1 presigns with SigV2 unless told otherwise.
+        config = self.tmp / "aws-config"
+        config.write_text("[default]\ns3 =\n    signature_version = s3v4\n")
         return {
             **os.environ,
             "AWS_ACCESS_KEY_ID": key.id,
             "AWS_SECRET_ACCESS_KEY": key.secret,
             "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_CONFIG_FILE": "/dev/null",
+            "AWS_CONFIG_FILE": str(config) if sigv4 else "/dev/null",
             "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
         }
 
-    def aws(self, *args: str, key: Key | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    def aws(
+        self, *args: str, key: Key | None = None, check: bool = True, sigv4: bool = True
+    ) -> subprocess.CompletedProcess:
         extra = ["--ca-bundle", self.ca] if self.ca else []
         return subprocess.run(
             [str(VENV_BIN / "aws"), "--endpoint-url", self.gw.s3, *extra, *args],
-            env=self.env(key),
+            env=self.env(key, sigv4),
             capture_output=True,
             text=True,
             check=check,

@@ -10,7 +10,7 @@ use rasa_openapi::ClusterView;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::{json_response, AppState};
+use super::{json_response, ApiError, AppState};
 
 /// Longest a long poll waits before answering with the unchanged view.
 const MAX_WAIT: Duration = Duration::from_secs(60);
@@ -23,6 +23,7 @@ pub struct ClusterQuery {
     /// poll for the next membership change.
     pub after: Option<i64>,
     /// Longest wait for a change, in seconds (default 30, at most 60).
+    #[param(minimum = 0, maximum = 60)]
     pub wait: Option<u64>,
 }
 
@@ -39,9 +40,18 @@ pub struct ClusterQuery {
         (status = 400, description = "A malformed query.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
     )
 )]
-pub async fn get_cluster(State(st): State<AppState>, Query(q): Query<ClusterQuery>) -> Response {
+pub async fn get_cluster(
+    State(st): State<AppState>,
+    Query(q): Query<ClusterQuery>,
+) -> Result<Response, ApiError> {
+    if q.wait.is_some_and(|w| w > MAX_WAIT.as_secs()) {
+        return Err(ApiError::InvalidRequest(format!(
+            "wait is at most {} seconds",
+            MAX_WAIT.as_secs()
+        )));
+    }
     let Some(cluster) = &st.cluster else {
-        return json_response(
+        return Ok(json_response(
             StatusCode::OK,
             &ClusterView {
                 enabled: false,
@@ -50,12 +60,12 @@ pub async fn get_cluster(State(st): State<AppState>, Query(q): Query<ClusterQuer
                 this_node: String::new(),
                 members: Vec::new(),
             },
-        );
+        ));
     };
     if let Some(after) = q.after {
-        let wait = Duration::from_secs(q.wait.unwrap_or(30)).min(MAX_WAIT);
+        let wait = Duration::from_secs(q.wait.unwrap_or(30));
         let mut changes = cluster.subscribe();
         let _ = tokio::time::timeout(wait, changes.wait_for(|v| v.revision > after)).await;
     }
-    json_response(StatusCode::OK, &cluster.snapshot())
+    Ok(json_response(StatusCode::OK, &cluster.snapshot()))
 }

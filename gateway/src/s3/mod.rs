@@ -126,6 +126,24 @@ pub struct S3Front {
     pub body_timeout: std::time::Duration,
 }
 
+/// The length of an upload's payload: `Content-Length` (which `s3s` sets to the decoded
+/// length for aws-chunked bodies), else `x-amz-decoded-content-length` (aws-chunked bodies
+/// sent with `Transfer-Encoding: chunked`, as botocore does over HTTPS and the AWS C++ SDK
+/// does for parts).
+pub fn payload_length(declared: Option<i64>, headers: &http::HeaderMap) -> s3s::S3Result<u64> {
+    let decoded = headers
+        .get("x-amz-decoded-content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<i64>().ok());
+    let len = declared.or(decoded).ok_or_else(|| {
+        s3s::s3_error!(
+            MissingContentLength,
+            "an upload needs Content-Length (or x-amz-decoded-content-length with aws-chunked)"
+        )
+    })?;
+    u64::try_from(len).map_err(|_| s3s::s3_error!(InvalidArgument, "a negative length"))
+}
+
 impl S3Front {
     /// The next chunk of an upload's body: `None` at its end; `RequestTimeout` when it
     /// stalls longer than `--body-timeout` (a tower layer would hide the body's length

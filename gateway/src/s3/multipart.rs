@@ -188,14 +188,12 @@ pub(super) async fn upload_part(
 ) -> S3Result<S3Response<UploadPartOutput>> {
     let owner = who(&req);
     let trailers = req.trailing_headers;
+    let headers = req.headers;
     let i = req.input;
     if !PART_NUMBERS.contains(&i.part_number) {
         return Err(s3_error!(InvalidArgument, "part numbers are 1 to 10000"));
     }
-    let len = i
-        .content_length
-        .and_then(|n| u64::try_from(n).ok())
-        .ok_or_else(|| s3_error!(MissingContentLength))?;
+    let len = super::payload_length(i.content_length, &headers)?;
     let uploads = &front.uploads;
     {
         let mut st = uploads.state();
@@ -351,20 +349,23 @@ async fn assemble(
     asked: &[CompletedPart],
     if_none_match_any: bool,
 ) -> S3Result<Arc<crate::store::StoredVersion>> {
+    // Order first (S3 reports a misordered list before anything about its parts).
+    let numbers: Vec<i32> = asked
+        .iter()
+        .map(|p| {
+            p.part_number
+                .ok_or_else(|| s3_error!(InvalidPart, "a part has no number"))
+        })
+        .collect::<S3Result<_>>()?;
+    if numbers.windows(2).any(|w| w[1] <= w[0]) {
+        return Err(s3_error!(
+            InvalidPartOrder,
+            "parts must be listed in ascending order"
+        ));
+    }
     let mut parts = Vec::with_capacity(asked.len());
-    let mut previous = 0;
-    for (n, p) in asked.iter().enumerate() {
-        let number = p
-            .part_number
-            .ok_or_else(|| s3_error!(InvalidPart, "a part has no number"))?;
-        if number <= previous {
-            return Err(s3_error!(
-                InvalidPartOrder,
-                "parts must be listed in ascending order"
-            ));
-        }
-        previous = number;
-        let Some(part) = staged.parts.get(&number) else {
+    for (n, (p, number)) in asked.iter().zip(&numbers).enumerate() {
+        let Some(part) = staged.parts.get(number) else {
             return Err(s3_error!(InvalidPart, "part {number} was not uploaded"));
         };
         let etag = p

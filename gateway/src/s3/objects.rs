@@ -261,6 +261,7 @@ pub(super) async fn put_object(
     req: S3Request<PutObjectInput>,
 ) -> S3Result<S3Response<PutObjectOutput>> {
     let trailers = req.trailing_headers;
+    let headers = req.headers;
     let i = req.input;
     let key = front.key(&i.bucket, &i.key)?;
     if let Some(ETagCondition::ETag(_)) = &i.if_none_match {
@@ -276,10 +277,7 @@ pub(super) async fn put_object(
             "the key exists (If-None-Match: *)"
         ));
     }
-    let len = i
-        .content_length
-        .ok_or_else(|| s3_error!(MissingContentLength))?;
-    let len = u64::try_from(len).map_err(|_| s3_error!(InvalidArgument, "negative length"))?;
+    let len = super::payload_length(i.content_length, &headers)?;
     if len > front.max_object_size {
         return Err(s3_error!(
             EntityTooLarge,

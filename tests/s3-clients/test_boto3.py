@@ -1,0 +1,233 @@
+"""boto3 against the S3 listener: ranges, conditional writes, versions, listings with
+awkward keys, integrity checks, access control, multipart bookkeeping."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import pathlib
+import tempfile
+import time
+
+import pytest
+from botocore import UNSIGNED
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+import boto3
+from conftest import Gateway, Key, start
+
+
+def code(e: pytest.ExceptionInfo) -> str:
+    return e.value.response["Error"]["Code"]
+
+
+def test_range_and_checksums(s3, prefix):
+    c = s3.boto3()
+    data = os.urandom(100_000)
+    put = c.put_object(Bucket="data", Key=f"{prefix}r", Body=data)
+    full = c.get_object(Bucket="data", Key=f"{prefix}r", ChecksumMode="ENABLED")
+    assert full["Body"].read() == data
+    assert full["ChecksumSHA256"] == base64.b64encode(hashlib.sha256(data).digest()).decode()
+    assert full["VersionId"] == put["VersionId"]
+    part = c.get_object(Bucket="data", Key=f"{prefix}r", Range="bytes=10-19")
+    assert part["ResponseMetadata"]["HTTPStatusCode"] == 206
+    assert part["Body"].read() == data[10:20]
+    assert part["ContentRange"] == f"bytes 10-19/{len(data)}"
+    assert "ChecksumSHA256" not in part
+    assert c.get_object(Bucket="data", Key=f"{prefix}r", Range="bytes=-5")["Body"].read() == data[-5:]
+    with pytest.raises(ClientError) as e:
+        c.get_object(Bucket="data", Key=f"{prefix}r", Range=f"bytes={len(data)}-")
+    assert code(e) == "InvalidRange"
+
+
+def test_conditional_writes_and_reads(s3, prefix):
+    c = s3.boto3()
+    k = f"{prefix}c"
+    c.put_object(Bucket="data", Key=k, Body=b"one", IfNoneMatch="*")
+    with pytest.raises(ClientError) as e:
+        c.put_object(Bucket="data", Key=k, Body=b"two", IfNoneMatch="*")
+    assert code(e) == "PreconditionFailed"
+    assert c.get_object(Bucket="data", Key=k)["Body"].read() == b"one"
+    etag = c.head_object(Bucket="data", Key=k)["ETag"]
+    with pytest.raises(ClientError) as e:
+        c.get_object(Bucket="data", Key=k, IfNoneMatch=etag)
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 304
+    with pytest.raises(ClientError) as e:
+        c.get_object(Bucket="data", Key=k, IfMatch='"0000"')
+    assert code(e) == "PreconditionFailed"
+
+
+def test_versions(s3, prefix):
+    c = s3.boto3()
+    k = f"{prefix}v"
+    v1 = c.put_object(Bucket="data", Key=k, Body=b"first")["VersionId"]
+    v2 = c.put_object(Bucket="data", Key=k, Body=b"second")["VersionId"]
+    assert v1 != v2
+    assert c.get_object(Bucket="data", Key=k, VersionId=v1)["Body"].read() == b"first"
+    assert c.get_object(Bucket="data", Key=k)["Body"].read() == b"second"
+    with pytest.raises(ClientError) as e:
+        c.get_object(Bucket="data", Key=k, VersionId="00000000000000ff")
+    assert code(e) == "NoSuchVersion"
+    status = c.get_bucket_versioning(Bucket="data")
+    assert "Status" not in status  # not S3 versioning: old versions go when reclaimed
+
+
+def test_listing_pagination_with_awkward_keys(s3, prefix):
+    c = s3.boto3()
+    keys = [f"{prefix}{k}" for k in ["a", "b/1", "b/2", "c%41", "d e", "e/x/y", "f+g", "ü"]]
+    for k in keys:
+        c.put_object(Bucket="data", Key=k, Body=k.encode())
+    seen = []
+    for page in c.get_paginator("list_objects_v2").paginate(
+        Bucket="data", Prefix=prefix, PaginationConfig={"PageSize": 2}
+    ):
+        assert page["KeyCount"] <= 2
+        seen += [o["Key"] for o in page.get("Contents", [])]
+    assert seen == sorted(keys)
+    top, prefixes = [], []
+    for page in c.get_paginator("list_objects_v2").paginate(
+        Bucket="data", Prefix=prefix, Delimiter="/", PaginationConfig={"PageSize": 2}
+    ):
+        top += [o["Key"] for o in page.get("Contents", [])]
+        prefixes += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+    assert prefixes == [f"{prefix}b/", f"{prefix}e/"]
+    assert top == sorted(k for k in keys if "/" not in k[len(prefix) :])
+    v1 = []
+    for page in c.get_paginator("list_objects").paginate(
+        Bucket="data", Prefix=prefix, PaginationConfig={"PageSize": 3}
+    ):
+        v1 += [o["Key"] for o in page.get("Contents", [])]
+    assert v1 == sorted(keys)
+    c.copy_object(Bucket="data", Key=f"{prefix}copy", CopySource={"Bucket": "data", "Key": keys[-1]})
+    assert c.get_object(Bucket="data", Key=f"{prefix}copy")["Body"].read() == keys[-1].encode()
+
+
+def test_integrity_failures_store_nothing(s3, prefix):
+    c = s3.boto3()
+    k = f"{prefix}bad"
+    wrong = base64.b64encode(hashlib.sha256(b"other").digest()).decode()
+    with pytest.raises(ClientError) as e:
+        c.put_object(Bucket="data", Key=k, Body=b"payload", ChecksumSHA256=wrong)
+    assert code(e) == "BadDigest"
+    wrong_md5 = base64.b64encode(hashlib.md5(b"other").digest()).decode()
+    with pytest.raises(ClientError) as e:
+        c.put_object(Bucket="data", Key=k, Body=b"payload", ContentMD5=wrong_md5)
+    assert code(e) == "BadDigest"
+    with pytest.raises(ClientError) as e:
+        c.head_object(Bucket="data", Key=k)
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    # Right checksums are accepted, and a Content-MD5 makes the MD5 the ETag.
+    md5 = hashlib.md5(b"payload")
+    put = c.put_object(
+        Bucket="data", Key=k, Body=b"payload", ContentMD5=base64.b64encode(md5.digest()).decode(),
+        ChecksumAlgorithm="CRC32",
+    )
+    assert put["ETag"].strip('"') == md5.hexdigest()
+
+
+def test_access_control(s3, prefix):
+    k = f"{prefix}acl"
+    s3.boto3().put_object(Bucket="data", Key=k, Body=b"x")
+    reader = s3.boto3(s3.reader)
+    assert reader.get_object(Bucket="data", Key=k)["Body"].read() == b"x"
+    with pytest.raises(ClientError) as e:
+        reader.put_object(Bucket="data", Key=k, Body=b"y")
+    assert code(e) == "AccessDenied"
+    with pytest.raises(ClientError) as e:
+        s3.boto3(Key(s3.admin.id, "wrong-secret")).get_object(Bucket="data", Key=k)
+    assert code(e) == "SignatureDoesNotMatch"
+    with pytest.raises(ClientError) as e:
+        s3.boto3(Key("AKIDNOTAKEY", "x")).get_object(Bucket="data", Key=k)
+    assert code(e) == "InvalidAccessKeyId"
+    with pytest.raises(ClientError) as e:
+        s3.boto3().get_object(Bucket="nope", Key=k)
+    assert code(e) == "NoSuchBucket"
+    sigv2 = boto3.client(
+        "s3", endpoint_url=s3.gw.s3, aws_access_key_id=s3.admin.id,
+        aws_secret_access_key=s3.admin.secret, region_name="us-east-1", verify=s3.ca or True,
+        config=Config(signature_version="s3", s3={"addressing_style": "path"}),
+    )
+    with pytest.raises(ClientError) as e:
+        sigv2.get_object(Bucket="data", Key=k)
+    assert code(e) == "AccessDenied" and "Version 2" in e.value.response["Error"]["Message"]
+
+
+def test_buckets(s3):
+    c = s3.boto3()
+    assert [b["Name"] for b in c.list_buckets()["Buckets"]] == ["data"]
+    c.head_bucket(Bucket="data")
+    c.get_bucket_location(Bucket="data")
+    with pytest.raises(ClientError) as e:
+        c.head_bucket(Bucket="other")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    with pytest.raises(ClientError) as e:
+        c.get_bucket_policy(Bucket="data")
+    assert code(e) == "NotImplemented"
+
+
+def test_multipart_bookkeeping(s3, prefix):
+    c = s3.boto3()
+    k = f"{prefix}mp"
+    up = c.create_multipart_upload(Bucket="data", Key=k)["UploadId"]
+    p1, p2 = os.urandom(5 << 20), os.urandom(1000)
+    e1 = c.upload_part(Bucket="data", Key=k, UploadId=up, PartNumber=1, Body=p1)["ETag"]
+    e2 = c.upload_part(Bucket="data", Key=k, UploadId=up, PartNumber=2, Body=p2)["ETag"]
+    parts = c.list_parts(Bucket="data", Key=k, UploadId=up)["Parts"]
+    assert [(p["PartNumber"], p["Size"]) for p in parts] == [(1, 5 << 20), (2, 1000)]
+    assert up in [u["UploadId"] for u in c.list_multipart_uploads(Bucket="data")["Uploads"]]
+    # Another key may not touch it; wrong order and wrong ETags are refused.
+    with pytest.raises(ClientError) as e:
+        s3.boto3(s3.reader).upload_part(Bucket="data", Key=k, UploadId=up, PartNumber=3, Body=b"z")
+    assert code(e) == "AccessDenied"
+    with pytest.raises(ClientError) as e:
+        c.complete_multipart_upload(Bucket="data", Key=k, UploadId=up, MultipartUpload={
+            "Parts": [{"PartNumber": 2, "ETag": e2}, {"PartNumber": 1, "ETag": e1}]})
+    assert code(e) == "InvalidPartOrder"
+    with pytest.raises(ClientError) as e:
+        c.complete_multipart_upload(Bucket="data", Key=k, UploadId=up, MultipartUpload={
+            "Parts": [{"PartNumber": 1, "ETag": e2}, {"PartNumber": 2, "ETag": e2}]})
+    assert code(e) == "InvalidPart"
+    c.complete_multipart_upload(Bucket="data", Key=k, UploadId=up, MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]})
+    assert c.get_object(Bucket="data", Key=k)["Body"].read() == p1 + p2
+    with pytest.raises(ClientError) as e:
+        c.abort_multipart_upload(Bucket="data", Key=k, UploadId=up)
+    assert code(e) == "NoSuchUpload"
+
+
+def test_abandoned_multipart_upload_is_reaped():
+    with tempfile.TemporaryDirectory() as d:
+        setup = start(pathlib.Path(d), "--multipart-expiry", "1s")
+        try:
+            c = setup.boto3()
+            up = c.create_multipart_upload(Bucket="data", Key="abandoned")["UploadId"]
+            c.upload_part(Bucket="data", Key="abandoned", UploadId=up, PartNumber=1, Body=b"x" * 1000)
+            # The reaper runs every quarter of the expiry; give it a few rounds.
+            deadline = time.monotonic() + 15
+            while c.list_multipart_uploads(Bucket="data").get("Uploads"):
+                assert time.monotonic() < deadline, "the abandoned upload was never reaped"
+                time.sleep(0.25)
+            with pytest.raises(ClientError) as e:
+                c.upload_part(Bucket="data", Key="abandoned", UploadId=up, PartNumber=2, Body=b"y")
+            assert code(e) == "NoSuchUpload"
+        finally:
+            setup.gw.stop()
+
+
+def test_open_listener_takes_unsigned_requests_only():
+    gw = Gateway("--s3-bucket", "open", "--fast-path", "off")
+    try:
+        anon = boto3.client("s3", endpoint_url=gw.s3, region_name="us-east-1",
+                            config=Config(signature_version=UNSIGNED, s3={"addressing_style": "path"}))
+        anon.put_object(Bucket="open", Key="k", Body=b"v")
+        assert anon.get_object(Bucket="open", Key="k")["Body"].read() == b"v"
+        signed = boto3.client("s3", endpoint_url=gw.s3, region_name="us-east-1",
+                              aws_access_key_id="a", aws_secret_access_key="b",
+                              config=Config(s3={"addressing_style": "path"}))
+        with pytest.raises(ClientError) as e:
+            signed.get_object(Bucket="open", Key="k")
+        assert code(e) == "AccessDenied" and "unsigned" in e.value.response["Error"]["Message"]
+    finally:
+        gw.stop()

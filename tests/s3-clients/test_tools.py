@@ -1,0 +1,56 @@
+"""s5cmd (cp, ls, wildcard rm → DeleteObjects) and pyarrow (a Parquet file through
+S3FileSystem) against the S3 listener."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pyarrow as pa
+import pyarrow.fs
+import pyarrow.parquet as pq
+
+from conftest import VENV_BIN
+
+
+def s5cmd(s3, *args: str) -> str:
+    extra = []
+    env = s3.env()
+    if s3.ca:
+        env["AWS_CA_BUNDLE"] = s3.ca
+    out = subprocess.run(
+        [str(VENV_BIN / "s5cmd"), "--endpoint-url", s3.gw.s3, *extra, *args],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_s5cmd_cp_ls_rm(s3, prefix):
+    src = s3.tmp / f"s5-{prefix.strip('/')}"
+    src.mkdir()
+    for i in range(4):
+        (src / f"f{i}.bin").write_bytes(os.urandom(1000 + i))
+    s5cmd(s3, "cp", f"{src}/*", f"s3://data/{prefix}")
+    listed = s5cmd(s3, "ls", f"s3://data/{prefix}*")
+    assert all(f"f{i}.bin" in listed for i in range(4)), listed
+    s5cmd(s3, "cp", f"s3://data/{prefix}f2.bin", str(s3.tmp / "f2.bin"))
+    assert (s3.tmp / "f2.bin").read_bytes() == (src / "f2.bin").read_bytes()
+    s5cmd(s3, "rm", f"s3://data/{prefix}f*")  # a wildcard: one DeleteObjects call
+    assert s3.boto3().list_objects_v2(Bucket="data", Prefix=prefix)["KeyCount"] == 0
+
+
+def test_pyarrow_parquet(s3, prefix):
+    if s3.ca:
+        os.environ["SSL_CERT_FILE"] = s3.ca  # pyarrow's S3 client takes the CA this way
+    scheme, endpoint = s3.gw.s3.split("://")
+    fs = pyarrow.fs.S3FileSystem(
+        access_key=s3.admin.id, secret_key=s3.admin.secret, region="us-east-1",
+        endpoint_override=endpoint, scheme=scheme,
+    )
+    table = pa.table({"id": list(range(10_000)), "name": [f"row {i}" for i in range(10_000)]})
+    pq.write_table(table, f"data/{prefix}t.parquet", filesystem=fs)
+    back = pq.read_table(f"data/{prefix}t.parquet", filesystem=fs)
+    assert back.equals(table)
+    infos = fs.get_file_info(pyarrow.fs.FileSelector(f"data/{prefix}"))
+    assert [i.base_name for i in infos] == ["t.parquet"]
