@@ -18,14 +18,16 @@ build: setup
 	$(CARGO) build --workspace --locked
 
 ## Formatting, lints, unit tests, end-to-end tests (which start the real binary, s3s-fs and
-## libfabric endpoints), the Python SDK's tests (pytest) and a bounded schemathesis run
-## against the OpenAPI document.
+## libfabric endpoints), the Python SDK's tests (pytest), the S3 listener's tests with real
+## S3 clients (aws-cli, boto3, s5cmd, pyarrow) and a bounded schemathesis run against the
+## OpenAPI document.
 test: setup
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) build --workspace --bins --locked
 	$(CARGO) test --workspace --locked
 	./scripts/python.sh --test
+	./scripts/s3-clients.sh
 	./scripts/fuzz-api.sh 20
 
 ## The Python SDK (rasa_client) built into a virtualenv at .venv: `. .venv/bin/activate`.

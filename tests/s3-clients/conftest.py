@@ -51,12 +51,12 @@ def new_key(file: pathlib.Path, name: str, scopes: str) -> Key:
 class Gateway:
     """A running gateway with `--s3-listen`; `.url` (native API) and `.s3` (S3 API)."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
             [binary("rasa-gateway"), "--listen", "127.0.0.1:0", "--s3-listen", "127.0.0.1:0", *args],
             stdout=subprocess.PIPE,
             stderr=None if os.environ.get("RASA_TEST_LOG") else subprocess.DEVNULL,
-            env={**os.environ, "RUST_LOG": os.environ.get("RASA_TEST_RUST_LOG", "warn")},
+            env={**os.environ, "RUST_LOG": os.environ.get("RASA_TEST_RUST_LOG", "warn"), **(env or {})},
             text=True,
         )
         # Both listeners are bound before the first line: the lines are the signal.
@@ -181,3 +181,36 @@ def tmp_path_factory_dir() -> Iterator[pathlib.Path]:
 
 def json_of(p: subprocess.CompletedProcess):
     return json.loads(p.stdout)
+
+
+class S3sFs:
+    """s3s-fs (an S3 server over a directory; `make test` installs it) with one bucket."""
+
+    ACCESS, SECRET = "origin-key", "origin-secret"
+
+    def __init__(self, root: pathlib.Path, bucket: str) -> None:
+        (root / bucket).mkdir(parents=True)
+        self.proc = subprocess.Popen(
+            [os.environ.get("RASA_S3S_FS_BIN", "s3s-fs"), "--host", "127.0.0.1", "--port", "0",
+             "--access-key", self.ACCESS, "--secret-key", self.SECRET, str(root)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            env={**os.environ, "RUST_LOG": "s3s_fs=info", "NO_COLOR": "1"},
+        )
+        # It announces its address once it listens: the signal to wait for.
+        for line in self.proc.stdout:
+            if "server is running at " in line:
+                self.url = line.split("server is running at ", 1)[1].strip()
+                break
+        else:
+            raise RuntimeError("s3s-fs ended without announcing its address")
+
+    def client(self):
+        return boto3.client(
+            "s3", endpoint_url=self.url, aws_access_key_id=self.ACCESS,
+            aws_secret_access_key=self.SECRET, region_name="us-east-1",
+            config=Config(s3={"addressing_style": "path"}),
+        )
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()

@@ -41,12 +41,10 @@ def test_s5cmd_cp_ls_rm(s3, prefix):
 
 
 def test_pyarrow_parquet(s3, prefix):
-    if s3.ca:
-        os.environ["SSL_CERT_FILE"] = s3.ca  # pyarrow's S3 client takes the CA this way
     scheme, endpoint = s3.gw.s3.split("://")
     fs = pyarrow.fs.S3FileSystem(
         access_key=s3.admin.id, secret_key=s3.admin.secret, region="us-east-1",
-        endpoint_override=endpoint, scheme=scheme,
+        endpoint_override=endpoint, scheme=scheme, tls_ca_file_path=s3.ca,
     )
     table = pa.table({"id": list(range(10_000)), "name": [f"row {i}" for i in range(10_000)]})
     pq.write_table(table, f"data/{prefix}t.parquet", filesystem=fs)

@@ -56,6 +56,30 @@ pub enum Fetch {
     NotFound,
 }
 
+/// One key of an origin listing.
+#[derive(Debug, Clone)]
+pub struct OriginEntry {
+    /// The key (the gateway's: the origin's own prefix removed).
+    pub key: String,
+    /// Its length.
+    pub size: u64,
+    /// The origin's entity tag, unquoted.
+    pub etag: String,
+    /// When the origin last modified it.
+    pub modified: std::time::SystemTime,
+}
+
+/// A page of an origin listing.
+#[derive(Debug, Clone, Default)]
+pub struct OriginPage {
+    /// Keys, in order.
+    pub objects: Vec<OriginEntry>,
+    /// Common prefixes (with a delimiter), in order, in the gateway's key space.
+    pub prefixes: Vec<String>,
+    /// Whether more follow.
+    pub truncated: bool,
+}
+
 /// Why the origin could not answer. Every variant maps to a gateway error naming the
 /// origin (502 or 504), never to a wrong answer.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -97,6 +121,16 @@ pub trait Origin: Send + Sync + std::fmt::Debug {
         sha256: [u8; 32],
         content_type: &'a str,
     ) -> BoxFuture<'a, Result<Option<String>, OriginError>>;
+
+    /// A page of the keys under `prefix` after `start_after` (at most `max`, grouped by
+    /// `delimiter`), in the gateway's key space.
+    fn list<'a>(
+        &'a self,
+        prefix: &'a str,
+        delimiter: Option<&'a str>,
+        start_after: Option<&'a str>,
+        max: usize,
+    ) -> BoxFuture<'a, Result<OriginPage, OriginError>>;
 
     /// Deletes `key` (succeeds when absent).
     fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), OriginError>>;

@@ -231,6 +231,60 @@ impl Origin for S3Origin {
         })
     }
 
+    fn list<'a>(
+        &'a self,
+        prefix: &'a str,
+        delimiter: Option<&'a str>,
+        start_after: Option<&'a str>,
+        max: usize,
+    ) -> BoxFuture<'a, Result<super::OriginPage, OriginError>> {
+        Box::pin(async move {
+            let base = &self.config.location.prefix;
+            let mut req = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.config.location.bucket)
+                .prefix(self.key(prefix))
+                .max_keys(i32::try_from(max).unwrap_or(1000));
+            if let Some(d) = delimiter {
+                req = req.delimiter(d);
+            }
+            if let Some(a) = start_after {
+                req = req.start_after(self.key(a));
+            }
+            let out = match self.timed("ListObjectsV2", prefix, req.send()).await? {
+                Ok(out) => out,
+                Err((status, detail)) => return Err(failure(status, detail)),
+            };
+            let strip = |k: &str| k.strip_prefix(base.as_str()).map(str::to_owned);
+            let objects = out
+                .contents()
+                .iter()
+                .filter_map(|o| {
+                    Some(super::OriginEntry {
+                        key: strip(o.key()?)?,
+                        size: o.size().unwrap_or(0).max(0) as u64,
+                        etag: o.e_tag().unwrap_or_default().trim_matches('"').to_owned(),
+                        modified: o
+                            .last_modified()
+                            .and_then(|t| std::time::SystemTime::try_from(*t).ok())
+                            .unwrap_or(std::time::UNIX_EPOCH),
+                    })
+                })
+                .collect();
+            let prefixes = out
+                .common_prefixes()
+                .iter()
+                .filter_map(|p| strip(p.prefix()?))
+                .collect();
+            Ok(super::OriginPage {
+                objects,
+                prefixes,
+                truncated: out.is_truncated().unwrap_or(false),
+            })
+        })
+    }
+
     fn describe(&self) -> String {
         self.config.location.to_string()
     }

@@ -45,25 +45,90 @@ fn past(p: &str) -> String {
     format!("{p}\u{10FFFF}")
 }
 
+/// The Rasa keys to walk for S3 keys under `prefix`: those of the bucket whose S3 keys
+/// can start with it (`None`: no key of the bucket can).
+fn rasa_prefix(bucket: &Bucket, prefix: &str) -> Option<String> {
+    if let Some(rest) = prefix.strip_prefix(bucket.s3_prefix.as_str()) {
+        Some(format!("{}{rest}", bucket.rasa_prefix))
+    } else if bucket.s3_prefix.starts_with(prefix) {
+        Some(bucket.rasa_prefix.clone())
+    } else {
+        None
+    }
+}
+
 /// The page of `bucket`'s keys under `prefix` after `after`, at most `max` entries (keys
-/// and common prefixes), from the store.
-pub(super) fn page(
+/// and common prefixes): from the origin when there is one (the cache holds only part of
+/// the bucket), else from the store.
+pub(super) async fn page(
     front: &S3Front,
     bucket: &Bucket,
     prefix: &str,
     delimiter: Option<&str>,
     after: Option<&str>,
     max: usize,
+) -> S3Result<Page> {
+    let delimiter = delimiter.filter(|d| !d.is_empty());
+    let Some(walk) = rasa_prefix(bucket, prefix) else {
+        return Ok(Page::default());
+    };
+    match &front.origin {
+        Some(rt) => origin_page(rt, bucket, &walk, delimiter, after, max).await,
+        None => Ok(store_page(
+            front, bucket, prefix, &walk, delimiter, after, max,
+        )),
+    }
+}
+
+async fn origin_page(
+    rt: &crate::origin::readthrough::ReadThrough,
+    bucket: &Bucket,
+    walk: &str,
+    delimiter: Option<&str>,
+    after: Option<&str>,
+    max: usize,
+) -> S3Result<Page> {
+    let start = after.and_then(|a| bucket.rasa_key(a));
+    let listed = rt
+        .origin()
+        .list(walk, delimiter, start.as_deref(), max)
+        .await
+        .map_err(super::objects::origin_error)?;
+    let mut out = Page::default();
+    for o in listed.objects {
+        if let Some(key) = bucket.s3_key(&o.key) {
+            out.contents.push(Listed {
+                key,
+                size: o.size,
+                etag: o.etag,
+                modified: o.modified,
+            });
+        }
+    }
+    out.prefixes = listed
+        .prefixes
+        .iter()
+        .filter_map(|p| bucket.s3_key(p))
+        .collect();
+    if listed.truncated {
+        let last_key = out.contents.last().map(|l| l.key.clone());
+        let last_prefix = out.prefixes.last().map(|p| past(p));
+        out.next = last_key.max(last_prefix);
+    }
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn store_page(
+    front: &S3Front,
+    bucket: &Bucket,
+    prefix: &str,
+    rasa_prefix: &str,
+    delimiter: Option<&str>,
+    after: Option<&str>,
+    max: usize,
 ) -> Page {
     let mut out = Page::default();
-    // The Rasa keys to walk: those of the bucket whose S3 keys can start with `prefix`.
-    let rasa_prefix = if let Some(rest) = prefix.strip_prefix(bucket.s3_prefix.as_str()) {
-        format!("{}{rest}", bucket.rasa_prefix)
-    } else if bucket.s3_prefix.starts_with(prefix) {
-        bucket.rasa_prefix.clone()
-    } else {
-        return out;
-    };
     let mut cursor: Option<String> = after.and_then(|a| {
         if a < bucket.s3_prefix.as_str() {
             None
@@ -71,10 +136,9 @@ pub(super) fn page(
             bucket.rasa_key(a)
         }
     });
-    let delimiter = delimiter.filter(|d| !d.is_empty());
     let mut taken = 0usize;
     loop {
-        let (batch, more) = front.store.list(&rasa_prefix, cursor.as_deref(), BATCH);
+        let (batch, more) = front.store.list(rasa_prefix, cursor.as_deref(), BATCH);
         let mut jumped = false;
         for v in &batch {
             cursor = Some(v.key.clone());
@@ -204,7 +268,8 @@ pub(super) async fn list_objects_v2(
         i.delimiter.as_deref(),
         after.as_deref(),
         max,
-    );
+    )
+    .await?;
     let next = page
         .next
         .take()
@@ -248,7 +313,8 @@ pub(super) async fn list_objects(
         i.delimiter.as_deref(),
         after.as_deref(),
         max,
-    );
+    )
+    .await?;
     // v1 markers are keys: the last key or common prefix of the page.
     let truncated = page.next.is_some();
     let next_marker = truncated
