@@ -309,6 +309,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 impl Args {
     /// Checks that the values make sense together; the error is one line naming the flags.
     pub fn validate(&self) -> Result<(), String> {
+        self.s3.validate(self.cluster.etcd.is_some())?;
         self.cluster.validate()?;
         if self.arena_size < MIN_ARENA_SIZE {
             return Err(format!(

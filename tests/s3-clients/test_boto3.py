@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import http.client
 import os
 import pathlib
 import tempfile
@@ -217,7 +218,7 @@ def test_abandoned_multipart_upload_is_reaped():
 
 
 def test_open_listener_takes_unsigned_requests_only():
-    gw = Gateway("--s3-bucket", "open", "--fast-path", "off")
+    gw = Gateway("--s3-bucket", "open", "--fast-path", "off", "--s3-domain", "s3.test", "--s3-etag", "md5")
     try:
         anon = boto3.client("s3", endpoint_url=gw.s3, region_name="us-east-1",
                             config=Config(signature_version=UNSIGNED, s3={"addressing_style": "path"}))
@@ -229,5 +230,18 @@ def test_open_listener_takes_unsigned_requests_only():
         with pytest.raises(ClientError) as e:
             signed.get_object(Bucket="open", Key="k")
         assert code(e) == "AccessDenied" and "unsigned" in e.value.response["Error"]["Message"]
+        # --s3-etag md5: the MD5 even without Content-MD5.
+        put = anon.put_object(Bucket="open", Key="m", Body=b"md5 me")
+        assert put["ETag"].strip('"') == hashlib.md5(b"md5 me").hexdigest()
+        # Virtual-host style (--s3-domain): the bucket in the Host header.
+        host, port = gw.s3.removeprefix("http://").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("GET", "/m", headers={"Host": f"open.s3.test:{port}"})
+        r = conn.getresponse()
+        assert (r.status, r.read()) == (200, b"md5 me")
+        # response-* overrides.
+        got = anon.get_object(Bucket="open", Key="m", ResponseContentType="text/x-over",
+                              ResponseContentDisposition="attachment")
+        assert got["ContentType"] == "text/x-over" and got["ContentDisposition"] == "attachment"
     finally:
         gw.stop()

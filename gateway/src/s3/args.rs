@@ -80,6 +80,14 @@ pub enum S3KeyCommand {
 }
 
 impl S3Args {
+    /// Refuses combinations that cannot work (`clustered`: the gateway joins a cluster).
+    pub fn validate(&self, clustered: bool) -> Result<(), String> {
+        if self.s3_listen.is_some() && clustered {
+            return Err("--s3-listen is not available with --cluster yet: each member's S3 listener would serve only its own keys (run the S3 listener on a single gateway)".into());
+        }
+        Ok(())
+    }
+
     /// The buckets to serve: as given, else the origin's bucket (see `--s3-bucket`).
     pub fn buckets(
         &self,

@@ -218,7 +218,9 @@ pub fn router(
         None => b.set_access(keys::Open),
     }
     if !domains.is_empty() {
-        b.set_host(s3s::host::MultiDomain::new(domains).map_err(|e| format!("--s3-domain: {e}"))?);
+        b.set_host(Domains(
+            s3s::host::MultiDomain::new(domains).map_err(|e| format!("--s3-domain: {e}"))?,
+        ));
     }
     let service = b.build();
     let open = keys.is_none();
@@ -256,4 +258,22 @@ fn signed(req: &axum::extract::Request) -> bool {
             q.split('&')
                 .any(|p| p.starts_with("X-Amz-Signature=") || p.starts_with("Signature="))
         })
+}
+
+/// `--s3-domain`: `BUCKET.DOMAIN` hosts name the bucket. Clients send the port too when it
+/// is not the scheme's default (`BUCKET.DOMAIN:9000`), which `s3s` does not expect.
+struct Domains(s3s::host::MultiDomain);
+
+impl s3s::host::S3Host for Domains {
+    fn parse_host_header<'a>(&'a self, host: &'a str) -> s3s::S3Result<s3s::host::VirtualHost<'a>> {
+        let bare = match host.rsplit_once(':') {
+            Some((name, port))
+                if !name.ends_with(']') && port.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                name
+            }
+            _ => host,
+        };
+        self.0.parse_host_header(bare)
+    }
 }
