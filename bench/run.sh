@@ -106,6 +106,8 @@ echo "large values and start-up..." >&2
 large=$(ROUNDS=$ROUNDS ./bench/large.sh)
 echo "python SDK..." >&2
 python=$(./bench/python.sh)
+echo "S3 listener..." >&2
+s3front=$(./bench/s3-front.sh)
 
 row() { # name rasa nginx
   read -r rr rb rp50 rp99 rbad <<<"$2"; read -r nr nb np50 np99 nbad <<<"$3"
@@ -148,5 +150,7 @@ read -r pr pb pp50 pp99 pbad <<<"$put"
   echo "$large"
   echo
   echo "$python"
+  echo
+  echo "$s3front"
 } >bench/results.md
 cat bench/results.md
