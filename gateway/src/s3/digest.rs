@@ -27,6 +27,26 @@ pub struct Claims<'a> {
     pub algorithm: Option<&'a ChecksumAlgorithm>,
 }
 
+/// The [`Claims`] of an upload request (`PutObjectInput`, `UploadPartInput`: they name
+/// the fields alike).
+macro_rules! claims {
+    ($i:expr) => {
+        $crate::s3::digest::Claims {
+            content_md5: $i.content_md5.as_ref(),
+            checksum: s3s::dto::Checksum {
+                checksum_crc32: $i.checksum_crc32.clone(),
+                checksum_crc32c: $i.checksum_crc32c.clone(),
+                checksum_sha1: $i.checksum_sha1.clone(),
+                checksum_sha256: $i.checksum_sha256.clone(),
+                checksum_crc64nvme: $i.checksum_crc64nvme.clone(),
+                ..Default::default()
+            },
+            algorithm: $i.checksum_algorithm.as_ref(),
+        }
+    };
+}
+pub(crate) use claims;
+
 impl Integrity {
     /// Hashers for what `claims` names; `md5` also computes the MD5 when nobody asked
     /// (`--s3-etag md5`).

@@ -277,3 +277,23 @@ impl s3s::host::S3Host for Domains {
         self.0.parse_host_header(bare)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Bucket;
+
+    #[test]
+    fn buckets_map_keys_both_ways() {
+        let b = Bucket::parse("data=ml/").unwrap();
+        assert_eq!(b.rasa_key("x/y").as_deref(), Some("ml/x/y"));
+        assert_eq!(b.s3_key("ml/x/y").as_deref(), Some("x/y"));
+        assert_eq!(b.s3_key("other/x"), None);
+        let o = Bucket::of_origin("lake", "cache/");
+        assert_eq!(o.rasa_key("cache/a").as_deref(), Some("a"));
+        assert_eq!(o.rasa_key("elsewhere/a"), None);
+        assert_eq!(o.s3_key("a").as_deref(), Some("cache/a"));
+        for bad in ["ab", "Upper", "-lead", "trail.", "under_score"] {
+            assert!(Bucket::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

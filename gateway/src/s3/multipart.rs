@@ -13,7 +13,7 @@ use md5::{Digest, Md5};
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
-use super::digest::{Claims, Integrity};
+use super::digest::Integrity;
 use super::objects::{publish, store_error};
 use super::S3Front;
 
@@ -211,21 +211,7 @@ pub(super) async fn upload_part(
         let mut st = uploads.state();
         st.used -= n;
     };
-    let mut integrity = match Integrity::new(
-        Claims {
-            content_md5: i.content_md5.as_ref(),
-            checksum: Checksum {
-                checksum_crc32: i.checksum_crc32.clone(),
-                checksum_crc32c: i.checksum_crc32c.clone(),
-                checksum_sha1: i.checksum_sha1.clone(),
-                checksum_sha256: i.checksum_sha256.clone(),
-                checksum_crc64nvme: i.checksum_crc64nvme.clone(),
-                ..Default::default()
-            },
-            algorithm: i.checksum_algorithm.as_ref(),
-        },
-        false,
-    ) {
+    let mut integrity = match Integrity::new(super::digest::claims!(i), false) {
         Ok(x) => x,
         Err(e) => {
             release(len);

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3Request, S3Response, S3Result};
 
-use super::digest::{sha256_b64, Claims, Integrity};
+use super::digest::{sha256_b64, Integrity};
 use super::{EtagMode, S3Front};
 use crate::origin::readthrough::FetchError;
 use crate::origin::{OriginError, WritePolicy};
@@ -285,21 +285,7 @@ pub(super) async fn put_object(
             front.max_object_size
         ));
     }
-    let mut integrity = Integrity::new(
-        Claims {
-            content_md5: i.content_md5.as_ref(),
-            checksum: Checksum {
-                checksum_crc32: i.checksum_crc32.clone(),
-                checksum_crc32c: i.checksum_crc32c.clone(),
-                checksum_sha1: i.checksum_sha1.clone(),
-                checksum_sha256: i.checksum_sha256.clone(),
-                checksum_crc64nvme: i.checksum_crc64nvme.clone(),
-                ..Default::default()
-            },
-            algorithm: i.checksum_algorithm.as_ref(),
-        },
-        front.etag == EtagMode::Md5,
-    )?;
+    let mut integrity = Integrity::new(super::digest::claims!(i), front.etag == EtagMode::Md5)?;
     let ctype = i
         .content_type
         .clone()
