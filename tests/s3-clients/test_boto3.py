@@ -17,7 +17,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 import boto3
-from conftest import Gateway, Key, start
+from conftest import Gateway, Key, new_key, start
 
 
 def code(e: pytest.ExceptionInfo) -> str:
@@ -245,3 +245,28 @@ def test_open_listener_takes_unsigned_requests_only():
         assert got["ContentType"] == "text/x-over" and got["ContentDisposition"] == "attachment"
     finally:
         gw.stop()
+
+
+def test_keys_are_reloaded_on_sighup():
+    import signal as sig
+
+    with tempfile.TemporaryDirectory() as d:
+        setup = start(pathlib.Path(d))
+        try:
+            late = new_key(setup.tmp / "s3-keys", "late", "read,write")
+            c = setup.boto3(late)
+            with pytest.raises(ClientError) as e:
+                c.list_objects_v2(Bucket="data")
+            assert code(e) == "InvalidAccessKeyId"
+            setup.gw.proc.send_signal(sig.SIGHUP)
+            # The reload is not announced to clients: ask until the key works (bounded).
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    c.list_objects_v2(Bucket="data")
+                    break
+                except ClientError:
+                    assert time.monotonic() < deadline, "the new key never took effect"
+                    time.sleep(0.05)
+        finally:
+            setup.gw.stop()
