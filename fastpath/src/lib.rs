@@ -22,6 +22,7 @@
 
 pub mod buffer;
 pub mod check;
+pub mod counting;
 pub mod fabric;
 pub mod frame;
 pub mod library;

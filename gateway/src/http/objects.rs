@@ -182,7 +182,7 @@ pub async fn put_object(State(st): State<AppState>, req: Request) -> Result<Resp
             .put(&key, body, v.sha256, &v.content_type)
             .await?;
         if let Some(e) = etag {
-            let _ = v.origin.etag.set(e);
+            v.origin.set_etag(e);
         }
         v.origin.touch();
     }
@@ -289,7 +289,7 @@ async fn read_object(st: AppState, method: Method, req: Request) -> Result<Respo
     rh.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
     rh.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     if peer_fill {
-        if let Some(etag) = v.origin.etag.get() {
+        if let Some(etag) = v.origin.etag() {
             rh.insert(rasa_openapi::cluster::ORIGIN_ETAG_HEADER, hv(etag));
         }
         if let Some(age) = v.origin.age() {
@@ -430,14 +430,14 @@ pub async fn list_objects(State(st): State<AppState>, req: Request) -> Result<Re
     let prefix = q.prefix.unwrap_or_default();
     let (page, more) = st.store.list(&prefix, q.after.as_deref(), limit);
     let next_after = if more {
-        page.last().map(|v| v.key.clone())
+        page.last().map(|v| v.key.to_string())
     } else {
         None
     };
     let items = page
         .iter()
         .map(|v| ObjectSummary {
-            key: v.key.clone(),
+            key: v.key.to_string(),
             version: v.version.to_string(),
             length: v.len(),
             etag: v.etag(),

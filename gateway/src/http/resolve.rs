@@ -71,13 +71,13 @@ pub fn descriptor(st: &AppState, v: &StoredVersion) -> Descriptor {
         metrics::counter!("rasa_descriptors_total", "path" => "http").increment(1);
     }
     Descriptor {
-        key: v.key.clone(),
+        key: v.key.to_string(),
         version: v.version.to_string(),
         length: v.len(),
         sha256: v.sha256_hex(),
         checksum: format!("{:016x}", v.checksum),
         checksum_algorithm: CHECKSUM_ALGORITHM.to_owned(),
-        content_type: v.content_type.clone(),
+        content_type: v.content_type.to_string(),
         created_at: rfc3339(v.created),
         lease_ms: st.store.config().lease.as_millis() as u64,
         lease_expires_at: rfc3339(deadline),

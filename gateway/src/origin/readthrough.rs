@@ -245,7 +245,9 @@ impl ReadThrough {
             }
         }
         let started = Instant::now();
-        let etag = current.as_ref().and_then(|v| v.origin.etag.get().cloned());
+        let etag = current
+            .as_ref()
+            .and_then(|v| v.origin.etag().map(str::to_owned));
         metrics::counter!("rasa_origin_fetches_total").increment(1);
         let fetched = self.origin.get(key, etag.as_deref()).await;
         metrics::histogram!("rasa_origin_fetch_seconds").record(started.elapsed().as_secs_f64());
@@ -280,7 +282,7 @@ impl ReadThrough {
             Fetch::Found(obj) => {
                 // Some servers ignore If-None-Match: an unchanged entity tag is unchanged.
                 if let (Some(v), Some(etag)) = (&current, &obj.etag) {
-                    if v.origin.etag.get() == Some(etag) {
+                    if v.origin.etag() == Some(etag.as_str()) {
                         v.origin.touch();
                         return Ok(current);
                     }

@@ -141,7 +141,7 @@ fn store_page(
         let (batch, more) = front.store.list(rasa_prefix, cursor.as_deref(), BATCH);
         let mut jumped = false;
         for v in &batch {
-            cursor = Some(v.key.clone());
+            cursor = Some(v.key.to_string());
             let Some(s3_key) = bucket.s3_key(&v.key) else {
                 continue;
             };

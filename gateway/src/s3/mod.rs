@@ -193,9 +193,9 @@ impl S3Front {
     /// The entity tag S3 clients see for `v` (unquoted).
     pub fn etag(&self, v: &StoredVersion) -> String {
         if let Some(e) = &v.s3_etag {
-            return e.clone();
+            return e.to_string();
         }
-        if let Some(e) = v.origin.etag.get() {
+        if let Some(e) = v.origin.etag() {
             return e.trim_matches('"').to_owned();
         }
         v.sha256_hex()

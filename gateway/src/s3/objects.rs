@@ -165,7 +165,7 @@ pub(super) async fn get_object(
         checksum_sha256: whole.then(|| sha256_b64(&v.sha256)),
         content_type: Some(
             i.response_content_type
-                .unwrap_or_else(|| v.content_type.clone()),
+                .unwrap_or_else(|| v.content_type.to_string()),
         ),
         cache_control: i.response_cache_control,
         content_disposition: i.response_content_disposition,
@@ -197,7 +197,7 @@ pub(super) async fn head_object(
     }
     Ok(S3Response::new(HeadObjectOutput {
         content_length: Some(v.len() as i64),
-        content_type: Some(v.content_type.clone()),
+        content_type: Some(v.content_type.to_string()),
         accept_ranges: Some("bytes".into()),
         last_modified: Some(Timestamp::from(v.created)),
         e_tag: Some(ETag::Strong(etag)),
@@ -236,7 +236,7 @@ pub(super) async fn publish(
             .await
             .map_err(origin_error)?;
         if let Some(e) = etag {
-            let _ = v.origin.etag.set(e);
+            v.origin.set_etag(e);
         }
         v.origin.touch();
     }
@@ -415,7 +415,7 @@ pub(super) async fn copy_object(
         .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
     let ctype = match (&i.content_type, replace) {
         (Some(t), true) => t.clone(),
-        _ => v.content_type.clone(),
+        _ => v.content_type.to_string(),
     };
     let mut upload = front
         .store
@@ -423,7 +423,7 @@ pub(super) async fn copy_object(
         .await
         .map_err(store_error)?;
     upload.write(v.payload().as_slice()).map_err(store_error)?;
-    upload.set_s3_etag(v.s3_etag.clone());
+    upload.set_s3_etag(v.s3_etag.as_deref().map(str::to_owned));
     let sealed = front.store.seal(upload).map_err(store_error)?;
     let stored = publish(front, &dst, sealed, false).await?;
     Ok(S3Response::new(CopyObjectOutput {

@@ -12,8 +12,43 @@ use super::{Store, StoreError, StoredVersion, VersionId};
 #[derive(Debug)]
 pub(super) struct Entry {
     pub(super) current: Arc<StoredVersion>,
-    /// Overwritten versions, still readable by id until reclaimed.
-    pub(super) older: HashMap<VersionId, Arc<StoredVersion>>,
+    /// Overwritten versions, still readable by id until reclaimed; allocated only for a
+    /// key that has some (most keys never do). Boxed so that an entry without any holds
+    /// one pointer, not an empty map's 48 bytes, in every index node.
+    #[allow(clippy::box_collection)]
+    older: Option<Box<HashMap<VersionId, Arc<StoredVersion>>>>,
+}
+
+impl Entry {
+    /// A key's first version.
+    pub(super) fn new(current: Arc<StoredVersion>) -> Self {
+        Self {
+            current,
+            older: None,
+        }
+    }
+
+    /// The retained older version `v`.
+    pub(super) fn older(&self, v: VersionId) -> Option<&Arc<StoredVersion>> {
+        self.older.as_ref()?.get(&v)
+    }
+
+    /// Keeps an overwritten version readable by id.
+    pub(super) fn keep_older(&mut self, old: Arc<StoredVersion>) {
+        self.older
+            .get_or_insert_with(Default::default)
+            .insert(old.version, old);
+    }
+
+    /// Forgets the older version `v`.
+    pub(super) fn drop_older(&mut self, v: VersionId) {
+        if let Some(o) = &mut self.older {
+            o.remove(&v);
+            if o.is_empty() {
+                self.older = None;
+            }
+        }
+    }
 }
 
 impl Store {
@@ -32,7 +67,7 @@ impl Store {
         let v = if entry.current.version == version {
             Arc::clone(&entry.current)
         } else {
-            Arc::clone(entry.older.get(&version)?)
+            Arc::clone(entry.older(version)?)
         };
         v.arena.touch();
         Some(v)

@@ -3,13 +3,13 @@
 //! describe memory. The lease invariant itself is enforced in [`super::arena`].
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use super::arena::{self, Arena};
 use super::index::Entry;
-use super::{OriginMeta, Store, StoredVersion};
+use super::{Store, StoredVersion};
 
 impl Store {
     /// Makes unreachable what no longer needs to be reachable so its arenas can drain:
@@ -139,7 +139,7 @@ impl Store {
 
     /// Makes every version in `arena` unreachable: retained older versions are dropped, and
     /// keys whose current version lives there are evicted. Returns the evicted keys' count.
-    fn purge(&self, index: &mut BTreeMap<String, Entry>, arena: &Arc<Arena>) -> u64 {
+    fn purge(&self, index: &mut BTreeMap<Arc<str>, Entry>, arena: &Arc<Arena>) -> u64 {
         let mut evicted = 0;
         for (key, ver) in arena.take_members() {
             let Some(e) = index.get_mut(&key) else {
@@ -149,12 +149,8 @@ impl Store {
                 let e = index.remove(&key).expect("present");
                 arena.sub_live(e.current.frame.len() as u64);
                 evicted += 1;
-            } else if e
-                .older
-                .get(&ver)
-                .is_some_and(|o| Arc::ptr_eq(&o.arena, arena))
-            {
-                e.older.remove(&ver);
+            } else if e.older(ver).is_some_and(|o| Arc::ptr_eq(&o.arena, arena)) {
+                e.drop_older(ver);
             }
         }
         if evicted > 0 {
@@ -169,7 +165,7 @@ impl Store {
 
     /// Copies the current versions living in `arena` to the open arena (same version ids,
     /// same frames) and moves their keys there, as far as room allows.
-    fn compact(&self, index: &mut BTreeMap<String, Entry>, arena: &Arc<Arena>) {
+    fn compact(&self, index: &mut BTreeMap<Arc<str>, Entry>, arena: &Arc<Arena>) {
         let members = arena.take_members();
         let mut kept = Vec::new();
         let mut moved = 0u64;
@@ -196,10 +192,7 @@ impl Store {
                 checksum: old.checksum,
                 content_type: old.content_type.clone(),
                 created: old.created,
-                origin: OriginMeta {
-                    etag: old.origin.etag.clone(),
-                    validated_ms: AtomicU64::new(old.origin.validated_ms.load(Ordering::Acquire)),
-                },
+                origin: old.origin.duplicate(),
                 s3_etag: old.s3_etag.clone(),
             });
             to.add_live(&key, ver, copy.frame.len() as u64);

@@ -60,7 +60,7 @@ pub struct Store {
     counter: AtomicU64,
     arenas: Arenas,
     fabric: Option<Arc<FabricServer>>,
-    index: RwLock<BTreeMap<String, Entry>>,
+    index: RwLock<BTreeMap<Arc<str>, Entry>>,
     /// Woken whenever reclamation makes memory reusable (PUTs waiting for room).
     room: tokio::sync::Notify,
     /// The latest lease deadline handed out, in milliseconds since the Unix epoch.

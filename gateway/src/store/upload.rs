@@ -2,7 +2,6 @@
 //! ([`Upload::write`]), seal the header ([`Store::seal`]) and publish ([`Store::publish`]).
 //! Nothing is visible before the publish; a dropped upload publishes nothing.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, SystemTime};
@@ -119,13 +118,13 @@ impl Store {
         slot.as_mut_slice()[..HEADER_LEN].copy_from_slice(&header);
         let sha256: [u8; 32] = std::mem::take(&mut upload.sha256).finalize().into();
         let stored = Arc::new(StoredVersion {
-            key: std::mem::take(&mut upload.key),
+            key: Arc::from(std::mem::take(&mut upload.key)),
             version,
             frame: slot.freeze(),
             arena: Arc::clone(&upload.arena),
             sha256,
             checksum,
-            content_type: std::mem::take(&mut upload.content_type),
+            content_type: super::version::intern(&upload.content_type),
             created: SystemTime::now(),
             origin: std::mem::take(&mut upload.origin),
             s3_etag: upload.s3_etag.take(),
@@ -154,16 +153,10 @@ impl Store {
             Some(entry) => {
                 let old = std::mem::replace(&mut entry.current, Arc::clone(&stored));
                 old.arena.sub_live(old.frame.len() as u64);
-                entry.older.insert(old.version, old);
+                entry.keep_older(old);
             }
             None => {
-                index.insert(
-                    stored.key.clone(),
-                    Entry {
-                        current: Arc::clone(&stored),
-                        older: HashMap::new(),
-                    },
-                );
+                index.insert(stored.key.clone(), Entry::new(Arc::clone(&stored)));
             }
         }
         drop(index);
@@ -186,7 +179,7 @@ pub struct Upload {
     arena: Arc<Arena>,
     slot: Option<WriteSlot>,
     origin: OriginMeta,
-    s3_etag: Option<String>,
+    s3_etag: Option<Box<str>>,
 }
 
 /// A finished, immutable version that is not visible yet (see [`Store::seal`]). Dropping it
@@ -212,7 +205,7 @@ impl Upload {
 
     /// Sets the entity tag S3 clients will see (see [`StoredVersion::s3_etag`]).
     pub fn set_s3_etag(&mut self, etag: Option<String>) {
-        self.s3_etag = etag;
+        self.s3_etag = etag.map(String::into_boxed_str);
     }
 
     /// Appends the next body chunk: copies it into arena memory and feeds both digests.

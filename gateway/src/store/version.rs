@@ -49,8 +49,8 @@ impl FromStr for VersionId {
 /// One stored, immutable version of a key.
 #[derive(Debug)]
 pub struct StoredVersion {
-    /// The key.
-    pub key: String,
+    /// The key (one allocation, shared by the index, the version and its arena).
+    pub key: Arc<str>,
     /// The version id.
     pub version: VersionId,
     /// Header and payload in arena memory.
@@ -61,65 +61,113 @@ pub struct StoredVersion {
     pub sha256: [u8; 32],
     /// Frame checksum (XXH3-64 over payload and header).
     pub checksum: u64,
-    /// Media type given at upload.
-    pub content_type: String,
+    /// Media type given at upload (interned: versions of a type share one allocation).
+    pub content_type: Arc<str>,
     /// When the version was committed.
     pub created: SystemTime,
     /// Freshness against the origin, for versions the origin also holds.
     pub origin: OriginMeta,
     /// The entity tag S3 clients see, when it is not the SHA-256 (the MD5 an S3 upload
     /// was checked against), unquoted.
-    pub s3_etag: Option<String>,
+    pub s3_etag: Option<Box<str>>,
 }
 
-/// What the gateway knows of a version's copy at the origin.
+/// What the gateway knows of a version's copy at the origin. Allocated on first use: a
+/// version with no origin pays one pointer for it.
 #[derive(Debug, Default)]
-pub struct OriginMeta {
+pub struct OriginMeta(std::sync::OnceLock<Box<OriginState>>);
+
+#[derive(Debug, Default)]
+struct OriginState {
     /// The origin's entity tag (for conditional revalidation), once known.
-    pub etag: std::sync::OnceLock<String>,
+    etag: std::sync::OnceLock<Box<str>>,
     /// When the origin last confirmed this version (ms since the epoch; 0 = never).
-    pub validated_ms: AtomicU64,
+    validated_ms: AtomicU64,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 impl OriginMeta {
+    fn state(&self) -> &OriginState {
+        self.0.get_or_init(Default::default)
+    }
+
     /// Metadata of a copy the origin confirmed just now, with entity tag `etag`.
     pub fn confirmed(etag: Option<String>) -> Self {
         let m = Self::default();
         if let Some(e) = etag {
-            let _ = m.etag.set(e);
+            m.set_etag(e);
         }
         m.touch();
         m
     }
 
+    /// The origin's entity tag, once known.
+    pub fn etag(&self) -> Option<&str> {
+        self.0.get()?.etag.get().map(|e| &**e)
+    }
+
+    /// Records the origin's entity tag (the first one given stays).
+    pub fn set_etag(&self, etag: String) {
+        let _ = self.state().etag.set(etag.into_boxed_str());
+    }
+
     /// Records that the origin confirmed the copy now.
     pub fn touch(&self) {
-        let now = SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        self.validated_ms.store(now, Ordering::Release);
+        self.state().validated_ms.store(now_ms(), Ordering::Release);
     }
 
     /// Records that the origin confirmed the copy `age` ago (a copy taken from a peer).
     pub fn confirmed_ago(&self, age: Duration) {
-        let then = SystemTime::now()
-            .checked_sub(age)
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| (d.as_millis() as u64).max(1))
-            .unwrap_or(1);
-        self.validated_ms.store(then, Ordering::Release);
+        let then = now_ms().saturating_sub(age.as_millis() as u64).max(1);
+        self.state().validated_ms.store(then, Ordering::Release);
     }
 
     /// How long ago the origin last confirmed the copy (`None`: never).
     pub fn age(&self) -> Option<Duration> {
-        let ms = self.validated_ms.load(Ordering::Acquire);
-        (ms > 0).then(|| {
-            SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH + Duration::from_millis(ms))
-                .unwrap_or_default()
-        })
+        let ms = self.0.get()?.validated_ms.load(Ordering::Acquire);
+        (ms > 0).then(|| Duration::from_millis(now_ms().saturating_sub(ms)))
     }
+
+    /// A copy of this metadata (for a version copied to another arena).
+    pub fn duplicate(&self) -> Self {
+        let m = Self::default();
+        if let Some(s) = self.0.get() {
+            if let Some(e) = s.etag.get() {
+                m.set_etag(e.to_string());
+            }
+            m.state()
+                .validated_ms
+                .store(s.validated_ms.load(Ordering::Acquire), Ordering::Release);
+        }
+        m
+    }
+}
+
+/// Media types in use, each held once ([`intern`]).
+static MEDIA_TYPES: std::sync::Mutex<Vec<Arc<str>>> = std::sync::Mutex::new(Vec::new());
+/// Distinct media types kept for sharing; rarer ones get an allocation of their own (a
+/// client sending a new type with every PUT must not grow the table without bound).
+const MAX_INTERNED: usize = 256;
+
+/// `media_type` as a shared allocation: the same `Arc` for every version of a type.
+pub fn intern(media_type: &str) -> Arc<str> {
+    let mut known = MEDIA_TYPES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(t) = known.iter().find(|t| &***t == media_type) {
+        return Arc::clone(t);
+    }
+    let t: Arc<str> = Arc::from(media_type);
+    if known.len() < MAX_INTERNED {
+        known.push(Arc::clone(&t));
+    }
+    t
 }
 
 impl StoredVersion {

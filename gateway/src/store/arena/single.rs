@@ -51,7 +51,7 @@ pub struct Arena {
     /// Uploads that reserved space here and are not finished yet.
     pub(super) pending: AtomicU64,
     /// Every version committed here, so that draining can make them unreachable.
-    pub(super) members: Mutex<Vec<(String, VersionId)>>,
+    pub(super) members: Mutex<Vec<(Arc<str>, VersionId)>>,
 }
 
 impl Arena {
@@ -193,13 +193,13 @@ impl Arena {
     }
 
     /// A version of `bytes` frame bytes became current here.
-    pub(in crate::store) fn add_live(&self, key: &str, version: VersionId, bytes: u64) {
+    pub(in crate::store) fn add_live(&self, key: &Arc<str>, version: VersionId, bytes: u64) {
         self.live_count.fetch_add(1, Ordering::AcqRel);
         self.live_bytes.fetch_add(bytes, Ordering::AcqRel);
         self.members
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push((key.to_owned(), version));
+            .push((Arc::clone(key), version));
         self.touch();
     }
 
@@ -223,14 +223,14 @@ impl Arena {
         self.pending.fetch_sub(1, Ordering::AcqRel);
     }
 
-    pub(in crate::store) fn restore_members(&self, members: Vec<(String, VersionId)>) {
+    pub(in crate::store) fn restore_members(&self, members: Vec<(Arc<str>, VersionId)>) {
         self.members
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .extend(members);
     }
 
-    pub(in crate::store) fn take_members(&self) -> Vec<(String, VersionId)> {
+    pub(in crate::store) fn take_members(&self) -> Vec<(Arc<str>, VersionId)> {
         std::mem::take(&mut *self.members.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }
