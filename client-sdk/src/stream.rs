@@ -341,8 +341,10 @@ impl Client {
         let version = header(rasa_openapi::VERSION_HEADER);
         let sha256 = header("etag").trim_matches('"').to_owned();
         let content_type = header("content-type");
-        // Streamed from the gateway's origin uncached: no SHA-256 named, none to check.
-        let pass_through = !header(rasa_openapi::PASS_THROUGH_HEADER).is_empty();
+        // Streamed from the gateway's origin (uncached, or while it fills): no SHA-256
+        // named, none to check.
+        let pass_through = !header(rasa_openapi::PASS_THROUGH_HEADER).is_empty()
+            || !header(rasa_openapi::FILLING_HEADER).is_empty();
         let idle = self.inner.request_timeout;
         // SHA-256 (~2 GB/s a core) runs on its own thread, beside the transfer.
         let (to_hash, mut chunks) = tokio::sync::mpsc::channel::<Bytes>(16);

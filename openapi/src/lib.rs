@@ -24,6 +24,11 @@ pub const VERSION_HEADER: &str = "rasa-version";
 /// the gateway's origin: it has no version, no SHA-256 `ETag` and no descriptor.
 pub const PASS_THROUGH_HEADER: &str = "rasa-pass-through";
 
+/// Name of the response header (`true`) of a cold object streamed while it is fetched
+/// from the gateway's origin: its version, SHA-256 `ETag` and descriptor exist only once
+/// it is stored, so the answer has none; a body cut short means the fetch failed.
+pub const FILLING_HEADER: &str = "rasa-filling";
+
 /// A body of raw bytes, of any media type.
 #[derive(utoipa::ToSchema)]
 #[schema(value_type = String, format = Binary)]

@@ -3,6 +3,7 @@
 
 mod api;
 mod cluster;
+mod cold;
 mod fabric_check;
 mod fastpath;
 mod faults;

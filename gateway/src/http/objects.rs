@@ -16,6 +16,7 @@ use super::resolve::{descriptor, key_from_uri, lookup, VersionQuery};
 use super::{json_response, ApiError, AppState};
 use crate::key::{self, KeyError};
 use crate::media::DEFAULT_CONTENT_TYPE;
+use crate::origin::readthrough::{FetchError, Lookup};
 use crate::origin::WritePolicy;
 use crate::store::{StoredVersion, Upload};
 
@@ -243,7 +244,23 @@ async fn read_object(st: AppState, method: Method, req: Request) -> Result<Respo
     let pre = Preconditions::from_headers(h)?;
     // Another member filling its cache from this one: memory only, never the origin.
     let peer_fill = h.contains_key(rasa_openapi::cluster::PEER_FILL_HEADER);
-    let v = if peer_fill && q.version.is_none() {
+    // A cold GET of a whole value streams while the value fills from the origin.
+    let streamable = method == Method::GET
+        && q.version.is_none()
+        && pre.is_empty()
+        && !peer_fill
+        && !h.contains_key(header::RANGE);
+    let v = if let (Some(rt), true) = (&st.origin, streamable) {
+        match rt.lookup(&key, true).await {
+            Ok(Lookup::Stored(v)) => v,
+            Ok(Lookup::Filling(f)) => return Ok(super::passthrough::filling(f)),
+            Ok(Lookup::Missing) => return Err(ApiError::NotFound(key)),
+            Err(FetchError::TooLarge { .. }) => {
+                return super::passthrough::serve(&st, &method, &key, h).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    } else if peer_fill && q.version.is_none() {
         st.store
             .current(&key)
             .ok_or_else(|| ApiError::NotFound(key.clone()))?

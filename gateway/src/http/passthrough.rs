@@ -2,6 +2,9 @@
 //! the client as they arrive, never stored: a range is forwarded to the origin as it is.
 //! The answer carries `Rasa-Pass-Through: true` and no `ETag` or version (there is no
 //! version here to name); the SDK then reads it without a SHA-256 to check against.
+//!
+//! A cold object that can be cached streams the same way while it fills ([`filling`]):
+//! `Rasa-Filling: true`, and the version exists once the fill completes.
 
 use axum::body::Body;
 use axum::response::Response;
@@ -77,4 +80,25 @@ pub(crate) async fn serve(
         h.insert(header::CONTENT_RANGE, v);
     }
     Ok(resp)
+}
+
+/// A cold object streamed to the client as it fills from the origin: the whole object,
+/// `Content-Length` known up front; if the fetch fails midway the body ends early.
+pub(crate) fn filling(f: std::sync::Arc<crate::origin::filling::Filling>) -> Response {
+    metrics::counter!("rasa_cold_streams_total").increment(1);
+    let (length, ctype) = (f.length, f.content_type.clone());
+    let mut resp = Response::new(Body::from_stream(f.stream()));
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_str(&ctype)
+            .unwrap_or_else(|_| HeaderValue::from_static(crate::media::DEFAULT_CONTENT_TYPE)),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(
+        rasa_openapi::FILLING_HEADER,
+        HeaderValue::from_static("true"),
+    );
+    resp
 }

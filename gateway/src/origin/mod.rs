@@ -5,6 +5,7 @@
 //! endpoint. [`readthrough::ReadThrough`] puts it in front of the store: single-flight
 //! misses, freshness, negative caching.
 
+pub mod filling;
 pub mod peers;
 pub mod readthrough;
 pub mod s3;

@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 use futures_util::future::{FutureExt, Shared};
 use futures_util::StreamExt;
 
+use tokio::sync::watch;
+
+use super::filling::Filling;
 use super::{BoxFuture, Fetch, Origin, OriginError};
 use crate::store::{Store, StoreError, StoredVersion};
 
@@ -56,6 +59,24 @@ impl From<StoreError> for FetchError {
 
 type Flight = Shared<BoxFuture<'static, Result<Option<Arc<StoredVersion>>, FetchError>>>;
 
+/// A fetch in flight, and the object it is filling once it has started storing it.
+type InFlight = (Flight, watch::Receiver<Option<Arc<Filling>>>);
+
+/// Objects at least this long stream to the first requests while they fill; shorter ones
+/// are answered once stored.
+pub const STREAM_AT: u64 = 1 << 20;
+
+/// What a lookup found.
+#[derive(Debug)]
+pub enum Lookup {
+    /// A stored version.
+    Stored(Arc<StoredVersion>),
+    /// An object being fetched from the origin, to stream as it arrives.
+    Filling(Arc<Filling>),
+    /// Neither here nor at the origin.
+    Missing,
+}
+
 /// The store in front of an origin.
 #[derive(Debug)]
 pub struct ReadThrough {
@@ -65,7 +86,7 @@ pub struct ReadThrough {
     ttl: Option<Duration>,
     negative_ttl: Duration,
     max_object_size: u64,
-    inflight: Mutex<HashMap<String, Flight>>,
+    inflight: Mutex<HashMap<String, InFlight>>,
     negative: Mutex<HashMap<String, Instant>>,
     /// Objects found too large to cache (their length, and when), for `--negative-ttl`:
     /// their reads go straight to pass-through instead of opening the object first.
@@ -112,6 +133,17 @@ impl ReadThrough {
         self: &Arc<Self>,
         key: &str,
     ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
+        match self.lookup(key, false).await? {
+            Lookup::Stored(v) => Ok(Some(v)),
+            Lookup::Missing => Ok(None),
+            Lookup::Filling(_) => unreachable!("only a streaming lookup answers a fill"),
+        }
+    }
+
+    /// Like [`ReadThrough::current`]; with `stream`, a miss answers as soon as the object
+    /// starts filling from the origin ([`Lookup::Filling`]) rather than once it is stored.
+    pub async fn lookup(self: &Arc<Self>, key: &str, stream: bool) -> Result<Lookup, FetchError> {
+        let found = |v: Option<Arc<StoredVersion>>| v.map_or(Lookup::Missing, Lookup::Stored);
         if let Some(v) = self.store.current(key) {
             let stale = match (self.ttl, v.origin.age()) {
                 (Some(ttl), Some(age)) => age >= ttl,
@@ -119,14 +151,14 @@ impl ReadThrough {
             };
             if !stale {
                 metrics::counter!("rasa_cache_hits_total").increment(1);
-                return Ok(Some(v));
+                return Ok(Lookup::Stored(v));
             }
-            return match self.flight(key, Some(v.clone())).await {
-                Ok(found) => Ok(found),
+            return match self.flight(key, Some(v.clone())).0.await {
+                Ok(v) => Ok(found(v)),
                 Err(FetchError::Origin(e)) => {
                     tracing::warn!(key, error = %e, "revalidation failed; serving the cached version");
                     metrics::counter!("rasa_cache_stale_served_total").increment(1);
-                    Ok(Some(v))
+                    Ok(Lookup::Stored(v))
                 }
                 Err(e) => Err(e),
             };
@@ -144,7 +176,7 @@ impl ReadThrough {
         };
         if negative {
             metrics::counter!("rasa_cache_negative_hits_total").increment(1);
-            return Ok(None);
+            return Ok(Lookup::Missing);
         }
         let known_too_large = {
             let mut big = self
@@ -167,7 +199,31 @@ impl ReadThrough {
             });
         }
         metrics::counter!("rasa_cache_misses_total").increment(1);
-        self.flight(key, None).await
+        let (flight, mut filling) = self.flight(key, None);
+        if !stream {
+            return flight.await.map(found);
+        }
+        tokio::pin!(flight);
+        loop {
+            // Small objects are worth the wait for the stored version (its ETag, version and
+            // ranges): they take about as long to store as to start streaming.
+            if let Some(f) = filling
+                .borrow_and_update()
+                .clone()
+                .filter(|f| f.length >= STREAM_AT)
+            {
+                return Ok(Lookup::Filling(f));
+            }
+            tokio::select! {
+                done = &mut flight => return done.map(found),
+                changed = filling.changed() => {
+                    if changed.is_err() {
+                        // The fill ended without streaming: its result is the answer.
+                        return flight.await.map(found);
+                    }
+                }
+            }
+        }
     }
 
     /// Origin fetches running now (one per key however many requests wait for it).
@@ -190,46 +246,43 @@ impl ReadThrough {
             .remove(key);
     }
 
-    /// Joins the fetch of `key` in flight, or starts one.
-    async fn flight(
-        self: &Arc<Self>,
-        key: &str,
-        current: Option<Arc<StoredVersion>>,
-    ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
-        let flight = {
-            let mut inflight = self.inflight.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(f) = inflight.get(key) {
-                metrics::counter!("rasa_singleflight_joins_total").increment(1);
-                f.clone()
-            } else {
-                let this = Arc::clone(self);
-                let owned = key.to_owned();
-                let fut: BoxFuture<'static, _> = Box::pin(async move {
-                    let r = this.fill(&owned, current).await;
-                    // Done: later lookups see the store (or the negative cache) instead.
-                    this.inflight
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .remove(&owned);
-                    r
-                });
-                let f = fut.shared();
-                inflight.insert(key.to_owned(), f.clone());
-                f
-            }
-        };
-        flight.await
+    /// Joins the fetch of `key` in flight, or starts one: its result, and the object it
+    /// fills (once it starts storing one). The fetch runs on its own task, so it completes
+    /// (and the version is stored) even when every request that wanted it went away.
+    fn flight(self: &Arc<Self>, key: &str, current: Option<Arc<StoredVersion>>) -> InFlight {
+        let mut inflight = self.inflight.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(f) = inflight.get(key) {
+            metrics::counter!("rasa_singleflight_joins_total").increment(1);
+            return f.clone();
+        }
+        let (tx, rx) = watch::channel(None);
+        let this = Arc::clone(self);
+        let owned = key.to_owned();
+        let fut: BoxFuture<'static, _> = Box::pin(async move {
+            let r = this.fill(&owned, current, &tx).await;
+            // Done: later lookups see the store (or the negative cache) instead.
+            this.inflight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&owned);
+            r
+        });
+        let f = fut.shared();
+        tokio::spawn(f.clone());
+        inflight.insert(key.to_owned(), (f.clone(), rx.clone()));
+        (f, rx)
     }
 
     async fn fill(
         &self,
         key: &str,
         current: Option<Arc<StoredVersion>>,
+        filling: &watch::Sender<Option<Arc<Filling>>>,
     ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
         if current.is_none() {
             if let Some(peers) = self.peers.get() {
                 if let Some((obj, age)) = super::peers::copy(peers, key).await {
-                    match self.store_object(key, obj, None).await {
+                    match self.store_object(key, obj, None, filling).await {
                         Ok(v) => {
                             if let (Some(v), Some(age)) = (&v, age) {
                                 v.origin.confirmed_ago(age);
@@ -287,7 +340,7 @@ impl ReadThrough {
                         return Ok(current);
                     }
                 }
-                self.store_object(key, obj, current).await
+                self.store_object(key, obj, current, filling).await
             }
         }
     }
@@ -299,6 +352,7 @@ impl ReadThrough {
         key: &str,
         mut obj: super::OriginObject,
         current: Option<Arc<StoredVersion>>,
+        filling: &watch::Sender<Option<Arc<Filling>>>,
     ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
         if obj.length > self.max_object_size {
             self.too_large
@@ -316,11 +370,33 @@ impl ReadThrough {
             .unwrap_or_else(|| crate::media::DEFAULT_CONTENT_TYPE.to_owned());
         let mut up = self.store.begin(key, &ctype, obj.length).await?;
         up.from_origin(obj.etag.take());
-        while let Some(chunk) = obj.body.next().await {
-            let chunk = chunk?;
-            metrics::counter!("rasa_origin_bytes_total").increment(chunk.len() as u64);
-            up.write(&chunk)?;
+        // Requests waiting for this object stream it from here on, as it arrives.
+        let streamed = Arc::new(Filling::new(obj.length, ctype));
+        filling.send_replace(Some(Arc::clone(&streamed)));
+        let received: Result<(), FetchError> = async {
+            while let Some(chunk) = obj.body.next().await {
+                let chunk = chunk?;
+                metrics::counter!("rasa_origin_bytes_total").increment(chunk.len() as u64);
+                up.write(&chunk)?;
+                streamed.push(chunk);
+            }
+            Ok(())
         }
+        .await;
+        let received = received.and_then(|()| match up.written() {
+            n if n == obj.length => Ok(()),
+            n => Err(FetchError::Origin(OriginError::Failed(format!(
+                "the origin's body ended after {n} of {} bytes",
+                obj.length
+            )))),
+        });
+        if let Err(e) = received {
+            streamed.finish(Err(e.to_string()));
+            return Err(e);
+        }
+        // Every byte arrived and was stored: streams end; the version is published next
+        // (a stream already has all of it, whatever the commit decides).
+        streamed.finish(Ok(()));
         // Don't replace a version written here meanwhile (a newer PUT wins).
         let base = current.as_ref().map(|v| v.version);
         let v = self

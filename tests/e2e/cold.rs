@@ -1,0 +1,117 @@
+//! Cold objects stream while they fill from the origin (s3s-fs): the first bytes arrive
+//! before the object is stored, concurrent misses share one origin fetch, and an origin
+//! that dies midway cuts the streams short and publishes nothing.
+
+use std::time::Instant;
+
+use rasa_openapi::cluster::PEER_FILL_HEADER;
+use rasa_openapi::FILLING_HEADER;
+use rasa_tests::{pattern, Gateway, S3Server};
+
+fn gateway(s3: &S3Server) -> Gateway {
+    let args = s3.gateway_args("pre");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Gateway::start_with_s3(&args)
+}
+
+/// Whether the gateway holds `key` in memory (a peer-fill HEAD never asks the origin).
+async fn stored(gw: &Gateway, key: &str) -> bool {
+    let r = rasa_tests::http()
+        .head(gw.url(&format!("/v1/objects/{key}")))
+        .header(PEER_FILL_HEADER, "1")
+        .send()
+        .await
+        .unwrap();
+    r.status() == 200
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_object_streams_while_it_fills_then_is_served_from_memory() {
+    let s3 = S3Server::start();
+    let value = pattern(64 << 20, 5);
+    s3.put_file("pre/big", &value);
+    let gw = gateway(&s3);
+    let c = rasa_tests::http();
+    let start = Instant::now();
+    let mut r = c.get(gw.url("/v1/objects/big")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()[FILLING_HEADER], "true", "a cold miss streams");
+    assert_eq!(r.content_length(), Some(value.len() as u64));
+    let first = r.chunk().await.unwrap().expect("a first chunk");
+    let first_at = start.elapsed();
+    let mut got = first.to_vec();
+    while let Some(c) = r.chunk().await.unwrap() {
+        got.extend_from_slice(&c);
+    }
+    let all_at = start.elapsed();
+    assert!(got == value, "streamed bytes differ");
+    assert!(
+        first_at < all_at,
+        "first byte {first_at:?}, last {all_at:?}"
+    );
+    // Stored once complete: the next GET is a hit with a version and the SHA-256 ETag.
+    let r = c.get(gw.url("/v1/objects/big")).send().await.unwrap();
+    assert!(r.headers().contains_key("rasa-version"));
+    assert!(!r.headers().contains_key(FILLING_HEADER));
+    assert!(r.bytes().await.unwrap() == value);
+    assert_eq!(s3.ops("GetObject", "pre/big"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_cold_requests_share_one_fetch() {
+    let s3 = S3Server::start();
+    let value = pattern(24 << 20, 6);
+    s3.put_file("pre/shared", &value);
+    let gw = gateway(&s3);
+    let reads = (0..10).map(|_| {
+        let url = gw.url("/v1/objects/shared");
+        async move {
+            let r = rasa_tests::http().get(url).send().await.unwrap();
+            assert_eq!(r.status(), 200);
+            r.bytes().await.unwrap()
+        }
+    });
+    for body in futures_util::future::join_all(reads).await {
+        assert!(body == value, "a concurrent reader got other bytes");
+    }
+    assert_eq!(
+        s3.ops("GetObject", "pre/shared"),
+        1,
+        "one origin fetch for all"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_origin_dying_mid_fill_cuts_streams_short_and_stores_nothing() {
+    let mut s3 = S3Server::start();
+    let value = pattern(200 << 20, 7);
+    s3.put_file("pre/huge", &value);
+    let gw = gateway(&s3);
+    let c = rasa_tests::http();
+    let mut r = c.get(gw.url("/v1/objects/huge")).send().await.unwrap();
+    assert_eq!(r.headers()[FILLING_HEADER], "true");
+    let mut got = r.chunk().await.unwrap().expect("a first chunk").len();
+    s3.kill(); // while 200 MiB are still on their way
+    let ended = loop {
+        match r.chunk().await {
+            Ok(Some(c)) => got += c.len(),
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    assert!(
+        ended.is_err() || got < value.len(),
+        "a fetch that failed midway looked complete ({got} bytes)"
+    );
+    assert!(
+        got < value.len(),
+        "all {got} bytes arrived: the origin died too late"
+    );
+    assert!(!stored(&gw, "huge").await, "a partial object was stored");
+    // The origin is back: the next request fetches again, whole.
+    s3.restart();
+    let r = c.get(gw.url("/v1/objects/huge")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.bytes().await.unwrap() == value);
+    assert!(stored(&gw, "huge").await);
+}
