@@ -20,8 +20,10 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 /// Name of the response header that carries the version id of the bytes served.
 pub const VERSION_HEADER: &str = "rasa-version";
 
-/// Name of the response header (`true`) of an object too large to cache, streamed from
-/// the gateway's origin: it has no version, no SHA-256 `ETag` and no descriptor.
+/// Name of the response header (`true`) of an answer that comes from the gateway's origin
+/// with no stored version behind it — an object too large to cache, streamed through, or
+/// a HEAD that missed (answered with the origin's HEAD): no version, no SHA-256 `ETag`, no
+/// descriptor.
 pub const PASS_THROUGH_HEADER: &str = "rasa-pass-through";
 
 /// Name of the response header (`true`) of a cold object streamed while it is fetched

@@ -115,3 +115,36 @@ async fn an_origin_dying_mid_fill_cuts_streams_short_and_stores_nothing() {
     assert!(r.bytes().await.unwrap() == value);
     assert!(stored(&gw, "huge").await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_that_misses_asks_the_origin_and_fetches_nothing() {
+    let s3 = S3Server::start();
+    let value = pattern(2 << 20, 8);
+    s3.put_file("pre/h", &value);
+    let gw = gateway(&s3);
+    let c = rasa_tests::http();
+    let r = c.head(gw.url("/v1/objects/h")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-length"], value.len().to_string().as_str());
+    assert_eq!(r.headers()[rasa_openapi::PASS_THROUGH_HEADER], "true");
+    assert!(!r.headers().contains_key("rasa-version"));
+    assert_eq!(s3.ops("HeadObject", "pre/h"), 1);
+    assert_eq!(s3.ops("GetObject", "pre/h"), 0, "a HEAD fetched the object");
+    assert!(!stored(&gw, "h").await);
+    let r = c.head(gw.url("/v1/objects/absent")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    // A GET stores it; then HEAD answers from memory, with its version.
+    assert!(
+        c.get(gw.url("/v1/objects/h"))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap()
+            == value
+    );
+    let r = c.head(gw.url("/v1/objects/h")).send().await.unwrap();
+    assert!(r.headers().contains_key("rasa-version"));
+    assert_eq!(s3.ops("HeadObject", "pre/h"), 1);
+}

@@ -250,6 +250,16 @@ async fn read_object(st: AppState, method: Method, req: Request) -> Result<Respo
         && pre.is_empty()
         && !peer_fill
         && !h.contains_key(header::RANGE);
+    // A HEAD that misses asks the origin with HEAD: no need to fetch the object.
+    let plain_head = method == Method::HEAD && q.version.is_none() && !peer_fill && pre.is_empty();
+    if let (Some(rt), true) = (&st.origin, plain_head) {
+        if st.store.current(&key).is_none() {
+            return match rt.head(&key).await? {
+                Some(head) => Ok(super::passthrough::head(&head)),
+                None => Err(ApiError::NotFound(key)),
+            };
+        }
+    }
     let v = if let (Some(rt), true) = (&st.origin, streamable) {
         match rt.lookup(&key, true).await {
             Ok(Lookup::Stored(v)) => v,

@@ -102,3 +102,30 @@ pub(crate) fn filling(f: std::sync::Arc<crate::origin::filling::Filling>) -> Res
     );
     resp
 }
+
+/// The answer to a HEAD that missed: what the origin said, without fetching the object
+/// (no version or `ETag` here yet; the origin's entity tag in `Rasa-Origin-ETag`).
+pub(crate) fn head(head: &crate::origin::OriginHead) -> Response {
+    let mut resp = Response::new(Body::empty());
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(head.length));
+    let ctype = head
+        .content_type
+        .as_deref()
+        .unwrap_or(crate::media::DEFAULT_CONTENT_TYPE);
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_str(ctype)
+            .unwrap_or_else(|_| HeaderValue::from_static(crate::media::DEFAULT_CONTENT_TYPE)),
+    );
+    if let Some(etag) = head
+        .etag
+        .as_deref()
+        .and_then(|e| HeaderValue::from_str(e).ok())
+    {
+        h.insert(rasa_openapi::cluster::ORIGIN_ETAG_HEADER, etag);
+    }
+    h.insert(PASS_THROUGH_HEADER, HeaderValue::from_static("true"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
+}

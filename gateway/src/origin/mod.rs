@@ -57,6 +57,17 @@ pub enum Fetch {
     NotFound,
 }
 
+/// What the origin says of an object without sending it.
+#[derive(Debug, Clone)]
+pub struct OriginHead {
+    /// Its length.
+    pub length: u64,
+    /// Its media type, when the origin has one.
+    pub content_type: Option<String>,
+    /// The origin's entity tag.
+    pub etag: Option<String>,
+}
+
 /// One key of an origin listing.
 #[derive(Debug, Clone)]
 pub struct OriginEntry {
@@ -122,6 +133,10 @@ pub trait Origin: Send + Sync + std::fmt::Debug {
         sha256: [u8; 32],
         content_type: &'a str,
     ) -> BoxFuture<'a, Result<Option<String>, OriginError>>;
+
+    /// The length, media type and entity tag of `key` (HEAD), without its body; `None`
+    /// when the origin has no such object.
+    fn head<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<OriginHead>, OriginError>>;
 
     /// A page of the keys under `prefix` after `start_after` (at most `max`, grouped by
     /// `delimiter`), in the gateway's key space.

@@ -163,18 +163,7 @@ impl ReadThrough {
                 Err(e) => Err(e),
             };
         }
-        let negative = {
-            let mut neg = self.negative.lock().unwrap_or_else(PoisonError::into_inner);
-            match neg.get(key) {
-                Some(at) if at.elapsed() < self.negative_ttl => true,
-                Some(_) => {
-                    neg.remove(key);
-                    false
-                }
-                None => false,
-            }
-        };
-        if negative {
+        if self.is_negative(key) {
             metrics::counter!("rasa_cache_negative_hits_total").increment(1);
             return Ok(Lookup::Missing);
         }
@@ -223,6 +212,37 @@ impl ReadThrough {
                     }
                 }
             }
+        }
+    }
+
+    /// What the origin says of `key` (a HEAD, no body): for HEAD requests that miss, which
+    /// need not fetch the object. "Not found" is remembered like a fetch's.
+    pub async fn head(&self, key: &str) -> Result<Option<super::OriginHead>, FetchError> {
+        if self.is_negative(key) {
+            metrics::counter!("rasa_cache_negative_hits_total").increment(1);
+            return Ok(None);
+        }
+        metrics::counter!("rasa_origin_heads_total").increment(1);
+        let head = self.origin.head(key).await?;
+        if head.is_none() {
+            self.negative
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(key.to_owned(), Instant::now());
+        }
+        Ok(head)
+    }
+
+    /// Whether "not found at the origin" is remembered for `key` (and still fresh).
+    fn is_negative(&self, key: &str) -> bool {
+        let mut neg = self.negative.lock().unwrap_or_else(PoisonError::into_inner);
+        match neg.get(key) {
+            Some(at) if at.elapsed() < self.negative_ttl => true,
+            Some(_) => {
+                neg.remove(key);
+                false
+            }
+            None => false,
         }
     }
 

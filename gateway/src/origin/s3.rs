@@ -231,6 +231,28 @@ impl Origin for S3Origin {
         })
     }
 
+    fn head<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<super::OriginHead>, OriginError>> {
+        Box::pin(async move {
+            let req = self
+                .client
+                .head_object()
+                .bucket(&self.config.location.bucket)
+                .key(self.key(key));
+            match self.timed("HeadObject", key, req.send()).await? {
+                Ok(out) => Ok(Some(super::OriginHead {
+                    length: out.content_length.unwrap_or(0).max(0) as u64,
+                    content_type: out.content_type,
+                    etag: out.e_tag,
+                })),
+                Err((Some(404), _)) => Ok(None),
+                Err((status, detail)) => Err(failure(status, detail)),
+            }
+        })
+    }
+
     fn list<'a>(
         &'a self,
         prefix: &'a str,
