@@ -125,7 +125,10 @@ async fn a_head_that_misses_asks_the_origin_and_fetches_nothing() {
     let c = rasa_tests::http();
     let r = c.head(gw.url("/v1/objects/h")).send().await.unwrap();
     assert_eq!(r.status(), 200);
-    assert_eq!(r.headers()["content-length"], value.len().to_string().as_str());
+    assert_eq!(
+        r.headers()["content-length"],
+        value.len().to_string().as_str()
+    );
     assert_eq!(r.headers()[rasa_openapi::PASS_THROUGH_HEADER], "true");
     assert!(!r.headers().contains_key("rasa-version"));
     assert_eq!(s3.ops("HeadObject", "pre/h"), 1);
