@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The S3 listener tested with real S3 clients: aws-cli, boto3, s5cmd and pyarrow, pinned
+# The S3 listener tested with real S3 clients: awscli (aws-cli), boto3, s5cmd and pyarrow, pinned
 # in tests/s3-clients/requirements.txt and installed into target/s3-clients-venv (once;
 # again when the pins change), against the gateway binary `make test` builds and s3s-fs
 # as an origin. Arguments go to pytest (e.g. -k boto3).

@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use crate::store::StoreConfig;
+use crate::units::{parse_duration, parse_size};
 
 /// Rasa gateway: an object-store-style HTTP gateway whose values can also be read
 /// one-sided over RDMA.
@@ -290,20 +291,8 @@ pub const MAX_HEADER_SIZE: u64 = 256 << 10;
 /// Longest lease accepted: longer ones would pin memory for too long after a delete.
 pub const MAX_LEASE: Duration = Duration::from_secs(3600);
 
-fn parse_size(s: &str) -> Result<u64, String> {
-    s.trim()
-        .parse::<bytesize::ByteSize>()
-        .map(|b| b.as_u64())
-        .map_err(|e| format!("{e} (write sizes like 64MiB, 1GiB or 1000000)"))
-}
-
 fn parse_origin(s: &str) -> Result<crate::origin::s3::S3Location, String> {
     s.parse()
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("{e} (write durations like 10s or 250ms)"))
 }
 
 impl Args {

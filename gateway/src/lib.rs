@@ -8,7 +8,8 @@
 //!   of HTTP.
 //! - [`http`]: the axum router ([`http::app`]), one file per resource, errors as
 //!   `application/problem+json`, the OpenAPI document and Swagger UI.
-//! - [`key`]: what a valid object key is; [`media`]: default media types.
+//! - [`key`]: what a valid object key is; [`media`]: default media types; [`units`]:
+//!   sizes and durations as flags write them.
 //! - [`origin`]: the S3 origin behind the store (read-through, write-through).
 //! - [`s3`]: the S3-compatible listener (`--s3-listen`), on `s3s`, over the same store.
 //! - [`config`]: flags and `RASA_*` environment variables, validated at start.
@@ -38,3 +39,4 @@ pub mod s3;
 pub mod server;
 pub mod store;
 pub mod tokens;
+pub mod units;

@@ -11,6 +11,7 @@ const GATEWAY_LAYERS: &[(&str, u32)] = &[
     ("key", 0),
     ("media", 0),
     ("tokens", 0),
+    ("units", 0),
     ("store", 1),
     ("cluster", 1),
     ("origin", 2),

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{Bucket, EtagMode};
+use crate::units::{parse_duration, parse_size};
 
 /// The S3-compatible listener.
 #[derive(Debug, Clone, clap::Args)]
@@ -47,18 +48,6 @@ pub struct S3Args {
     /// A multipart upload not completed within this long is abandoned and its parts freed.
     #[arg(long, env = "RASA_MULTIPART_EXPIRY", default_value = "1h", value_parser = parse_duration)]
     pub multipart_expiry: Duration,
-}
-
-fn parse_size(s: &str) -> Result<u64, String> {
-    s.trim()
-        .parse::<bytesize::ByteSize>()
-        .map(|b| b.as_u64())
-        .map_err(|e| format!("{e} (write sizes like 64MiB, 1GiB or 1000000)"))
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("{e} (write durations like 10s or 250ms)"))
 }
 
 /// `rasa-gateway s3-key …`
