@@ -112,6 +112,11 @@ pub struct Args {
     #[arg(long, env = "RASA_NEGATIVE_TTL", default_value = "5s", value_parser = parse_duration)]
     pub negative_ttl: Duration,
 
+    /// What a cold ranged GET does besides fetching its range from the origin: `whole`
+    /// also starts storing the whole object (later reads hit), `range` fetches only the range.
+    #[arg(long, env = "RASA_ORIGIN_FILL", value_enum, default_value_t = crate::origin::RangeFill::Whole)]
+    pub origin_fill: crate::origin::RangeFill,
+
     /// Longest wait for the origin (per request, and between body chunks): then 504.
     #[arg(long, env = "RASA_ORIGIN_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub origin_timeout: Duration,

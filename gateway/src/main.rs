@@ -175,13 +175,15 @@ async fn serve(args: Args) -> Result<(), String> {
             ttl = ?args.origin_ttl,
             "read-through origin"
         );
-        state.origin = Some(rasa_gateway::origin::readthrough::ReadThrough::new(
+        let rt = rasa_gateway::origin::readthrough::ReadThrough::new(
             Arc::new(origin),
             Arc::clone(&state.store),
             (!args.origin_ttl.is_zero()).then_some(args.origin_ttl),
             args.negative_ttl,
             args.max_object_size,
-        ));
+        );
+        rt.set_range_fill(args.origin_fill);
+        state.origin = Some(rt);
     }
     state.metrics = Some(recorder);
     let listener = tokio::net::TcpListener::bind(args.listen)

@@ -151,3 +151,64 @@ async fn a_head_that_misses_asks_the_origin_and_fetches_nothing() {
     assert!(r.headers().contains_key("rasa-version"));
     assert_eq!(s3.ops("HeadObject", "pre/h"), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_range_is_served_from_the_origins_range_while_the_object_fills() {
+    let s3 = S3Server::start();
+    let value = pattern(8 << 20, 9);
+    s3.put_file("pre/r", &value);
+    s3.put_file("pre/only", &value);
+    let gw = gateway(&s3);
+    let c = rasa_tests::http();
+    let range = |key: &str| {
+        c.get(gw.url(&format!("/v1/objects/{key}")))
+            .header("range", "bytes=1000-1999")
+            .send()
+    };
+    let r = range("r").await.unwrap();
+    assert_eq!(r.status(), 206);
+    assert_eq!(
+        r.headers()["content-range"],
+        format!("bytes 1000-1999/{}", value.len()).as_str()
+    );
+    assert!(r.bytes().await.unwrap() == value[1000..2000]);
+    // --origin-fill whole (the default): the object is stored in the background.
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    while !stored(&gw, "r").await {
+        assert!(
+            Instant::now() < deadline,
+            "the whole object was never stored"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let r = range("r").await.unwrap();
+    assert_eq!(r.status(), 206);
+    assert!(
+        r.headers().contains_key("rasa-version"),
+        "now served from memory"
+    );
+    assert!(r.bytes().await.unwrap() == value[1000..2000]);
+
+    // --origin-fill range: only the range is fetched.
+    let args = {
+        let mut a = s3.gateway_args("pre");
+        a.extend(["--origin-fill".to_owned(), "range".to_owned()]);
+        a
+    };
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let only = Gateway::start_with_s3(&args);
+    let r = c
+        .get(only.url("/v1/objects/only"))
+        .header("range", "bytes=1000-1999")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 206);
+    assert!(r.bytes().await.unwrap() == value[1000..2000]);
+    assert!(!stored(&only, "only").await);
+    assert_eq!(
+        s3.ops("GetObject", "pre/only"),
+        1,
+        "only the range was fetched"
+    );
+}

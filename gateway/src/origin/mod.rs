@@ -155,6 +155,16 @@ pub trait Origin: Send + Sync + std::fmt::Debug {
     fn describe(&self) -> String;
 }
 
+/// What a cold ranged read does besides fetching its range (`--origin-fill`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum RangeFill {
+    /// Also start storing the whole object, in the background.
+    #[default]
+    Whole,
+    /// Fetch only the range.
+    Range,
+}
+
 /// What a PUT does with the origin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum WritePolicy {

@@ -93,6 +93,8 @@ pub struct ReadThrough {
     too_large: Mutex<HashMap<String, (u64, Instant)>>,
     /// Other cluster members to fill misses from before the origin.
     peers: std::sync::OnceLock<super::peers::Peers>,
+    /// Whether a cold ranged read also fills the whole object (`--origin-fill`).
+    range_fill: std::sync::atomic::AtomicBool,
 }
 
 impl ReadThrough {
@@ -114,6 +116,7 @@ impl ReadThrough {
             negative: Mutex::default(),
             too_large: Mutex::default(),
             peers: std::sync::OnceLock::new(),
+            range_fill: std::sync::atomic::AtomicBool::new(true),
         })
     }
 
@@ -167,21 +170,7 @@ impl ReadThrough {
             metrics::counter!("rasa_cache_negative_hits_total").increment(1);
             return Ok(Lookup::Missing);
         }
-        let known_too_large = {
-            let mut big = self
-                .too_large
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            match big.get(key) {
-                Some((length, at)) if at.elapsed() < self.negative_ttl => Some(*length),
-                Some(_) => {
-                    big.remove(key);
-                    None
-                }
-                None => None,
-            }
-        };
-        if let Some(length) = known_too_large {
+        if let Some(length) = self.known_too_large(key) {
             return Err(FetchError::TooLarge {
                 length,
                 limit: self.max_object_size,
@@ -215,6 +204,25 @@ impl ReadThrough {
         }
     }
 
+    /// Sets what a cold ranged read does besides fetching its range.
+    pub fn set_range_fill(&self, fill: super::RangeFill) {
+        self.range_fill.store(
+            fill == super::RangeFill::Whole,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// A ranged read missed: with `--origin-fill whole`, start (or join) storing the whole
+    /// object in the background, so later reads hit. The range itself is served from the
+    /// origin by the caller.
+    pub fn range_missed(self: &Arc<Self>, key: &str) {
+        let fill = self.range_fill.load(std::sync::atomic::Ordering::Relaxed);
+        if fill && !self.is_negative(key) && self.known_too_large(key).is_none() {
+            metrics::counter!("rasa_cache_misses_total").increment(1);
+            drop(self.flight(key, None)); // it runs on its own task
+        }
+    }
+
     /// What the origin says of `key` (a HEAD, no body): for HEAD requests that miss, which
     /// need not fetch the object. "Not found" is remembered like a fetch's.
     pub async fn head(&self, key: &str) -> Result<Option<super::OriginHead>, FetchError> {
@@ -231,6 +239,22 @@ impl ReadThrough {
                 .insert(key.to_owned(), Instant::now());
         }
         Ok(head)
+    }
+
+    /// The length of `key` when it is remembered (still fresh) as too large to cache.
+    fn known_too_large(&self, key: &str) -> Option<u64> {
+        let mut big = self
+            .too_large
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match big.get(key) {
+            Some((length, at)) if at.elapsed() < self.negative_ttl => Some(*length),
+            Some(_) => {
+                big.remove(key);
+                None
+            }
+            None => None,
+        }
     }
 
     /// Whether "not found at the origin" is remembered for `key` (and still fresh).
