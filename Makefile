@@ -51,10 +51,14 @@ openapi:
 bench: setup
 	./bench/run.sh
 
-## Checks docker/compose.yaml offline (installs Debian's docker-compose when missing).
+## Checks docker/compose.yaml offline (installs Debian's docker-compose when missing), and
+## that every file it mounts (Prometheus config, Grafana provisioning and dashboard) exists.
 docker-check:
 	@command -v docker-compose >/dev/null || apt-get install -y -qq docker-compose >/dev/null
 	docker-compose -f docker/compose.yaml config -q && echo "docker/compose.yaml: valid"
+	@for f in $$(grep -oE '^ *- \./[^:]+' docker/compose.yaml | sed 's/^ *- //'); do \
+	  test -e "docker/$$f" || { echo "docker/compose.yaml mounts docker/$$f, which is missing" >&2; exit 1; }; \
+	done; echo "docker/compose.yaml: every mounted file exists"
 
 ## The reclamation race test at scale: 10 million reads (release build; ~20-30 min here).
 stress: setup

@@ -14,7 +14,7 @@
 #   - libfabric: `pkg-config --exists libfabric` and its header rdma/fabric.h;
 #   - protoc and its well-known protos (etcd-client's build compiles etcd's .proto files,
 #     which import google/protobuf/descriptor.proto): by compiling a file that imports them;
-#   - tools (cc, curl, openssl, python3's venv, s3s-fs, etcd): by running them.
+#   - tools (cc, curl, openssl, python3's venv, s3s-fs, etcd, chromium): by running them.
 #
 # RASA_SETUP_SYSROOT=DIR looks for libraries and headers under DIR instead of /
 # (tests build fake trees with it). RASA_SETUP_SKIP_TEST_TOOLS=1 skips what only the tests
@@ -149,6 +149,8 @@ if [ "$skip_test_tools" != 1 ]; then
   runs openssl version || need openssl
   # The cluster tests start a real etcd (Debian's 3.4).
   runs etcd --version || need etcd-server
+  # The status page's test loads /ui in headless Chromium.
+  runs chromium --version || need chromium
 fi
 
 # The S3-compatible server the read-through tests start (newer versions need a newer Rust).

@@ -19,6 +19,7 @@
 //! - [`tokens`]: bearer tokens with scopes, from a token file of hashes.
 //! - [`cluster`]: membership in a cluster of gateways kept in etcd (`--cluster`), and
 //!   which member owns a key.
+//! - [`catalog`]: every metric the gateway exports, with its help text.
 //!
 //! ## The invariant
 //!
@@ -28,6 +29,7 @@
 //! the latest lease deadline it handed out ([`store::arena::Arena::extend_lease`]); an
 //! arena is reused only after that deadline.
 
+pub mod catalog;
 pub mod certs;
 pub mod cluster;
 pub mod config;

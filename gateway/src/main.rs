@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use metrics_exporter_prometheus::PrometheusBuilder;
 use rasa_fastpath::server::FabricServer;
 use rasa_gateway::cluster::Cluster;
 use rasa_gateway::config::{Args, Command, FabricCommand, FastPathMode, TlsCommand, TokenCommand};
@@ -147,9 +146,7 @@ async fn serve(args: Args) -> Result<(), String> {
         reload_tokens_on_sighup(Arc::clone(file))?;
     }
     let fabric = start_fast_path(&args)?;
-    let recorder = PrometheusBuilder::new()
-        .install_recorder()
-        .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
+    let recorder = rasa_gateway::http::stats::install_recorder()?;
     let store = Arc::new(Store::new(args.store_config(), fabric));
     let tick = (args.lease_grace / 2).clamp(Duration::from_millis(10), Duration::from_millis(250));
     tokio::spawn(Arc::clone(&store).run_reclaimer(tick));
@@ -288,6 +285,7 @@ async fn serve(args: Args) -> Result<(), String> {
             shutdown.clone(),
         ))
     });
+    tokio::spawn(rasa_gateway::http::stats::sample_forever(state.clone()));
     let served = server::run(listener, rasa_gateway::http::app(state), options, shutdown)
         .await
         .map_err(|e| format!("server error: {e}"));

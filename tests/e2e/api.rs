@@ -166,6 +166,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/descriptors"),
     ("get", "/v1/fabric"),
     ("get", "/v1/cluster"),
+    ("get", "/v1/stats"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),

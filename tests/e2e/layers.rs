@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 /// Rank of each top-level module of `rasa-gateway`: a module may use modules of a lower
 /// rank (and itself), never a higher or equal one.
 const GATEWAY_LAYERS: &[(&str, u32)] = &[
+    ("catalog", 0),
     ("key", 0),
     ("media", 0),
     ("tokens", 0),

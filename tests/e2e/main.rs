@@ -4,6 +4,7 @@
 mod api;
 mod cluster;
 mod cold;
+mod dashboard;
 mod fabric_check;
 mod fastpath;
 mod faults;
@@ -17,3 +18,4 @@ mod security;
 mod setup;
 mod stream;
 mod tls;
+mod ui;

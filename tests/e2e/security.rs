@@ -102,6 +102,7 @@ impl Caller {
 
 fn concrete(path: &str) -> String {
     path.replace("{*key}", "matrix/key")
+        .replace("{file}", "app.js")
 }
 
 /// The access policy, written down independently of the router: reads need `read`,
@@ -110,7 +111,9 @@ fn concrete(path: &str) -> String {
 fn policy(method: Option<&Method>, path: &str) -> Access {
     match (method, path) {
         (Some(&Method::GET), "/healthz" | "/readyz" | "/openapi.json" | "/docs/") => Access::Public,
-        (Some(&Method::GET), "/metrics") => Access::Scope(Scope::Admin),
+        // The status page is public; the figures it shows are not.
+        (Some(&Method::GET), "/ui" | "/ui/{file}") => Access::Public,
+        (Some(&Method::GET), "/metrics" | "/v1/stats") => Access::Scope(Scope::Admin),
         (_, p) if p.starts_with("/v1/_test/") => Access::Scope(Scope::Admin),
         (None, p) if p.starts_with("/v1/") => Access::AnyToken,
         (Some(&Method::PUT | &Method::DELETE), p) if p.starts_with("/v1/") => {

@@ -50,22 +50,24 @@ pub async fn get_cluster(
             MAX_WAIT.as_secs()
         )));
     }
-    let Some(cluster) = &st.cluster else {
-        return Ok(json_response(
-            StatusCode::OK,
-            &ClusterView {
-                enabled: false,
-                name: String::new(),
-                revision: 0,
-                this_node: String::new(),
-                members: Vec::new(),
-            },
-        ));
-    };
-    if let Some(after) = q.after {
+    if let (Some(cluster), Some(after)) = (&st.cluster, q.after) {
         let wait = Duration::from_secs(q.wait.unwrap_or(30));
         let mut changes = cluster.subscribe();
         let _ = tokio::time::timeout(wait, changes.wait_for(|v| v.revision > after)).await;
     }
-    Ok(json_response(StatusCode::OK, &cluster.snapshot()))
+    Ok(json_response(StatusCode::OK, &view(&st)))
+}
+
+/// The members now; for a single gateway, `enabled: false` and none.
+pub(crate) fn view(st: &AppState) -> ClusterView {
+    match &st.cluster {
+        Some(cluster) => cluster.snapshot(),
+        None => ClusterView {
+            enabled: false,
+            name: String::new(),
+            revision: 0,
+            this_node: String::new(),
+            members: Vec::new(),
+        },
+    }
 }

@@ -28,6 +28,7 @@ use super::{route_table, Access, HttpConfig};
         super::descriptors::batch_descriptors,
         super::fabric::get_fabric,
         super::cluster::get_cluster,
+        super::stats::get_stats,
         super::ops::healthz,
         super::ops::readyz,
         super::ops::metrics,
@@ -40,7 +41,7 @@ use super::{route_table, Access, HttpConfig};
         (name = "descriptors", description = "Resolve keys to descriptors for one-sided reads."),
         (name = "fabric", description = "The fast-path endpoint."),
         (name = "cluster", description = "The members of a cluster of gateways (`--cluster`)."),
-        (name = "operations", description = "Health, metrics and documentation."),
+        (name = "operations", description = "Health, metrics, the status page's figures and documentation."),
     )
 )]
 pub struct ApiDoc;

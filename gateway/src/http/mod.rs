@@ -6,11 +6,13 @@
 //! | [`descriptors`] | `GET /v1/descriptors/{key}`, `POST /v1/descriptors` |
 //! | [`fabric`] | `GET /v1/fabric` |
 //! | [`cluster`] | `GET /v1/cluster` |
-//!
-//! In a cluster, [`forward`] sends requests for keys another member owns to that member.
+//! | [`stats`] | `GET /v1/stats` (the status page's figures) |
+//! | [`ui`] | `GET /ui` (the status page) |
 //! | [`ops`] | `/healthz`, `/readyz`, `/metrics`, `/openapi.json`, `/docs` |
 //!
-//! Every route is declared once, with the [`auth::Access`] it demands, in `route_specs`;
+//! In a cluster, [`forward`] sends requests for keys another member owns to that member.
+//!
+//! Every route is declared once, with the [`auth::Access`] it demands, in [`routes`];
 //! the router, the authorisation matrix test and the OpenAPI security requirements are
 //! all derived from that list.
 //!
@@ -23,6 +25,7 @@ pub mod cluster;
 pub mod descriptors;
 pub mod doc;
 pub mod error;
+mod exposition;
 pub mod fabric;
 mod fanout;
 pub mod forward;
@@ -32,7 +35,10 @@ pub mod ops;
 pub mod passthrough;
 mod preconditions;
 mod resolve;
+mod routes;
+pub mod stats;
 mod test_hooks;
+pub mod ui;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,7 +49,6 @@ use axum::http::Method;
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, head, on, post, put, MethodFilter, MethodRouter};
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use rasa_openapi::{ProblemCode, PROBLEM_JSON};
@@ -55,9 +60,11 @@ use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::store::Store;
-use crate::tokens::{self, TokenFile};
+use crate::tokens::TokenFile;
 pub use auth::Access;
 pub use error::ApiError;
+use routes::{effective, route_specs};
+pub use routes::{route_table, RouteInfo};
 
 /// Settings the HTTP layer needs beyond the store's.
 #[derive(Clone, Debug)]
@@ -130,6 +137,8 @@ pub struct AppState {
     pub(crate) slots: Arc<tokio::sync::Semaphore>,
     /// `--chunked-upload-memory`, in KiB permits.
     pub(crate) chunked_budget: Arc<tokio::sync::Semaphore>,
+    /// The samples behind `/v1/stats` (taken by [`stats::sample_forever`]).
+    pub stats: Arc<stats::History>,
 }
 
 impl AppState {
@@ -151,180 +160,9 @@ impl AppState {
             peers: None,
             test_frames: Arc::default(),
             test_served: Arc::default(),
+            stats: Arc::default(),
         }
     }
-}
-
-/// One route as declared: method, path and who may call it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RouteInfo {
-    /// The method; `None` for a route that answers every method.
-    pub method: Option<Method>,
-    /// The path pattern, as axum writes it (`/v1/objects/{*key}`).
-    pub path: &'static str,
-    /// Who may call it.
-    pub access: Access,
-}
-
-struct RouteSpec {
-    info: RouteInfo,
-    handler: MethodRouter<AppState>,
-}
-
-/// Every route the gateway serves, with its access, in one list.
-fn route_specs(test_hooks: bool) -> Vec<RouteSpec> {
-    use tokens::Scope::{Admin, Read, Write};
-    use Access::{AnyToken, Public, Scope};
-    let r = |method: Option<Method>, path, access, handler| RouteSpec {
-        info: RouteInfo {
-            method,
-            path,
-            access,
-        },
-        handler,
-    };
-    let mut routes = vec![
-        r(
-            Some(Method::GET),
-            "/v1/objects",
-            Scope(Read),
-            get(objects::list_objects),
-        ),
-        r(
-            None,
-            "/v1/objects/",
-            AnyToken,
-            on(every_method(), objects::empty_key),
-        ),
-        r(
-            Some(Method::PUT),
-            "/v1/objects/{*key}",
-            Scope(Write),
-            put(objects::put_object),
-        ),
-        r(
-            Some(Method::GET),
-            "/v1/objects/{*key}",
-            Scope(Read),
-            get(objects::get_object),
-        ),
-        r(
-            Some(Method::HEAD),
-            "/v1/objects/{*key}",
-            Scope(Read),
-            head(objects::head_object),
-        ),
-        r(
-            Some(Method::DELETE),
-            "/v1/objects/{*key}",
-            Scope(Write),
-            delete(objects::delete_object),
-        ),
-        r(
-            Some(Method::POST),
-            "/v1/descriptors",
-            Scope(Read),
-            post(descriptors::batch_descriptors),
-        ),
-        r(
-            None,
-            "/v1/descriptors/",
-            AnyToken,
-            on(every_method(), objects::empty_key),
-        ),
-        r(
-            Some(Method::GET),
-            "/v1/descriptors/{*key}",
-            Scope(Read),
-            get(descriptors::get_descriptor),
-        ),
-        r(
-            Some(Method::GET),
-            "/v1/fabric",
-            Scope(Read),
-            get(fabric::get_fabric),
-        ),
-        r(
-            Some(Method::GET),
-            "/v1/cluster",
-            Scope(Read),
-            get(cluster::get_cluster),
-        ),
-        r(Some(Method::GET), "/healthz", Public, get(ops::healthz)),
-        r(Some(Method::GET), "/readyz", Public, get(ops::readyz)),
-        r(
-            Some(Method::GET),
-            "/metrics",
-            Scope(Admin),
-            get(ops::metrics),
-        ),
-        r(
-            Some(Method::GET),
-            "/openapi.json",
-            Public,
-            get(ops::openapi_json),
-        ),
-    ];
-    if test_hooks {
-        routes.push(r(
-            Some(Method::POST),
-            "/v1/_test/revoke/{*key}",
-            Scope(Admin),
-            post(test_hooks::revoke),
-        ));
-        routes.push(r(
-            Some(Method::POST),
-            "/v1/_test/corrupt/{*key}",
-            Scope(Admin),
-            post(test_hooks::corrupt),
-        ));
-        routes.push(r(
-            Some(Method::POST),
-            "/v1/_test/panic",
-            Scope(Admin),
-            post(test_hooks::panic),
-        ));
-    }
-    routes
-}
-
-/// Every method axum routes by (a route answering all of them still gets route layers,
-/// which `any` would not).
-fn every_method() -> MethodFilter {
-    [
-        MethodFilter::HEAD,
-        MethodFilter::PUT,
-        MethodFilter::POST,
-        MethodFilter::DELETE,
-        MethodFilter::PATCH,
-        MethodFilter::OPTIONS,
-        MethodFilter::TRACE,
-        MethodFilter::CONNECT,
-    ]
-    .into_iter()
-    .fold(MethodFilter::GET, MethodFilter::or)
-}
-
-/// The routes `config` serves and who may call each: the list the router is built from,
-/// plus Swagger UI's public `/docs`. `/metrics` is public under `--public-metrics`.
-pub fn route_table(config: &HttpConfig) -> Vec<RouteInfo> {
-    let mut table: Vec<RouteInfo> = route_specs(config.test_hooks)
-        .into_iter()
-        .map(|s| effective(s.info, config))
-        .collect();
-    table.push(RouteInfo {
-        method: Some(Method::GET),
-        path: "/docs/",
-        access: Access::Public,
-    });
-    table
-}
-
-fn effective(mut info: RouteInfo, config: &HttpConfig) -> RouteInfo {
-    if info.path == "/metrics" && config.public_metrics {
-        info.access = Access::Public;
-    }
-    info
 }
 
 /// The gateway's router: every route, the docs, and the error and metrics middleware.
@@ -351,8 +189,10 @@ pub fn app(state: AppState) -> Router {
         // authorise, then take a slot (`/v1` only, but for the member list), then time the
         // body (routes that read one only).
         // `/v1/cluster` takes no slot: its long polls wait for minutes by design, and
-        // clients must learn the members even when the gateway is busy.
-        let limit = (info.path.starts_with("/v1/") && info.path != "/v1/cluster").then(|| {
+        // clients must learn the members even when the gateway is busy; nor does
+        // `/v1/stats`: a busy gateway is when operators look at its status page.
+        let slotless = ["/v1/cluster", "/v1/stats"].contains(&info.path);
+        let limit = (info.path.starts_with("/v1/") && !slotless).then(|| {
             ServiceBuilder::new()
                 .layer(HandleErrorLayer::new(limits::overloaded))
                 .load_shed()

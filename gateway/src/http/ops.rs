@@ -37,6 +37,20 @@ pub async fn readyz() -> Json<Health> {
     responses((status = 200, description = "Metrics.", body = String, content_type = "text/plain; version=0.0.4"))
 )]
 pub async fn metrics(State(st): State<AppState>) -> Response {
+    let text = render(&st);
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        text,
+    )
+        .into_response()
+}
+
+/// The exposition `/metrics` serves, gauges brought up to date first (empty without a
+/// recorder).
+pub(crate) fn render(st: &AppState) -> String {
     st.store.observe();
     let max = st.config.max_concurrent_requests;
     let active = max.saturating_sub(st.slots.available_permits());
@@ -48,15 +62,7 @@ pub async fn metrics(State(st): State<AppState>) -> Response {
     if let Some(rt) = &st.origin {
         metrics::gauge!("rasa_origin_fetches_in_flight").set(rt.in_flight() as f64);
     }
-    let text = st.metrics.as_ref().map(|h| h.render()).unwrap_or_default();
-    (
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-        )],
-        text,
-    )
-        .into_response()
+    st.metrics.as_ref().map(|h| h.render()).unwrap_or_default()
 }
 
 /// This API's OpenAPI 3.1 document.

@@ -37,7 +37,7 @@ pub(crate) async fn lookup(
         None => {
             let found = match &st.origin {
                 Some(rt) => rt.current(key).await?,
-                None => st.store.current(key),
+                None => st.store.read_current(key),
             };
             found.ok_or_else(|| ApiError::NotFound(key.to_owned()))
         }

@@ -65,7 +65,7 @@ pub(super) async fn lookup(
     }
     let found = match &front.origin {
         Some(rt) => rt.current(key).await.map_err(fetch_error)?,
-        None => front.store.current(key),
+        None => front.store.read_current(key),
     };
     found.ok_or_else(|| s3_error!(NoSuchKey))
 }

@@ -60,6 +60,17 @@ impl Store {
         Some(v)
     }
 
+    /// The current version of `key` for a read that has no origin behind it: counted as
+    /// a cache hit or miss (reads through an origin are counted by the read-through).
+    pub fn read_current(&self, key: &str) -> Option<Arc<StoredVersion>> {
+        let found = self.current(key);
+        match found {
+            Some(_) => metrics::counter!("rasa_cache_hits_total").increment(1),
+            None => metrics::counter!("rasa_cache_misses_total").increment(1),
+        }
+        found
+    }
+
     /// A given version of `key`, current or older, while retained.
     pub fn version(&self, key: &str, version: VersionId) -> Option<Arc<StoredVersion>> {
         let index = self.index.read().unwrap_or_else(PoisonError::into_inner);

@@ -1,0 +1,137 @@
+//! Every metric the gateway exports, in one list.
+//!
+//! At start, each is described (the `# HELP` lines of `/metrics`) and each unlabelled
+//! counter is registered at 0, so rates and alerts work from the first scrape rather than
+//! from the first event. Tests check that the source emits no metric missing here, that
+//! nothing here is stale, and that the Grafana dashboard (`docker/grafana/rasa.json`)
+//! queries only metrics listed here.
+
+/// What kind of metric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Only goes up (`_total`).
+    Counter,
+    /// Goes up and down.
+    Gauge,
+    /// A distribution, exported with buckets (`_bucket`, `_sum`, `_count`).
+    Histogram,
+}
+
+/// One exported metric.
+#[derive(Clone, Copy, Debug)]
+pub struct Metric {
+    /// Its name in `/metrics`.
+    pub name: &'static str,
+    /// Counter, gauge or histogram.
+    pub kind: Kind,
+    /// Its labels (none: one series).
+    pub labels: &'static [&'static str],
+    /// What it counts, for `# HELP`.
+    pub help: &'static str,
+}
+
+const fn m(
+    name: &'static str,
+    kind: Kind,
+    labels: &'static [&'static str],
+    help: &'static str,
+) -> Metric {
+    Metric {
+        name,
+        kind,
+        labels,
+        help,
+    }
+}
+
+use Kind::{Counter as C, Gauge as G, Histogram as H};
+
+/// Every metric, by area.
+#[rustfmt::skip]
+pub const METRICS: &[Metric] = &[
+    // HTTP API
+    m("rasa_http_requests_total", C, &["route", "method", "status"], "HTTP requests answered."),
+    m("rasa_http_request_duration_seconds", H, &["route", "method"], "Time to answer an HTTP request (to its head; bodies stream after)."),
+    m("rasa_http_bytes_served_total", C, &[], "Bytes of values served over HTTP."),
+    m("rasa_http_requests_active", G, &[], "Requests holding one of the --max-concurrent-requests slots."),
+    m("rasa_http_max_concurrent_requests", G, &[], "--max-concurrent-requests."),
+    m("rasa_http_requests_shed_total", C, &[], "Requests answered 503 because every slot was taken."),
+    m("rasa_http_requests_refused_total", C, &["reason"], "Requests refused before routing (e.g. a head over --max-header-size)."),
+    m("rasa_http_auth_failures_total", C, &["reason"], "Requests refused for a missing or invalid token, or too small a scope."),
+    m("rasa_http_send_timeouts_total", C, &[], "Connections closed because the client stopped reading an answer."),
+    m("rasa_http_chunked_upload_bytes", G, &[], "Memory held gathering bodies sent without Content-Length."),
+    m("rasa_token_reloads_total", C, &["result"], "Token file reloads (SIGHUP)."),
+    // Store
+    m("rasa_cache_hits_total", C, &[], "Reads answered from memory."),
+    m("rasa_cache_misses_total", C, &[], "Reads that found nothing in memory."),
+    m("rasa_versions_stored_total", C, &[], "Versions stored (PUTs and fills from the origin)."),
+    m("rasa_bytes_stored_total", C, &[], "Bytes of versions stored."),
+    m("rasa_uploads_abandoned_total", C, &[], "Uploads that ended without storing a version."),
+    m("rasa_leases_granted_total", C, &[], "Descriptor leases granted."),
+    m("rasa_memory_budget_bytes", G, &[], "--memory: the budget for arena memory."),
+    m("rasa_arena_bytes_allocated", G, &[], "Arena memory allocated and registered."),
+    m("rasa_live_bytes", G, &[], "Bytes of versions still readable (current or under a lease)."),
+    m("rasa_arenas", G, &["state"], "Arenas by state: open, sealed, draining, free."),
+    m("rasa_arenas_leased", G, &[], "Arenas holding a version under a lease."),
+    m("rasa_arenas_created_total", C, &[], "Arenas allocated and registered."),
+    m("rasa_arenas_recycled_total", C, &[], "Arenas reused under a new remote key."),
+    m("rasa_evictions_total", C, &[], "Versions evicted to make room."),
+    m("rasa_compacted_total", C, &[], "Versions moved out of sparse arenas."),
+    m("rasa_keys_rotated_total", C, &[], "Remote keys replaced (an arena's versions all dead)."),
+    m("rasa_keys_revoked_total", C, &[], "Remote keys revoked (closed) after their last lease."),
+    m("rasa_keys_refreshed_total", C, &[], "Remote keys re-issued for arenas whose key is older than --key-lifetime."),
+    m("rasa_keys_retired_total", C, &[], "Old remote keys closed after a refresh."),
+    m("rasa_fabric_progress_wakeups_total", C, &[], "Times the fast path's progress thread woke."),
+    m("rasa_fabric_progress_errors_total", C, &[], "Errors the fast path's progress thread read from its queues."),
+    // Fast path
+    m("rasa_descriptors_total", C, &["path"], "Descriptors handed out: path fabric (one-sided) or http (fast path off)."),
+    m("rasa_fastpath_bytes_advertised_total", C, &[], "Bytes of values in descriptors for one-sided reads."),
+    // Origin (read-through)
+    m("rasa_origin_fetches_total", C, &[], "Objects fetched from the origin."),
+    m("rasa_origin_fetch_seconds", H, &[], "Time to fetch an object from the origin (to its first bytes)."),
+    m("rasa_origin_bytes_total", C, &[], "Bytes fetched from the origin."),
+    m("rasa_origin_errors_total", C, &["kind"], "Origin fetches that failed: timeout, denied, failed."),
+    m("rasa_origin_heads_total", C, &[], "HEAD requests sent to the origin."),
+    m("rasa_origin_fetches_in_flight", G, &[], "Origin fetches under way."),
+    m("rasa_origin_pass_through_total", C, &[], "Objects streamed from the origin without being stored."),
+    m("rasa_origin_pass_through_bytes_total", C, &[], "Bytes streamed from the origin without being stored."),
+    m("rasa_cache_negative_hits_total", C, &[], "Reads answered 404 from a remembered origin miss."),
+    m("rasa_cache_stale_served_total", C, &[], "Stale versions served because the origin failed."),
+    m("rasa_singleflight_joins_total", C, &[], "Misses that joined a fetch already under way."),
+    m("rasa_cold_streams_total", C, &[], "Cold objects streamed to a client while they filled."),
+    // Cluster
+    m("rasa_cluster_members", G, &["state"], "Cluster members by state: serving, draining."),
+    m("rasa_cluster_revision", G, &[], "The etcd revision of this node's member list."),
+    m("rasa_cluster_forwards_total", C, &["result"], "Requests forwarded to a key's owner."),
+    m("rasa_cluster_redirects_total", C, &[], "Requests redirected (307) to a key's owner."),
+    m("rasa_peer_fills_total", C, &["result"], "Misses asked of the key's previous owner: hit, miss, unreachable."),
+    // S3 listener
+    m("rasa_s3_requests_total", C, &["status"], "Requests the S3 listener answered."),
+    m("rasa_s3_requests_shed_total", C, &[], "S3 requests answered 503 SlowDown (every slot taken)."),
+    m("rasa_s3_panics_total", C, &[], "S3 requests whose handler panicked (answered 500)."),
+    m("rasa_s3_bytes_served_total", C, &[], "Bytes of values served by the S3 listener."),
+    m("rasa_s3_objects_stored_total", C, &[], "Objects stored through the S3 listener."),
+    m("rasa_s3_multipart_bytes", G, &[], "Memory held by unfinished multipart uploads."),
+    m("rasa_s3_multipart_reaped_total", C, &[], "Multipart uploads dropped after --multipart-expiry."),
+];
+
+/// The metric named `name`, if the gateway exports it.
+pub fn find(name: &str) -> Option<&'static Metric> {
+    METRICS.iter().find(|m| m.name == name)
+}
+
+/// Describes every metric to the installed recorder and registers unlabelled counters at 0.
+pub fn describe() {
+    for m in METRICS {
+        match m.kind {
+            Kind::Counter => {
+                metrics::describe_counter!(m.name, m.help);
+                if m.labels.is_empty() {
+                    metrics::counter!(m.name).absolute(0);
+                }
+            }
+            Kind::Gauge => metrics::describe_gauge!(m.name, m.help),
+            Kind::Histogram => metrics::describe_histogram!(m.name, m.help),
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! Every route the gateway serves, declared once with the [`Access`] it demands: the
+//! router, the authorisation matrix test and the OpenAPI security requirements are all
+//! derived from this list.
+
+use axum::http::Method;
+use axum::routing::{delete, get, head, on, post, put, MethodFilter, MethodRouter};
+
+use super::{
+    cluster, descriptors, fabric, objects, ops, stats, test_hooks, ui, Access, AppState, HttpConfig,
+};
+use crate::tokens;
+
+/// One route as declared: method, path and who may call it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteInfo {
+    /// The method; `None` for a route that answers every method.
+    pub method: Option<Method>,
+    /// The path pattern, as axum writes it (`/v1/objects/{*key}`).
+    pub path: &'static str,
+    /// Who may call it.
+    pub access: Access,
+}
+
+pub(super) struct RouteSpec {
+    pub(super) info: RouteInfo,
+    pub(super) handler: MethodRouter<AppState>,
+}
+
+/// Every route the gateway serves, with its access, in one list.
+pub(super) fn route_specs(test_hooks: bool) -> Vec<RouteSpec> {
+    use tokens::Scope::{Admin, Read, Write};
+    use Access::{AnyToken, Public, Scope};
+    let r = |method: Option<Method>, path, access, handler| RouteSpec {
+        info: RouteInfo {
+            method,
+            path,
+            access,
+        },
+        handler,
+    };
+    let mut routes = vec![
+        r(
+            Some(Method::GET),
+            "/v1/objects",
+            Scope(Read),
+            get(objects::list_objects),
+        ),
+        r(
+            None,
+            "/v1/objects/",
+            AnyToken,
+            on(every_method(), objects::empty_key),
+        ),
+        r(
+            Some(Method::PUT),
+            "/v1/objects/{*key}",
+            Scope(Write),
+            put(objects::put_object),
+        ),
+        r(
+            Some(Method::GET),
+            "/v1/objects/{*key}",
+            Scope(Read),
+            get(objects::get_object),
+        ),
+        r(
+            Some(Method::HEAD),
+            "/v1/objects/{*key}",
+            Scope(Read),
+            head(objects::head_object),
+        ),
+        r(
+            Some(Method::DELETE),
+            "/v1/objects/{*key}",
+            Scope(Write),
+            delete(objects::delete_object),
+        ),
+        r(
+            Some(Method::POST),
+            "/v1/descriptors",
+            Scope(Read),
+            post(descriptors::batch_descriptors),
+        ),
+        r(
+            None,
+            "/v1/descriptors/",
+            AnyToken,
+            on(every_method(), objects::empty_key),
+        ),
+        r(
+            Some(Method::GET),
+            "/v1/descriptors/{*key}",
+            Scope(Read),
+            get(descriptors::get_descriptor),
+        ),
+        r(
+            Some(Method::GET),
+            "/v1/fabric",
+            Scope(Read),
+            get(fabric::get_fabric),
+        ),
+        r(
+            Some(Method::GET),
+            "/v1/cluster",
+            Scope(Read),
+            get(cluster::get_cluster),
+        ),
+        r(
+            Some(Method::GET),
+            "/v1/stats",
+            Scope(Admin),
+            get(stats::get_stats),
+        ),
+        r(Some(Method::GET), "/ui", Public, get(ui::page)),
+        r(Some(Method::GET), "/ui/{file}", Public, get(ui::asset)),
+        r(Some(Method::GET), "/healthz", Public, get(ops::healthz)),
+        r(Some(Method::GET), "/readyz", Public, get(ops::readyz)),
+        r(
+            Some(Method::GET),
+            "/metrics",
+            Scope(Admin),
+            get(ops::metrics),
+        ),
+        r(
+            Some(Method::GET),
+            "/openapi.json",
+            Public,
+            get(ops::openapi_json),
+        ),
+    ];
+    if test_hooks {
+        routes.push(r(
+            Some(Method::POST),
+            "/v1/_test/revoke/{*key}",
+            Scope(Admin),
+            post(test_hooks::revoke),
+        ));
+        routes.push(r(
+            Some(Method::POST),
+            "/v1/_test/corrupt/{*key}",
+            Scope(Admin),
+            post(test_hooks::corrupt),
+        ));
+        routes.push(r(
+            Some(Method::POST),
+            "/v1/_test/panic",
+            Scope(Admin),
+            post(test_hooks::panic),
+        ));
+    }
+    routes
+}
+
+/// Every method axum routes by (a route answering all of them still gets route layers,
+/// which `any` would not).
+fn every_method() -> MethodFilter {
+    [
+        MethodFilter::HEAD,
+        MethodFilter::PUT,
+        MethodFilter::POST,
+        MethodFilter::DELETE,
+        MethodFilter::PATCH,
+        MethodFilter::OPTIONS,
+        MethodFilter::TRACE,
+        MethodFilter::CONNECT,
+    ]
+    .into_iter()
+    .fold(MethodFilter::GET, MethodFilter::or)
+}
+
+/// The routes `config` serves and who may call each: the list the router is built from,
+/// plus Swagger UI's public `/docs`. `/metrics` is public under `--public-metrics`.
+pub fn route_table(config: &HttpConfig) -> Vec<RouteInfo> {
+    let mut table: Vec<RouteInfo> = route_specs(config.test_hooks)
+        .into_iter()
+        .map(|s| effective(s.info, config))
+        .collect();
+    table.push(RouteInfo {
+        method: Some(Method::GET),
+        path: "/docs/",
+        access: Access::Public,
+    });
+    table
+}
+
+pub(super) fn effective(mut info: RouteInfo, config: &HttpConfig) -> RouteInfo {
+    if info.path == "/metrics" && config.public_metrics {
+        info.access = Access::Public;
+    }
+    info
+}
