@@ -341,8 +341,24 @@ async fn run(cli: Cli) -> Result<(), String> {
                 });
             // Streamed: memory does not grow with the value. A file is written under a
             // temporary name and renamed once complete and validated.
-            let mut hashing = Hashing::new(tokio::io::sink());
+            // A device or pipe (`-o /dev/null`) cannot be read back: with `--json`, it is
+            // written through a hashing writer instead.
+            let device = output
+                .as_deref()
+                .filter(|p| std::fs::metadata(p).is_ok_and(|m| !m.is_file()));
+            let out: Box<dyn tokio::io::AsyncWrite + Unpin + Send> = match device {
+                Some(p) if json => Box::new(
+                    tokio::fs::OpenOptions::new()
+                        .write(true)
+                        .open(p)
+                        .await
+                        .map_err(|e| format!("opening {}: {e}", p.display()))?,
+                ),
+                _ => Box::new(tokio::io::sink()),
+            };
+            let mut hashing = Hashing::new(out);
             let written = match &output {
+                Some(_) if json && device.is_some() => client.get_to(&key, &mut hashing).await,
                 Some(path) => client.get_to_file(&key, path).await,
                 None if json => client.get_to(&key, &mut hashing).await,
                 None => {
@@ -357,8 +373,8 @@ async fn run(cli: Cli) -> Result<(), String> {
             if json {
                 // The SHA-256 of the bytes received, computed here (not the gateway's word).
                 let sha256 = match &output {
-                    Some(path) => sha256_of_file(path)?,
-                    None => hashing.hex(),
+                    Some(path) if device.is_none() => sha256_of_file(path)?,
+                    _ => hashing.hex(),
                 };
                 print_json(&serde_json::json!({
                     "key": key,

@@ -202,6 +202,23 @@ async fn an_output_that_is_a_device_is_written_not_replaced() {
             std::os::unix::fs::FileTypeExt::is_char_device(&kind),
             "{mode}: replaced"
         );
+        // With --json, the SHA-256 is of the bytes written, not of reading the device back.
+        let out = rasa(
+            &gw,
+            &[
+                "get",
+                "k",
+                "-o",
+                dev.to_str().unwrap(),
+                "--fast-path",
+                mode,
+                "--json",
+            ],
+        );
+        assert!(out.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["sha256"], sha256_hex(&pattern(3 << 20, 1)), "{mode}");
+        assert_eq!(v["length"], 3 << 20);
     }
 }
 
