@@ -43,6 +43,9 @@ function fmtRate(n) {
 function fmtPct(r) {
   return Number.isFinite(r) ? (100 * r).toFixed(1) + " %" : "–";
 }
+function fmtClock(t) {
+  return new Date(t * 1000).toLocaleTimeString("en-GB", { hour12: false });
+}
 function fmtDuration(s) {
   const d = Math.floor(s / 86400), h = Math.floor(s / 3600) % 24, m = Math.floor(s / 60) % 60;
   return d ? `${d} d ${h} h` : h ? `${h} h ${m} min` : m ? `${m} min ${s % 60} s` : `${s} s`;
@@ -219,7 +222,7 @@ function drawChart(id, spec, xs) {
     width: chartWidth(el),
     height: 180,
     scales: { x: { time: true } },
-    axes: [{}, { values: AXIS_FORMAT[spec.unit], size: 80 }],
+    axes: [{ values: (u, vals) => vals.map(fmtClock) }, { values: AXIS_FORMAT[spec.unit], size: 80 }],
     series: [{}, ...spec.series.map(([label], i) => ({
       label, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: false,
       value: (u, v) => (v == null ? "–" : AXIS_FORMAT[spec.unit](u, [v])[0]),

@@ -316,3 +316,23 @@ async fn stats_history_grows_a_sample_a_second_and_since_returns_only_newer() {
     assert_eq!(r.status(), 400);
     assert_eq!(r.headers()["content-type"], rasa_openapi::PROBLEM_JSON);
 }
+
+#[tokio::test]
+async fn in_a_cluster_the_page_lists_the_members_with_links_to_their_pages() {
+    let etcd = rasa_tests::etcd::Etcd::start();
+    let name = rasa_tests::etcd::cluster_name("ui");
+    let gws = crate::cluster::fleet(&etcd, &name, 2, "5s", &[]);
+    let view = crate::cluster::all_see(&[&gws[0], &gws[1]], 2).await;
+    let url = gws[0].url("/ui");
+    let page = tokio::task::spawn_blocking(move || load(&url, Duration::from_secs(3)))
+        .await
+        .unwrap();
+    assert_clean(&page);
+    assert!(page.attr_of("table", "hidden").is_none(), "{}", page.dom);
+    for m in &view.members {
+        let link = format!("<a href=\"{}/ui\">{}", m.url.trim_end_matches('/'), m.node_id);
+        assert!(page.dom.contains(&link), "no {link:?} in {}", page.dom);
+    }
+    assert_eq!(page.dom.matches("(this page)").count(), 1);
+    assert_eq!(page.dom.matches("<tr class=\"serving\">").count(), 2);
+}
