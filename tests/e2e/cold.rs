@@ -58,6 +58,52 @@ async fn a_cold_object_streams_while_it_fills_then_is_served_from_memory() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_the_fill_has_reached_is_served_from_it_without_asking_the_origin_again() {
+    let s3 = S3Server::start();
+    let value = pattern(200 << 20, 8);
+    s3.put_file("pre/ranged", &value);
+    let gw = gateway(&s3);
+    let c = rasa_tests::http();
+    let mut whole = c.get(gw.url("/v1/objects/ranged")).send().await.unwrap();
+    assert_eq!(whole.headers()[FILLING_HEADER], "true");
+    let mut got = whole
+        .chunk()
+        .await
+        .unwrap()
+        .expect("a first chunk")
+        .to_vec();
+    // The fill has begun: a range from its start is cut from it (the first bytes are
+    // there, the rest of the range follows as it arrives).
+    for (first, last) in [(0usize, 1023usize), (1000, (8 << 20) - 1)] {
+        let r = c
+            .get(gw.url("/v1/objects/ranged"))
+            .header("range", format!("bytes={first}-{last}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 206);
+        assert_eq!(r.headers()[FILLING_HEADER], "true", "not from the fill");
+        assert_eq!(
+            r.headers()["content-range"],
+            format!("bytes {first}-{last}/{}", value.len()).as_str()
+        );
+        assert!(
+            r.bytes().await.unwrap() == value[first..=last],
+            "{first}-{last}"
+        );
+    }
+    assert_eq!(
+        s3.ops("GetObject", "pre/ranged"),
+        1,
+        "the origin was asked again"
+    );
+    while let Some(chunk) = whole.chunk().await.unwrap() {
+        got.extend_from_slice(&chunk);
+    }
+    assert!(got == value);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_cold_requests_share_one_fetch() {
     let s3 = S3Server::start();
     let value = pattern(24 << 20, 6);

@@ -330,7 +330,11 @@ async fn in_a_cluster_the_page_lists_the_members_with_links_to_their_pages() {
     assert_clean(&page);
     assert!(page.attr_of("table", "hidden").is_none(), "{}", page.dom);
     for m in &view.members {
-        let link = format!("<a href=\"{}/ui\">{}", m.url.trim_end_matches('/'), m.node_id);
+        let link = format!(
+            "<a href=\"{}/ui\">{}",
+            m.url.trim_end_matches('/'),
+            m.node_id
+        );
         assert!(page.dom.contains(&link), "no {link:?} in {}", page.dom);
     }
     assert_eq!(page.dom.matches("(this page)").count(), 1);

@@ -260,8 +260,9 @@ async fn read_object(st: AppState, method: Method, req: Request) -> Result<Respo
             };
         }
     }
-    // A cold ranged GET is answered from the origin's range at once (and, with
-    // `--origin-fill whole`, the whole object is stored in the background).
+    // A cold ranged GET is answered at once: from a fill under way that has reached it,
+    // else from the origin's range (and, with `--origin-fill whole`, the whole object is
+    // stored in the background).
     let plain_range = method == Method::GET
         && q.version.is_none()
         && pre.is_empty()
@@ -269,8 +270,7 @@ async fn read_object(st: AppState, method: Method, req: Request) -> Result<Respo
         && h.contains_key(header::RANGE);
     if let (Some(rt), true) = (&st.origin, plain_range) {
         if st.store.current(&key).is_none() {
-            rt.range_missed(&key);
-            return super::passthrough::serve(&st, &method, &key, h).await;
+            return super::passthrough::cold_range(&st, rt, &method, &key, h).await;
         }
     }
     let v = if let (Some(rt), true) = (&st.origin, streamable) {

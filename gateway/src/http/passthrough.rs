@@ -12,6 +12,7 @@ use futures_util::StreamExt;
 use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use rasa_openapi::PASS_THROUGH_HEADER;
 
+use super::preconditions::{resolve_range_for, RangeOutcome};
 use super::{ApiError, AppState};
 use crate::origin::Fetch;
 
@@ -82,6 +83,62 @@ pub(crate) async fn serve(
     Ok(resp)
 }
 
+/// A ranged GET of `key`, which is not stored: from the fill under way when it has
+/// reached the range's first byte (the rest follows as it arrives, no second request to
+/// the origin), else the origin's range (starting a whole-object fill with
+/// `--origin-fill whole`).
+pub(crate) async fn cold_range(
+    st: &AppState,
+    rt: &std::sync::Arc<crate::origin::readthrough::ReadThrough>,
+    method: &Method,
+    key: &str,
+    h: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let fill = rt
+        .filling(key)
+        .filter(|_| !h.contains_key(header::IF_RANGE));
+    if let Some(f) = fill {
+        if let RangeOutcome::Partial(first, last) = resolve_range_for(h, f.length) {
+            if first <= f.received() {
+                return Ok(filling_range(f, first, last));
+            }
+        }
+    }
+    rt.range_missed(key);
+    serve(st, method, key, h).await
+}
+
+fn filling_range(
+    f: std::sync::Arc<crate::origin::filling::Filling>,
+    first: u64,
+    last: u64,
+) -> Response {
+    metrics::counter!("rasa_cold_streams_total").increment(1);
+    let (length, ctype) = (f.length, f.content_type.clone());
+    let mut resp = Response::new(Body::from_stream(f.stream_range(first, last + 1)));
+    *resp.status_mut() = StatusCode::PARTIAL_CONTENT;
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(last + 1 - first));
+    if let Ok(v) = HeaderValue::from_str(&format!("bytes {first}-{last}/{length}")) {
+        h.insert(header::CONTENT_RANGE, v);
+    }
+    filling_headers(h, &ctype);
+    resp
+}
+
+fn filling_headers(h: &mut HeaderMap, ctype: &str) {
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_str(ctype)
+            .unwrap_or_else(|_| HeaderValue::from_static(crate::media::DEFAULT_CONTENT_TYPE)),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(
+        rasa_openapi::FILLING_HEADER,
+        HeaderValue::from_static("true"),
+    );
+}
+
 /// A cold object streamed to the client as it fills from the origin: the whole object,
 /// `Content-Length` known up front; if the fetch fails midway the body ends early.
 pub(crate) fn filling(f: std::sync::Arc<crate::origin::filling::Filling>) -> Response {
@@ -90,16 +147,7 @@ pub(crate) fn filling(f: std::sync::Arc<crate::origin::filling::Filling>) -> Res
     let mut resp = Response::new(Body::from_stream(f.stream()));
     let h = resp.headers_mut();
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_str(&ctype)
-            .unwrap_or_else(|_| HeaderValue::from_static(crate::media::DEFAULT_CONTENT_TYPE)),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert(
-        rasa_openapi::FILLING_HEADER,
-        HeaderValue::from_static("true"),
-    );
+    filling_headers(h, &ctype);
     resp
 }
 

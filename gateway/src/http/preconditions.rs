@@ -203,6 +203,15 @@ pub fn resolve_range(h: &HeaderMap, v: &StoredVersion) -> RangeOutcome {
     resolve_range_str(raw, v.len())
 }
 
+/// Resolves the request's `Range` against an object of `len` bytes that has no validators
+/// yet (a fill under way): as [`resolve_range`], the caller having excluded `If-Range`.
+pub fn resolve_range_for(h: &HeaderMap, len: u64) -> RangeOutcome {
+    match h.get(header::RANGE).and_then(|r| r.to_str().ok()) {
+        Some(raw) => resolve_range_str(raw, len),
+        None => RangeOutcome::Full,
+    }
+}
+
 fn resolve_range_str(raw: &str, len: u64) -> RangeOutcome {
     let parsed = match parse_range_header(raw.trim()) {
         Ok(p) => p,

@@ -24,7 +24,8 @@ pub struct Filling {
     pub length: u64,
     /// Its media type.
     pub content_type: String,
-    state: Mutex<(Vec<Bytes>, Progress)>,
+    /// The chunks so far, how far the fill has come, and the bytes received.
+    state: Mutex<(Vec<Bytes>, Progress, u64)>,
     changed: tokio::sync::Notify,
 }
 
@@ -34,19 +35,23 @@ impl Filling {
         Self {
             length,
             content_type,
-            state: Mutex::new((Vec::new(), Progress::Running)),
+            state: Mutex::new((Vec::new(), Progress::Running, 0)),
             changed: tokio::sync::Notify::new(),
         }
     }
 
     /// The next chunk arrived.
     pub(super) fn push(&self, chunk: Bytes) {
-        self.state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .0
-            .push(chunk);
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.2 += chunk.len() as u64;
+        st.0.push(chunk);
+        drop(st);
         self.changed.notify_waiters();
+    }
+
+    /// Bytes received so far (from the object's first byte).
+    pub fn received(&self) -> u64 {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).2
     }
 
     /// The fill ended: complete (`Ok`) or not (the reason).
@@ -67,6 +72,35 @@ impl Filling {
             let after = if step.is_ok() { next + 1 } else { usize::MAX };
             Some((step, (this, after)))
         })
+    }
+
+    /// Bytes `start..end` of the object as they arrive: a range read that joins the fill
+    /// rather than asking the origin again. Ends with an error if the fill fails.
+    pub fn stream_range(
+        self: std::sync::Arc<Self>,
+        start: u64,
+        end: u64,
+    ) -> impl Stream<Item = Result<Bytes, std::io::Error>> {
+        futures_util::stream::unfold(
+            (self, 0usize, 0u64),
+            move |(this, mut next, mut at)| async move {
+                while at < end {
+                    let chunk = match this.next_chunk(next).await? {
+                        Ok(chunk) => chunk,
+                        Err(e) => return Some((Err(e), (this, usize::MAX, at))),
+                    };
+                    let (from, len) = (at, chunk.len() as u64);
+                    next += 1;
+                    at += len;
+                    let (lo, hi) = (start.max(from), end.min(from + len));
+                    if lo < hi {
+                        let part = chunk.slice((lo - from) as usize..(hi - from) as usize);
+                        return Some((Ok(part), (this, next, at)));
+                    }
+                }
+                None
+            },
+        )
     }
 
     /// Chunk `next` once it has arrived; `None` at the end (and after an error).
@@ -94,5 +128,65 @@ impl Filling {
             }
             changed.await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use futures_util::StreamExt;
+
+    use super::*;
+
+    async fn collect(
+        s: impl Stream<Item = Result<Bytes, std::io::Error>>,
+    ) -> Result<Vec<u8>, String> {
+        let mut out = Vec::new();
+        futures_util::pin_mut!(s);
+        while let Some(part) = s.next().await {
+            out.extend_from_slice(&part.map_err(|e| e.to_string())?);
+        }
+        Ok(out)
+    }
+
+    #[tokio::test]
+    async fn a_range_is_cut_from_the_chunks_across_their_boundaries() {
+        let all: Vec<u8> = (0..100u8).collect();
+        let f = Arc::new(Filling::new(100, "x/y".into()));
+        for c in all.chunks(7) {
+            f.push(Bytes::copy_from_slice(c));
+        }
+        assert_eq!(f.received(), 100);
+        f.finish(Ok(()));
+        for (start, end) in [(0, 100), (0, 1), (6, 8), (7, 14), (13, 99), (99, 100)] {
+            let got = collect(Arc::clone(&f).stream_range(start, end)).await;
+            assert_eq!(
+                got.unwrap(),
+                all[start as usize..end as usize],
+                "{start}..{end}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_range_waits_for_its_bytes_and_fails_with_the_fill() {
+        let f = Arc::new(Filling::new(30, "x/y".into()));
+        f.push(Bytes::from_static(&[1; 10]));
+        let reader = tokio::spawn(collect(Arc::clone(&f).stream_range(5, 25)));
+        f.push(Bytes::from_static(&[2; 10]));
+        f.push(Bytes::from_static(&[3; 10]));
+        f.finish(Ok(()));
+        let mut want = vec![1; 5];
+        want.extend([2; 10]);
+        want.extend([3; 5]);
+        assert_eq!(reader.await.unwrap().unwrap(), want);
+
+        let f = Arc::new(Filling::new(30, "x/y".into()));
+        f.push(Bytes::from_static(&[1; 10]));
+        let reader = tokio::spawn(collect(Arc::clone(&f).stream_range(5, 25)));
+        f.finish(Err("origin reset".into()));
+        let err = reader.await.unwrap().unwrap_err();
+        assert!(err.contains("origin reset"), "{err}");
     }
 }

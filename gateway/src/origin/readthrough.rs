@@ -204,6 +204,12 @@ impl ReadThrough {
         }
     }
 
+    /// The fill of `key` under way, once it has started storing the object.
+    pub fn filling(&self, key: &str) -> Option<Arc<Filling>> {
+        let inflight = self.inflight.lock().unwrap_or_else(PoisonError::into_inner);
+        inflight.get(key).and_then(|(_, rx)| rx.borrow().clone())
+    }
+
     /// Sets what a cold ranged read does besides fetching its range.
     pub fn set_range_fill(&self, fill: super::RangeFill) {
         self.range_fill.store(
