@@ -108,6 +108,8 @@ echo "python SDK..." >&2
 python=$(./bench/python.sh)
 echo "S3 listener..." >&2
 s3front=$(./bench/s3-front.sh)
+echo "cold reads next to Varnish..." >&2
+varnish=$(./bench/cold.sh)
 
 row() { # name rasa nginx
   read -r rr rb rp50 rp99 rbad <<<"$2"; read -r nr nb np50 np99 nbad <<<"$3"
@@ -152,5 +154,7 @@ read -r pr pb pp50 pp99 pbad <<<"$put"
   echo "$python"
   echo
   echo "$s3front"
+  echo
+  echo "$varnish"
 } >bench/results.md
 cat bench/results.md

@@ -427,8 +427,10 @@ impl ReadThrough {
             while let Some(chunk) = obj.body.next().await {
                 let chunk = chunk?;
                 metrics::counter!("rasa_origin_bytes_total").increment(chunk.len() as u64);
+                // Streams first: copying and hashing into the arena need not delay them
+                // (a write that fails ends them short, like a failed fetch).
+                streamed.push(chunk.clone());
                 up.write(&chunk)?;
-                streamed.push(chunk);
             }
             Ok(())
         }
