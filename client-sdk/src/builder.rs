@@ -74,8 +74,9 @@ impl ClientBuilder {
         self
     }
 
-    /// Also check the SHA-256 of every one-sided read (the frame checksum is always
-    /// checked; this adds the content identity at ~1.6 GB/s).
+    /// Also check the SHA-256 of every read, one-sided or over HTTP (the frame checksum
+    /// is always checked; this adds the content identity at ~1.6 GB/s). Over HTTP, a
+    /// gateway that sends no frame checksum is always checked by SHA-256.
     pub fn verify_sha256(mut self, on: bool) -> Self {
         self.verify_sha256 = on;
         self

@@ -55,6 +55,7 @@ mod stats;
 mod stream;
 mod timeouts;
 mod tls;
+mod verify;
 
 pub use builder::{default_fabric_addr, ClientBuilder};
 pub use client::Client;

@@ -87,7 +87,7 @@ enum Cmd {
         /// Whether to read one-sided.
         #[arg(long, value_enum, default_value_t = Mode::Auto)]
         fast_path: Mode,
-        /// Also check the SHA-256 of one-sided reads.
+        /// Also check the SHA-256 of the value (the frame checksum is always checked).
         #[arg(long)]
         verify: bool,
     },

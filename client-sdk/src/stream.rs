@@ -1,7 +1,7 @@
 //! Streaming reads: a value of any size written to the caller's output as it arrives, in
 //! memory that does not grow with the value. One-sided reads go through the reader's
 //! fixed ring of registered pieces ([`rasa_fastpath::reader::Reader::read_to`]); HTTP
-//! bodies are written chunk by chunk while their SHA-256 is computed. Either way the last
+//! bodies are written chunk by chunk while they are checked (`verify.rs`). Either way the last
 //! bytes are written only once the whole value has been validated, so an output that
 //! receives every byte received the right ones.
 
@@ -12,13 +12,13 @@ use std::time::Instant;
 use bytes::Bytes;
 use rasa_fastpath::reader::RemoteFrame;
 use rasa_openapi::Descriptor;
-use sha2::{Digest, Sha256};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::OwnedMutexGuard;
 
 use crate::descriptors::{deadline_of, remote_frame};
 use crate::fabric::FabricState;
 use crate::timeouts::TimeoutKind;
+use crate::verify::BodyCheck;
 use crate::{Client, Error, Fallback, FastPath, ReadPath};
 
 /// Bytes gathered before each write to a file (a tokio file writes on the blocking pool).
@@ -306,8 +306,9 @@ impl Client {
         Ok((frame, state))
     }
 
-    /// `key` over HTTP into `out`, chunk by chunk while hashing; the last chunk is written
-    /// only once the SHA-256 matches the one the gateway named.
+    /// `key` over HTTP into `out`, chunk by chunk while checking ([`BodyCheck`]: the
+    /// frame checksum, or the SHA-256); the last chunk is written only once the body is
+    /// known to be the version the gateway named.
     /// With `room`, a value longer than that fails before any byte is written
     /// ([`Error::BufferTooSmall`]).
     pub(crate) async fn http_to<W: AsyncWrite + Unpin + ?Sized>(
@@ -341,22 +342,11 @@ impl Client {
         let version = header(rasa_openapi::VERSION_HEADER);
         let sha256 = header("etag").trim_matches('"').to_owned();
         let content_type = header("content-type");
-        // Streamed from the gateway's origin (uncached, or while it fills): no SHA-256
-        // named, none to check.
-        let pass_through = !header(rasa_openapi::PASS_THROUGH_HEADER).is_empty()
-            || !header(rasa_openapi::FILLING_HEADER).is_empty();
+        let mut check = BodyCheck::new(resp.headers(), key, self.inner.verify_sha256);
         let idle = self.inner.request_timeout;
-        // SHA-256 (~2 GB/s a core) runs on its own thread, beside the transfer.
-        let (to_hash, mut chunks) = tokio::sync::mpsc::channel::<Bytes>(16);
-        let hashed = tokio::task::spawn_blocking(move || {
-            let mut hasher = Sha256::new();
-            while let Some(c) = chunks.blocking_recv() {
-                hasher.update(&c);
-            }
-            hex::encode(hasher.finalize())
-        });
         let mut held: Option<Bytes> = None;
         let mut written = 0u64;
+        let mut received = 0u64;
         let fail = |error: Error, written: u64| Partial { error, written };
         loop {
             let chunk = match tokio::time::timeout(idle, resp.chunk()).await {
@@ -365,8 +355,8 @@ impl Client {
                 Ok(Ok(None)) => break,
                 Ok(Ok(Some(c))) => c,
             };
-            // The hashing thread lives until the channel closes; it cannot go first.
-            let _ = to_hash.send(chunk.clone()).await;
+            check.feed(&chunk).await;
+            received += chunk.len() as u64;
             if let Some(previous) = held.replace(chunk) {
                 out.write_all(&previous)
                     .await
@@ -374,21 +364,7 @@ impl Client {
                 written += previous.len() as u64;
             }
         }
-        drop(to_hash);
-        let computed = hashed.await.map_err(|e| {
-            fail(
-                Error::Protocol(format!("hashing task failed: {e}")),
-                written,
-            )
-        })?;
-        if computed != sha256 && !pass_through {
-            return Err(fail(
-                Error::Protocol(format!(
-                    "the body's SHA-256 is {computed}, not the {sha256} the gateway named: not the value"
-                )),
-                written,
-            ));
-        }
+        check.finish(received).await.map_err(|e| fail(e, written))?;
         if let Some(last) = held {
             out.write_all(&last)
                 .await

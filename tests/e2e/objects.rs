@@ -68,8 +68,19 @@ async fn round_trips_from_empty_to_100_mib() {
         assert_eq!(r.headers()["accept-ranges"], "bytes");
         assert_eq!(r.headers()["rasa-version"].to_str().unwrap(), d.version);
         assert!(r.headers().contains_key("last-modified"));
+        // The frame checksum HTTP readers check bodies with: the descriptor's.
+        assert_eq!(r.headers()["rasa-frame-checksum"], d.checksum.as_str());
+        assert_eq!(r.headers()["rasa-frame-format"], "1");
         let got = r.bytes().await.unwrap();
         assert_eq!(sha256_hex(&got), d.sha256, "GET {len} returned other bytes");
+        let id = rasa_fastpath::frame::FrameIdentity {
+            key_hash: rasa_fastpath::frame::key_hash(&key),
+            version: u64::from_str_radix(&d.version, 16).unwrap(),
+            payload_len: len as u64,
+        };
+        let mut hasher = rasa_fastpath::frame::FrameHasher::new();
+        hasher.update(&got);
+        assert_eq!(format!("{:016x}", hasher.seal(id).1), d.checksum);
 
         let r = c
             .head(gw.url(&format!("/v1/objects/{key}")))

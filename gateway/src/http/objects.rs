@@ -11,14 +11,14 @@ use serde::Deserialize;
 use std::sync::Arc;
 use utoipa::IntoParams;
 
-use super::preconditions::{self, Outcome, Preconditions, RangeOutcome};
+use super::preconditions::{self, hv, validators, Outcome, Preconditions, RangeOutcome};
 use super::resolve::{descriptor, key_from_uri, lookup, VersionQuery};
 use super::{json_response, ApiError, AppState};
 use crate::key::{self, KeyError};
 use crate::media::DEFAULT_CONTENT_TYPE;
 use crate::origin::readthrough::{FetchError, Lookup};
 use crate::origin::WritePolicy;
-use crate::store::{StoredVersion, Upload};
+use crate::store::Upload;
 
 const MAX_CONTENT_TYPE_LEN: usize = 256;
 /// Largest page of a listing, and the default.
@@ -210,32 +210,6 @@ pub async fn put_object(State(st): State<AppState>, req: Request) -> Result<Resp
     Ok(resp)
 }
 
-fn hv(s: &str) -> HeaderValue {
-    HeaderValue::from_str(s).expect("generated header values are visible ASCII")
-}
-
-/// Headers shared by 200, 206 and 304 answers.
-fn validators(h: &mut HeaderMap, v: &StoredVersion, pinned: bool) {
-    h.insert(header::ETAG, hv(&v.etag()));
-    h.insert(
-        header::LAST_MODIFIED,
-        hv(&httpdate::fmt_http_date(preconditions::last_modified(v))),
-    );
-    h.insert(
-        HeaderName::from_static(VERSION_HEADER),
-        hv(&v.version.to_string()),
-    );
-    // A version id names bytes that never change; the bare key may move at any time.
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static(if pinned {
-            "public, max-age=31536000, immutable"
-        } else {
-            "no-cache"
-        }),
-    );
-}
-
 async fn read_object(st: AppState, method: Method, req: Request) -> Result<Response, ApiError> {
     let key = key_from_uri(req.uri().path(), "/v1/objects/")?;
     let Query(q) = Query::<VersionQuery>::try_from_uri(req.uri())
@@ -364,6 +338,8 @@ async fn read_object(st: AppState, method: Method, req: Request) -> Result<Respo
             headers(
                 ("ETag" = String), ("Last-Modified" = String), ("Rasa-Version" = String),
                 ("Accept-Ranges" = String), ("Content-Length" = u64),
+                ("Rasa-Frame-Checksum" = String, description = "The version's frame checksum (XXH3-64, 16 hex digits) over the payload and a header rebuilt from the key, version and length: a reader can check the body at memory speed."),
+                ("Rasa-Frame-Format" = u16, description = "The frame format the checksum is of."),
             )),
         (status = 206, description = "The requested range.", body = rasa_openapi::Binary, content_type = "application/octet-stream",
             headers(("Content-Range" = String), ("ETag" = String), ("Rasa-Version" = String))),

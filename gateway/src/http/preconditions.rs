@@ -2,12 +2,15 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::http::{header, HeaderMap};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
 use headers::{
     ETag, HeaderMapExt, IfMatch, IfModifiedSince, IfNoneMatch, IfRange, IfUnmodifiedSince,
     LastModified,
 };
 use http_range_header::{parse_range_header, EndPosition, RangeUnsatisfiableError, StartPosition};
+
+use rasa_fastpath::frame::FRAME_FORMAT;
+use rasa_openapi::{FRAME_CHECKSUM_HEADER, FRAME_FORMAT_HEADER, VERSION_HEADER};
 
 use super::ApiError;
 use crate::store::{StoreError, StoredVersion};
@@ -241,6 +244,41 @@ fn resolve_range_str(raw: &str, len: u64) -> RangeOutcome {
             RangeOutcome::Partial(len.saturating_sub(n), len - 1)
         }
     }
+}
+
+pub(super) fn hv(s: &str) -> HeaderValue {
+    HeaderValue::from_str(s).expect("generated header values are visible ASCII")
+}
+
+/// Headers shared by 200, 206 and 304 answers.
+pub(super) fn validators(h: &mut HeaderMap, v: &StoredVersion, pinned: bool) {
+    h.insert(header::ETAG, hv(&v.etag()));
+    h.insert(
+        header::LAST_MODIFIED,
+        hv(&httpdate::fmt_http_date(last_modified(v))),
+    );
+    h.insert(
+        HeaderName::from_static(VERSION_HEADER),
+        hv(&v.version.to_string()),
+    );
+    // What an HTTP reader checks the body against, at XXH3 speed.
+    h.insert(
+        HeaderName::from_static(FRAME_CHECKSUM_HEADER),
+        hv(&format!("{:016x}", v.checksum)),
+    );
+    h.insert(
+        HeaderName::from_static(FRAME_FORMAT_HEADER),
+        HeaderValue::from(FRAME_FORMAT),
+    );
+    // A version id names bytes that never change; the bare key may move at any time.
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(if pinned {
+            "public, max-age=31536000, immutable"
+        } else {
+            "no-cache"
+        }),
+    );
 }
 
 #[cfg(test)]
