@@ -308,13 +308,15 @@ async fn stats_history_grows_a_sample_a_second_and_since_returns_only_newer() {
         !newer.is_empty() && newer.iter().all(|&t| t > since),
         "{newer:?}"
     );
-    let r = rasa_tests::http()
-        .get(gw.url("/v1/stats?since=yesterday"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 400);
-    assert_eq!(r.headers()["content-type"], rasa_openapi::PROBLEM_JSON);
+    for bad in ["yesterday", "-1", "9223372036854775808"] {
+        let r = rasa_tests::http()
+            .get(gw.url(&format!("/v1/stats?since={bad}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "since={bad}");
+        assert_eq!(r.headers()["content-type"], rasa_openapi::PROBLEM_JSON);
+    }
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@ use rasa_openapi::stats::{RouteRequests, Stats, StatsSample};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::{exposition, json_response, AppState};
+use super::{exposition, json_response, ApiError, AppState};
 
 /// The samples the gateway keeps for the status page's charts.
 #[derive(Debug)]
@@ -180,7 +180,8 @@ fn count_status(r: &mut RouteRequests, status: &str, n: u64) {
 pub struct StatsQuery {
     /// Only the samples taken after this time (milliseconds since the Unix epoch, the
     /// `t_ms` of the newest sample the caller has).
-    pub since: Option<u64>,
+    #[param(minimum = 0)]
+    pub since: Option<i64>,
 }
 
 /// The figures behind the status page (`/ui`): totals now, a sample a second for the
@@ -197,17 +198,22 @@ pub struct StatsQuery {
         (status = 400, description = "A malformed query.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
     )
 )]
-pub async fn get_stats(State(st): State<AppState>, Query(q): Query<StatsQuery>) -> Response {
+pub async fn get_stats(
+    State(st): State<AppState>,
+    Query(q): Query<StatsQuery>,
+) -> Result<Response, ApiError> {
+    let since = u64::try_from(q.since.unwrap_or(0))
+        .map_err(|_| ApiError::InvalidRequest("since is a time: 0 or more".into()))?;
     let stats = Stats {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         uptime_seconds: st.stats.started.elapsed().as_secs(),
         interval_ms: st.stats.interval.as_millis() as u64,
         history_len: st.stats.keep,
         now: sample(&st),
-        history: st.stats.since(q.since.unwrap_or(0)),
+        history: st.stats.since(since),
         cluster: super::cluster::view(&st),
     };
-    json_response(StatusCode::OK, &stats)
+    Ok(json_response(StatusCode::OK, &stats))
 }
 
 #[cfg(test)]
