@@ -180,7 +180,7 @@ pub async fn put_object(State(st): State<AppState>, req: Request) -> Result<Resp
         let body = Bytes::from_owner(v.payload());
         let etag = rt
             .origin()
-            .put(&key, body, v.sha256, &v.content_type)
+            .put(&key, body, v.sha256, v.content_type())
             .await?;
         if let Some(e) = etag {
             v.origin.set_etag(e);
@@ -299,7 +299,7 @@ async fn read_object(st: AppState, method: Method, req: Request) -> Result<Respo
     *resp.status_mut() = status;
     let rh = resp.headers_mut();
     validators(rh, &v, pinned);
-    rh.insert(header::CONTENT_TYPE, hv(&v.content_type));
+    rh.insert(header::CONTENT_TYPE, hv(v.content_type()));
     rh.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
     rh.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     if peer_fill {

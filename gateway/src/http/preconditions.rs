@@ -18,7 +18,7 @@ use crate::store::{StoreError, StoredVersion};
 /// `Last-Modified` of a version: its creation time, truncated to the second as HTTP dates are.
 pub fn last_modified(v: &StoredVersion) -> SystemTime {
     let secs = v
-        .created
+        .created()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);

@@ -163,7 +163,7 @@ fn store_page(
                     key: s3_key,
                     size: v.len(),
                     etag: front.etag(v),
-                    modified: v.created,
+                    modified: v.created(),
                 });
                 continue;
             };

@@ -192,7 +192,7 @@ impl S3Front {
 
     /// The entity tag S3 clients see for `v` (unquoted).
     pub fn etag(&self, v: &StoredVersion) -> String {
-        if let Some(e) = &v.s3_etag {
+        if let Some(e) = v.s3_etag() {
             return e.to_string();
         }
         if let Some(e) = v.origin.etag() {

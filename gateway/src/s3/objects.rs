@@ -133,7 +133,7 @@ pub(super) async fn get_object(
     let etag = front.etag(&v);
     if not_modified(
         &etag,
-        v.created,
+        v.created(),
         i.if_match.as_ref(),
         i.if_none_match.as_ref(),
         i.if_modified_since.as_ref(),
@@ -158,14 +158,14 @@ pub(super) async fn get_object(
         content_length: Some((range.end - range.start) as i64),
         content_range,
         accept_ranges: Some("bytes".into()),
-        last_modified: Some(Timestamp::from(v.created)),
+        last_modified: Some(Timestamp::from(v.created())),
         e_tag: Some(ETag::Strong(etag)),
         version_id: Some(v.version.to_string()),
         // Of the whole object only: S3 omits it on a part.
         checksum_sha256: whole.then(|| sha256_b64(&v.sha256)),
         content_type: Some(
             i.response_content_type
-                .unwrap_or_else(|| v.content_type.to_string()),
+                .unwrap_or_else(|| v.content_type().to_owned()),
         ),
         cache_control: i.response_cache_control,
         content_disposition: i.response_content_disposition,
@@ -187,7 +187,7 @@ pub(super) async fn head_object(
     let etag = front.etag(&v);
     if not_modified(
         &etag,
-        v.created,
+        v.created(),
         i.if_match.as_ref(),
         i.if_none_match.as_ref(),
         i.if_modified_since.as_ref(),
@@ -197,9 +197,9 @@ pub(super) async fn head_object(
     }
     Ok(S3Response::new(HeadObjectOutput {
         content_length: Some(v.len() as i64),
-        content_type: Some(v.content_type.to_string()),
+        content_type: Some(v.content_type().to_owned()),
         accept_ranges: Some("bytes".into()),
-        last_modified: Some(Timestamp::from(v.created)),
+        last_modified: Some(Timestamp::from(v.created())),
         e_tag: Some(ETag::Strong(etag)),
         version_id: Some(v.version.to_string()),
         checksum_sha256: Some(sha256_b64(&v.sha256)),
@@ -232,7 +232,7 @@ pub(super) async fn publish(
         let body = Bytes::from_owner(v.payload());
         let etag = rt
             .origin()
-            .put(key, body, v.sha256, &v.content_type)
+            .put(key, body, v.sha256, v.content_type())
             .await
             .map_err(origin_error)?;
         if let Some(e) = etag {
@@ -393,7 +393,7 @@ pub(super) async fn copy_object(
     let etag = front.etag(&v);
     not_modified(
         &etag,
-        v.created,
+        v.created(),
         i.copy_source_if_match.as_ref(),
         None,
         None,
@@ -415,7 +415,7 @@ pub(super) async fn copy_object(
         .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
     let ctype = match (&i.content_type, replace) {
         (Some(t), true) => t.clone(),
-        _ => v.content_type.to_string(),
+        _ => v.content_type().to_owned(),
     };
     let mut upload = front
         .store
@@ -423,13 +423,13 @@ pub(super) async fn copy_object(
         .await
         .map_err(store_error)?;
     upload.write(v.payload().as_slice()).map_err(store_error)?;
-    upload.set_s3_etag(v.s3_etag.as_deref().map(str::to_owned));
+    upload.set_s3_etag(v.s3_etag().map(str::to_owned));
     let sealed = front.store.seal(upload).map_err(store_error)?;
     let stored = publish(front, &dst, sealed, false).await?;
     Ok(S3Response::new(CopyObjectOutput {
         copy_object_result: Some(CopyObjectResult {
             e_tag: Some(ETag::Strong(front.etag(&stored))),
-            last_modified: Some(Timestamp::from(stored.created)),
+            last_modified: Some(Timestamp::from(stored.created())),
             checksum_sha256: Some(sha256_b64(&stored.sha256)),
             ..Default::default()
         }),

@@ -190,10 +190,9 @@ impl Store {
                 arena: Arc::clone(&to),
                 sha256: old.sha256,
                 checksum: old.checksum,
-                content_type: old.content_type.clone(),
-                created: old.created,
-                origin: old.origin.duplicate(),
-                s3_etag: old.s3_etag.clone(),
+                media_type: old.media_type,
+                created_ms: old.created_ms,
+                origin: old.origin.duplicate(true),
             });
             to.add_live(&key, ver, copy.frame.len() as u64);
             to.finish_pending();

@@ -137,10 +137,9 @@ impl Store {
             arena,
             sha256: v.sha256,
             checksum: v.checksum,
-            content_type: v.content_type.clone(),
-            created: v.created,
-            origin: OriginMeta::default(),
-            s3_etag: v.s3_etag.clone(),
+            media_type: v.media_type,
+            created_ms: v.created_ms,
+            origin: v.origin.duplicate(false),
         }))
     }
 

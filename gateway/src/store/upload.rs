@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use rasa_fastpath::buffer::WriteSlot;
 use rasa_fastpath::frame::{self, FrameHasher, FrameIdentity, HEADER_LEN};
@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::arena::{Arena, ReserveError};
 use super::index::Entry;
+use super::version::MediaType;
 use super::{OriginMeta, Store, StoreError, StoredVersion, VersionId};
 
 impl Store {
@@ -117,6 +118,11 @@ impl Store {
         let (header, checksum) = hasher.seal(id);
         slot.as_mut_slice()[..HEADER_LEN].copy_from_slice(&header);
         let sha256: [u8; 32] = std::mem::take(&mut upload.sha256).finalize().into();
+        let origin = std::mem::take(&mut upload.origin);
+        if let Some(etag) = upload.s3_etag.take() {
+            origin.set_s3_etag(etag.into());
+        }
+        let media_type = MediaType::intern(&upload.content_type, &origin);
         let stored = Arc::new(StoredVersion {
             key: Arc::from(std::mem::take(&mut upload.key)),
             version,
@@ -124,10 +130,9 @@ impl Store {
             arena: Arc::clone(&upload.arena),
             sha256,
             checksum,
-            content_type: super::version::intern(&upload.content_type),
-            created: SystemTime::now(),
-            origin: std::mem::take(&mut upload.origin),
-            s3_etag: upload.s3_etag.take(),
+            media_type,
+            created_ms: super::version::now_ms(),
+            origin,
         });
         Ok(Sealed {
             version: stored,

@@ -61,19 +61,18 @@ pub struct StoredVersion {
     pub sha256: [u8; 32],
     /// Frame checksum (XXH3-64 over payload and header).
     pub checksum: u64,
-    /// Media type given at upload (interned: versions of a type share one allocation).
-    pub content_type: Arc<str>,
-    /// When the version was committed.
-    pub created: SystemTime,
-    /// Freshness against the origin, for versions the origin also holds.
+    /// When the version was committed, in milliseconds since the epoch ([`Self::created`]).
+    pub created_ms: u64,
+    /// Media type given at upload, interned ([`MediaType`]).
+    pub media_type: MediaType,
+    /// Facts only some versions have: freshness against the origin, for versions the
+    /// origin also holds, and the entity tag S3 clients see when it is not the SHA-256.
     pub origin: OriginMeta,
-    /// The entity tag S3 clients see, when it is not the SHA-256 (the MD5 an S3 upload
-    /// was checked against), unquoted.
-    pub s3_etag: Option<Box<str>>,
 }
 
-/// What the gateway knows of a version's copy at the origin. Allocated on first use: a
-/// version with no origin pays one pointer for it.
+/// What the gateway knows of a version beyond its frame that most versions lack: its copy
+/// at the origin, the entity tag S3 clients see, a media type too rare to intern.
+/// Allocated on first use: a version with none of these pays one pointer for them.
 #[derive(Debug, Default)]
 pub struct OriginMeta(std::sync::OnceLock<Box<OriginState>>);
 
@@ -83,9 +82,15 @@ struct OriginState {
     etag: std::sync::OnceLock<Box<str>>,
     /// When the origin last confirmed this version (ms since the epoch; 0 = never).
     validated_ms: AtomicU64,
+    /// The entity tag S3 clients see, when it is not the SHA-256 (the MD5 an S3 upload
+    /// was checked against), unquoted.
+    s3_etag: std::sync::OnceLock<Box<str>>,
+    /// The media type, when the intern table was full ([`MediaType::RARE`]).
+    media_type: std::sync::OnceLock<Box<str>>,
 }
 
-fn now_ms() -> u64 {
+/// Now, in milliseconds since the epoch.
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -134,40 +139,110 @@ impl OriginMeta {
         (ms > 0).then(|| Duration::from_millis(now_ms().saturating_sub(ms)))
     }
 
-    /// A copy of this metadata (for a version copied to another arena).
-    pub fn duplicate(&self) -> Self {
+    /// The entity tag S3 clients see, when set ([`StoredVersion::s3_etag`]).
+    pub fn s3_etag(&self) -> Option<&str> {
+        self.0.get()?.s3_etag.get().map(|e| &**e)
+    }
+
+    /// Records the entity tag S3 clients see.
+    pub fn set_s3_etag(&self, etag: String) {
+        let _ = self.state().s3_etag.set(etag.into_boxed_str());
+    }
+
+    fn rare_media_type(&self) -> Option<&str> {
+        self.0.get()?.media_type.get().map(|t| &**t)
+    }
+
+    /// A copy of this metadata (for a version copied to another arena); without its
+    /// origin state when `with_origin` is false.
+    pub fn duplicate(&self, with_origin: bool) -> Self {
         let m = Self::default();
         if let Some(s) = self.0.get() {
-            if let Some(e) = s.etag.get() {
+            if let (Some(e), true) = (s.etag.get(), with_origin) {
                 m.set_etag(e.to_string());
             }
-            m.state()
-                .validated_ms
-                .store(s.validated_ms.load(Ordering::Acquire), Ordering::Release);
+            if with_origin {
+                m.state()
+                    .validated_ms
+                    .store(s.validated_ms.load(Ordering::Acquire), Ordering::Release);
+            }
+            if let Some(e) = s.s3_etag.get() {
+                m.set_s3_etag(e.to_string());
+            }
+            if let Some(t) = s.media_type.get() {
+                let _ = m.state().media_type.set(t.clone());
+            }
         }
         m
     }
 }
 
-/// Media types in use, each held once ([`intern`]).
-static MEDIA_TYPES: std::sync::Mutex<Vec<Arc<str>>> = std::sync::Mutex::new(Vec::new());
-/// Distinct media types kept for sharing; rarer ones get an allocation of their own (a
-/// client sending a new type with every PUT must not grow the table without bound).
-const MAX_INTERNED: usize = 256;
+/// A media type, interned: a version holds two bytes for it. The first [`MAX_INTERNED`]
+/// distinct types are kept for good in a table read without a lock; rarer ones (a client
+/// sending a new type with every PUT must not grow the table without bound) are held by
+/// the version itself, in its [`OriginMeta`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MediaType(u16);
 
-/// `media_type` as a shared allocation: the same `Arc` for every version of a type.
-pub fn intern(media_type: &str) -> Arc<str> {
-    let mut known = MEDIA_TYPES
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(t) = known.iter().find(|t| &***t == media_type) {
-        return Arc::clone(t);
+/// Distinct media types kept in the table.
+const MAX_INTERNED: usize = 1024;
+static MEDIA_TYPES: [std::sync::OnceLock<Box<str>>; MAX_INTERNED] =
+    [const { std::sync::OnceLock::new() }; MAX_INTERNED];
+/// Serializes additions to [`MEDIA_TYPES`] (lookups need no lock).
+static ADDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+impl MediaType {
+    /// Not in the table: the version holds its type itself.
+    const RARE: u16 = u16::MAX;
+
+    /// `media_type`'s entry, adding it while there is room; for a type that finds none,
+    /// [`MediaType::RARE`] with the type recorded in `meta`.
+    pub fn intern(media_type: &str, meta: &OriginMeta) -> Self {
+        let find = || {
+            MEDIA_TYPES
+                .iter()
+                .map_while(|t| t.get())
+                .position(|t| &**t == media_type)
+        };
+        if let Some(i) = find() {
+            return Self(i as u16);
+        }
+        let _adding = ADDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(i) = find() {
+            return Self(i as u16);
+        }
+        if let Some((i, slot)) = MEDIA_TYPES
+            .iter()
+            .enumerate()
+            .find(|(_, t)| t.get().is_none())
+        {
+            let _ = slot.set(media_type.into());
+            return Self(i as u16);
+        }
+        let _ = meta.state().media_type.set(media_type.into());
+        Self(Self::RARE)
     }
-    let t: Arc<str> = Arc::from(media_type);
-    if known.len() < MAX_INTERNED {
-        known.push(Arc::clone(&t));
+}
+
+impl StoredVersion {
+    /// The media type given at upload.
+    pub fn content_type(&self) -> &str {
+        match MEDIA_TYPES.get(usize::from(self.media_type.0)) {
+            Some(t) => t.get().map_or("", |t| &**t),
+            None => self.origin.rare_media_type().unwrap_or_default(),
+        }
     }
-    t
+
+    /// When the version was committed.
+    pub fn created(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_millis(self.created_ms)
+    }
+
+    /// The entity tag S3 clients see, when it is not the SHA-256 (the MD5 an S3 upload
+    /// was checked against), unquoted.
+    pub fn s3_etag(&self) -> Option<&str> {
+        self.origin.s3_etag()
+    }
 }
 
 impl StoredVersion {
