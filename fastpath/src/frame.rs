@@ -37,7 +37,10 @@ pub const FRAME_ALIGN: usize = 64;
 /// Name of the frame checksum algorithm, as advertised in descriptors.
 pub const CHECKSUM_ALGORITHM: &str = "xxh3-64";
 
-const CHECKSUM_AT: usize = 56;
+/// Where the header holds the frame checksum.
+pub const CHECKSUM_AT: usize = 56;
+/// Where the header holds the version id.
+pub const VERSION_AT: usize = 16;
 
 /// Hash of a key as stored in frame headers.
 pub fn key_hash(key: &str) -> u64 {
@@ -98,7 +101,7 @@ fn header_prefix(id: FrameIdentity) -> [u8; HEADER_LEN] {
     h[4..6].copy_from_slice(&FRAME_FORMAT.to_le_bytes());
     h[6..8].copy_from_slice(&(HEADER_LEN as u16).to_le_bytes());
     h[8..16].copy_from_slice(&id.key_hash.to_le_bytes());
-    h[16..24].copy_from_slice(&id.version.to_le_bytes());
+    h[VERSION_AT..VERSION_AT + 8].copy_from_slice(&id.version.to_le_bytes());
     h[24..32].copy_from_slice(&id.payload_len.to_le_bytes());
     h
 }

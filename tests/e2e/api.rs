@@ -400,8 +400,8 @@ async fn metrics_move_by_the_right_amounts() {
     assert_eq!(get("rasa_arenas_leased"), 1.0);
     assert_eq!(
         get("rasa_live_bytes"),
-        (3 * 64 + 60) as f64,
-        "frames: 64-byte headers + payloads"
+        (3 * (64 + 32) + 60) as f64,
+        "frames: 64-byte headers + payloads + 32-byte SHA-256 trailers"
     );
     assert!(get("rasa_fabric_progress_wakeups_total") >= 0.0);
 }

@@ -180,7 +180,7 @@ pub async fn put_object(State(st): State<AppState>, req: Request) -> Result<Resp
         let body = Bytes::from_owner(v.payload());
         let etag = rt
             .origin()
-            .put(&key, body, v.sha256, v.content_type())
+            .put(&key, body, v.sha256(), v.content_type())
             .await?;
         if let Some(e) = etag {
             v.origin.set_etag(e);
@@ -199,13 +199,13 @@ pub async fn put_object(State(st): State<AppState>, req: Request) -> Result<Resp
     let location = format!(
         "/v1/objects/{}?version={}",
         key::to_path(&key),
-        stored.version
+        stored.version()
     );
     h.insert(header::LOCATION, hv(&location));
     h.insert(header::ETAG, hv(&stored.etag()));
     h.insert(
         HeaderName::from_static(VERSION_HEADER),
-        hv(&stored.version.to_string()),
+        hv(&stored.version().to_string()),
     );
     Ok(resp)
 }
@@ -454,7 +454,7 @@ pub async fn list_objects(State(st): State<AppState>, req: Request) -> Result<Re
         .iter()
         .map(|v| ObjectSummary {
             key: v.key.to_string(),
-            version: v.version.to_string(),
+            version: v.version().to_string(),
             length: v.len(),
             etag: v.etag(),
         })

@@ -259,12 +259,12 @@ pub(super) fn validators(h: &mut HeaderMap, v: &StoredVersion, pinned: bool) {
     );
     h.insert(
         HeaderName::from_static(VERSION_HEADER),
-        hv(&v.version.to_string()),
+        hv(&v.version().to_string()),
     );
     // What an HTTP reader checks the body against, at XXH3 speed.
     h.insert(
         HeaderName::from_static(FRAME_CHECKSUM_HEADER),
-        hv(&format!("{:016x}", v.checksum)),
+        hv(&format!("{:016x}", v.checksum())),
     );
     h.insert(
         HeaderName::from_static(FRAME_FORMAT_HEADER),

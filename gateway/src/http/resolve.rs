@@ -72,10 +72,10 @@ pub fn descriptor(st: &AppState, v: &StoredVersion) -> Descriptor {
     }
     Descriptor {
         key: v.key.to_string(),
-        version: v.version.to_string(),
+        version: v.version().to_string(),
         length: v.len(),
         sha256: v.sha256_hex(),
-        checksum: format!("{:016x}", v.checksum),
+        checksum: format!("{:016x}", v.checksum()),
         checksum_algorithm: CHECKSUM_ALGORITHM.to_owned(),
         content_type: v.content_type().to_owned(),
         created_at: rfc3339(v.created()),

@@ -376,7 +376,7 @@ impl ReadThrough {
                 if let Some(v) = current {
                     // Gone at the origin: drop the copy unless it was replaced meanwhile.
                     let _ = self.store.delete(key, |cur| match cur {
-                        Some(c) if c.version == v.version => Ok(()),
+                        Some(c) if c.version() == v.version() => Ok(()),
                         _ => Err(StoreError::PreconditionFailed("replaced".into())),
                     });
                 }
@@ -450,10 +450,10 @@ impl ReadThrough {
         // (a stream already has all of it, whatever the commit decides).
         streamed.finish(Ok(()));
         // Don't replace a version written here meanwhile (a newer PUT wins).
-        let base = current.as_ref().map(|v| v.version);
+        let base = current.as_ref().map(|v| v.version());
         let v = self
             .store
-            .commit(up, |cur| match (cur.map(|c| c.version), base) {
+            .commit(up, |cur| match (cur.map(|c| c.version()), base) {
                 (a, b) if a == b => Ok(()),
                 _ => Err(StoreError::PreconditionFailed(
                     "replaced while fetching".into(),

@@ -312,7 +312,7 @@ pub(super) async fn complete(
                 bucket: Some(i.bucket),
                 key: Some(i.key),
                 e_tag: Some(ETag::Strong(front.etag(&v))),
-                version_id: Some(v.version.to_string()),
+                version_id: Some(v.version().to_string()),
                 ..Default::default()
             }))
         }

@@ -160,9 +160,9 @@ pub(super) async fn get_object(
         accept_ranges: Some("bytes".into()),
         last_modified: Some(Timestamp::from(v.created())),
         e_tag: Some(ETag::Strong(etag)),
-        version_id: Some(v.version.to_string()),
+        version_id: Some(v.version().to_string()),
         // Of the whole object only: S3 omits it on a part.
-        checksum_sha256: whole.then(|| sha256_b64(&v.sha256)),
+        checksum_sha256: whole.then(|| sha256_b64(&v.sha256())),
         content_type: Some(
             i.response_content_type
                 .unwrap_or_else(|| v.content_type().to_owned()),
@@ -201,8 +201,8 @@ pub(super) async fn head_object(
         accept_ranges: Some("bytes".into()),
         last_modified: Some(Timestamp::from(v.created())),
         e_tag: Some(ETag::Strong(etag)),
-        version_id: Some(v.version.to_string()),
-        checksum_sha256: Some(sha256_b64(&v.sha256)),
+        version_id: Some(v.version().to_string()),
+        checksum_sha256: Some(sha256_b64(&v.sha256())),
         ..Default::default()
     }))
 }
@@ -232,7 +232,7 @@ pub(super) async fn publish(
         let body = Bytes::from_owner(v.payload());
         let etag = rt
             .origin()
-            .put(key, body, v.sha256, v.content_type())
+            .put(key, body, v.sha256(), v.content_type())
             .await
             .map_err(origin_error)?;
         if let Some(e) = etag {
@@ -308,8 +308,8 @@ pub(super) async fn put_object(
     let v = publish(front, &key, sealed, if_none_match_any).await?;
     Ok(S3Response::new(PutObjectOutput {
         e_tag: Some(ETag::Strong(front.etag(&v))),
-        version_id: Some(v.version.to_string()),
-        checksum_sha256: Some(sha256_b64(&v.sha256)),
+        version_id: Some(v.version().to_string()),
+        checksum_sha256: Some(sha256_b64(&v.sha256())),
         ..Default::default()
     }))
 }
@@ -430,11 +430,11 @@ pub(super) async fn copy_object(
         copy_object_result: Some(CopyObjectResult {
             e_tag: Some(ETag::Strong(front.etag(&stored))),
             last_modified: Some(Timestamp::from(stored.created())),
-            checksum_sha256: Some(sha256_b64(&stored.sha256)),
+            checksum_sha256: Some(sha256_b64(&stored.sha256())),
             ..Default::default()
         }),
-        version_id: Some(stored.version.to_string()),
-        copy_source_version_id: Some(v.version.to_string()),
+        version_id: Some(stored.version().to_string()),
+        copy_source_version_id: Some(v.version().to_string()),
         ..Default::default()
     }))
 }

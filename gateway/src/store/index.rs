@@ -37,7 +37,7 @@ impl Entry {
     pub(super) fn keep_older(&mut self, old: Arc<StoredVersion>) {
         self.older
             .get_or_insert_with(Default::default)
-            .insert(old.version, old);
+            .insert(old.version(), old);
     }
 
     /// Forgets the older version `v`.
@@ -75,7 +75,7 @@ impl Store {
     pub fn version(&self, key: &str, version: VersionId) -> Option<Arc<StoredVersion>> {
         let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
         let entry = index.get(key)?;
-        let v = if entry.current.version == version {
+        let v = if entry.current.version() == version {
             Arc::clone(&entry.current)
         } else {
             Arc::clone(entry.older(version)?)

@@ -145,7 +145,7 @@ impl Store {
             let Some(e) = index.get_mut(&key) else {
                 continue;
             };
-            if e.current.version == ver && Arc::ptr_eq(&e.current.arena, arena) {
+            if e.current.version() == ver && Arc::ptr_eq(&e.current.arena, arena) {
                 let e = index.remove(&key).expect("present");
                 arena.sub_live(e.current.frame.len() as u64);
                 evicted += 1;
@@ -173,7 +173,7 @@ impl Store {
             let Some(e) = index.get_mut(&key) else {
                 continue;
             };
-            if !(e.current.version == ver && Arc::ptr_eq(&e.current.arena, arena)) {
+            if !(e.current.version() == ver && Arc::ptr_eq(&e.current.arena, arena)) {
                 kept.push((key, ver));
                 continue;
             }
@@ -185,11 +185,8 @@ impl Store {
             slot.as_mut_slice().copy_from_slice(old.frame.as_slice());
             let copy = Arc::new(StoredVersion {
                 key: old.key.clone(),
-                version: old.version,
                 frame: slot.freeze(),
                 arena: Arc::clone(&to),
-                sha256: old.sha256,
-                checksum: old.checksum,
                 media_type: old.media_type,
                 created_ms: old.created_ms,
                 origin: old.origin.duplicate(true),

@@ -122,21 +122,18 @@ impl Store {
     }
 
     /// Test support: a copy of `v`'s frame, in arena memory, with one byte flipped (the
-    /// last payload byte, or a header byte of an empty value), under `v`'s identity and
-    /// checksum. A reader given it must reject it.
+    /// last payload byte, or a reserved header byte of an empty value), under `v`'s
+    /// identity and checksum. A reader given it must reject it.
     pub fn corrupt_copy(&self, v: &StoredVersion) -> Result<Arc<StoredVersion>, StoreError> {
         let (arena, mut slot) = self.arenas.reserve(v.frame.len())?;
         let bytes = slot.as_mut_slice();
         bytes.copy_from_slice(v.frame.as_slice());
-        let last = bytes.len() - 1;
-        bytes[if v.is_empty() { 20 } else { last }] ^= 0x01;
+        let last_payload = rasa_fastpath::frame::HEADER_LEN + v.len() as usize - 1;
+        bytes[if v.is_empty() { 40 } else { last_payload }] ^= 0x01;
         Ok(Arc::new(StoredVersion {
             key: v.key.clone(),
-            version: v.version,
             frame: slot.freeze(),
             arena,
-            sha256: v.sha256,
-            checksum: v.checksum,
             media_type: v.media_type,
             created_ms: v.created_ms,
             origin: v.origin.duplicate(false),

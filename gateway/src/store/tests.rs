@@ -44,19 +44,19 @@ async fn frames_validate_and_versions_stay_readable() {
     let s = store(1 << 20, 64 << 10);
     let v1 = put(&s, "k", b"one").await.unwrap();
     let v2 = put(&s, "k", b"two!").await.unwrap();
-    assert_ne!(v1.version, v2.version);
-    assert_eq!(s.current("k").unwrap().version, v2.version);
+    assert_ne!(v1.version(), v2.version());
+    assert_eq!(s.current("k").unwrap().version(), v2.version());
     assert_eq!(
-        s.version("k", v1.version).unwrap().payload().as_slice(),
+        s.version("k", v1.version()).unwrap().payload().as_slice(),
         b"one"
     );
     for v in [&v1, &v2] {
         let id = FrameIdentity {
             key_hash: frame::key_hash("k"),
-            version: v.version.0,
+            version: v.version().0,
             payload_len: v.len(),
         };
-        let payload = frame::validate(v.frame.as_slice(), id, v.checksum).unwrap();
+        let payload = frame::validate(v.frame.as_slice(), id, v.checksum()).unwrap();
         assert_eq!(payload, v.payload().as_slice());
     }
     assert_eq!(
@@ -66,7 +66,7 @@ async fn frames_validate_and_versions_stay_readable() {
     );
     assert!(s.delete("k", |_| Ok(())).unwrap());
     assert!(s.current("k").is_none());
-    assert!(s.version("k", v1.version).is_none());
+    assert!(s.version("k", v1.version()).is_none());
     assert!(!s.delete("k", |_| Ok(())).unwrap());
 }
 
@@ -174,7 +174,7 @@ async fn compaction_moves_live_values_out_of_sparse_arenas() {
     // Arena 1: one small live value among dead ones.
     let (kept_version, kept_arena) = {
         let v = put(&s, "keep", b"kept value").await.unwrap();
-        (v.version, v.arena.id)
+        (v.version(), v.arena.id)
     };
     for i in 0..5 {
         put(&s, &format!("dead{i}"), &[0u8; 10 << 10])
@@ -202,7 +202,8 @@ async fn compaction_moves_live_values_out_of_sparse_arenas() {
         .current("keep")
         .expect("a compacted value stays reachable");
     assert_eq!(
-        after.version, kept_version,
+        after.version(),
+        kept_version,
         "compaction keeps the version id"
     );
     assert_ne!(

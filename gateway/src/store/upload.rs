@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::arena::{Arena, ReserveError};
 use super::index::Entry;
-use super::version::MediaType;
+use super::version::{MediaType, TRAILER_LEN};
 use super::{OriginMeta, Store, StoreError, StoredVersion, VersionId};
 
 impl Store {
@@ -42,7 +42,7 @@ impl Store {
         };
         let frame_len = usize::try_from(len)
             .ok()
-            .and_then(|n| n.checked_add(HEADER_LEN))
+            .and_then(|n| n.checked_add(HEADER_LEN + TRAILER_LEN))
             .ok_or_else(never)?;
         let give_up = std::time::Instant::now() + self.config.lease + self.config.grace * 2;
         loop {
@@ -115,9 +115,12 @@ impl Store {
             payload_len: upload.declared,
         };
         let hasher = std::mem::take(&mut upload.frame);
-        let (header, checksum) = hasher.seal(id);
-        slot.as_mut_slice()[..HEADER_LEN].copy_from_slice(&header);
-        let sha256: [u8; 32] = std::mem::take(&mut upload.sha256).finalize().into();
+        let (header, _) = hasher.seal(id);
+        let sha256: [u8; TRAILER_LEN] = std::mem::take(&mut upload.sha256).finalize().into();
+        let bytes = slot.as_mut_slice();
+        let end = bytes.len();
+        bytes[..HEADER_LEN].copy_from_slice(&header);
+        bytes[end - TRAILER_LEN..].copy_from_slice(&sha256);
         let origin = std::mem::take(&mut upload.origin);
         if let Some(etag) = upload.s3_etag.take() {
             origin.set_s3_etag(etag.into());
@@ -125,11 +128,8 @@ impl Store {
         let media_type = MediaType::intern(&upload.content_type, &origin);
         let stored = Arc::new(StoredVersion {
             key: Arc::from(std::mem::take(&mut upload.key)),
-            version,
             frame: slot.freeze(),
             arena: Arc::clone(&upload.arena),
-            sha256,
-            checksum,
             media_type,
             created_ms: super::version::now_ms(),
             origin,
@@ -148,7 +148,7 @@ impl Store {
         check: impl FnOnce(Option<&StoredVersion>) -> Result<(), StoreError>,
     ) -> Result<Arc<StoredVersion>, StoreError> {
         let stored = Arc::clone(&sealed.version);
-        let version = stored.version;
+        let version = stored.version();
         let mut index = self.index.write().unwrap_or_else(PoisonError::into_inner);
         check(index.get(&stored.key).map(|e| &*e.current))?;
         stored

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use rasa_fastpath::buffer::Frozen;
-use rasa_fastpath::frame::HEADER_LEN;
+use rasa_fastpath::frame::{CHECKSUM_AT, HEADER_LEN, VERSION_AT};
 
 use super::arena::Arena;
 
@@ -51,16 +51,12 @@ impl FromStr for VersionId {
 pub struct StoredVersion {
     /// The key (one allocation, shared by the index, the version and its arena).
     pub key: Arc<str>,
-    /// The version id.
-    pub version: VersionId,
-    /// Header and payload in arena memory.
+    /// Header, payload and the SHA-256 trailer in arena memory ([`TRAILER_LEN`]): the
+    /// version id, length and frame checksum are read from the header, the SHA-256 from
+    /// the trailer, rather than held twice.
     pub frame: Frozen,
     /// The arena holding the frame.
     pub arena: Arc<Arena>,
-    /// SHA-256 of the payload.
-    pub sha256: [u8; 32],
-    /// Frame checksum (XXH3-64 over payload and header).
-    pub checksum: u64,
     /// When the version was committed, in milliseconds since the epoch ([`Self::created`]).
     pub created_ms: u64,
     /// Media type given at upload, interned ([`MediaType`]).
@@ -207,7 +203,9 @@ impl MediaType {
         if let Some(i) = find() {
             return Self(i as u16);
         }
-        let _adding = ADDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _adding = ADDING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(i) = find() {
             return Self(i as u16);
         }
@@ -245,10 +243,43 @@ impl StoredVersion {
     }
 }
 
+/// Bytes after a frame's payload in arena memory: the payload's SHA-256. One-sided
+/// readers never read them (a descriptor names the header and payload only).
+pub const TRAILER_LEN: usize = 32;
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
 impl StoredVersion {
     /// Payload length.
     pub fn len(&self) -> u64 {
-        (self.frame.len() - HEADER_LEN) as u64
+        (self.frame.len() - HEADER_LEN - TRAILER_LEN) as u64
+    }
+
+    /// The version id (from the frame header).
+    pub fn version(&self) -> VersionId {
+        VersionId(u64_at(self.frame.as_slice(), VERSION_AT))
+    }
+
+    /// The frame checksum (XXH3-64 over payload and header; from the frame header).
+    pub fn checksum(&self) -> u64 {
+        u64_at(self.frame.as_slice(), CHECKSUM_AT)
+    }
+
+    /// SHA-256 of the payload (from the frame's trailer).
+    pub fn sha256(&self) -> [u8; 32] {
+        let f = self.frame.as_slice();
+        let mut d = [0u8; TRAILER_LEN];
+        d.copy_from_slice(&f[f.len() - TRAILER_LEN..]);
+        d
+    }
+
+    /// The header and payload: the bytes a descriptor names.
+    pub fn header_and_payload(&self) -> Frozen {
+        self.frame.slice(0, self.frame.len() - TRAILER_LEN)
     }
 
     /// Whether the payload is empty.
@@ -258,12 +289,12 @@ impl StoredVersion {
 
     /// The payload bytes (shares the arena; no copy).
     pub fn payload(&self) -> Frozen {
-        self.frame.slice(HEADER_LEN, self.frame.len())
+        self.frame.slice(HEADER_LEN, self.frame.len() - TRAILER_LEN)
     }
 
     /// SHA-256 as lowercase hex.
     pub fn sha256_hex(&self) -> String {
-        hex::encode(self.sha256)
+        hex::encode(self.sha256())
     }
 
     /// The strong entity tag, quotes included.
