@@ -110,6 +110,8 @@ echo "S3 listener..." >&2
 s3front=$(./bench/s3-front.sh)
 echo "cold reads next to Varnish..." >&2
 varnish=$(./bench/cold.sh)
+echo "small objects next to memcached..." >&2
+small=$(./bench/small.sh)
 
 row() { # name rasa nginx
   read -r rr rb rp50 rp99 rbad <<<"$2"; read -r nr nb np50 np99 nbad <<<"$3"
@@ -156,5 +158,7 @@ read -r pr pb pp50 pp99 pbad <<<"$put"
   echo "$s3front"
   echo
   echo "$varnish"
+  echo
+  echo "$small"
 } >bench/results.md
 cat bench/results.md
