@@ -4,29 +4,10 @@
 //! latency histograms in buckets (for p50/p99 across a cluster).
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 
 use rasa_gateway::catalog::{self, Kind};
-use rasa_tests::{pattern, Gateway, S3Server};
+use rasa_tests::{pattern, rust_files, workspace_dir, Gateway, S3Server};
 use serde_json::Value;
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the workspace root")
-        .to_owned()
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).expect("read a source directory") {
-        let p = e.expect("a directory entry").path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
 
 /// Every `counter!("rasa_…"`, `gauge!(…` and `histogram!(…` in `text`, with its kind.
 fn emitted(text: &str) -> Vec<(String, Kind)> {
@@ -64,8 +45,8 @@ fn base_of(series: &str) -> Option<&'static catalog::Metric> {
 #[test]
 fn the_catalog_lists_every_metric_the_source_emits_and_nothing_stale() {
     let mut files = Vec::new();
-    rust_files(&workspace().join("gateway/src"), &mut files);
-    rust_files(&workspace().join("fastpath/src"), &mut files);
+    rust_files(&workspace_dir().join("gateway/src"), &mut files);
+    rust_files(&workspace_dir().join("fastpath/src"), &mut files);
     let mut seen = BTreeSet::new();
     for f in &files {
         let text = std::fs::read_to_string(f).expect("read a source file");
@@ -131,7 +112,7 @@ fn metric_names(expr: &str) -> Vec<&str> {
 
 #[test]
 fn the_dashboard_is_valid_and_queries_only_exported_metrics() {
-    let path = workspace().join("docker/grafana/rasa.json");
+    let path = workspace_dir().join("docker/grafana/rasa.json");
     let text = std::fs::read_to_string(&path).expect("docker/grafana/rasa.json");
     let d: Value = serde_json::from_str(&text).expect("the dashboard is JSON");
     assert_eq!(d["uid"], "rasa-gateway");

@@ -3,7 +3,9 @@
 //! circle. Checked over the source text, so a new upward `use` fails here before review.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use rasa_tests::rust_files;
 
 /// Rank of each top-level module of `rasa-gateway`: a module may use modules of a lower
 /// rank (and itself), never a higher or equal one.
@@ -24,17 +26,6 @@ const GATEWAY_LAYERS: &[(&str, u32)] = &[
     ("main", 5),
     ("lib", 5),
 ];
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).expect("read a source directory") {
-        let p = e.expect("a directory entry").path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
 
 /// `foo` in every `crate::foo` of `text` outside comments.
 fn crate_refs(text: &str, prefix: &str) -> BTreeSet<String> {

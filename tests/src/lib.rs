@@ -62,6 +62,26 @@ pub fn gateway_bin() -> PathBuf {
     workspace_bin("rasa-gateway")
 }
 
+/// The workspace's root directory (the tests crate's parent).
+pub fn workspace_dir() -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace root")
+        .to_owned()
+}
+
+/// Every `.rs` file under `dir`, recursively, appended to `out`.
+pub fn rust_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).expect("read a source directory") {
+        let p = e.expect("a directory entry").path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
 /// Path of a binary of this workspace, next to the test executable.
 pub fn workspace_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");

@@ -106,24 +106,11 @@ fn read(text: &str, t_ms: u64) -> StatsSample {
         let n = l.count();
         match l.name {
             "rasa_http_requests_total" => {
-                let (route, method) = (l.label("route"), l.label("method"));
-                let r = routes
-                    .entry((route.clone(), method.clone()))
-                    .or_insert_with(|| RouteRequests {
-                        method,
-                        route,
-                        ..RouteRequests::default()
-                    });
+                let r = route_of(&mut routes, l.label("route"), l.label("method"));
                 count_status(r, &l.label("status"), n);
             }
             "rasa_s3_requests_total" => {
-                let r = routes
-                    .entry(("S3 listener".into(), "*".into()))
-                    .or_insert_with(|| RouteRequests {
-                        method: "*".into(),
-                        route: "S3 listener".into(),
-                        ..RouteRequests::default()
-                    });
+                let r = route_of(&mut routes, "S3 listener".into(), "*".into());
                 count_status(r, &l.label("status"), n);
             }
             "rasa_s3_bytes_served_total" => s.traffic.s3_bytes = n,
@@ -162,6 +149,20 @@ fn read(text: &str, t_ms: u64) -> StatsSample {
     }
     s.requests = routes.into_values().collect();
     s
+}
+
+fn route_of(
+    routes: &mut BTreeMap<(String, String), RouteRequests>,
+    route: String,
+    method: String,
+) -> &mut RouteRequests {
+    routes
+        .entry((route.clone(), method.clone()))
+        .or_insert_with(|| RouteRequests {
+            method,
+            route,
+            ..RouteRequests::default()
+        })
 }
 
 fn count_status(r: &mut RouteRequests, status: &str, n: u64) {
