@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${SECS:-5}
 ROUNDS=${ROUNDS:-3}
-command -v etcd >/dev/null || { echo "bench: installing etcd-server" >&2; apt-get install -y -qq etcd-server >/dev/null; }
+./scripts/setup.sh --bench # what the benchmarks compare with, when missing
 cargo build --release --locked -p rasa-gateway --bins -p rasa-openapi --examples >/dev/null 2>&1
 tmp=$(mktemp -d)
 pids=()

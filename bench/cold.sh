@@ -6,7 +6,7 @@
 # Prints a Markdown section; `make bench` includes it in bench/results.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-command -v varnishd >/dev/null || { echo "bench: installing varnish" >&2; apt-get install -y -qq --no-install-recommends varnish >/dev/null; }
+./scripts/setup.sh --bench # what the benchmarks compare with, when missing
 cargo build -q --release --locked -p rasa-gateway --bins >&2
 SMALL=${SMALL:-15} # 1 MiB objects
 LARGE=${LARGE:-3}  # 200 MiB objects

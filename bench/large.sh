@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
-[ -x /usr/bin/time ] || { echo "bench: installing time" >&2; apt-get install -y -qq time >/dev/null; }
+./scripts/setup.sh --bench # what the benchmarks compare with, when missing
 cargo build --release --locked -p rasa-gateway -p rasa-client --bins >/dev/null 2>&1
 tmp=$(mktemp -d)
 pids=()

@@ -6,9 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
 SECS=${SECS:-5}
-for tool in wrk nginx curl; do
-  command -v $tool >/dev/null || { echo "bench: installing $tool" >&2; apt-get install -y -qq "$tool" >/dev/null; }
-done
+./scripts/setup.sh --bench # what the benchmarks compare with, when missing
 cargo build --release --locked -p rasa-gateway -p rasa-client --bins --examples >/dev/null
 tmp=$(mktemp -d)
 pids=()

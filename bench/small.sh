@@ -9,9 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-1000000}
-for tool in wrk memcached; do
-  command -v $tool >/dev/null || { echo "bench: installing $tool" >&2; apt-get install -y -qq --no-install-recommends "$tool" >/dev/null; }
-done
+./scripts/setup.sh --bench # what the benchmarks compare with, when missing
 cargo build -q --release --locked -p rasa-gateway --bins >&2
 tmp=$(mktemp -d)
 pids=()

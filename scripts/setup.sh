@@ -3,6 +3,8 @@
 # Safe to run again: it only installs what is absent. Used by `make run` and `make test`.
 #
 #   scripts/setup.sh            install what is missing
+#   scripts/setup.sh --bench    also what `make bench` compares Rasa with (wrk, nginx,
+#                               Varnish, memcached, GNU time)
 #   scripts/setup.sh --dry-run  print the Debian packages it would install, one per line
 #                               (other steps, e.g. cargo install, go to stderr); install nothing
 #
@@ -22,11 +24,13 @@
 set -euo pipefail
 
 dry_run=0
+bench=0
 for arg in "$@"; do
   case "$arg" in
     --dry-run | -n) dry_run=1 ;;
+    --bench) bench=1 ;;
     -h | --help)
-      sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -151,6 +155,15 @@ if [ "$skip_test_tools" != 1 ]; then
   runs etcd --version || need etcd-server
   # The status page's test loads /ui in headless Chromium.
   runs chromium --version || need chromium
+fi
+if [ "$bench" = 1 ]; then
+  # What the benchmarks run next to Rasa (bench/*.sh), each detected by running it.
+  command -v wrk >/dev/null 2>&1 || need wrk # (`wrk --version` exits 1)
+  runs nginx -v || need nginx
+  runs varnishd -V || need varnish
+  runs memcached -V || need memcached
+  runs /usr/bin/time -f %e true || need time
+  runs etcd --version || need etcd-server
 fi
 
 # The S3-compatible server the read-through tests start (newer versions need a newer Rust).
