@@ -30,7 +30,7 @@ for arg in "$@"; do
     --dry-run | -n) dry_run=1 ;;
     --bench) bench=1 ;;
     -h | --help)
-      sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
