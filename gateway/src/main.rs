@@ -16,11 +16,6 @@ use rasa_gateway::store::Store;
 use rasa_gateway::tokens::{self, TokenFile, TokenSet};
 use tracing_subscriber::EnvFilter;
 
-/// mimalloc: many small long-lived records (one per cached version) among short-lived
-/// request buffers fragment glibc's heap; see `bench/small.sh`.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     log_panics();
     rasa_fastpath::report_fatal_signals("rasa-gateway");
