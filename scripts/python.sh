@@ -18,13 +18,9 @@ for arg in "$@"; do
 done
 venv=.venv
 reqs=python/requirements-dev.txt
-stamp=$venv/.rasa-requirements
-if ! [ -x "$venv/bin/python" ] || ! cmp -s "$reqs" "$stamp"; then
-  echo "python: preparing $venv (pip install -r $reqs)" >&2
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check -r "$reqs"
-  cp "$reqs" "$stamp"
-fi
+# shellcheck source=scripts/venv.sh
+. scripts/venv.sh
+venv_with "$venv" "$reqs" python
 VIRTUAL_ENV=$PWD/$venv "$venv/bin/maturin" develop -q --locked ${release[@]+"${release[@]}"} -m python/Cargo.toml
 if [ "$test" = 1 ]; then
   # The tests start the gateway binary of the same profile (built as `make test` builds

@@ -7,13 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${RASA_S3_CLIENTS_VENV:-target/s3-clients-venv}
 reqs=tests/s3-clients/requirements.txt
-stamp=$venv/.rasa-requirements
-if ! [ -x "$venv/bin/python" ] || ! cmp -s "$reqs" "$stamp"; then
-  echo "s3-clients: installing the S3 clients into $venv (pip install -r $reqs)" >&2
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check -r "$reqs"
-  cp "$reqs" "$stamp"
-fi
+# shellcheck source=scripts/venv.sh
+. scripts/venv.sh
+venv_with "$venv" "$reqs" s3-clients
 cargo build -q --locked --workspace --bins
 # pytest exits 5 when it collects no test: that, like any failure, fails this script.
 VIRTUAL_ENV=$PWD/$venv "$venv/bin/python" -m pytest tests/s3-clients -q --timeout 300 -p no:cacheprovider "$@"
