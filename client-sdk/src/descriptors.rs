@@ -3,8 +3,9 @@
 
 use std::time::{Duration, Instant};
 
+use rasa_fastpath::frame::FRAME_FORMAT;
 use rasa_fastpath::frame::{key_hash, FrameIdentity};
-use rasa_fastpath::reader::RemoteFrame;
+use rasa_fastpath::reader::{BlockTable, RemoteFrame};
 use rasa_openapi::{
     Descriptor, DescriptorBatchRequest, DescriptorBatchResponse, Problem, ProblemCode,
 };
@@ -18,11 +19,19 @@ fn lease_margin(lease: Duration) -> Duration {
 }
 
 /// What a descriptor promises, as the fast-path reader needs it: where the frame is and
-/// what it must contain. `None` when the descriptor has no fabric address (HTTP only).
+/// what it must contain. `None` when the descriptor has no fabric address (HTTP only) or
+/// names a frame format this SDK does not know (read it over HTTP).
 pub fn remote_frame(d: &Descriptor) -> Result<Option<RemoteFrame>, Error> {
-    let (Some(addr), Some(rkey)) = (d.addr, d.rkey) else {
+    let (Some(addr), Some(rkey), FRAME_FORMAT) = (d.addr, d.rkey, d.frame_format) else {
         return Ok(None);
     };
+    let blocks = d
+        .block_table_offset
+        .filter(|_| d.block_size > 0)
+        .map(|at| BlockTable {
+            block_size: d.block_size,
+            at,
+        });
     let hex = |s: &str, what: &str| {
         u64::from_str_radix(s, 16).map_err(|_| Error::Protocol(format!("bad {what} {s:?}")))
     };
@@ -35,7 +44,20 @@ pub fn remote_frame(d: &Descriptor) -> Result<Option<RemoteFrame>, Error> {
             payload_len: d.length,
         },
         checksum: hex(&d.checksum, "checksum")?,
+        blocks,
     }))
+}
+
+/// Why `d` cannot be read one-sided, when [`remote_frame`] says `None`.
+pub(crate) fn why_http_only(d: &Descriptor) -> String {
+    if d.frame_format != FRAME_FORMAT {
+        format!(
+            "frame format {} is not one this SDK reads (it reads {FRAME_FORMAT})",
+            d.frame_format
+        )
+    } else {
+        "the gateway serves HTTP only".to_owned()
+    }
 }
 
 /// The instant after which no one-sided read of `d` may start: counted from when the

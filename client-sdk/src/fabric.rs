@@ -116,7 +116,7 @@ impl Client {
         for (d, deadline) in ds {
             let Some(frame) = remote_frame(d)? else {
                 self.count_fallback(Fallback::Unavailable);
-                return Err(Error::FastPath("the gateway serves HTTP only".into()));
+                return Err(Error::FastPath(crate::descriptors::why_http_only(d)));
             };
             frames.push(frame);
             earliest = Some(earliest.map_or(*deadline, |e: Instant| e.min(*deadline)));

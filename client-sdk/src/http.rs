@@ -350,27 +350,6 @@ impl Client {
         self.decode(resp).await
     }
 
-    /// Reads bytes `start..end` of `key`'s current version (over HTTP: a range is cheaper to
-    /// send than to validate one-sided, since the frame checksum covers the whole value).
-    pub(crate) async fn get_range_here(
-        &self,
-        key: &str,
-        range: std::ops::Range<u64>,
-    ) -> Result<Object, Error> {
-        let mut obj = self
-            .http_get(
-                key,
-                Some(format!(
-                    "bytes={}-{}",
-                    range.start,
-                    range.end.saturating_sub(1)
-                )),
-            )
-            .await?;
-        obj.path = ReadPath::Http;
-        Ok(obj)
-    }
-
     /// Reads `key` over HTTP.
     pub(crate) async fn get_http_here(&self, key: &str) -> Result<Object, Error> {
         self.http_get(key, None).await

@@ -50,6 +50,7 @@ mod fabric;
 mod http;
 mod into;
 mod object;
+mod range;
 mod routed;
 mod stats;
 mod stream;

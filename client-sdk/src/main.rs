@@ -10,7 +10,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rasa_client::{Client, FastPath};
 
 mod output;
+mod ranges;
 use output::{sha256_of_file, Hashing};
+use ranges::ByteRange;
 
 /// Transfers at least this large get a progress bar (on a terminal, without `--json`).
 const PROGRESS_MIN: u64 = 4 << 20;
@@ -90,6 +92,11 @@ enum Cmd {
         /// Also check the SHA-256 of the value (the frame checksum is always checked).
         #[arg(long)]
         verify: bool,
+        /// Only these bytes: `START-END` (END included, as in HTTP), `START-` or `-N` (the
+        /// last N). Read one-sided when the version has a block table, each block
+        /// validated; `--verify` does not apply.
+        #[arg(long, conflicts_with = "verify", allow_hyphen_values = true)]
+        range: Option<ByteRange>,
     },
     /// Delete KEY (succeeds when absent too).
     Rm {
@@ -337,6 +344,12 @@ async fn run(cli: Cli) -> Result<(), String> {
                 println!("{}", serde_json::to_string_pretty(&v).expect("json"));
             }
         }
+        Cmd::Get {
+            key,
+            output,
+            range: Some(range),
+            ..
+        } => ranges::get(&client, &key, range, output.as_deref(), json).await?,
         Cmd::Get { key, output, .. } => {
             let spinner =
                 (!json && std::io::stderr().is_terminal() && output.is_some()).then(|| {

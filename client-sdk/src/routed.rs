@@ -30,8 +30,10 @@ impl Client {
             .await
     }
 
-    /// Reads bytes `start..end` of `key`'s current version (over HTTP: a range is cheaper to
-    /// send than to validate one-sided, since the frame checksum covers the whole value).
+    /// Reads bytes `start..end` of `key`'s current version: one-sided when the policy
+    /// allows and the version's frame has a block table (the covering blocks are read and
+    /// each is validated against its entry), else over HTTP. An end past the value is cut
+    /// at its end, as HTTP does; a start past it is a `range_not_satisfiable` problem.
     pub async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Object, Error> {
         let r = &range;
         self.on_owner(
@@ -39,6 +41,25 @@ impl Client {
             |c| async move { c.get_range_here(key, r.clone()).await },
         )
         .await
+    }
+
+    /// [`Client::get_range`] into the front of `buf`, handed back with the result; a buffer
+    /// shorter than the range gives [`Error::BufferTooSmall`] before anything is read.
+    pub async fn get_range_into<B: AsMut<[u8]> + Send + 'static>(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+        buf: B,
+    ) -> crate::BufResult<crate::Written, B> {
+        match self.owner_client(key).await {
+            Some((c, owner)) => {
+                crate::cluster::with_hop(!owner, async {
+                    c.get_range_into_here(key, range, buf).await
+                })
+                .await
+            }
+            None => self.get_range_into_here(key, range, buf).await,
+        }
     }
 
     /// Reads several keys: one descriptor round trip per member, then all one-sided reads

@@ -26,6 +26,9 @@ pub enum Fallback {
     Rebuilding,
     /// Another libfabric failure.
     FabricError,
+    /// A range of a version whose frame has no block table (or a format this SDK does not
+    /// know): ranges of it are read over HTTP.
+    NoBlockTable,
 }
 
 impl Fallback {
@@ -41,6 +44,7 @@ impl Fallback {
             Self::Sha256Mismatch => "sha256_mismatch",
             Self::Rebuilding => "rebuilding",
             Self::FabricError => "fabric_error",
+            Self::NoBlockTable => "no_block_table",
         }
     }
 
@@ -51,7 +55,9 @@ impl Fallback {
             ReadError::UnknownPeer(_) => Self::FabricError,
             ReadError::Timeout(_) => Self::Timeout,
             ReadError::Frame(_) => Self::FrameMismatch,
-            ReadError::Fabric(_) | ReadError::Output(_) => Self::FabricError,
+            ReadError::Fabric(_) | ReadError::Output(_) | ReadError::OutOfRange { .. } => {
+                Self::FabricError
+            }
         }
     }
 }

@@ -284,7 +284,7 @@ impl Client {
     ) -> Result<(RemoteFrame, OwnedMutexGuard<FabricState>), Error> {
         let Some(frame) = remote_frame(d)? else {
             self.count_fallback(Fallback::Unavailable);
-            return Err(Error::FastPath("the gateway serves HTTP only".into()));
+            return Err(Error::FastPath(crate::descriptors::why_http_only(d)));
         };
         if self.rebuilding() {
             self.count_fallback(Fallback::Rebuilding);

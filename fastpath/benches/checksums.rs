@@ -37,11 +37,14 @@ fn main() {
         rate(&format!("xxh3-64 frame checksum {label}"), len, || {
             let mut h = FrameHasher::new();
             h.update(black_box(&data));
-            black_box(h.seal(FrameIdentity {
-                key_hash: key_hash("k"),
-                version: 1,
-                payload_len: len as u64,
-            }));
+            black_box(h.seal(
+                FrameIdentity {
+                    key_hash: key_hash("k"),
+                    version: 1,
+                    payload_len: len as u64,
+                },
+                0,
+            ));
         });
     }
 }

@@ -35,6 +35,12 @@ pub struct Args {
     #[arg(long, env = "RASA_MAX_OBJECT_SIZE", default_value = "256MiB", value_parser = parse_size)]
     pub max_object_size: u64,
 
+    /// Block size of the table of block checksums every stored value carries, which lets
+    /// clients read ranges one-sided and validate only the blocks they cover (a power of
+    /// two, 4KiB to 16MiB). `0` stores no table: ranges are then served over HTTP only.
+    #[arg(long, env = "RASA_BLOCK_SIZE", default_value = "64KiB", value_parser = parse_size)]
+    pub block_size: u64,
+
     /// How long a descriptor stays valid for one-sided reads.
     #[arg(long, env = "RASA_LEASE", default_value = "10s", value_parser = parse_duration)]
     pub lease: Duration,
@@ -322,6 +328,15 @@ impl Args {
         if usize::try_from(self.arena_size).is_err() || usize::try_from(self.memory).is_err() {
             return Err("--memory does not fit this machine's address space".into());
         }
+        if self.block_size != 0
+            && (!self.block_size.is_power_of_two()
+                || !(4 << 10..=16 << 20).contains(&self.block_size))
+        {
+            return Err(format!(
+                "--block-size {} must be 0 or a power of two from 4KiB to 16MiB",
+                show(self.block_size)
+            ));
+        }
         let frame = self.max_object_size + rasa_fastpath::frame::HEADER_LEN as u64;
         if frame > self.memory {
             return Err(format!(
@@ -423,6 +438,7 @@ impl Args {
             lease: self.lease,
             grace: self.lease_grace,
             key_lifetime: (!self.key_lifetime.is_zero()).then_some(self.key_lifetime),
+            block_size: self.block_size as u32,
         }
     }
 }

@@ -18,6 +18,7 @@ async fn per_version(n: usize) -> f64 {
             lease: Duration::from_secs(10),
             grace: Duration::from_secs(1),
             key_lifetime: None,
+            block_size: rasa_fastpath::frame::DEFAULT_BLOCK_SIZE,
         },
         None,
     );

@@ -88,6 +88,20 @@ pub struct Descriptor {
     pub rkey: Option<u64>,
     /// Length of the frame header that precedes the payload at `addr`.
     pub frame_header_len: u32,
+    /// Format of the frame at `addr` (see the README's "Frame format"). A reader that does
+    /// not know it reads over HTTP instead.
+    #[serde(default = "format_one")]
+    #[schema(example = 2)]
+    pub frame_format: u16,
+    /// Block size of the frame's table of block checksums, in bytes; 0 when the frame has
+    /// none (ranges are then read over HTTP).
+    #[serde(default)]
+    #[schema(example = 65536)]
+    pub block_size: u32,
+    /// Where the block table starts, in bytes from `addr` (header, payload, then the
+    /// table: one XXH3-64 per block); `null` without a table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_table_offset: Option<u64>,
     /// The gateway process that holds the frame (its incarnation, 16 hex digits, as
     /// `GET /v1/fabric` reports it): a descriptor of another incarnation names memory of a
     /// process that has ended.
@@ -97,6 +111,10 @@ pub struct Descriptor {
     /// One-sided reads of this descriptor go to that node's fabric endpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_id: Option<String>,
+}
+
+fn format_one() -> u16 {
+    1
 }
 
 /// Stable machine-readable error codes. New codes may appear; clients should treat

@@ -13,6 +13,7 @@ mod layers;
 mod library;
 mod objects;
 mod race;
+mod ranges;
 mod s3;
 mod security;
 mod setup;

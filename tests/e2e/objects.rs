@@ -55,6 +55,10 @@ async fn round_trips_from_empty_to_100_mib() {
         assert_eq!(d.content_type, "application/octet-stream");
         assert_eq!(d.checksum.len(), 16);
         assert_eq!(d.frame_header_len, 64);
+        assert_eq!(d.frame_format, 2);
+        // The block table: 64 KiB blocks right after the payload.
+        assert_eq!(d.block_size, 64 << 10);
+        assert_eq!(d.block_table_offset, Some(64 + len as u64));
         assert_eq!(d.lease_ms, 10_000);
 
         let r = c
@@ -70,7 +74,7 @@ async fn round_trips_from_empty_to_100_mib() {
         assert!(r.headers().contains_key("last-modified"));
         // The frame checksum HTTP readers check bodies with: the descriptor's.
         assert_eq!(r.headers()["rasa-frame-checksum"], d.checksum.as_str());
-        assert_eq!(r.headers()["rasa-frame-format"], "1");
+        assert_eq!(r.headers()["rasa-frame-format"], "2");
         let got = r.bytes().await.unwrap();
         assert_eq!(sha256_hex(&got), d.sha256, "GET {len} returned other bytes");
         let id = rasa_fastpath::frame::FrameIdentity {
@@ -80,7 +84,10 @@ async fn round_trips_from_empty_to_100_mib() {
         };
         let mut hasher = rasa_fastpath::frame::FrameHasher::new();
         hasher.update(&got);
-        assert_eq!(format!("{:016x}", hasher.seal(id).1), d.checksum);
+        assert_eq!(
+            format!("{:016x}", hasher.seal(id, d.block_size).1),
+            d.checksum
+        );
 
         let r = c
             .head(gw.url(&format!("/v1/objects/{key}")))

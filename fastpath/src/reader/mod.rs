@@ -11,6 +11,7 @@ use crate::frame::{self, FrameError, FrameIdentity, HEADER_LEN};
 use crate::sys;
 
 mod engine;
+mod range;
 mod stream;
 
 use engine::Piece;
@@ -31,6 +32,17 @@ pub struct RemoteFrame {
     pub identity: FrameIdentity,
     /// The frame checksum the bytes must hash to.
     pub checksum: u64,
+    /// The frame's block table, if it has one (ranges can then be read one-sided).
+    pub blocks: Option<BlockTable>,
+}
+
+/// Where a frame's block table is and what blocks it covers: what a descriptor promises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockTable {
+    /// Bytes of one block (the last may be shorter); never 0.
+    pub block_size: u32,
+    /// Where the table starts, in bytes from the frame's start.
+    pub at: u64,
 }
 
 impl RemoteFrame {
@@ -73,6 +85,16 @@ pub enum ReadError {
     /// Any other libfabric failure.
     #[error(transparent)]
     Fabric(FabricError),
+    /// A range read asked for bytes the value does not have.
+    #[error("range {start}..{end} is outside the {len}-byte value")]
+    OutOfRange {
+        /// First byte asked for.
+        start: u64,
+        /// One past the last byte asked for.
+        end: u64,
+        /// The value's length.
+        len: u64,
+    },
     /// A streaming read's output refused the bytes ([`Reader::read_to`]).
     #[error("the output refused the bytes: {0}")]
     Output(String),
@@ -213,6 +235,28 @@ impl Reader {
         if target != self.target {
             self.target = target;
             self.conn = None;
+        }
+    }
+
+    /// What a failed read leaves of the endpoint: it is kept when every read issued has
+    /// completed (`quiet`) — unless it timed out, or a revoked key killed the connection on
+    /// this provider — and dropped otherwise, so reads still in flight are cancelled and
+    /// the next read builds a new one.
+    fn settle<T>(&mut self, r: Result<T, Failed>) -> Result<T, ReadError> {
+        match r {
+            Ok(v) => Ok(v),
+            Err(failed) if failed.quiet && !matches!(failed.error, ReadError::Timeout(_)) => {
+                if matches!(failed.error, ReadError::KeyRevoked(_))
+                    && !plan::survives_revoked_key(&self.config.provider)
+                {
+                    self.conn = None;
+                }
+                Err(failed.error)
+            }
+            Err(failed) => {
+                self.conn = None;
+                Err(failed.error)
+            }
         }
     }
 

@@ -27,21 +27,7 @@ impl Reader {
         out: &mut dyn FnMut(&[u8]) -> Result<(), String>,
     ) -> Result<(), ReadError> {
         let result = self.try_read_to(f, deadline, out);
-        match result {
-            Ok(()) => Ok(()),
-            Err(failed) if failed.quiet && !matches!(failed.error, ReadError::Timeout(_)) => {
-                if matches!(failed.error, ReadError::KeyRevoked(_))
-                    && !plan::survives_revoked_key(&self.config.provider)
-                {
-                    self.conn = None;
-                }
-                Err(failed.error)
-            }
-            Err(failed) => {
-                self.conn = None;
-                Err(failed.error)
-            }
-        }
+        self.settle(result)
     }
 
     fn try_read_to(

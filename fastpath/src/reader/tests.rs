@@ -3,7 +3,7 @@
 //! The fast-path suite in one process, on every software provider available here.
 
 use super::*;
-use crate::frame::{key_hash, FrameHasher};
+use crate::frame::{self, key_hash, FrameHasher};
 use crate::server::FabricServer;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -15,21 +15,28 @@ struct Stored {
     payload: Vec<u8>,
 }
 
+/// Block size of the frames stored here: small, so that short payloads span many blocks.
+const BS: u32 = 4096;
+
 fn store(server: &FabricServer, payload: Vec<u8>, version: u64) -> Stored {
     let id = FrameIdentity {
         key_hash: key_hash("k"),
         version,
         payload_len: payload.len() as u64,
     };
-    let mut h = FrameHasher::new();
-    h.update(&payload);
-    let (header, checksum) = h.seal(id);
-    let buffer = ArenaBuffer::new(HEADER_LEN + payload.len() + 4096).unwrap();
+    let len = frame::frame_len(id.payload_len, BS).unwrap();
+    let buffer = ArenaBuffer::new(len + 4096).unwrap();
     // Put the frame at a non-zero offset so offset/virtual addressing both matter.
     let _pad = buffer.try_reserve(128, 64).unwrap();
-    let mut slot = buffer.try_reserve(HEADER_LEN + payload.len(), 64).unwrap();
-    slot.as_mut_slice()[..HEADER_LEN].copy_from_slice(&header);
-    slot.as_mut_slice()[HEADER_LEN..].copy_from_slice(&payload);
+    let mut slot = buffer.try_reserve(len, 64).unwrap();
+    let (head, rest) = slot.as_mut_slice().split_at_mut(HEADER_LEN);
+    let (body, table) = rest.split_at_mut(payload.len());
+    body.copy_from_slice(&payload);
+    frame::fill_table(&id, BS, body, 0, table);
+    let mut h = FrameHasher::new();
+    h.update(&payload);
+    let (header, checksum) = h.seal(id, BS);
+    head.copy_from_slice(&header);
     let offset = slot.offset();
     let _frozen = slot.freeze();
     let region = server.register(buffer).unwrap();
@@ -38,6 +45,10 @@ fn store(server: &FabricServer, payload: Vec<u8>, version: u64) -> Stored {
         rkey: region.key(),
         identity: id,
         checksum,
+        blocks: Some(BlockTable {
+            block_size: BS,
+            at: frame::table_at(id.payload_len),
+        }),
     };
     Stored {
         region,
@@ -45,6 +56,72 @@ fn store(server: &FabricServer, payload: Vec<u8>, version: u64) -> Stored {
         frame,
         payload,
     }
+}
+
+/// `read_range`: ranges at block boundaries, inside one block, across many, empty, at the
+/// end, beyond the end; a lie about the block size or a table entry is a miss.
+fn ranges(provider: &str, server: &FabricServer, reader: &mut Reader) {
+    let len = 3 * CHUNK + 5000; // pieces of CHUNK bytes, and a short last block
+    let payload: Vec<u8> = (0..len).map(|b| (b * 31 % 251) as u8).collect();
+    let s = store(server, payload, 700);
+    let b = BS as u64;
+    let l = len as u64;
+    for r in [
+        0..1,
+        0..b,
+        b..2 * b,
+        10..20,
+        b - 1..b + 1,
+        5..l,
+        l - 1..l,
+        0..l,
+        7..7,
+        l..l,
+    ] {
+        let got = reader
+            .read_range(&s.frame, r.clone(), TIMEOUT)
+            .unwrap_or_else(|e| panic!("{provider}: range {r:?}: {e}"));
+        assert!(
+            got[..] == s.payload[r.start as usize..r.end as usize],
+            "{provider}: range {r:?} differs"
+        );
+    }
+    let e = reader.read_range(&s.frame, l - 1..l + 1, TIMEOUT);
+    assert!(matches!(e, Err(ReadError::OutOfRange { .. })), "{e:?}");
+    let lie = RemoteFrame {
+        blocks: Some(BlockTable {
+            block_size: 2 * BS,
+            ..s.frame.blocks.unwrap()
+        }),
+        ..s.frame
+    };
+    let e = reader.read_range(&lie, 0..10, TIMEOUT);
+    assert!(matches!(e, Err(ReadError::Frame(_))), "{provider}: {e:?}");
+    let lie = RemoteFrame {
+        blocks: Some(BlockTable {
+            at: s.frame.blocks.unwrap().at + 8,
+            ..s.frame.blocks.unwrap()
+        }),
+        ..s.frame
+    };
+    let e = reader.read_range(&lie, 0..10, TIMEOUT);
+    assert!(
+        matches!(
+            e,
+            Err(ReadError::Frame(FrameError::BlockMismatch { index: 0 }))
+        ),
+        "{provider}: {e:?}"
+    );
+    // A frame without a table cannot be read by range; the endpoint stays usable.
+    let none = RemoteFrame {
+        blocks: None,
+        ..s.frame
+    };
+    assert!(reader.read_range(&none, 0..10, TIMEOUT).is_err());
+    assert_eq!(
+        reader.read_range(&s.frame, 0..3, TIMEOUT).unwrap(),
+        &s.payload[..3]
+    );
 }
 
 fn suite(provider: &str) {
@@ -62,6 +139,7 @@ fn suite(provider: &str) {
     }
 
     streaming(provider, &server, &mut reader);
+    ranges(provider, &server, &mut reader);
 
     // Several frames in one go; one bad promise fails only its own entry.
     let a = store(&server, vec![1u8; 3 << 20], 100);

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use rasa_fastpath::frame::{CHECKSUM_ALGORITHM, HEADER_LEN};
+use rasa_fastpath::frame::{self, CHECKSUM_ALGORITHM, FRAME_FORMAT, HEADER_LEN};
 use rasa_openapi::Descriptor;
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -84,6 +84,9 @@ pub fn descriptor(st: &AppState, v: &StoredVersion) -> Descriptor {
         addr: remote.map(|(addr, _)| addr),
         rkey: remote.map(|(_, rkey)| rkey),
         frame_header_len: HEADER_LEN as u32,
+        frame_format: FRAME_FORMAT,
+        block_size: v.block_size(),
+        block_table_offset: (v.block_size() > 0).then(|| frame::table_at(v.len())),
         incarnation: format!("{:016x}", st.store.incarnation()),
         node_id: st.cluster.as_ref().map(|c| c.node_id().to_owned()),
     }

@@ -17,14 +17,19 @@ pub async fn revoke(State(st): State<AppState>, req: Request) -> Result<Response
 }
 
 /// Answers a descriptor with the current version's identity and checksum but pointing at a
-/// copy of its frame with one byte flipped, as if the arena memory had been corrupted.
+/// copy of its frame with one byte flipped (payload byte `?at=N`, by default the last), as
+/// if the arena memory had been corrupted.
 /// With `?serve=true`, `GET /v1/descriptors/{key}` answers that descriptor from then on
 /// (HTTP reads still serve the good bytes), so a client's own reads meet the corruption.
 pub async fn corrupt(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
     let key = key_from_uri(req.uri().path(), "/v1/_test/corrupt/")?;
-    let serve = req.uri().query().is_some_and(|q| q.contains("serve=true"));
+    let query = req.uri().query().unwrap_or_default();
+    let serve = query.split('&').any(|p| p == "serve=true");
+    let at = query
+        .split('&')
+        .find_map(|p| p.strip_prefix("at=")?.parse::<u64>().ok());
     let v = lookup(&st, &key, &VersionQuery::default()).await?;
-    let bad = st.store.corrupt_copy(&v)?;
+    let bad = st.store.corrupt_copy(&v, at)?;
     let d = descriptor(&st, &bad);
     if serve {
         st.test_served

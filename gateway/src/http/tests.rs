@@ -14,6 +14,7 @@ fn test_app() -> Router {
             lease: std::time::Duration::from_secs(1),
             grace: std::time::Duration::from_millis(10),
             key_lifetime: None,
+            block_size: rasa_fastpath::frame::DEFAULT_BLOCK_SIZE,
         },
         None,
     ));

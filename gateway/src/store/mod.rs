@@ -50,6 +50,8 @@ pub struct StoreConfig {
     /// registered under a fresh one (the old key is revoked once its leases end); `None`
     /// rotates keys only on reclaim.
     pub key_lifetime: Option<Duration>,
+    /// Block size of each frame's table of block checksums (0: no table).
+    pub block_size: u32,
 }
 
 /// Keys → versions, over arenas.
@@ -121,15 +123,25 @@ impl Store {
         }
     }
 
-    /// Test support: a copy of `v`'s frame, in arena memory, with one byte flipped (the
-    /// last payload byte, or a reserved header byte of an empty value), under `v`'s
-    /// identity and checksum. A reader given it must reject it.
-    pub fn corrupt_copy(&self, v: &StoredVersion) -> Result<Arc<StoredVersion>, StoreError> {
+    /// Test support: a copy of `v`'s frame, in arena memory, with one byte flipped (payload
+    /// byte `at`, by default the last, or a reserved header byte of an empty value), under
+    /// `v`'s identity and checksum. A whole read given it must reject it, and so must a
+    /// range read covering that byte's block.
+    pub fn corrupt_copy(
+        &self,
+        v: &StoredVersion,
+        at: Option<u64>,
+    ) -> Result<Arc<StoredVersion>, StoreError> {
         let (arena, mut slot) = self.arenas.reserve(v.frame.len())?;
         let bytes = slot.as_mut_slice();
         bytes.copy_from_slice(v.frame.as_slice());
-        let last_payload = rasa_fastpath::frame::HEADER_LEN + v.len() as usize - 1;
-        bytes[if v.is_empty() { 40 } else { last_payload }] ^= 0x01;
+        let header = rasa_fastpath::frame::HEADER_LEN as u64;
+        let flip = match (at, v.len()) {
+            (_, 0) => 40, // no payload: a reserved header byte
+            (Some(at), len) => header + at.min(len - 1),
+            (None, len) => header + len - 1,
+        };
+        bytes[flip as usize] ^= 0x01;
         Ok(Arc::new(StoredVersion {
             key: v.key.clone(),
             frame: slot.freeze(),

@@ -15,6 +15,7 @@ fn store_with(budget: u64, arena: usize, lease: Duration, grace: Duration) -> St
             lease,
             grace,
             key_lifetime: None,
+            block_size: rasa_fastpath::frame::DEFAULT_BLOCK_SIZE,
         },
         None,
     )

@@ -40,9 +40,9 @@ impl Store {
             allocated: self.allocated(),
             budget: self.config.memory_budget,
         };
-        let frame_len = usize::try_from(len)
-            .ok()
-            .and_then(|n| n.checked_add(HEADER_LEN + TRAILER_LEN))
+        let block_size = self.config.block_size;
+        let frame_len = frame::frame_len(len, block_size)
+            .and_then(|n| n.checked_add(TRAILER_LEN))
             .ok_or_else(never)?;
         let give_up = std::time::Instant::now() + self.config.lease + self.config.grace * 2;
         loop {
@@ -55,10 +55,19 @@ impl Store {
             };
             match reserved {
                 Ok((arena, slot)) => {
+                    // The id is fixed now: the block table, written as the body arrives,
+                    // is seeded with it.
+                    let id = FrameIdentity {
+                        key_hash: frame::key_hash(key),
+                        version: self.next_version().0,
+                        payload_len: len,
+                    };
                     return Ok(Upload {
                         key: key.to_owned(),
                         content_type: content_type.to_owned(),
-                        declared: len,
+                        id,
+                        block_size,
+                        blocks_done: 0,
                         written: 0,
                         sha256: Sha256::new(),
                         frame: FrameHasher::new(),
@@ -66,7 +75,7 @@ impl Store {
                         slot: Some(slot),
                         origin: OriginMeta::default(),
                         s3_etag: None,
-                    })
+                    });
                 }
                 Err(ReserveError::Never(e)) => return Err(e),
                 Err(ReserveError::NeedRoom | ReserveError::NeedAllocation) => {}
@@ -101,21 +110,15 @@ impl Store {
     /// Finishes a fully written upload as an immutable version (header written, digests
     /// final) without making it visible: write-through sends it to the origin first.
     pub fn seal(&self, mut upload: Upload) -> Result<Sealed, StoreError> {
-        if upload.written != upload.declared {
+        if upload.written != upload.id.payload_len {
             return Err(StoreError::LengthMismatch {
-                declared: upload.declared,
+                declared: upload.id.payload_len,
                 got: upload.written,
             });
         }
         let mut slot = upload.slot.take().expect("an upload is sealed once");
-        let version = self.next_version();
-        let id = FrameIdentity {
-            key_hash: frame::key_hash(&upload.key),
-            version: version.0,
-            payload_len: upload.declared,
-        };
         let hasher = std::mem::take(&mut upload.frame);
-        let (header, _) = hasher.seal(id);
+        let (header, _) = hasher.seal(upload.id, upload.block_size);
         let sha256: [u8; TRAILER_LEN] = std::mem::take(&mut upload.sha256).finalize().into();
         let bytes = slot.as_mut_slice();
         let end = bytes.len();
@@ -177,7 +180,12 @@ impl Store {
 pub struct Upload {
     key: String,
     content_type: String,
-    declared: u64,
+    /// Key hash, version id and declared length.
+    id: FrameIdentity,
+    /// Block size of the frame's table (0: none).
+    block_size: u32,
+    /// Blocks whose table entries are written.
+    blocks_done: u64,
     written: u64,
     sha256: Sha256,
     frame: FrameHasher,
@@ -213,21 +221,28 @@ impl Upload {
         self.s3_etag = etag.map(String::into_boxed_str);
     }
 
-    /// Appends the next body chunk: copies it into arena memory and feeds both digests.
+    /// Appends the next body chunk: copies it into arena memory, feeds both digests and
+    /// writes the table entries of the blocks it completes (hashed while in cache).
     pub fn write(&mut self, chunk: &[u8]) -> Result<(), StoreError> {
+        let declared = self.id.payload_len;
         let end = self.written + chunk.len() as u64;
-        if end > self.declared {
-            return Err(StoreError::LengthMismatch {
-                declared: self.declared,
-                got: end,
-            });
+        if end > declared {
+            return Err(StoreError::LengthMismatch { declared, got: end });
         }
         let slot = self.slot.as_mut().expect("writing a committed upload");
-        let at = HEADER_LEN + self.written as usize;
-        slot.as_mut_slice()[at..at + chunk.len()].copy_from_slice(chunk);
+        let (_, rest) = slot.as_mut_slice().split_at_mut(HEADER_LEN);
+        let (payload, after) = rest.split_at_mut(declared as usize);
+        payload[self.written as usize..end as usize].copy_from_slice(chunk);
         self.sha256.update(chunk);
         self.frame.update(chunk);
         self.written = end;
+        self.blocks_done = frame::fill_table(
+            &self.id,
+            self.block_size,
+            &payload[..end as usize],
+            self.blocks_done,
+            after,
+        );
         Ok(())
     }
 
@@ -246,7 +261,7 @@ impl Drop for Upload {
             tracing::debug!(
                 key = %self.key,
                 written = self.written,
-                declared = self.declared,
+                declared = self.id.payload_len,
                 wasted = slot.len(),
                 "upload abandoned; nothing published"
             );

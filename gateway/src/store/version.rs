@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use rasa_fastpath::buffer::Frozen;
-use rasa_fastpath::frame::{CHECKSUM_AT, HEADER_LEN, VERSION_AT};
+use rasa_fastpath::frame::{BLOCK_SIZE_AT, CHECKSUM_AT, HEADER_LEN, LENGTH_AT, VERSION_AT};
 
 use super::arena::Arena;
 
@@ -51,9 +51,9 @@ impl FromStr for VersionId {
 pub struct StoredVersion {
     /// The key (one allocation, shared by the index, the version and its arena).
     pub key: Arc<str>,
-    /// Header, payload and the SHA-256 trailer in arena memory ([`TRAILER_LEN`]): the
-    /// version id, length and frame checksum are read from the header, the SHA-256 from
-    /// the trailer, rather than held twice.
+    /// Header, payload, block table and the SHA-256 trailer in arena memory
+    /// ([`TRAILER_LEN`]): the version id, length, block size and frame checksum are read
+    /// from the header, the SHA-256 from the trailer, rather than held twice.
     pub frame: Frozen,
     /// The arena holding the frame.
     pub arena: Arc<Arena>,
@@ -243,8 +243,8 @@ impl StoredVersion {
     }
 }
 
-/// Bytes after a frame's payload in arena memory: the payload's SHA-256. One-sided
-/// readers never read them (a descriptor names the header and payload only).
+/// Bytes after a frame (header, payload, block table) in arena memory: the payload's
+/// SHA-256. One-sided readers never read them.
 pub const TRAILER_LEN: usize = 32;
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
@@ -256,7 +256,14 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 impl StoredVersion {
     /// Payload length.
     pub fn len(&self) -> u64 {
-        (self.frame.len() - HEADER_LEN - TRAILER_LEN) as u64
+        u64_at(self.frame.as_slice(), LENGTH_AT)
+    }
+
+    /// Block size of the frame's table of block checksums (0: none; from the header).
+    pub fn block_size(&self) -> u32 {
+        let mut w = [0u8; 4];
+        w.copy_from_slice(&self.frame.as_slice()[BLOCK_SIZE_AT..BLOCK_SIZE_AT + 4]);
+        u32::from_le_bytes(w)
     }
 
     /// The version id (from the frame header).
@@ -277,9 +284,9 @@ impl StoredVersion {
         d
     }
 
-    /// The header and payload: the bytes a descriptor names.
+    /// The header and payload: the bytes a whole one-sided read fetches.
     pub fn header_and_payload(&self) -> Frozen {
-        self.frame.slice(0, self.frame.len() - TRAILER_LEN)
+        self.frame.slice(0, HEADER_LEN + self.len() as usize)
     }
 
     /// Whether the payload is empty.
@@ -289,7 +296,8 @@ impl StoredVersion {
 
     /// The payload bytes (shares the arena; no copy).
     pub fn payload(&self) -> Frozen {
-        self.frame.slice(HEADER_LEN, self.frame.len() - TRAILER_LEN)
+        self.frame
+            .slice(HEADER_LEN, HEADER_LEN + self.len() as usize)
     }
 
     /// SHA-256 as lowercase hex.

@@ -95,7 +95,8 @@ class Client:
     ) -> list[int | None | Exception]:
         """Reads keys into a buffer each, or one buffer cut at ``offsets``."""
     def get_range(self, key: str, start: int, end: int) -> Object:
-        """Bytes ``start`` (inclusive) to ``end`` (exclusive) of ``key``."""
+        """Bytes ``start`` (inclusive) to ``end`` (exclusive) of ``key``: one-sided when
+        the version has a block table (each covered block validated), else over HTTP."""
     def head(self, key: str) -> Meta:
         """The metadata of ``key``'s current version."""
     def exists(self, key: str) -> bool:
@@ -143,7 +144,8 @@ class AsyncClient:
     ) -> Awaitable[list[int | None | Exception]]:
         """Reads keys into a buffer each, or one buffer cut at ``offsets``."""
     def get_range(self, key: str, start: int, end: int) -> Awaitable[Object]:
-        """Bytes ``start`` (inclusive) to ``end`` (exclusive) of ``key``."""
+        """Bytes ``start`` (inclusive) to ``end`` (exclusive) of ``key``: one-sided when
+        the version has a block table (each covered block validated), else over HTTP."""
     def head(self, key: str) -> Awaitable[Meta]:
         """The metadata of ``key``'s current version."""
     def exists(self, key: str) -> Awaitable[bool]:
