@@ -102,6 +102,8 @@ echo "cluster..." >&2
 cluster=$(SECS=$SECS ROUNDS=$ROUNDS ./bench/cluster.sh)
 echo "large values and start-up..." >&2
 large=$(ROUNDS=$ROUNDS ./bench/large.sh)
+echo "range reads..." >&2
+ranges=$(SECS=$SECS ROUNDS=$ROUNDS ./bench/ranges.sh)
 echo "python SDK..." >&2
 python=$(./bench/python.sh)
 echo "S3 listener..." >&2
@@ -150,6 +152,8 @@ read -r pr pb pp50 pp99 pbad <<<"$put"
   echo "$cluster"
   echo
   echo "$large"
+  echo
+  echo "$ranges"
   echo
   echo "$python"
   echo
