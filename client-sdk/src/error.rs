@@ -55,6 +55,14 @@ pub enum Error {
         /// The buffer's length.
         capacity: u64,
     },
+    /// A range that ends before it starts (a call's argument, refused before any request).
+    #[error("the range {start}..{end} ends before it starts")]
+    InvalidRange {
+        /// First byte asked for.
+        start: u64,
+        /// One past the last byte asked for.
+        end: u64,
+    },
     /// The client could not be built as configured (unreadable CA file, bad token).
     #[error("client configuration: {0}")]
     Config(String),

@@ -67,6 +67,10 @@ impl Client {
         mut buf: B,
         fit: impl Fn(&mut B, usize) -> bool,
     ) -> BufResult<Written, B> {
+        if range.start > range.end {
+            let (start, end) = (range.start, range.end);
+            return (Err(Error::InvalidRange { start, end }), buf);
+        }
         let one_sided = self.inner.fast_path != FastPath::Off && !self.known_unavailable();
         let mut last = None;
         for attempt in 0..2 {

@@ -64,6 +64,7 @@ pub(crate) fn to_py(e: Error) -> PyErr {
         }
         Error::Protocol(ref why) => ProtocolError::new_err(args(None, "protocol", why.clone())),
         Error::Config(ref why) => ConfigError::new_err(args(None, "config", why.clone())),
+        Error::InvalidRange { .. } => pyo3::exceptions::PyValueError::new_err(message.clone()),
         Error::BufferTooSmall { needed, .. } => {
             let mut a = args(None, "buffer_too_small", message.clone());
             a.4 = needed;

@@ -71,6 +71,13 @@ async fn ranges_are_read_one_sided_and_exact() {
             "{mode:?}: {e:?}"
         );
     }
+    #[allow(clippy::reversed_empty_ranges)]
+    let reversed = 9..3;
+    let e = c.get_range("v", reversed).await.unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidRange { start: 9, end: 3 }),
+        "{e:?}"
+    );
     let stats = c.stats();
     assert_eq!(stats.http_reads, 0, "{stats:?}");
     assert!(stats.fallbacks.is_empty(), "{stats:?}");
