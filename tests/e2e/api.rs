@@ -400,9 +400,10 @@ async fn metrics_move_by_the_right_amounts() {
     assert_eq!(get("rasa_arenas_leased"), 1.0);
     assert_eq!(
         get("rasa_live_bytes"),
-        (3 * (64 + 8 + 32) + 60) as f64,
+        (3 * (64 + 8 + 3 + 44) + 60) as f64,
         "frames: 64-byte headers + payloads + one 8-byte block-table entry each (none is over \
-         a block) + 32-byte SHA-256 trailers"
+         a block) + trailers of the 3-byte key and 44 fixed bytes (SHA-256, time, media type, \
+         key length)"
     );
     assert!(get("rasa_fabric_progress_wakeups_total") >= 0.0);
 }

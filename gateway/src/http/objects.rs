@@ -446,14 +446,14 @@ pub async fn list_objects(State(st): State<AppState>, req: Request) -> Result<Re
     let prefix = q.prefix.unwrap_or_default();
     let (page, more) = st.store.list(&prefix, q.after.as_deref(), limit);
     let next_after = if more {
-        page.last().map(|v| v.key.to_string())
+        page.last().map(|v| v.key().to_string())
     } else {
         None
     };
     let items = page
         .iter()
         .map(|v| ObjectSummary {
-            key: v.key.to_string(),
+            key: v.key().to_string(),
             version: v.version().to_string(),
             length: v.len(),
             etag: v.etag(),

@@ -71,7 +71,7 @@ pub fn descriptor(st: &AppState, v: &StoredVersion) -> Descriptor {
         metrics::counter!("rasa_descriptors_total", "path" => "http").increment(1);
     }
     Descriptor {
-        key: v.key.to_string(),
+        key: v.key().to_string(),
         version: v.version().to_string(),
         length: v.len(),
         sha256: v.sha256_hex(),

@@ -141,8 +141,8 @@ fn store_page(
         let (batch, more) = front.store.list(rasa_prefix, cursor.as_deref(), BATCH);
         let mut jumped = false;
         for v in &batch {
-            cursor = Some(v.key.to_string());
-            let Some(s3_key) = bucket.s3_key(&v.key) else {
+            cursor = Some(v.key().to_string());
+            let Some(s3_key) = bucket.s3_key(v.key()) else {
                 continue;
             };
             if !s3_key.starts_with(prefix) || after.is_some_and(|a| s3_key.as_str() <= a) {

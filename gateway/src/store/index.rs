@@ -2,52 +2,127 @@
 //! Lookups, deletes and prefix listing; publishing lives with uploads
 //! ([`Store::publish`](super::Store::publish)).
 
-use std::collections::HashMap;
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::{Arc, PoisonError};
 
 use super::{Store, StoreError, StoredVersion, VersionId};
 
-/// One key's versions.
+/// Keys → their versions, in key order. Each entry is the key's current version, ordered
+/// by the key bytes in its frame (so the key is held once, in arena memory), and the
+/// overwritten versions still readable by id. An entry costs 16 bytes in a B-tree node.
+#[derive(Debug, Default)]
+pub(super) struct Index(BTreeMap<Current, Older>);
+
+/// A key's current version, as an index key: ordered and looked up by its key's bytes.
 #[derive(Debug)]
-pub(super) struct Entry {
-    pub(super) current: Arc<StoredVersion>,
-    /// Overwritten versions, still readable by id until reclaimed; allocated only for a
-    /// key that has some (most keys never do). Boxed so that an entry without any holds
-    /// one pointer, not an empty map's 48 bytes, in every index node.
-    #[allow(clippy::box_collection)]
-    older: Option<Box<HashMap<VersionId, Arc<StoredVersion>>>>,
+struct Current(Arc<StoredVersion>);
+
+impl Borrow<[u8]> for Current {
+    fn borrow(&self) -> &[u8] {
+        self.0.key_bytes()
+    }
 }
 
-impl Entry {
-    /// A key's first version.
-    pub(super) fn new(current: Arc<StoredVersion>) -> Self {
-        Self {
-            current,
-            older: None,
+impl PartialEq for Current {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.key_bytes() == other.0.key_bytes()
+    }
+}
+
+impl Eq for Current {}
+
+impl PartialOrd for Current {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Current {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.key_bytes().cmp(other.0.key_bytes())
+    }
+}
+
+/// Overwritten versions, still readable by id until reclaimed; allocated only for a key
+/// that has some (most keys never do): one pointer otherwise.
+#[derive(Debug, Default)]
+#[allow(clippy::box_collection)]
+struct Older(Option<Box<HashMap<VersionId, Arc<StoredVersion>>>>);
+
+impl Index {
+    /// The current version of `key`.
+    pub(super) fn current(&self, key: &[u8]) -> Option<&StoredVersion> {
+        self.0.get_key_value(key).map(|(c, _)| &*c.0)
+    }
+
+    /// The version `v` of `key`, current or older.
+    fn version(&self, key: &[u8], v: VersionId) -> Option<&Arc<StoredVersion>> {
+        let (current, older) = self.0.get_key_value(key)?;
+        if current.0.version() == v {
+            return Some(&current.0);
         }
+        older.0.as_ref()?.get(&v)
     }
 
-    /// The retained older version `v`.
-    pub(super) fn older(&self, v: VersionId) -> Option<&Arc<StoredVersion>> {
-        self.older.as_ref()?.get(&v)
-    }
-
-    /// Keeps an overwritten version readable by id.
-    pub(super) fn keep_older(&mut self, old: Arc<StoredVersion>) {
-        self.older
-            .get_or_insert_with(Default::default)
-            .insert(old.version(), old);
-    }
-
-    /// Forgets the older version `v`.
-    pub(super) fn drop_older(&mut self, v: VersionId) {
-        if let Some(o) = &mut self.older {
-            o.remove(&v);
-            if o.is_empty() {
-                self.older = None;
+    /// Makes `new` its key's current version; the one it replaces (returned) stays
+    /// readable by id.
+    pub(super) fn replace(&mut self, new: Arc<StoredVersion>) -> Option<Arc<StoredVersion>> {
+        match self.0.remove_entry(new.key_bytes()) {
+            Some((Current(old), mut older)) => {
+                older
+                    .0
+                    .get_or_insert_with(Default::default)
+                    .insert(old.version(), Arc::clone(&old));
+                self.0.insert(Current(new), older);
+                Some(old)
+            }
+            None => {
+                self.0.insert(Current(new), Older::default());
+                None
             }
         }
+    }
+
+    /// Puts `copy` (the same version, moved to another arena) in place of its key's
+    /// current version; false when that is no longer `copy`'s version.
+    pub(super) fn move_current(&mut self, copy: Arc<StoredVersion>) -> bool {
+        match self.0.remove_entry(copy.key_bytes()) {
+            Some((Current(old), older)) if old.version() == copy.version() => {
+                self.0.insert(Current(copy), older);
+                true
+            }
+            Some((current, older)) => {
+                self.0.insert(current, older);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Removes `key` with all its versions; returns its current version.
+    pub(super) fn remove(&mut self, key: &[u8]) -> Option<Arc<StoredVersion>> {
+        self.0.remove_entry(key).map(|(c, _)| c.0)
+    }
+
+    /// Forgets the older version `v` of `key`.
+    pub(super) fn drop_older(&mut self, key: &[u8], v: VersionId) {
+        if let Some(older) = self.0.get_mut(key) {
+            if let Some(o) = &mut older.0 {
+                o.remove(&v);
+                if o.is_empty() {
+                    older.0 = None;
+                }
+            }
+        }
+    }
+
+    /// Current versions of keys from `start` on, in key order.
+    fn from(&self, start: Bound<&[u8]>) -> impl Iterator<Item = &Arc<StoredVersion>> {
+        self.0
+            .range::<[u8], _>((start, Bound::Unbounded))
+            .map(|(c, _)| &c.0)
     }
 }
 
@@ -55,7 +130,10 @@ impl Store {
     /// The current version of `key`.
     pub fn current(&self, key: &str) -> Option<Arc<StoredVersion>> {
         let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
-        let v = index.get(key).map(|e| Arc::clone(&e.current))?;
+        let v = index
+            .0
+            .get_key_value(key.as_bytes())
+            .map(|(c, _)| Arc::clone(&c.0))?;
         v.arena.touch();
         Some(v)
     }
@@ -74,12 +152,7 @@ impl Store {
     /// A given version of `key`, current or older, while retained.
     pub fn version(&self, key: &str, version: VersionId) -> Option<Arc<StoredVersion>> {
         let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
-        let entry = index.get(key)?;
-        let v = if entry.current.version() == version {
-            Arc::clone(&entry.current)
-        } else {
-            Arc::clone(entry.older(version)?)
-        };
+        let v = Arc::clone(index.version(key.as_bytes(), version)?);
         v.arena.touch();
         Some(v)
     }
@@ -92,11 +165,11 @@ impl Store {
         check: impl FnOnce(Option<&StoredVersion>) -> Result<(), StoreError>,
     ) -> Result<bool, StoreError> {
         let mut index = self.index.write().unwrap_or_else(PoisonError::into_inner);
-        check(index.get(key).map(|e| &*e.current))?;
-        let removed = index.remove(key);
+        check(index.current(key.as_bytes()))?;
+        let removed = index.remove(key.as_bytes());
         drop(index);
-        if let Some(e) = &removed {
-            e.current.arena.sub_live(e.current.frame.len() as u64);
+        if let Some(v) = &removed {
+            v.arena.sub_live(v.frame.len() as u64);
         }
         Ok(removed.is_some())
     }
@@ -111,13 +184,13 @@ impl Store {
     ) -> (Vec<Arc<StoredVersion>>, bool) {
         let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
         let start = match after {
-            Some(a) if a >= prefix => Bound::Excluded(a),
-            _ => Bound::Included(prefix),
+            Some(a) if a >= prefix => Bound::Excluded(a.as_bytes()),
+            _ => Bound::Included(prefix.as_bytes()),
         };
         let mut iter = index
-            .range::<str, _>((start, Bound::Unbounded))
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(_, e)| Arc::clone(&e.current));
+            .from(start)
+            .take_while(|v| v.key_bytes().starts_with(prefix.as_bytes()))
+            .map(Arc::clone);
         let page: Vec<_> = iter.by_ref().take(limit).collect();
         let more = iter.next().is_some();
         (page, more)

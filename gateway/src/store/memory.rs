@@ -2,13 +2,12 @@
 //! sparse one, evict the least recently used), driving reclamation, and the gauges that
 //! describe memory. The lease invariant itself is enforced in [`super::arena`].
 
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use super::arena::{self, Arena};
-use super::index::Entry;
+use super::index::Index;
 use super::{Store, StoredVersion};
 
 impl Store {
@@ -139,18 +138,23 @@ impl Store {
 
     /// Makes every version in `arena` unreachable: retained older versions are dropped, and
     /// keys whose current version lives there are evicted. Returns the evicted keys' count.
-    fn purge(&self, index: &mut BTreeMap<Arc<str>, Entry>, arena: &Arc<Arena>) -> u64 {
+    fn purge(&self, index: &mut Index, arena: &Arc<Arena>) -> u64 {
         let mut evicted = 0;
-        for (key, ver) in arena.take_members() {
-            let Some(e) = index.get_mut(&key) else {
-                continue;
-            };
-            if e.current.version() == ver && Arc::ptr_eq(&e.current.arena, arena) {
-                let e = index.remove(&key).expect("present");
-                arena.sub_live(e.current.frame.len() as u64);
-                evicted += 1;
-            } else if e.older(ver).is_some_and(|o| Arc::ptr_eq(&o.arena, arena)) {
-                e.drop_older(ver);
+        // A member that is gone was dropped by everyone (the index included): nothing to do.
+        for v in arena
+            .take_members()
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+        {
+            let (key, ver) = (v.key_bytes(), v.version());
+            match index.current(key) {
+                Some(c) if c.version() == ver && Arc::ptr_eq(&c.arena, arena) => {
+                    index.remove(key);
+                    arena.sub_live(v.frame.len() as u64);
+                    evicted += 1;
+                }
+                Some(_) => index.drop_older(key, ver),
+                None => {}
             }
         }
         if evicted > 0 {
@@ -165,36 +169,35 @@ impl Store {
 
     /// Copies the current versions living in `arena` to the open arena (same version ids,
     /// same frames) and moves their keys there, as far as room allows.
-    fn compact(&self, index: &mut BTreeMap<Arc<str>, Entry>, arena: &Arc<Arena>) {
+    fn compact(&self, index: &mut Index, arena: &Arc<Arena>) {
         let members = arena.take_members();
         let mut kept = Vec::new();
         let mut moved = 0u64;
-        for (key, ver) in members {
-            let Some(e) = index.get_mut(&key) else {
+        for member in members {
+            let Some(old) = member.upgrade() else {
                 continue;
             };
-            if !(e.current.version() == ver && Arc::ptr_eq(&e.current.arena, arena)) {
-                kept.push((key, ver));
+            let current = index
+                .current(old.key_bytes())
+                .is_some_and(|c| c.version() == old.version() && Arc::ptr_eq(&c.arena, arena));
+            if !current {
+                kept.push(member);
                 continue;
             }
-            let old = Arc::clone(&e.current);
             let Ok((to, mut slot)) = self.arenas.reserve(old.frame.len()) else {
-                kept.push((key, ver));
+                kept.push(member);
                 continue;
             };
             slot.as_mut_slice().copy_from_slice(old.frame.as_slice());
             let copy = Arc::new(StoredVersion {
-                key: old.key.clone(),
                 frame: slot.freeze(),
                 arena: Arc::clone(&to),
-                media_type: old.media_type,
-                created_ms: old.created_ms,
                 origin: old.origin.duplicate(true),
             });
-            to.add_live(&key, ver, copy.frame.len() as u64);
+            to.add_live(&copy, copy.frame.len() as u64);
             to.finish_pending();
             arena.sub_live(old.frame.len() as u64);
-            e.current = copy;
+            index.move_current(copy);
             moved += 1;
         }
         // Whatever could not move stays a member, to be evicted by the purge that follows.

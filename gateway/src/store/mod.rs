@@ -25,7 +25,6 @@ pub use error::StoreError;
 pub use upload::{Sealed, Upload};
 pub use version::{BadVersionId, OriginMeta, StoredVersion, VersionId, VERSION_PATTERN};
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
@@ -33,7 +32,7 @@ use std::time::{Duration, SystemTime};
 use rasa_fastpath::server::FabricServer;
 
 use arena::Arenas;
-use index::Entry;
+use index::Index;
 
 /// Sizing of a store.
 #[derive(Clone, Copy, Debug)]
@@ -62,7 +61,7 @@ pub struct Store {
     counter: AtomicU64,
     arenas: Arenas,
     fabric: Option<Arc<FabricServer>>,
-    index: RwLock<BTreeMap<Arc<str>, Entry>>,
+    index: RwLock<Index>,
     /// Woken whenever reclamation makes memory reusable (PUTs waiting for room).
     room: tokio::sync::Notify,
     /// The latest lease deadline handed out, in milliseconds since the Unix epoch.
@@ -85,7 +84,7 @@ impl Store {
             fabric,
             room: tokio::sync::Notify::new(),
             latest_lease_ms: AtomicU64::new(0),
-            index: RwLock::new(BTreeMap::new()),
+            index: RwLock::new(Index::default()),
             config,
         }
     }
@@ -143,11 +142,8 @@ impl Store {
         };
         bytes[flip as usize] ^= 0x01;
         Ok(Arc::new(StoredVersion {
-            key: v.key.clone(),
             frame: slot.freeze(),
             arena,
-            media_type: v.media_type,
-            created_ms: v.created_ms,
             origin: v.origin.duplicate(false),
         }))
     }

@@ -220,7 +220,8 @@ async fn list_pages_in_key_order_within_prefix() {
     for k in ["a/1", "a/2", "a/3", "b/1", "a"] {
         put(&s, k, k.as_bytes()).await.unwrap();
     }
-    let keys = |v: Vec<Arc<StoredVersion>>| v.iter().map(|x| x.key.to_string()).collect::<Vec<_>>();
+    let keys =
+        |v: Vec<Arc<StoredVersion>>| v.iter().map(|x| x.key().to_string()).collect::<Vec<_>>();
     let (p, more) = s.list("a/", None, 2);
     assert_eq!((keys(p), more), (vec!["a/1".into(), "a/2".into()], true));
     let (p, more) = s.list("a/", Some("a/2"), 2);

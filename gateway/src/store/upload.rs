@@ -11,8 +11,7 @@ use rasa_fastpath::frame::{self, FrameHasher, FrameIdentity, HEADER_LEN};
 use sha2::{Digest, Sha256};
 
 use super::arena::{Arena, ReserveError};
-use super::index::Entry;
-use super::version::{MediaType, TRAILER_LEN};
+use super::version::{MediaType, Trailer};
 use super::{OriginMeta, Store, StoreError, StoredVersion, VersionId};
 
 impl Store {
@@ -23,7 +22,8 @@ impl Store {
         )
     }
 
-    /// Starts storing a value of exactly `len` bytes under `key`: reserves its frame.
+    /// Starts storing a value of exactly `len` bytes under `key` (a valid key: at most
+    /// [`crate::key::MAX_KEY_LEN`] bytes): reserves its frame.
     ///
     /// When memory is full, makes room (compacting a sparse arena or evicting the least
     /// recently used one; see [`Store::make_room`]) and waits for reclamation, at most a
@@ -41,8 +41,12 @@ impl Store {
             budget: self.config.memory_budget,
         };
         let block_size = self.config.block_size;
+        assert!(
+            key.len() <= crate::key::MAX_KEY_LEN,
+            "keys are validated first"
+        );
         let frame_len = frame::frame_len(len, block_size)
-            .and_then(|n| n.checked_add(TRAILER_LEN))
+            .and_then(|n| n.checked_add(Trailer::len(key.len())))
             .ok_or_else(never)?;
         let give_up = std::time::Instant::now() + self.config.lease + self.config.grace * 2;
         loop {
@@ -119,22 +123,19 @@ impl Store {
         let mut slot = upload.slot.take().expect("an upload is sealed once");
         let hasher = std::mem::take(&mut upload.frame);
         let (header, _) = hasher.seal(upload.id, upload.block_size);
-        let sha256: [u8; TRAILER_LEN] = std::mem::take(&mut upload.sha256).finalize().into();
-        let bytes = slot.as_mut_slice();
-        let end = bytes.len();
-        bytes[..HEADER_LEN].copy_from_slice(&header);
-        bytes[end - TRAILER_LEN..].copy_from_slice(&sha256);
+        let sha256: [u8; 32] = std::mem::take(&mut upload.sha256).finalize().into();
         let origin = std::mem::take(&mut upload.origin);
         if let Some(etag) = upload.s3_etag.take() {
             origin.set_s3_etag(etag.into());
         }
         let media_type = MediaType::intern(&upload.content_type, &origin);
+        let bytes = slot.as_mut_slice();
+        bytes[..HEADER_LEN].copy_from_slice(&header);
+        let now = super::version::now_ms();
+        Trailer::write(bytes, &upload.key, &sha256, now, media_type);
         let stored = Arc::new(StoredVersion {
-            key: Arc::from(std::mem::take(&mut upload.key)),
             frame: slot.freeze(),
             arena: Arc::clone(&upload.arena),
-            media_type,
-            created_ms: super::version::now_ms(),
             origin,
         });
         Ok(Sealed {
@@ -151,21 +152,11 @@ impl Store {
         check: impl FnOnce(Option<&StoredVersion>) -> Result<(), StoreError>,
     ) -> Result<Arc<StoredVersion>, StoreError> {
         let stored = Arc::clone(&sealed.version);
-        let version = stored.version();
         let mut index = self.index.write().unwrap_or_else(PoisonError::into_inner);
-        check(index.get(&stored.key).map(|e| &*e.current))?;
-        stored
-            .arena
-            .add_live(&stored.key, version, stored.frame.len() as u64);
-        match index.get_mut(&stored.key) {
-            Some(entry) => {
-                let old = std::mem::replace(&mut entry.current, Arc::clone(&stored));
-                old.arena.sub_live(old.frame.len() as u64);
-                entry.keep_older(old);
-            }
-            None => {
-                index.insert(stored.key.clone(), Entry::new(Arc::clone(&stored)));
-            }
+        check(index.current(stored.key_bytes()))?;
+        stored.arena.add_live(&stored, stored.frame.len() as u64);
+        if let Some(old) = index.replace(Arc::clone(&stored)) {
+            old.arena.sub_live(old.frame.len() as u64);
         }
         drop(index);
         drop(sealed);

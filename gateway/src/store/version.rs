@@ -47,30 +47,64 @@ impl FromStr for VersionId {
 }
 
 /// One stored, immutable version of a key.
+///
+/// Everything fixed about it lives in arena memory, in its frame: the version id, length,
+/// block size and frame checksum in the header; the key, the SHA-256, the creation time
+/// and the media type in the gateway's trailer after the block table ([`Trailer`]). The
+/// heap holds only this record: where the frame is, its arena, and the rare extras.
 #[derive(Debug)]
 pub struct StoredVersion {
-    /// The key (one allocation, shared by the index, the version and its arena).
-    pub key: Arc<str>,
-    /// Header, payload, block table and the SHA-256 trailer in arena memory
-    /// ([`TRAILER_LEN`]): the version id, length, block size and frame checksum are read
-    /// from the header, the SHA-256 from the trailer, rather than held twice.
+    /// Header, payload, block table and the gateway's trailer, in arena memory.
     pub frame: Frozen,
     /// The arena holding the frame.
     pub arena: Arc<Arena>,
-    /// When the version was committed, in milliseconds since the epoch ([`Self::created`]).
-    pub created_ms: u64,
-    /// Media type given at upload, interned ([`MediaType`]).
-    pub media_type: MediaType,
     /// Facts only some versions have: freshness against the origin, for versions the
     /// origin also holds, and the entity tag S3 clients see when it is not the SHA-256.
     pub origin: OriginMeta,
+}
+
+/// The gateway's part of a frame, after the block table (one-sided readers never read it):
+///
+/// ```text
+/// key (n B) | SHA-256 (32 B) | created, ms since the epoch (u64) | media type (u16) | n (u16)
+/// ```
+///
+/// Its fixed part sits at the frame's end, so it is found from there.
+#[derive(Debug)]
+pub struct Trailer;
+
+impl Trailer {
+    /// Bytes of the fixed part.
+    pub const FIXED: usize = 32 + 8 + 2 + 2;
+
+    /// Bytes of the trailer of a key of `key_len` bytes.
+    pub fn len(key_len: usize) -> usize {
+        key_len + Self::FIXED
+    }
+
+    /// Writes the trailer at the end of `frame`.
+    pub(super) fn write(
+        frame: &mut [u8],
+        key: &str,
+        sha256: &[u8; 32],
+        created_ms: u64,
+        media: MediaType,
+    ) {
+        let end = frame.len();
+        let fixed = end - Self::FIXED;
+        frame[fixed - key.len()..fixed].copy_from_slice(key.as_bytes());
+        frame[fixed..fixed + 32].copy_from_slice(sha256);
+        frame[fixed + 32..fixed + 40].copy_from_slice(&created_ms.to_le_bytes());
+        frame[fixed + 40..fixed + 42].copy_from_slice(&media.0.to_le_bytes());
+        frame[fixed + 42..end].copy_from_slice(&(key.len() as u16).to_le_bytes());
+    }
 }
 
 /// What the gateway knows of a version beyond its frame that most versions lack: its copy
 /// at the origin, the entity tag S3 clients see, a media type too rare to intern.
 /// Allocated on first use: a version with none of these pays one pointer for them.
 #[derive(Debug, Default)]
-pub struct OriginMeta(std::sync::OnceLock<Box<OriginState>>);
+pub struct OriginMeta(once_cell::race::OnceBox<OriginState>);
 
 #[derive(Debug, Default)]
 struct OriginState {
@@ -95,7 +129,7 @@ pub(crate) fn now_ms() -> u64 {
 
 impl OriginMeta {
     fn state(&self) -> &OriginState {
-        self.0.get_or_init(Default::default)
+        self.0.get_or_init(Box::default)
     }
 
     /// Metadata of a copy the origin confirmed just now, with entity tag `etag`.
@@ -173,7 +207,7 @@ impl OriginMeta {
     }
 }
 
-/// A media type, interned: a version holds two bytes for it. The first [`MAX_INTERNED`]
+/// A media type, interned: a version holds two bytes for it (in its frame's trailer). The first [`MAX_INTERNED`]
 /// distinct types are kept for good in a table read without a lock; rarer ones (a client
 /// sending a new type with every PUT must not grow the table without bound) are held by
 /// the version itself, in its [`OriginMeta`].
@@ -225,7 +259,7 @@ impl MediaType {
 impl StoredVersion {
     /// The media type given at upload.
     pub fn content_type(&self) -> &str {
-        match MEDIA_TYPES.get(usize::from(self.media_type.0)) {
+        match MEDIA_TYPES.get(usize::from(self.media_type().0)) {
             Some(t) => t.get().map_or("", |t| &**t),
             None => self.origin.rare_media_type().unwrap_or_default(),
         }
@@ -233,7 +267,7 @@ impl StoredVersion {
 
     /// When the version was committed.
     pub fn created(&self) -> SystemTime {
-        SystemTime::UNIX_EPOCH + Duration::from_millis(self.created_ms)
+        SystemTime::UNIX_EPOCH + Duration::from_millis(self.created_ms())
     }
 
     /// The entity tag S3 clients see, when it is not the SHA-256 (the MD5 an S3 upload
@@ -242,10 +276,6 @@ impl StoredVersion {
         self.origin.s3_etag()
     }
 }
-
-/// Bytes after a frame (header, payload, block table) in arena memory: the payload's
-/// SHA-256. One-sided readers never read them.
-pub const TRAILER_LEN: usize = 32;
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
     let mut w = [0u8; 8];
@@ -276,12 +306,42 @@ impl StoredVersion {
         u64_at(self.frame.as_slice(), CHECKSUM_AT)
     }
 
+    /// Where the trailer's fixed part starts in the frame.
+    fn fixed_at(&self) -> usize {
+        self.frame.len() - Trailer::FIXED
+    }
+
+    /// The key's bytes (from the frame's trailer; valid UTF-8, as every key is).
+    pub fn key_bytes(&self) -> &[u8] {
+        let f = self.frame.as_slice();
+        let n = u16::from_le_bytes([f[f.len() - 2], f[f.len() - 1]]) as usize;
+        let at = self.fixed_at();
+        &f[at - n..at]
+    }
+
+    /// The key (from the frame's trailer).
+    pub fn key(&self) -> &str {
+        std::str::from_utf8(self.key_bytes()).expect("keys are stored as UTF-8")
+    }
+
     /// SHA-256 of the payload (from the frame's trailer).
     pub fn sha256(&self) -> [u8; 32] {
-        let f = self.frame.as_slice();
-        let mut d = [0u8; TRAILER_LEN];
-        d.copy_from_slice(&f[f.len() - TRAILER_LEN..]);
+        let at = self.fixed_at();
+        let mut d = [0u8; 32];
+        d.copy_from_slice(&self.frame.as_slice()[at..at + 32]);
         d
+    }
+
+    /// When the version was committed, in milliseconds since the epoch (from the trailer).
+    pub fn created_ms(&self) -> u64 {
+        u64_at(self.frame.as_slice(), self.fixed_at() + 32)
+    }
+
+    /// The media type, interned (from the trailer).
+    pub fn media_type(&self) -> MediaType {
+        let f = self.frame.as_slice();
+        let at = self.fixed_at() + 40;
+        MediaType(u16::from_le_bytes([f[at], f[at + 1]]))
     }
 
     /// The header and payload: the bytes a whole one-sided read fetches.

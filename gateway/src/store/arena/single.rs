@@ -3,14 +3,14 @@
 //! retired). The life cycle that uses these facts is in [`super`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rasa_fastpath::buffer::ArenaBuffer;
 use rasa_fastpath::fabric::{FabricError, MemoryRegion};
 use rasa_fastpath::server::FabricServer;
 
-use crate::store::VersionId;
+use crate::store::StoredVersion;
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -50,8 +50,9 @@ pub struct Arena {
     live_bytes: AtomicU64,
     /// Uploads that reserved space here and are not finished yet.
     pub(super) pending: AtomicU64,
-    /// Every version committed here, so that draining can make them unreachable.
-    pub(super) members: Mutex<Vec<(Arc<str>, VersionId)>>,
+    /// Every version committed here, so that draining can make them unreachable. Weak: a
+    /// member holds no memory but its record (the key and version id are in its frame).
+    pub(super) members: Mutex<Vec<Weak<StoredVersion>>>,
 }
 
 impl Arena {
@@ -193,13 +194,13 @@ impl Arena {
     }
 
     /// A version of `bytes` frame bytes became current here.
-    pub(in crate::store) fn add_live(&self, key: &Arc<str>, version: VersionId, bytes: u64) {
+    pub(in crate::store) fn add_live(&self, version: &Arc<StoredVersion>, bytes: u64) {
         self.live_count.fetch_add(1, Ordering::AcqRel);
         self.live_bytes.fetch_add(bytes, Ordering::AcqRel);
         self.members
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push((Arc::clone(key), version));
+            .push(Arc::downgrade(version));
         self.touch();
     }
 
@@ -223,14 +224,14 @@ impl Arena {
         self.pending.fetch_sub(1, Ordering::AcqRel);
     }
 
-    pub(in crate::store) fn restore_members(&self, members: Vec<(Arc<str>, VersionId)>) {
+    pub(in crate::store) fn restore_members(&self, members: Vec<Weak<StoredVersion>>) {
         self.members
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .extend(members);
     }
 
-    pub(in crate::store) fn take_members(&self) -> Vec<(Arc<str>, VersionId)> {
+    pub(in crate::store) fn take_members(&self) -> Vec<Weak<StoredVersion>> {
         std::mem::take(&mut *self.members.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }
