@@ -2,8 +2,9 @@
 # Small objects: what a cached item costs in memory, Rasa next to memcached, same run.
 # N items of 16-byte values under 32-byte keys go into each; the figure is the growth of
 # the process's resident memory (VmRSS) divided by N, and for Rasa also that minus its
-# frames (128 bytes of arena each: a 64-byte header, the value and its 32-byte SHA-256,
-# 64-byte aligned). Rasa is loaded over HTTP with wrk (a Lua script naming a new key each
+# frames (192 bytes of arena each, 64-byte aligned: the 64-byte header, the value, one
+# 8-byte block-table entry, the 32-byte key and 44 bytes of SHA-256, time, media type and
+# key length). Rasa is loaded over HTTP with wrk (a Lua script naming a new key each
 # request), memcached with pipelined `set`s. Prints a Markdown section; `make bench`
 # includes it in bench/results.md.
 set -euo pipefail
@@ -45,7 +46,7 @@ stored=$(curl -sf "$rasa/metrics" | awk '/^rasa_versions_stored_total / {print $
 n_rasa=$((stored - 1))
 after=$(rss_kb $rasa_pid)
 rasa_per=$(( (after - before) * 1024 / n_rasa ))
-rasa_meta=$(( rasa_per - 128 ))
+rasa_meta=$(( rasa_per - 192 ))
 
 # --- memcached, enough memory for all items.
 port=$(free_port)
@@ -79,7 +80,7 @@ echo "$n_rasa items of 16-byte values under 32-byte keys, loaded into each; grow
 echo
 echo "| | per item (RSS) | beyond the item's bytes |"
 echo "| --- | --- | --- |"
-echo "| Rasa | $rasa_per B | $rasa_meta B beyond its 128-byte frame (header, value, SHA-256) |"
+echo "| Rasa | $rasa_per B | $rasa_meta B beyond its 192-byte frame (header, value, block table, key, SHA-256, time, media type) |"
 echo "| memcached | $mc_per B | (its item header, key and value are all in this) |"
 echo
 echo "The heap part alone is measured by \`gateway/tests/heap_per_version.rs\` (a counting allocator)."
