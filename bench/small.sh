@@ -84,3 +84,7 @@ echo "| Rasa | $rasa_per B | $rasa_meta B beyond its 192-byte frame (header, val
 echo "| memcached | $mc_per B | (its item header, key and value are all in this) |"
 echo
 echo "The heap part alone is measured by \`gateway/tests/heap_per_version.rs\` (a counting allocator)."
+echo
+echo "The index those items live in (\`cargo bench -p rasa-gateway --bench index\`, one thread):"
+echo
+cargo bench -q --locked -p rasa-gateway --bench index 2>/dev/null | sed 's/^/- /'

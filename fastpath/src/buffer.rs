@@ -269,22 +269,34 @@ impl WriteSlot {
 
     /// Ends writing: the range becomes immutable and readable.
     pub fn freeze(self) -> Frozen {
+        // SAFETY: `off` lies within the allocation (a slot never extends past it), so the
+        // sum is in bounds and not null.
+        let ptr = unsafe { self.buf.ptr.add(self.off) };
         Frozen {
             buf: self.buf,
-            off: self.off,
+            ptr,
             len: self.len,
         }
     }
 }
 
 /// An immutable, readable range of an [`ArenaBuffer`]. Cheap to clone; keeps the buffer
-/// alive (an HTTP response holding one holds its arena).
+/// alive (an HTTP response holding one holds its arena). It holds its first byte's address
+/// itself, so reading it costs no trip through the buffer (the store's index compares
+/// keys held in frames).
 #[derive(Clone, Debug)]
 pub struct Frozen {
     buf: Arc<ArenaBuffer>,
-    off: usize,
+    /// The first byte: inside `buf`'s allocation.
+    ptr: NonNull<u8>,
     len: usize,
 }
+
+// SAFETY: a `Frozen` is a shared, immutable view of memory kept alive by its `Arc` (which
+// is Send and Sync); the pointer is only read through, never written through.
+unsafe impl Send for Frozen {}
+// SAFETY: as above: concurrent shared reads of bytes nobody mutates.
+unsafe impl Sync for Frozen {}
 
 impl Frozen {
     /// The buffer this extent lives in.
@@ -294,12 +306,12 @@ impl Frozen {
 
     /// Offset within the buffer.
     pub fn offset(&self) -> usize {
-        self.off
+        self.addr() - self.buf.base_addr()
     }
 
     /// Address of the first byte (buffer base + offset).
     pub fn addr(&self) -> usize {
-        self.buf.base_addr() + self.off
+        self.ptr.as_ptr() as usize
     }
 
     /// Length in bytes.
@@ -318,7 +330,7 @@ impl Frozen {
         // fully owned by the `WriteSlot` we were made from, which is gone, and no other slot
         // can ever cover it until a reset, which cannot happen while we hold an `Arc`. So
         // nobody mutates these bytes while the shared view exists.
-        unsafe { std::slice::from_raw_parts(self.buf.ptr.as_ptr().add(self.off), self.len) }
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
     /// A sub-range of this extent (`start..end`, relative to the extent).
@@ -329,7 +341,8 @@ impl Frozen {
         assert!(start <= end && end <= self.len, "slice out of bounds");
         Frozen {
             buf: Arc::clone(&self.buf),
-            off: self.off + start,
+            // SAFETY: `start <= len`, so the result stays within this extent.
+            ptr: unsafe { self.ptr.add(start) },
             len: end - start,
         }
     }

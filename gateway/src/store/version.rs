@@ -66,10 +66,11 @@ pub struct StoredVersion {
 /// The gateway's part of a frame, after the block table (one-sided readers never read it):
 ///
 /// ```text
-/// key (n B) | SHA-256 (32 B) | created, ms since the epoch (u64) | media type (u16) | n (u16)
+/// SHA-256 (32 B) | created, ms since the epoch (u64) | media type (u16) | key (n B) | n (u16)
 /// ```
 ///
-/// Its fixed part sits at the frame's end, so it is found from there.
+/// It is found from the frame's end; the key sits right before its length, so that the
+/// index, which compares keys, mostly touches one cache line of each frame.
 #[derive(Debug)]
 pub struct Trailer;
 
@@ -91,12 +92,12 @@ impl Trailer {
         media: MediaType,
     ) {
         let end = frame.len();
-        let fixed = end - Self::FIXED;
-        frame[fixed - key.len()..fixed].copy_from_slice(key.as_bytes());
-        frame[fixed..fixed + 32].copy_from_slice(sha256);
-        frame[fixed + 32..fixed + 40].copy_from_slice(&created_ms.to_le_bytes());
-        frame[fixed + 40..fixed + 42].copy_from_slice(&media.0.to_le_bytes());
-        frame[fixed + 42..end].copy_from_slice(&(key.len() as u16).to_le_bytes());
+        let at = end - Self::len(key.len());
+        frame[at..at + 32].copy_from_slice(sha256);
+        frame[at + 32..at + 40].copy_from_slice(&created_ms.to_le_bytes());
+        frame[at + 40..at + 42].copy_from_slice(&media.0.to_le_bytes());
+        frame[at + 42..end - 2].copy_from_slice(key.as_bytes());
+        frame[end - 2..].copy_from_slice(&(key.len() as u16).to_le_bytes());
     }
 }
 
@@ -306,17 +307,21 @@ impl StoredVersion {
         u64_at(self.frame.as_slice(), CHECKSUM_AT)
     }
 
-    /// Where the trailer's fixed part starts in the frame.
+    /// The key's length (the frame's last two bytes).
+    fn key_len(&self) -> usize {
+        let f = self.frame.as_slice();
+        u16::from_le_bytes([f[f.len() - 2], f[f.len() - 1]]) as usize
+    }
+
+    /// Where the trailer starts in the frame.
     fn fixed_at(&self) -> usize {
-        self.frame.len() - Trailer::FIXED
+        self.frame.len() - Trailer::len(self.key_len())
     }
 
     /// The key's bytes (from the frame's trailer; valid UTF-8, as every key is).
     pub fn key_bytes(&self) -> &[u8] {
         let f = self.frame.as_slice();
-        let n = u16::from_le_bytes([f[f.len() - 2], f[f.len() - 1]]) as usize;
-        let at = self.fixed_at();
-        &f[at - n..at]
+        &f[f.len() - 2 - self.key_len()..f.len() - 2]
     }
 
     /// The key (from the frame's trailer).
