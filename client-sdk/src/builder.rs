@@ -24,6 +24,7 @@ pub struct ClientBuilder {
     ca_file: Option<std::path::PathBuf>,
     retries_when_busy: u32,
     discover_cluster: bool,
+    fabric_endpoints: usize,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -104,6 +105,15 @@ impl ClientBuilder {
         self
     }
 
+    /// Most fabric endpoints a client opens towards one gateway (1–64; default 4): one-sided
+    /// reads issued at the same time (tasks calling `get` together, `get_many_into`) run on
+    /// as many endpoints at once, each with its own registered scratch memory. Endpoints
+    /// open on demand: a client that reads one value at a time has one.
+    pub fn fabric_endpoints(mut self, n: usize) -> Self {
+        self.fabric_endpoints = n.clamp(1, 64);
+        self
+    }
+
     /// Whether to ask the gateway whether it is one member of a cluster (`GET
     /// /v1/cluster`, once, on first use) and then send each key's requests to its owner
     /// (default `true`). With `false`, every request goes to the first endpoint.
@@ -165,7 +175,10 @@ impl ClientBuilder {
                 connect_timeout: self.connect_timeout,
                 request_timeout: self.request_timeout,
                 retries_when_busy: self.retries_when_busy,
-                fabric: Arc::new(Mutex::new(FabricState::Unknown)),
+                fabric: (0..self.fabric_endpoints)
+                    .map(|_| Arc::new(Mutex::new(FabricState::Unknown)))
+                    .collect(),
+                next_endpoint: Default::default(),
                 rebuilding: Arc::default(),
                 cache: Default::default(),
                 stats,
@@ -210,6 +223,7 @@ impl Client {
             fabric_addr: None,
             verify_sha256: false,
             read_timeout: Duration::from_secs(5),
+            fabric_endpoints: 4,
             connect_timeout: Duration::from_secs(3),
             request_timeout: Duration::from_secs(30),
             token: None,

@@ -22,7 +22,11 @@ pub(crate) struct Inner {
     /// Longest an HTTP exchange may go without progress.
     pub(crate) request_timeout: Duration,
     pub(crate) retries_when_busy: u32,
-    pub(crate) fabric: Arc<Mutex<FabricState>>,
+    /// Fabric endpoints towards the gateway, each behind its own lock, opened on first use
+    /// ([`Client::endpoint`] picks one for a read).
+    pub(crate) fabric: Box<[Arc<Mutex<FabricState>>]>,
+    /// Where waiting for a busy endpoint starts next (round robin).
+    pub(crate) next_endpoint: std::sync::atomic::AtomicUsize,
     /// Set while the endpoint is rebuilt in the background; reads go over HTTP meanwhile.
     pub(crate) rebuilding: Arc<std::sync::atomic::AtomicBool>,
     /// Descriptors with the instant after which no read may start.

@@ -33,11 +33,26 @@ impl Client {
     /// goes straight to HTTP).
     pub(crate) fn known_unavailable(&self) -> bool {
         self.inner.fast_path == FastPath::Auto
-            && self
-                .inner
-                .fabric
+            && self.inner.fabric[0]
                 .try_lock()
                 .is_ok_and(|s| matches!(*s, FabricState::Unavailable(_)))
+    }
+
+    /// An endpoint for one read: the first that is free (a client that reads one value at
+    /// a time keeps using the first), else the next in turn, waited for (reads queue in
+    /// order, each bounded by its own timeout).
+    pub(crate) async fn endpoint(&self) -> tokio::sync::OwnedMutexGuard<FabricState> {
+        let slots = &self.inner.fabric;
+        for slot in slots.iter() {
+            if let Ok(guard) = Arc::clone(slot).try_lock_owned() {
+                return guard;
+            }
+        }
+        let turn = self
+            .inner
+            .next_endpoint
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Arc::clone(&slots[turn % slots.len()]).lock_owned().await
     }
 
     /// Whether the endpoint is being rebuilt after a failure (reads go over HTTP meanwhile).
@@ -131,7 +146,7 @@ impl Client {
             ));
         }
         let timeout = remaining.min(self.inner.read_timeout);
-        let mut state = Arc::clone(&self.inner.fabric).lock_owned().await;
+        let mut state = self.endpoint().await;
         if let Err(e) = self.connect(&mut state).await {
             self.count_fallback(Fallback::Unavailable);
             return Err(e);
@@ -291,6 +306,11 @@ impl Client {
                     reader: Box::new(r),
                     incarnation,
                 };
+                self.inner
+                    .stats
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .fabric_endpoints += 1;
                 Ok(())
             }
             Err(e) => {

@@ -18,7 +18,7 @@ use crate::{Client, Error, Fallback, FastPath, ReadPath};
 pub type BufResult<T, B> = (Result<T, Error>, B);
 
 /// Reads of a batch in flight together (descriptor requests and HTTP reads overlap;
-/// one-sided reads take turns on the client's endpoint).
+/// one-sided reads run on as many of the client's fabric endpoints).
 const BATCH_CONCURRENCY: usize = 16;
 
 impl Client {

@@ -39,7 +39,9 @@
 //! ## Threads
 //!
 //! [`Client`] is cheap to clone and shareable; one-sided reads run on tokio's blocking
-//! pool, one at a time per client (the fabric endpoint is shared behind a lock).
+//! pool, as many at once as the client has fabric endpoints
+//! ([`ClientBuilder::fabric_endpoints`], default 4, opened on demand); further reads wait
+//! for one in turn.
 
 mod builder;
 mod client;

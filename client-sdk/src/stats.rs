@@ -73,6 +73,9 @@ pub struct Stats {
     pub fallbacks: std::collections::BTreeMap<&'static str, u64>,
     /// Requests sent again after a `503` with `Retry-After`.
     pub busy_retries: u64,
+    /// Fabric endpoints opened, each at its first use (at most
+    /// [`crate::ClientBuilder::fabric_endpoints`]; rebuilds after a failure not counted).
+    pub fabric_endpoints: u64,
 }
 
 impl Client {

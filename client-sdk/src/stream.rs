@@ -6,7 +6,6 @@
 //! receives every byte received the right ones.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -298,7 +297,7 @@ impl Client {
                 "the descriptor's lease ended before the read".into(),
             ));
         }
-        let mut state = Arc::clone(&self.inner.fabric).lock_owned().await;
+        let mut state = self.endpoint().await;
         if let Err(e) = self.connect(&mut state).await {
             self.count_fallback(Fallback::Unavailable);
             return Err(e);

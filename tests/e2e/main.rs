@@ -4,6 +4,7 @@
 mod api;
 mod cluster;
 mod cold;
+mod concurrent;
 mod dashboard;
 mod fabric_check;
 mod fastpath;

@@ -127,14 +127,21 @@ async fn readers_never_see_torn_stale_or_foreign_bytes_while_memory_is_recycled(
         Arc::new(AtomicU64::new(0)),
     );
     let mut readers = Vec::new();
-    for r in 0..3u64 {
-        let (gw, reads, corrupt, missing) =
-            (gw.clone(), reads.clone(), corrupt.clone(), missing.clone());
-        readers.push(tokio::spawn(async move {
-            let c = Client::builder(&gw.base)
+    // Two clients, each shared by three reader tasks: one-sided reads of one client are
+    // in flight together on its endpoints while memory is recycled under them.
+    let clients: Vec<Client> = (0..2)
+        .map(|_| {
+            Client::builder(&gw.base)
                 .fast_path(FastPath::Auto)
                 .build()
-                .unwrap();
+                .unwrap()
+        })
+        .collect();
+    for r in 0..6u64 {
+        let (gw, reads, corrupt, missing) =
+            (gw.clone(), reads.clone(), corrupt.clone(), missing.clone());
+        let c = clients[r as usize % 2].clone();
+        readers.push(tokio::spawn(async move {
             let mut x = r + 100;
             while reads.load(Ordering::Relaxed) < target {
                 x = x
@@ -172,15 +179,18 @@ async fn readers_never_see_torn_stale_or_foreign_bytes_while_memory_is_recycled(
                     Err(e) => panic!("GET {key} failed: {e}\n{}", gw.postmortem()),
                 }
             }
-            c.stats()
         }));
     }
     let started = Instant::now();
-    let mut stats = rasa_client::Stats::default();
     for r in readers {
-        let s = r.await.unwrap();
+        r.await.unwrap();
+    }
+    let mut stats = rasa_client::Stats::default();
+    for c in &clients {
+        let s = c.stats();
         stats.fabric_reads += s.fabric_reads;
         stats.http_reads += s.http_reads;
+        stats.fabric_endpoints += s.fabric_endpoints;
         for (k, v) in s.fallbacks {
             *stats.fallbacks.entry(k).or_default() += v;
         }
@@ -194,11 +204,12 @@ async fn readers_never_see_torn_stale_or_foreign_bytes_while_memory_is_recycled(
     let evicted = rasa_tests::metric(&gw, "rasa_evictions_total").await;
     let total = stats.fabric_reads + stats.http_reads;
     println!(
-        "race: {} reads in {:.1?} ({} not found), {:.1}% one-sided, fallbacks {:?}; {} puts ({} busy); arenas recycled {recycled}, keys revoked {revoked}, evictions {evicted}; corrupt {}",
+        "race: {} reads in {:.1?} ({} not found), {:.1}% one-sided on {} endpoints, fallbacks {:?}; {} puts ({} busy); arenas recycled {recycled}, keys revoked {revoked}, evictions {evicted}; corrupt {}",
         reads.load(Ordering::Relaxed),
         started.elapsed(),
         missing.load(Ordering::Relaxed),
         100.0 * stats.fabric_reads as f64 / total.max(1) as f64,
+        stats.fabric_endpoints,
         stats.fallbacks,
         puts.load(Ordering::Relaxed),
         busy.load(Ordering::Relaxed),
@@ -210,6 +221,10 @@ async fn readers_never_see_torn_stale_or_foreign_bytes_while_memory_is_recycled(
         "a reader got bytes that were never PUT for its key"
     );
     assert!(stats.fabric_reads > 0, "no read went one-sided");
+    assert!(
+        stats.fabric_endpoints > clients.len() as u64,
+        "the readers of a client never read one-sided at the same time"
+    );
     assert!(
         recycled >= 3.0 && revoked >= 3.0,
         "the run did not exercise reclamation"
