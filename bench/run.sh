@@ -74,6 +74,10 @@ xxh=$(awk '/xxh3-64 frame checksum 1 MiB/ {print $6}' "$tmp/checksums.txt")
 echo "fast path vs HTTP via the SDK..." >&2
 idle0=$(awk '{print $14+$15}' /proc/$rasa_pid/stat); sleep 5; idle1=$(awk '{print $14+$15}' /proc/$rasa_pid/stat)
 "$PWD/target/release/examples/fastpath_bench" "$rasa" "$rasa_pid" >"$tmp/fastpath.md"
+echo "concurrent reads through one client..." >&2
+"$PWD/target/release/examples/concurrency_bench" "$rasa" "$rasa_pid" >"$tmp/concurrency.md"
+RASA_BENCH_ENDPOINTS=1 "$PWD/target/release/examples/concurrency_bench" "$rasa" "$rasa_pid" \
+  | grep one-sided >"$tmp/concurrency1.md"
 
 echo "cold misses via s3s-fs..." >&2
 cold=""
@@ -144,6 +148,12 @@ read -r pr pb pp50 pp99 pbad <<<"$put"
   echo "Gateway idle CPU with the progress thread running: $(( (idle1 - idle0) * 10 )) ms over 5 s."
   echo
   cat "$tmp/fastpath.md"
+  echo
+  echo "## Concurrent reads through one SDK client (\`target/release/examples/concurrency_bench\`)"
+  echo
+  echo "N tasks share one \`Client\` and read the same value with \`get\`; one-sided reads run on the client's fabric endpoints (default 4; the last rows: the same with one endpoint, as before reads could overlap)."
+  echo
+  cat "$tmp/concurrency.md" "$tmp/concurrency1.md"
   echo
   echo "## Cold misses via s3s-fs (medians of 30 \`curl\` GETs of distinct 1 MiB objects; direct GETs signed with \`curl --aws-sigv4\`)"
   echo

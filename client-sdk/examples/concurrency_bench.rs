@@ -1,0 +1,111 @@
+//! Concurrent reads through one SDK client, one-sided vs HTTP, against a running gateway.
+//!
+//! ```sh
+//! cargo run --release -p rasa-client --example concurrency_bench -- http://127.0.0.1:8080 [GATEWAY_PID]
+//! ```
+//!
+//! For 1 MiB and 16 MiB values and 1, 4 and 16 tasks sharing one client: aggregate
+//! throughput, p50/p99 latency of a read, and (with the gateway's PID) the gateway's CPU
+//! seconds per GB served. One-sided reads use the client's default fabric endpoints (4),
+//! or `RASA_BENCH_ENDPOINTS` of them.
+//! Prints Markdown table rows; `make bench` runs it.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rasa_client::{Client, FastPath, ReadPath};
+
+fn cpu_seconds(pid: Option<u32>) -> f64 {
+    let Some(pid) = pid else { return 0.0 };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit(')').next().unwrap_or_default();
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    ticks / 100.0
+}
+
+#[tokio::main]
+async fn main() {
+    let mut args = std::env::args().skip(1);
+    let endpoint = args
+        .next()
+        .unwrap_or_else(|| "http://127.0.0.1:8080".into());
+    let pid: Option<u32> = args.next().and_then(|p| p.parse().ok());
+    let endpoints: usize = std::env::var("RASA_BENCH_ENDPOINTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
+    let setup = Client::builder(&endpoint)
+        .fast_path(FastPath::Off)
+        .build()
+        .unwrap();
+    println!("| size | readers | path ({endpoints} fabric endpoints) | aggregate | p50 | p99 | gateway CPU per GB |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for (label, size, per_task) in [("1 MiB", 1usize << 20, 400usize), ("16 MiB", 16 << 20, 40)] {
+        let key = format!("bench/concurrency/{size}");
+        let body: Vec<u8> = (0..size).map(|i| (i * 131 % 251) as u8).collect();
+        setup.put(&key, body).await.unwrap();
+        for readers in [1usize, 4, 16] {
+            for (mode, want, path) in [
+                (FastPath::Required, ReadPath::Fabric, "one-sided"),
+                (FastPath::Off, ReadPath::Http, "HTTP"),
+            ] {
+                let c = Client::builder(&endpoint)
+                    .fast_path(mode)
+                    .fabric_endpoints(endpoints)
+                    .build()
+                    .unwrap();
+                // Warm up: open as many endpoints (or connections) as readers will use.
+                let warm: Vec<_> = (0..readers)
+                    .map(|_| {
+                        let (c, key) = (c.clone(), key.clone());
+                        tokio::spawn(async move { c.get(&key).await.unwrap() })
+                    })
+                    .collect();
+                for w in warm {
+                    w.await.unwrap();
+                }
+                let reads = (per_task / readers).max(4);
+                let lat = Arc::new(Mutex::new(Vec::with_capacity(reads * readers)));
+                let cpu0 = cpu_seconds(pid);
+                let wall = Instant::now();
+                let tasks: Vec<_> = (0..readers)
+                    .map(|_| {
+                        let (c, key, lat) = (c.clone(), key.clone(), Arc::clone(&lat));
+                        tokio::spawn(async move {
+                            for _ in 0..reads {
+                                let t = Instant::now();
+                                let obj = c.get(&key).await.unwrap();
+                                let took = t.elapsed();
+                                assert_eq!((obj.bytes.len(), obj.path), (size, want));
+                                lat.lock().unwrap().push(took);
+                            }
+                        })
+                    })
+                    .collect();
+                for t in tasks {
+                    t.await.unwrap();
+                }
+                let wall = wall.elapsed();
+                let cpu = cpu_seconds(pid) - cpu0;
+                let mut lat = std::mem::take(&mut *lat.lock().unwrap());
+                lat.sort();
+                let q = |p: usize| lat[(lat.len() * p / 100).min(lat.len() - 1)];
+                let bytes = (size * lat.len()) as f64;
+                let us = |d: Duration| d.as_secs_f64() * 1e6;
+                println!(
+                    "| {label} | {readers} | {path} | {:.2} GB/s | {:.0} µs | {:.0} µs | {} |",
+                    bytes / wall.as_secs_f64() / 1e9,
+                    us(q(50)),
+                    us(q(99)),
+                    if pid.is_some() {
+                        format!("{:.2} s", cpu / (bytes / 1e9))
+                    } else {
+                        "n/a".into()
+                    }
+                );
+            }
+        }
+    }
+}
