@@ -21,6 +21,9 @@ first_line() { timeout 30 sed -n "/$2/{s/.*$2//p;q}" <(tail -f "$1"); }
 mkdir -p "$tmp/s3/bkt"
 for i in $(seq "$SMALL"); do head -c $((1 << 20)) /dev/urandom >"$tmp/s3/bkt/s$i"; done
 for i in $(seq "$LARGE"); do head -c $((200 << 20)) /dev/urandom >"$tmp/s3/bkt/l$i"; done
+head -c 1024 /dev/urandom >"$tmp/s3/bkt/k1"
+head -c $((1 << 20)) /dev/urandom >"$tmp/s3/bkt/herd-rasa"
+cp "$tmp/s3/bkt/herd-rasa" "$tmp/s3/bkt/herd-varnish"
 NO_COLOR=1 RUST_LOG=s3s_fs=info s3s-fs --host 127.0.0.1 --port 0 "$tmp/s3" >"$tmp/s3s.out" 2>/dev/null &
 pids+=($!)
 s3s=$(first_line "$tmp/s3s.out" "server is running at ")
@@ -72,6 +75,45 @@ row() { # label keys...
 r_small=$(row "1 MiB (median of $((SMALL - 1)))" "${small[@]}")
 r_large=$(row "200 MiB (median of $LARGE)" "${large[@]}")
 
+# Hits: wrk against each cache, warm (1 KiB with 64 connections, 1 MiB with 16).
+SECS=${SECS:-5}
+curl -sf -o /dev/null "$rasa/v1/objects/k1"; curl -sf -o /dev/null "$varnish/bkt/k1"
+hits() { # url connections → "req/s p50_us p99_us"
+  wrk -t2 -c"$2" -d"${SECS}s" --latency "$1" | python3 -c '
+import sys,re
+t=sys.stdin.read()
+def us(s):
+    v=float(re.match(r"[\d.]+",s).group()); return v*{"us":1,"ms":1e3,"s":1e6}[s[len(re.match(r"[\d.]+",s).group()):]]
+print(float(re.search(r"Requests/sec:\s+([\d.]+)",t).group(1)), us(re.search(r"50%\s+(\S+)",t).group(1)), us(re.search(r"99%\s+(\S+)",t).group(1)))'
+}
+hit_row() { # label rasa-url varnish-url connections
+  local r v
+  read -r rr rp50 rp99 <<<"$(hits "$2" "$4")"
+  read -r vr vp50 vp99 <<<"$(hits "$3" "$4")"
+  printf '| %s | %.0f req/s, p50 %.0f µs, p99 %.0f µs | %.0f req/s, p50 %.0f µs, p99 %.0f µs | %.2f |\n' \
+    "$1" "$rr" "$rp50" "$rp99" "$vr" "$vp50" "$vp99" "$(echo "$rr/$vr" | bc -l)"
+}
+h_small=$(hit_row "1 KiB, 64 connections" "$rasa/v1/objects/k1" "$varnish/bkt/k1" 64)
+h_large=$(hit_row "1 MiB, 16 connections" "$rasa/v1/objects/s1" "$varnish/bkt/s1" 16)
+
+# A herd: 50 concurrent cold requests of one object through each; origin GETs counted by
+# each cache (Rasa's rasa_origin_fetches_total, Varnish's MAIN.backend_req).
+rasa_fetches() { curl -sf "$rasa/metrics" | awk '/^rasa_origin_fetches_total / {print $2}'; }
+varnish_fetches() { varnishstat -n "$tmp/varnish" -1 -f MAIN.backend_req | awk '{print $2}'; }
+herd() { # url → wall ms; every answer must be a 200 of the whole object
+  local start end
+  start=$(date +%s%N)
+  for _ in $(seq 50); do curl -sf -o /dev/null -w '%{http_code} %{size_download}\n' "$1" >>"$tmp/herd.codes" & done
+  wait
+  end=$(date +%s%N)
+  echo $(( (end - start) / 1000000 ))
+}
+: >"$tmp/herd.codes"
+r0=$(rasa_fetches); r_ms=$(herd "$rasa/v1/objects/herd-rasa"); r1=$(rasa_fetches)
+v0=$(varnish_fetches); v_ms=$(herd "$varnish/bkt/herd-varnish"); v1=$(varnish_fetches)
+bad=$(grep -vc "^200 1048576$" "$tmp/herd.codes" || true)
+[ "$bad" = 0 ] || { echo "bench/cold: $bad herd answers were not the whole object" >&2; exit 1; }
+
 echo "## Cold reads: Rasa vs Varnish in front of the same bucket"
 echo
 echo "s3s-fs (anonymous) serving a directory; Rasa \`--origin s3://bkt/ --s3-anonymous\`; Varnish $(varnishd -V 2>&1 | sed -n 's/.*(varnish-\([^ ]*\) .*/\1/p') with \`do_stream\` and \`malloc,4G\`. Each object read once cold, then once warm, through each; first byte / total (\`curl -w\`)."
@@ -82,3 +124,12 @@ echo "$r_small"
 echo "$r_large"
 echo
 echo "s3s-fs reads a whole file to compute its MD5 ETag before it sends the first byte, so every cold first byte here waits for that, through both caches alike."
+echo
+echo "Hits (\`wrk -t2 -d${SECS}s --latency\`, warm):"
+echo
+echo "| value | Rasa | Varnish | Rasa/Varnish (req/s) |"
+echo "| --- | --- | --- | --- |"
+echo "$h_small"
+echo "$h_large"
+echo
+echo "A herd: 50 concurrent cold GETs of one 1 MiB object through each cache (all 200s with the whole object): Rasa fetched it from the origin $(printf '%.0f' "$(echo "$r1-$r0" | bc -l)") time(s) in $r_ms ms, Varnish $(printf '%.0f' "$(echo "$v1-$v0" | bc -l)") time(s) in $v_ms ms."
