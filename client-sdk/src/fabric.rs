@@ -188,6 +188,7 @@ impl Client {
                 }
                 Ok(payload) => {
                     self.count_read(ReadPath::Fabric);
+                    self.count_copied(payload.len()); // out of the scratch memory
                     Ok(Object {
                         bytes: Bytes::from(payload),
                         version: d.version.clone(),

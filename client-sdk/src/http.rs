@@ -105,8 +105,10 @@ impl Client {
                     if let Some(h) = held {
                         rest.reserve(expected.max(h.len() + chunk.len()));
                         rest.extend_from_slice(&h);
+                        self.count_copied(h.len());
                     }
                     rest.extend_from_slice(&chunk);
+                    self.count_copied(chunk.len());
                 }
             }
         }

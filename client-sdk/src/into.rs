@@ -108,6 +108,7 @@ impl Client {
         let r = self
             .http_to(key, &mut out, Some(capacity))
             .await
+            .inspect(|w| self.count_copied(w.length as usize))
             .map_err(|p| match p.error {
                 // The body outgrew the buffer (its length was not said up front).
                 Error::Output(_) if out.position() == capacity => Error::BufferTooSmall {
@@ -177,6 +178,7 @@ impl Client {
             Ok(()) => {
                 drop(state);
                 self.count_read(ReadPath::Fabric);
+                self.count_copied(length);
                 Ok(Written {
                     length: length as u64,
                     version: d.version.clone(),

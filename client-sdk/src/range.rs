@@ -109,7 +109,10 @@ impl Client {
             let (res, b) = self.range_into(&d, deadline, r, buf).await;
             buf = b;
             match res {
-                Ok(()) => return (Ok(written(ReadPath::Fabric)), buf),
+                Ok(()) => {
+                    self.count_copied(n);
+                    return (Ok(written(ReadPath::Fabric)), buf);
+                }
                 Err(e) => {
                     self.forget(key);
                     let lasting = matches!(&e, Error::FastPath(m) if m.starts_with(NO_TABLE));
@@ -137,6 +140,7 @@ impl Client {
             return (Err(e), buf);
         }
         buf.as_mut()[..obj.bytes.len()].copy_from_slice(&obj.bytes);
+        self.count_copied(obj.bytes.len());
         let w = Written {
             length: obj.bytes.len() as u64,
             version: obj.version,

@@ -76,6 +76,10 @@ pub struct Stats {
     /// Fabric endpoints opened, each at its first use (at most
     /// [`crate::ClientBuilder::fabric_endpoints`]; rebuilds after a failure not counted).
     pub fabric_endpoints: u64,
+    /// Bytes the SDK copied on their way to the caller: from a fabric endpoint's registered
+    /// scratch memory, or out of HTTP body chunks. A value delivered with one copy adds its
+    /// length; a single-chunk HTTP body handed over as it came adds nothing.
+    pub bytes_copied: u64,
 }
 
 impl Client {
@@ -91,6 +95,11 @@ impl Client {
     pub(crate) fn count_fallback(&self, why: Fallback) {
         let mut st = self.inner.stats.lock().unwrap_or_else(|e| e.into_inner());
         *st.fallbacks.entry(why.as_str()).or_default() += 1;
+    }
+
+    pub(crate) fn count_copied(&self, n: usize) {
+        let mut st = self.inner.stats.lock().unwrap_or_else(|e| e.into_inner());
+        st.bytes_copied += n as u64;
     }
 
     pub(crate) fn count_read(&self, path: ReadPath) {

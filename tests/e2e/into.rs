@@ -92,3 +92,39 @@ async fn get_into_fills_caller_memory_on_both_paths() {
             >= 1
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_reaches_the_caller_with_one_copy() {
+    let gw = Gateway::start(&["--fast-path", "on"]);
+    let value = pattern((3 << 20) + 7, 11);
+    let r = rasa_tests::http()
+        .put(gw.url("/v1/objects/v"))
+        .body(value.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let len = value.len() as u64;
+    for (mode, path) in [
+        (FastPath::Required, ReadPath::Fabric),
+        (FastPath::Off, ReadPath::Http),
+    ] {
+        let c = Client::builder(&gw.base).fast_path(mode).build().unwrap();
+        let copied = || c.stats().bytes_copied;
+        let before = copied();
+        let (r, buf) = c.get_into("v", vec![0u8; value.len()]).await;
+        assert_eq!(r.unwrap().path, path);
+        assert!(buf == value);
+        assert_eq!(copied() - before, len, "{mode:?}: get_into copies");
+        if path == ReadPath::Fabric {
+            // One-sided, `get` and `get_range` copy once too (out of the scratch memory).
+            let before = copied();
+            assert!(c.get("v").await.unwrap().bytes == value);
+            assert_eq!(copied() - before, len, "get copies");
+            let before = copied();
+            let obj = c.get_range("v", 1000..101_000).await.unwrap();
+            assert_eq!(obj.path, ReadPath::Fabric);
+            assert_eq!(copied() - before, 100_000, "get_range copies");
+        }
+    }
+}
