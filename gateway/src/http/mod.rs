@@ -110,9 +110,29 @@ impl HttpConfig {
     }
 }
 
-/// What every handler can reach.
+/// What every handler can reach: one shared [`Shared`], so that handing it to a request
+/// (axum clones the state for every handler call and layer) costs one reference count, not
+/// one per field. Reads go through `Deref`; set-up before serving changes fields through
+/// `DerefMut` (copy-on-write, a no-op while nothing else holds the state).
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for AppState {
+    fn deref_mut(&mut self) -> &mut Shared {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
+/// The fields of [`AppState`].
+#[derive(Clone)]
+pub struct Shared {
     /// The versions.
     pub store: Arc<Store>,
     /// HTTP limits.
@@ -144,7 +164,7 @@ pub struct AppState {
 impl AppState {
     /// State over `store` with `config`, without a metrics recorder.
     pub fn new(store: Arc<Store>, config: HttpConfig) -> Self {
-        Self {
+        Self(Arc::new(Shared {
             store,
             slots: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_requests)),
             chunked_budget: Arc::new(tokio::sync::Semaphore::new(
@@ -161,7 +181,7 @@ impl AppState {
             test_frames: Arc::default(),
             test_served: Arc::default(),
             stats: Arc::default(),
-        }
+        }))
     }
 }
 
