@@ -15,15 +15,9 @@ use std::time::{Duration, Instant};
 
 use rasa_client::{Client, FastPath, ReadPath};
 
-fn cpu_seconds(pid: Option<u32>) -> f64 {
-    let Some(pid) = pid else { return 0.0 };
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = stat.rsplit(')').next().unwrap_or_default();
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
-        + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    ticks / 100.0
-}
+#[path = "common/cpu.rs"]
+mod cpu;
+use cpu::cpu_seconds;
 
 #[tokio::main]
 async fn main() {

@@ -2,14 +2,13 @@
 //! test process reads them one-sided with the real libfabric API, on every software
 //! provider this machine has (`tcp;ofi_rxm`, `sockets`).
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use base64::prelude::*;
 use rasa_fastpath::fabric::FabricConfig;
 use rasa_fastpath::reader::{ReadError, Reader, RemoteFrame};
 use rasa_openapi::{Descriptor, FabricInfo};
-use rasa_tests::{pattern, sha256_hex, workspace_bin, Gateway};
+use rasa_tests::{pattern, sha256_hex, Gateway};
 use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -136,13 +135,7 @@ async fn one_sided_reads_from_another_process_on_sockets() {
     suite("sockets").await;
 }
 
-fn rasa(gw: &Gateway, args: &[&str]) -> std::process::Output {
-    Command::new(workspace_bin("rasa"))
-        .args(["--endpoint", &gw.base])
-        .args(args)
-        .output()
-        .unwrap()
-}
+use rasa_tests::rasa_cli as rasa;
 
 #[test]
 fn cli_reads_one_sided_and_falls_back_to_http() {

@@ -3,11 +3,9 @@
 //! ranges covering its block (then served over HTTP); frames without a table read ranges
 //! over HTTP; `rasa get --range`.
 
-use std::process::Command;
-
 use rasa_client::{Client, Error, FastPath, ProblemCode, ReadPath};
 use rasa_openapi::Descriptor;
-use rasa_tests::{pattern, sha256_hex, workspace_bin, Gateway};
+use rasa_tests::{pattern, sha256_hex, Gateway};
 use serde_json::Value;
 
 const BLOCK: u64 = 64 << 10;
@@ -192,13 +190,7 @@ async fn frames_without_a_table_serve_ranges_over_http() {
     );
 }
 
-fn rasa(gw: &Gateway, args: &[&str]) -> std::process::Output {
-    Command::new(workspace_bin("rasa"))
-        .args(["--endpoint", &gw.base])
-        .args(args)
-        .output()
-        .unwrap()
-}
+use rasa_tests::rasa_cli as rasa;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_reads_ranges() {

@@ -82,6 +82,15 @@ pub fn rust_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Runs the `rasa` CLI against `gw` with `args`, to completion.
+pub fn rasa_cli(gw: &Gateway, args: &[&str]) -> std::process::Output {
+    Command::new(workspace_bin("rasa"))
+        .args(["--endpoint", &gw.base])
+        .args(args)
+        .output()
+        .expect("run rasa")
+}
+
 /// Path of a binary of this workspace, next to the test executable.
 pub fn workspace_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");

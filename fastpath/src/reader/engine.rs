@@ -20,6 +20,32 @@ pub(super) struct Piece {
     pub(super) len: usize,
 }
 
+/// Appends the reads of `len` bytes from `remote` into scratch at `local`, in pieces of at
+/// most [`CHUNK`](super::CHUNK) bytes.
+pub(super) fn split(pieces: &mut Vec<Piece>, local: usize, remote: u64, rkey: u64, len: usize) {
+    let mut off = 0;
+    while off < len {
+        let n = super::CHUNK.min(len - off);
+        pieces.push(Piece {
+            local: local + off,
+            remote: remote + off as u64,
+            rkey,
+            len: n,
+        });
+        off += n;
+    }
+}
+
+/// Runs `pieces` with all of them in flight (each has scratch space of its own), within
+/// `timeout`, which a timeout failure names.
+pub(super) fn run_all(conn: &mut Conn, pieces: &[Piece], timeout: Duration) -> Result<(), Failed> {
+    let deadline = Instant::now() + timeout;
+    run(conn, pieces, pieces.len(), deadline, &mut |_, _| Ok(())).map_err(|f| match f.error {
+        ReadError::Timeout(_) => ReadError::Timeout(timeout).into(),
+        _ => f,
+    })
+}
+
 /// What receives each completed piece (its index and bytes), in order; an error stops the
 /// read.
 pub(super) type OnPiece<'a> = dyn FnMut(usize, &[u8]) -> Result<(), ReadError> + 'a;

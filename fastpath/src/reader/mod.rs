@@ -2,7 +2,7 @@
 //! returned.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::buffer::{ArenaBuffer, WriteSlot};
 use crate::fabric::plan::{self, ReadFailure};
@@ -13,8 +13,6 @@ use crate::sys;
 mod engine;
 mod range;
 mod stream;
-
-use engine::Piece;
 
 /// Reads are split into pieces of this size, kept in flight together.
 pub const CHUNK: usize = 1 << 20;
@@ -335,26 +333,9 @@ impl Reader {
         conn.ensure_scratch(total, efa)?;
         let mut pieces = Vec::new();
         for (f, &(at, len)) in frames.iter().zip(&layout) {
-            let mut off = 0;
-            while off < len {
-                let n = CHUNK.min(len - off);
-                pieces.push(Piece {
-                    local: at + off,
-                    remote: f.addr + off as u64,
-                    rkey: f.rkey,
-                    len: n,
-                });
-                off += n;
-            }
+            engine::split(&mut pieces, at, f.addr, f.rkey, len);
         }
-        let deadline = Instant::now() + timeout;
-        let window = pieces.len();
-        engine::run(conn, &pieces, window, deadline, &mut |_, _| Ok(())).map_err(|f| {
-            match f.error {
-                ReadError::Timeout(_) => ReadError::Timeout(timeout).into(),
-                _ => f,
-            }
-        })?;
+        engine::run_all(conn, &pieces, timeout)?;
         let (slot, _) = conn.scratch.as_mut().expect("scratch set above");
         let bytes = slot.as_mut_slice();
         Ok(frames

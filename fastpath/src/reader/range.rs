@@ -3,10 +3,10 @@
 //! the range is handed out.
 
 use std::ops::Range;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::engine::{self, Piece};
-use super::{Failed, ReadError, Reader, RemoteFrame, CHUNK};
+use super::{Failed, ReadError, Reader, RemoteFrame};
 use crate::fabric::plan;
 use crate::frame::{self, FrameError, ENTRY_LEN, HEADER_LEN};
 
@@ -98,25 +98,9 @@ impl Reader {
                 len: entries_len,
             },
         ];
-        let mut off = 0;
-        while off < blocks_len {
-            let n = CHUNK.min(blocks_len - off);
-            pieces.push(Piece {
-                local: blocks_at + off,
-                remote: f.addr + (HEADER_LEN as u64) + block_start + off as u64,
-                rkey: f.rkey,
-                len: n,
-            });
-            off += n;
-        }
-        let deadline = Instant::now() + timeout;
-        let window = pieces.len();
-        engine::run(conn, &pieces, window, deadline, &mut |_, _| Ok(())).map_err(|f| {
-            match f.error {
-                ReadError::Timeout(_) => ReadError::Timeout(timeout).into(),
-                _ => f,
-            }
-        })?;
+        let blocks_remote = f.addr + HEADER_LEN as u64 + block_start;
+        engine::split(&mut pieces, blocks_at, blocks_remote, f.rkey, blocks_len);
+        engine::run_all(conn, &pieces, timeout)?;
         let (slot, _) = conn.scratch.as_mut().expect("scratch set above");
         let bytes = slot.as_mut_slice();
         let blocks = &bytes[blocks_at..blocks_at + blocks_len];

@@ -5,6 +5,7 @@
 use super::*;
 use crate::frame::{self, key_hash, FrameHasher};
 use crate::server::FabricServer;
+use std::time::Instant;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
