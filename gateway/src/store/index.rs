@@ -3,17 +3,98 @@
 //! ([`Store::publish`](super::Store::publish)).
 
 use std::borrow::Borrow;
-use std::collections::{BTreeMap, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::ops::Bound;
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::{Store, StoreError, StoredVersion, VersionId};
 
-/// Keys → their versions, in key order. Each entry is the key's current version, ordered
-/// by the key bytes in its frame (so the key is held once, in arena memory), and the
-/// overwritten versions still readable by id. An entry costs 16 bytes in a B-tree node.
+/// Shards of the index (a power of two). A key's shard is fixed by the hash of its bytes,
+/// so readers of different keys rarely meet on one lock, and a writer holds up only the
+/// readers of its shard.
+const SHARDS: usize = 64;
+
+/// Keys → their versions: [`SHARDS`] B-trees, each behind its own lock; a prefix listing
+/// merges them in key order.
+#[derive(Debug)]
+pub(super) struct Index(Box<[RwLock<Shard>]>);
+
+impl Default for Index {
+    fn default() -> Self {
+        Self((0..SHARDS).map(|_| RwLock::default()).collect())
+    }
+}
+
+impl Index {
+    fn shard(&self, key: &[u8]) -> &RwLock<Shard> {
+        &self.0[xxhash_rust::xxh3::xxh3_64(key) as usize & (SHARDS - 1)]
+    }
+
+    /// `key`'s shard, to read.
+    pub(super) fn read(&self, key: &[u8]) -> RwLockReadGuard<'_, Shard> {
+        self.shard(key)
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// `key`'s shard, to change.
+    pub(super) fn write(&self, key: &[u8]) -> RwLockWriteGuard<'_, Shard> {
+        self.shard(key)
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Current versions of keys from `start` on that begin with `prefix`, in key order, at
+    /// most `limit`; plus whether more follow. Holds every shard's read lock meanwhile.
+    fn list(
+        &self,
+        start: Bound<&[u8]>,
+        prefix: &[u8],
+        limit: usize,
+    ) -> (Vec<Arc<StoredVersion>>, bool) {
+        let guards: Vec<_> = self
+            .0
+            .iter()
+            .map(|s| s.read().unwrap_or_else(PoisonError::into_inner))
+            .collect();
+        let mut runs: Vec<_> = guards
+            .iter()
+            .map(|g| {
+                g.from(start)
+                    .take_while(|v| v.key_bytes().starts_with(prefix))
+            })
+            .collect();
+        // The next version of every shard, and their keys, smallest first (keys are unique
+        // across shards).
+        let mut heads: Vec<Option<&Arc<StoredVersion>>> =
+            runs.iter_mut().map(Iterator::next).collect();
+        let mut next: BinaryHeap<Reverse<(&[u8], usize)>> = heads
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.map(|v| Reverse((v.key_bytes(), i))))
+            .collect();
+        let mut page = Vec::with_capacity(limit.min(1024));
+        while let Some(Reverse((_, i))) = next.pop() {
+            if page.len() == limit {
+                return (page, true);
+            }
+            page.push(Arc::clone(heads[i].expect("a head for every key queued")));
+            heads[i] = runs[i].next();
+            if let Some(v) = heads[i] {
+                next.push(Reverse((v.key_bytes(), i)));
+            }
+        }
+        (page, false)
+    }
+}
+
+/// One shard: keys → their versions, in key order. Each entry is the key's current
+/// version, ordered by the key bytes in its frame (so the key is held once, in arena
+/// memory), and the overwritten versions still readable by id. An entry costs 16 bytes in
+/// a B-tree node.
 #[derive(Debug, Default)]
-pub(super) struct Index(BTreeMap<Current, Older>);
+pub(super) struct Shard(BTreeMap<Current, Older>);
 
 /// A key's current version, as an index key: ordered and looked up by its key's bytes.
 #[derive(Debug)]
@@ -51,7 +132,7 @@ impl Ord for Current {
 #[allow(clippy::box_collection)]
 struct Older(Option<Box<HashMap<VersionId, Arc<StoredVersion>>>>);
 
-impl Index {
+impl Shard {
     /// The current version of `key`.
     pub(super) fn current(&self, key: &[u8]) -> Option<&StoredVersion> {
         self.0.get_key_value(key).map(|(c, _)| &*c.0)
@@ -129,11 +210,9 @@ impl Index {
 impl Store {
     /// The current version of `key`.
     pub fn current(&self, key: &str) -> Option<Arc<StoredVersion>> {
-        let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
-        let v = index
-            .0
-            .get_key_value(key.as_bytes())
-            .map(|(c, _)| Arc::clone(&c.0))?;
+        let shard = self.index.read(key.as_bytes());
+        let v = Arc::clone(&shard.0.get_key_value(key.as_bytes())?.0 .0);
+        drop(shard);
         v.arena.touch();
         Some(v)
     }
@@ -151,8 +230,9 @@ impl Store {
 
     /// A given version of `key`, current or older, while retained.
     pub fn version(&self, key: &str, version: VersionId) -> Option<Arc<StoredVersion>> {
-        let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
-        let v = Arc::clone(index.version(key.as_bytes(), version)?);
+        let shard = self.index.read(key.as_bytes());
+        let v = Arc::clone(shard.version(key.as_bytes(), version)?);
+        drop(shard);
         v.arena.touch();
         Some(v)
     }
@@ -164,10 +244,10 @@ impl Store {
         key: &str,
         check: impl FnOnce(Option<&StoredVersion>) -> Result<(), StoreError>,
     ) -> Result<bool, StoreError> {
-        let mut index = self.index.write().unwrap_or_else(PoisonError::into_inner);
-        check(index.current(key.as_bytes()))?;
-        let removed = index.remove(key.as_bytes());
-        drop(index);
+        let mut shard = self.index.write(key.as_bytes());
+        check(shard.current(key.as_bytes()))?;
+        let removed = shard.remove(key.as_bytes());
+        drop(shard);
         if let Some(v) = &removed {
             v.arena.sub_live(v.frame.len() as u64);
         }
@@ -182,17 +262,10 @@ impl Store {
         after: Option<&str>,
         limit: usize,
     ) -> (Vec<Arc<StoredVersion>>, bool) {
-        let index = self.index.read().unwrap_or_else(PoisonError::into_inner);
         let start = match after {
             Some(a) if a >= prefix => Bound::Excluded(a.as_bytes()),
             _ => Bound::Included(prefix.as_bytes()),
         };
-        let mut iter = index
-            .from(start)
-            .take_while(|v| v.key_bytes().starts_with(prefix.as_bytes()))
-            .map(Arc::clone);
-        let page: Vec<_> = iter.by_ref().take(limit).collect();
-        let more = iter.next().is_some();
-        (page, more)
+        self.index.list(start, prefix.as_bytes(), limit)
     }
 }

@@ -3,11 +3,10 @@
 //! describe memory. The lease invariant itself is enforced in [`super::arena`].
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::arena::{self, Arena};
-use super::index::Index;
 use super::{Store, StoredVersion};
 
 impl Store {
@@ -26,12 +25,10 @@ impl Store {
         let Some((arena, compact)) = self.arenas.take_victim() else {
             return;
         };
-        let mut index = self.index.write().unwrap_or_else(PoisonError::into_inner);
         if compact {
-            self.compact(&mut index, &arena);
+            self.compact(&arena);
         }
-        let evicted = self.purge(&mut index, &arena);
-        drop(index);
+        let evicted = self.purge(&arena);
         if evicted > 0 {
             tracing::info!(
                 arena = arena.id,
@@ -128,17 +125,15 @@ impl Store {
         if dead.is_empty() {
             return;
         }
-        let mut index = self.index.write().unwrap_or_else(PoisonError::into_inner);
         for a in &dead {
-            self.purge(&mut index, a);
+            self.purge(a);
         }
-        drop(index);
         self.arenas.drain(dead);
     }
 
     /// Makes every version in `arena` unreachable: retained older versions are dropped, and
     /// keys whose current version lives there are evicted. Returns the evicted keys' count.
-    fn purge(&self, index: &mut Index, arena: &Arc<Arena>) -> u64 {
+    fn purge(&self, arena: &Arc<Arena>) -> u64 {
         let mut evicted = 0;
         // A member that is gone was dropped by everyone (the index included): nothing to do.
         for v in arena
@@ -147,6 +142,7 @@ impl Store {
             .filter_map(std::sync::Weak::upgrade)
         {
             let (key, ver) = (v.key_bytes(), v.version());
+            let mut index = self.index.write(key);
             match index.current(key) {
                 Some(c) if c.version() == ver && Arc::ptr_eq(&c.arena, arena) => {
                     index.remove(key);
@@ -169,7 +165,7 @@ impl Store {
 
     /// Copies the current versions living in `arena` to the open arena (same version ids,
     /// same frames) and moves their keys there, as far as room allows.
-    fn compact(&self, index: &mut Index, arena: &Arc<Arena>) {
+    fn compact(&self, arena: &Arc<Arena>) {
         let members = arena.take_members();
         let mut kept = Vec::new();
         let mut moved = 0u64;
@@ -177,6 +173,7 @@ impl Store {
             let Some(old) = member.upgrade() else {
                 continue;
             };
+            let mut index = self.index.write(old.key_bytes());
             let current = index
                 .current(old.key_bytes())
                 .is_some_and(|c| c.version() == old.version() && Arc::ptr_eq(&c.arena, arena));

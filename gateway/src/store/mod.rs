@@ -26,7 +26,7 @@ pub use upload::{Sealed, Upload};
 pub use version::{BadVersionId, OriginMeta, StoredVersion, VersionId, VERSION_PATTERN};
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use rasa_fastpath::server::FabricServer;
@@ -61,7 +61,7 @@ pub struct Store {
     counter: AtomicU64,
     arenas: Arenas,
     fabric: Option<Arc<FabricServer>>,
-    index: RwLock<Index>,
+    index: Index,
     /// Woken whenever reclamation makes memory reusable (PUTs waiting for room).
     room: tokio::sync::Notify,
     /// The latest lease deadline handed out, in milliseconds since the Unix epoch.
@@ -84,7 +84,7 @@ impl Store {
             fabric,
             room: tokio::sync::Notify::new(),
             latest_lease_ms: AtomicU64::new(0),
-            index: RwLock::new(Index::default()),
+            index: Index::default(),
             config,
         }
     }

@@ -230,6 +230,34 @@ async fn list_pages_in_key_order_within_prefix() {
     assert_eq!(keys(p), vec!["b/1".to_string()]);
 }
 
+#[tokio::test]
+async fn listing_merges_every_shard_in_key_order() {
+    let s = store(8 << 20, 1 << 20);
+    // 2,000 keys, spread over every shard, stored in a scattered order; some outside the
+    // prefix on both sides.
+    let mut want = Vec::new();
+    for i in 0..2000u32 {
+        let k = format!("p/{:05}", (i * 7919) % 2000);
+        put(&s, &k, b"v").await.unwrap();
+        want.push(k);
+    }
+    put(&s, "o", b"v").await.unwrap();
+    put(&s, "q", b"v").await.unwrap();
+    want.sort();
+    let mut got = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let (page, more) = s.list("p/", after.as_deref(), 333);
+        got.extend(page.iter().map(|v| v.key().to_owned()));
+        after = got.last().cloned();
+        if !more {
+            break;
+        }
+        assert_eq!(page.len(), 333);
+    }
+    assert_eq!(got, want);
+}
+
 #[test]
 fn version_ids_parse_and_print() {
     let v = VersionId(0x00ab_cdef_0123_4567);

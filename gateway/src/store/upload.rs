@@ -3,7 +3,7 @@
 //! Nothing is visible before the publish; a dropped upload publishes nothing.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rasa_fastpath::buffer::WriteSlot;
@@ -152,13 +152,13 @@ impl Store {
         check: impl FnOnce(Option<&StoredVersion>) -> Result<(), StoreError>,
     ) -> Result<Arc<StoredVersion>, StoreError> {
         let stored = Arc::clone(&sealed.version);
-        let mut index = self.index.write().unwrap_or_else(PoisonError::into_inner);
-        check(index.current(stored.key_bytes()))?;
+        let mut shard = self.index.write(stored.key_bytes());
+        check(shard.current(stored.key_bytes()))?;
         stored.arena.add_live(&stored, stored.frame.len() as u64);
-        if let Some(old) = index.replace(Arc::clone(&stored)) {
+        if let Some(old) = shard.replace(Arc::clone(&stored)) {
             old.arena.sub_live(old.frame.len() as u64);
         }
-        drop(index);
+        drop(shard);
         drop(sealed);
         metrics::counter!("rasa_versions_stored_total").increment(1);
         metrics::counter!("rasa_bytes_stored_total").increment(stored.len());
