@@ -15,17 +15,13 @@ use std::time::{Duration, Instant};
 
 use rasa_client::{Client, FastPath, ReadPath};
 
-#[path = "common/cpu.rs"]
-mod cpu;
-use cpu::cpu_seconds;
+#[path = "common/bench.rs"]
+mod bench;
+use bench::{cpu_seconds, endpoint_and_pid};
 
 #[tokio::main]
 async fn main() {
-    let mut args = std::env::args().skip(1);
-    let endpoint = args
-        .next()
-        .unwrap_or_else(|| "http://127.0.0.1:8080".into());
-    let pid: Option<u32> = args.next().and_then(|p| p.parse().ok());
+    let (endpoint, pid) = endpoint_and_pid();
     let endpoints: usize = std::env::var("RASA_BENCH_ENDPOINTS")
         .ok()
         .and_then(|v| v.parse().ok())

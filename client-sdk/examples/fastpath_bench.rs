@@ -16,9 +16,9 @@ use rasa_client::{Client, FastPath};
 use rasa_fastpath::fabric::FabricConfig;
 use rasa_fastpath::reader::Reader;
 
-#[path = "common/cpu.rs"]
-mod cpu;
-use cpu::cpu_seconds;
+#[path = "common/bench.rs"]
+mod bench;
+use bench::{cpu_seconds, endpoint_and_pid};
 
 struct Run {
     p50: Duration,
@@ -40,11 +40,7 @@ fn summarize(mut lat: Vec<Duration>, bytes: usize, wall: Duration, cpu: f64) -> 
 
 #[tokio::main]
 async fn main() {
-    let mut args = std::env::args().skip(1);
-    let endpoint = args
-        .next()
-        .unwrap_or_else(|| "http://127.0.0.1:8080".into());
-    let pid: Option<u32> = args.next().and_then(|p| p.parse().ok());
+    let (endpoint, pid) = endpoint_and_pid();
     let client = Client::builder(&endpoint)
         .fast_path(FastPath::Off)
         .build()

@@ -7,9 +7,10 @@ use std::time::Instant;
 use base64::prelude::*;
 use bytes::Bytes;
 use rasa_fastpath::fabric::FabricConfig;
-use rasa_fastpath::reader::Reader;
+use rasa_fastpath::reader::{ReadError, Reader};
 use rasa_openapi::Descriptor;
 use sha2::{Digest, Sha256};
+use tokio::sync::OwnedMutexGuard;
 
 use crate::descriptors::{deadline_of, remote_frame};
 use crate::{Client, Error, Fallback, FastPath, Object, ReadPath};
@@ -120,12 +121,6 @@ impl Client {
         if ds.is_empty() {
             return Ok(Vec::new());
         }
-        if self.rebuilding() {
-            self.count_fallback(Fallback::Rebuilding);
-            return Err(Error::FastPath(
-                "the fabric endpoint is being rebuilt".into(),
-            ));
-        }
         let mut frames = Vec::with_capacity(ds.len());
         let mut earliest = None::<Instant>;
         for (d, deadline) in ds {
@@ -136,40 +131,17 @@ impl Client {
             frames.push(frame);
             earliest = Some(earliest.map_or(*deadline, |e: Instant| e.min(*deadline)));
         }
-        let remaining = earliest
-            .expect("non-empty")
-            .saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            self.count_fallback(Fallback::LeaseExpired);
-            return Err(Error::FastPath(
-                "the descriptor's lease ended before the read".into(),
-            ));
-        }
-        let timeout = remaining.min(self.inner.read_timeout);
-        let mut state = self.endpoint().await;
-        if let Err(e) = self.connect(&mut state).await {
-            self.count_fallback(Fallback::Unavailable);
-            return Err(e);
-        }
-        let (state, result) = tokio::task::spawn_blocking(move || {
-            let r = match &mut *state {
-                FabricState::Ready { reader, .. } => reader.read_many(&frames, timeout),
-                _ => unreachable!("connected above"),
-            };
-            (state, r)
-        })
-        .await
-        .map_err(|e| Error::FastPath(format!("read task failed: {e}")))?;
-        let results = match result {
-            Ok(r) => {
-                drop(state);
-                r
-            }
-            Err(e) => {
-                self.after_failure(&e, state);
-                return Err(Error::FastPath(e.to_string()));
-            }
-        };
+        let earliest = earliest.expect("non-empty");
+        let state = self.ready_endpoint(earliest).await?;
+        let timeout = earliest
+            .saturating_duration_since(Instant::now())
+            .min(self.inner.read_timeout);
+        let (results, ()) = self
+            .on_reader(state, (), move |reader, _| {
+                reader.read_many(&frames, timeout)
+            })
+            .await;
+        let results = results?;
         let mut out = Vec::with_capacity(ds.len());
         for ((d, _), r) in ds.iter().zip(results) {
             out.push(match r {
@@ -202,14 +174,71 @@ impl Client {
         Ok(out)
     }
 
+    /// A connected endpoint for reads that must start before `deadline`, unless it is being
+    /// rebuilt, the lease is over, or the fast path is unavailable (each counted).
+    pub(crate) async fn ready_endpoint(
+        &self,
+        deadline: Instant,
+    ) -> Result<OwnedMutexGuard<FabricState>, Error> {
+        if self.rebuilding() {
+            self.count_fallback(Fallback::Rebuilding);
+            return Err(Error::FastPath(
+                "the fabric endpoint is being rebuilt".into(),
+            ));
+        }
+        if Instant::now() >= deadline {
+            self.count_fallback(Fallback::LeaseExpired);
+            return Err(Error::FastPath(
+                "the descriptor's lease ended before the read".into(),
+            ));
+        }
+        let mut state = self.endpoint().await;
+        if let Err(e) = self.connect(&mut state).await {
+            self.count_fallback(Fallback::Unavailable);
+            return Err(e);
+        }
+        Ok(state)
+    }
+
+    /// Runs `read` with the connected reader of `state` on the blocking pool, handing it
+    /// `buf` (the pool owns it meanwhile; it comes back with the result). A failure is
+    /// counted and leaves the endpoint to [`Client::after_failure`]; counting a success is
+    /// the caller's.
+    pub(crate) async fn on_reader<B: Send + 'static, T: Send + 'static>(
+        &self,
+        mut state: OwnedMutexGuard<FabricState>,
+        mut buf: B,
+        read: impl FnOnce(&mut Reader, &mut B) -> Result<T, ReadError> + Send + 'static,
+    ) -> crate::BufResult<T, B> {
+        let task = tokio::task::spawn_blocking(move || {
+            let r = match &mut *state {
+                FabricState::Ready { reader, .. } => read(reader, &mut buf),
+                _ => unreachable!("a connected endpoint"),
+            };
+            (state, r, buf)
+        });
+        let (state, r, buf) = match task.await {
+            Ok(done) => done,
+            // The task owned the buffer; a panic there is a bug, not a read failure.
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => panic!("the runtime stopped during a one-sided read: {e}"),
+        };
+        match r {
+            Ok(v) => {
+                drop(state);
+                (Ok(v), buf)
+            }
+            Err(e) => {
+                self.after_failure(&e, state);
+                (Err(Error::FastPath(e.to_string())), buf)
+            }
+        }
+    }
+
     /// Counts a failed one-sided read and, when the reader dropped its endpoint, rebuilds
     /// it in the background. A revoked key on a provider whose endpoint survives it (efa,
     /// sockets) only meant a stale descriptor: the endpoint stays as it is.
-    pub(crate) fn after_failure(
-        &self,
-        e: &rasa_fastpath::reader::ReadError,
-        state: tokio::sync::OwnedMutexGuard<FabricState>,
-    ) {
+    pub(crate) fn after_failure(&self, e: &ReadError, state: OwnedMutexGuard<FabricState>) {
         self.count_fallback(Fallback::of(e));
         let kept = matches!(&*state, FabricState::Ready { reader, .. } if reader.is_connected());
         if kept {

@@ -128,55 +128,38 @@ impl Client {
         deadline: Instant,
         buf: B,
     ) -> BufResult<Written, B> {
-        let (frame, mut state) = match self.reader_for(d, deadline).await {
+        let (frame, state) = match self.reader_for(d, deadline).await {
             Ok(r) => r,
             Err(e) => return (Err(e), buf),
         };
         let verify = self.inner.verify_sha256.then(|| d.sha256.clone());
-        let task = tokio::task::spawn_blocking(move || {
-            let mut buf = buf;
-            let dst = buf.as_mut();
-            let mut at = 0usize;
-            let r = match &mut *state {
-                crate::fabric::FabricState::Ready { reader, .. } => {
-                    reader.read_to(&frame, deadline, &mut |piece| {
-                        let end = at + piece.len();
-                        let Some(room) = dst.get_mut(at..end) else {
-                            return Err("the value outgrew the buffer".to_owned());
-                        };
-                        room.copy_from_slice(piece);
-                        at = end;
-                        Ok(())
-                    })
-                }
-                _ => unreachable!("connected by reader_for"),
-            };
-            let digest_ok = match (&r, verify) {
-                (Ok(()), Some(want)) => hex::encode(Sha256::digest(&dst[..at])) == want,
-                _ => true,
-            };
-            (state, r, digest_ok, at, buf)
-        });
-        let (state, r, digest_ok, length, buf) = match task.await {
-            Ok(done) => done,
-            // The task owned the buffer; a panic there is a bug, not a read failure.
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(e) => panic!("the runtime stopped during a one-sided read: {e}"),
-        };
+        let (r, buf) = self
+            .on_reader(state, buf, move |reader, buf| {
+                let dst = buf.as_mut();
+                let mut at = 0usize;
+                reader.read_to(&frame, deadline, &mut |piece| {
+                    let end = at + piece.len();
+                    let Some(room) = dst.get_mut(at..end) else {
+                        return Err("the value outgrew the buffer".to_owned());
+                    };
+                    room.copy_from_slice(piece);
+                    at = end;
+                    Ok(())
+                })?;
+                let digest_ok =
+                    verify.is_none_or(|want| hex::encode(Sha256::digest(&dst[..at])) == want);
+                Ok((at, digest_ok))
+            })
+            .await;
         let r = match r {
-            Err(e) => {
-                self.after_failure(&e, state);
-                Err(Error::FastPath(e.to_string()))
-            }
-            Ok(()) if !digest_ok => {
-                drop(state);
+            Err(e) => Err(e),
+            Ok((_, false)) => {
                 self.count_fallback(Fallback::Sha256Mismatch);
                 Err(Error::FastPath(
                     "SHA-256 mismatch on a one-sided read".into(),
                 ))
             }
-            Ok(()) => {
-                drop(state);
+            Ok((length, true)) => {
                 self.count_read(ReadPath::Fabric);
                 self.count_copied(length);
                 Ok(Written {

@@ -7,7 +7,6 @@ use std::time::Instant;
 use bytes::Bytes;
 use rasa_openapi::Descriptor;
 
-use crate::fabric::FabricState;
 use crate::{BufResult, Client, Error, Fallback, FastPath, Object, ReadPath, Written};
 
 /// Bytes `range` of a value of `len` bytes, as HTTP serves them: an end past the value is
@@ -158,9 +157,9 @@ impl Client {
         d: &Descriptor,
         deadline: Instant,
         range: Range<u64>,
-        mut buf: B,
+        buf: B,
     ) -> BufResult<(), B> {
-        let (frame, mut state) = match self.reader_for(d, deadline).await {
+        let (frame, state) = match self.reader_for(d, deadline).await {
             Ok(r) => r,
             Err(e) => return (Err(e), buf),
         };
@@ -176,33 +175,15 @@ impl Client {
         let timeout = deadline
             .saturating_duration_since(Instant::now())
             .min(self.inner.read_timeout);
-        let task = tokio::task::spawn_blocking(move || {
-            let n = (range.end - range.start) as usize;
-            let r = match &mut *state {
-                FabricState::Ready { reader, .. } => {
-                    reader.read_range_into(&frame, range, timeout, &mut buf.as_mut()[..n])
-                }
-                _ => unreachable!("connected by reader_for"),
-            };
-            (state, r, buf)
-        });
-        let (state, r, buf) = match task.await {
-            Ok(done) => done,
-            // The task owned the buffer; a panic there is a bug, not a read failure.
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(e) => panic!("the runtime stopped during a one-sided read: {e}"),
-        };
-        let r = match r {
-            Ok(()) => {
-                drop(state);
-                self.count_read(ReadPath::Fabric);
-                Ok(())
-            }
-            Err(e) => {
-                self.after_failure(&e, state);
-                Err(Error::FastPath(e.to_string()))
-            }
-        };
+        let n = (range.end - range.start) as usize;
+        let (r, buf) = self
+            .on_reader(state, buf, move |reader, buf| {
+                reader.read_range_into(&frame, range, timeout, &mut buf.as_mut()[..n])
+            })
+            .await;
+        if r.is_ok() {
+            self.count_read(ReadPath::Fabric);
+        }
         (r, buf)
     }
 }

@@ -285,23 +285,7 @@ impl Client {
             self.count_fallback(Fallback::Unavailable);
             return Err(Error::FastPath(crate::descriptors::why_http_only(d)));
         };
-        if self.rebuilding() {
-            self.count_fallback(Fallback::Rebuilding);
-            return Err(Error::FastPath(
-                "the fabric endpoint is being rebuilt".into(),
-            ));
-        }
-        if Instant::now() >= deadline {
-            self.count_fallback(Fallback::LeaseExpired);
-            return Err(Error::FastPath(
-                "the descriptor's lease ended before the read".into(),
-            ));
-        }
-        let mut state = self.endpoint().await;
-        if let Err(e) = self.connect(&mut state).await {
-            self.count_fallback(Fallback::Unavailable);
-            return Err(e);
-        }
+        let state = self.ready_endpoint(deadline).await?;
         Ok((frame, state))
     }
 

@@ -1,4 +1,13 @@
-//! CPU time of another process, for the benchmarks' "gateway CPU per GB".
+//! What the SDK benchmarks share: their arguments and the gateway's CPU time.
+
+/// The arguments `ENDPOINT [GATEWAY_PID]` (default endpoint `http://127.0.0.1:8080`).
+pub fn endpoint_and_pid() -> (String, Option<u32>) {
+    let mut args = std::env::args().skip(1);
+    let endpoint = args
+        .next()
+        .unwrap_or_else(|| "http://127.0.0.1:8080".into());
+    (endpoint, args.next().and_then(|p| p.parse().ok()))
+}
 
 /// User plus system CPU seconds `pid` has used so far (0 without a PID).
 pub fn cpu_seconds(pid: Option<u32>) -> f64 {
