@@ -38,6 +38,34 @@ fn summarize(mut lat: Vec<Duration>, bytes: usize, wall: Duration, cpu: f64) -> 
     }
 }
 
+/// `get_into` one-sided into `buf`, reused read after read (a `Vec`: one copy; registered
+/// memory: none).
+async fn time_into<B: AsMut<[u8]> + Send + 'static>(
+    c: &Client,
+    key: &str,
+    mut buf: B,
+    iters: usize,
+    pid: Option<u32>,
+) -> Run {
+    let size = c.head(key).await.unwrap().length as usize;
+    for _ in 0..3 {
+        let (r, b) = c.get_into(key, buf).await; // connect, warm the pages
+        r.unwrap();
+        buf = b;
+    }
+    let mut lat = Vec::with_capacity(iters);
+    let cpu0 = cpu_seconds(pid);
+    let wall = Instant::now();
+    for _ in 0..iters {
+        let t = Instant::now();
+        let (r, b) = c.get_into(key, buf).await;
+        lat.push(t.elapsed());
+        assert_eq!(r.unwrap().path, rasa_client::ReadPath::Fabric);
+        buf = b;
+    }
+    summarize(lat, size, wall.elapsed(), cpu_seconds(pid) - cpu0)
+}
+
 #[tokio::main]
 async fn main() {
     let (endpoint, pid) = endpoint_and_pid();
@@ -131,11 +159,21 @@ async fn main() {
                 cpu_seconds(pid) - cpu0,
             ));
         }
+        // Into the caller's memory: a reused Vec (one copy), registered memory (none).
+        let c = Client::builder(&endpoint)
+            .fast_path(FastPath::Required)
+            .build()
+            .unwrap();
+        let registered = c.register(size).unwrap();
+        let into_reg = time_into(&c, &key, registered, iters, pid).await;
+        let into_vec = time_into(&c, &key, vec![0u8; size], iters, pid).await;
         for (name, r) in [
             ("fabric", &fabric),
             ("http", &web),
             ("SDK get, fabric", &sdk[0]),
             ("SDK get, http", &sdk[1]),
+            ("SDK get_into Vec, fabric (1 copy)", &into_vec),
+            ("SDK get_into registered, fabric (0 copies)", &into_reg),
         ] {
             println!(
                 "| {label} | {name} | {:.0} µs | {:.0} µs | {:.2} GB/s | {} |",

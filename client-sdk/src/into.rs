@@ -1,9 +1,12 @@
 //! Reads into memory the caller owns: [`Client::get_into`] fills the caller's buffer with
 //! one copy (from the reader's registered scratch ring one-sided, from each body chunk
-//! over HTTP), validated like every read. The buffer is handed over for the read and
-//! handed back with the result (the one-sided part runs on the blocking pool, so it needs
-//! the buffer for as long as that runs), the way `tokio-uring` does.
+//! over HTTP) — or none one-sided when it is registered memory
+//! ([`crate::RegisteredBuffer`]: the fabric writes the value in place) — validated like
+//! every read. The buffer is handed over for the read and handed back with the result (the
+//! one-sided part runs on the blocking pool, so it needs the buffer for as long as that
+//! runs), the way `tokio-uring` does.
 
+use std::any::Any;
 use std::io::Cursor;
 use std::time::Instant;
 
@@ -11,6 +14,7 @@ use futures_util::StreamExt;
 use rasa_openapi::Descriptor;
 use sha2::{Digest, Sha256};
 
+use crate::registered::RegisteredBuffer;
 use crate::stream::Written;
 use crate::{Client, Error, Fallback, FastPath, ReadPath};
 
@@ -24,7 +28,8 @@ const BATCH_CONCURRENCY: usize = 16;
 impl Client {
     /// Reads `key`'s current version into the front of `buf` and hands `buf` back:
     /// one-sided when the policy allows and it works, else over HTTP. The value's length
-    /// is in the returned [`Written`]. A buffer shorter than the value gives
+    /// is in the returned [`Written`]. A [`RegisteredBuffer`] ([`Client::register`]) gets
+    /// a one-sided read with no copy: the fabric writes the value straight into it. A buffer shorter than the value gives
     /// [`Error::BufferTooSmall`] (naming the length needed) before anything is read. On any
     /// error the buffer's contents are unspecified.
     pub async fn get_into<B: AsMut<[u8]> + Send + 'static>(
@@ -121,7 +126,8 @@ impl Client {
     }
 
     /// The frame `d` names, one-sided, copied from the reader's scratch ring straight into
-    /// `buf` (on the blocking pool, which owns `buf` meanwhile).
+    /// `buf`, or landing in it when it is registered memory (on the blocking pool, which
+    /// owns `buf` meanwhile).
     async fn frame_into<B: AsMut<[u8]> + Send + 'static>(
         &self,
         d: &Descriptor,
@@ -133,8 +139,17 @@ impl Client {
             Err(e) => return (Err(e), buf),
         };
         let verify = self.inner.verify_sha256.then(|| d.sha256.clone());
+        let most = self.inner.read_timeout;
         let (r, buf) = self
             .on_reader(state, buf, move |reader, buf| {
+                let digest_ok =
+                    |v: &[u8]| verify.is_none_or(|want| hex::encode(Sha256::digest(v)) == want);
+                if let Some(reg) = (buf as &mut dyn Any).downcast_mut::<RegisteredBuffer>() {
+                    // Registered memory: the payload lands in place, no copy.
+                    let timeout = deadline.saturating_duration_since(Instant::now()).min(most);
+                    let n = reader.read_landing(&frame, &mut reg.landing, timeout)?;
+                    return Ok((n, digest_ok(&reg[..n]), 0));
+                }
                 let dst = buf.as_mut();
                 let mut at = 0usize;
                 reader.read_to(&frame, deadline, &mut |piece| {
@@ -146,22 +161,20 @@ impl Client {
                     at = end;
                     Ok(())
                 })?;
-                let digest_ok =
-                    verify.is_none_or(|want| hex::encode(Sha256::digest(&dst[..at])) == want);
-                Ok((at, digest_ok))
+                Ok((at, digest_ok(&dst[..at]), at))
             })
             .await;
         let r = match r {
             Err(e) => Err(e),
-            Ok((_, false)) => {
+            Ok((_, false, _)) => {
                 self.count_fallback(Fallback::Sha256Mismatch);
                 Err(Error::FastPath(
                     "SHA-256 mismatch on a one-sided read".into(),
                 ))
             }
-            Ok((length, true)) => {
+            Ok((length, true, copied)) => {
                 self.count_read(ReadPath::Fabric);
-                self.count_copied(length);
+                self.count_copied(copied);
                 Ok(Written {
                     length: length as u64,
                     version: d.version.clone(),

@@ -53,6 +53,7 @@ mod http;
 mod into;
 mod object;
 mod range;
+mod registered;
 mod routed;
 mod stats;
 mod stream;
@@ -71,6 +72,7 @@ pub use rasa_openapi::{
     Descriptor, DescriptorBatchRequest, DescriptorBatchResponse, DescriptorResult, FabricInfo,
     ObjectList, ObjectSummary, Problem, ProblemCode,
 };
+pub use registered::RegisteredBuffer;
 pub use stats::{Fallback, Stats};
 pub use stream::Written;
 pub use timeouts::TimeoutKind;

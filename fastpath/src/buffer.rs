@@ -267,6 +267,18 @@ impl WriteSlot {
         unsafe { std::slice::from_raw_parts_mut(self.buf.ptr.as_ptr().add(self.off), self.len) }
     }
 
+    /// The slot's bytes, for reading (its owner's own view: nobody else sees them).
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: as for `as_mut_slice`; `&self` rules out a mutable view for the returned
+        // lifetime.
+        unsafe { std::slice::from_raw_parts(self.buf.ptr.as_ptr().add(self.off), self.len) }
+    }
+
+    /// The buffer the slot lies in (to register it).
+    pub fn buffer(&self) -> &Arc<ArenaBuffer> {
+        &self.buf
+    }
+
     /// Ends writing: the range becomes immutable and readable.
     pub fn freeze(self) -> Frozen {
         // SAFETY: `off` lies within the allocation (a slot never extends past it), so the

@@ -128,3 +128,134 @@ async fn a_value_reaches_the_caller_with_one_copy() {
         }
     }
 }
+
+/// `Client::register`: the fabric writes values straight into the registered buffer (no
+/// copy counted), read after read into the same buffer (registered once per endpoint), many
+/// at once, in batches; too small is refused; over HTTP it is filled like any buffer; a
+/// corrupt frame that landed there is never accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registered_buffer_gets_the_value_with_no_copy() {
+    let gw = Gateway::start(&["--fast-path", "on", "--test-hooks"]);
+    let http = rasa_tests::http();
+    let values = [
+        pattern((3 << 20) + 7, 5),
+        pattern(100_000, 6),
+        pattern(1, 7),
+    ];
+    for (i, v) in values.iter().enumerate() {
+        let r = http
+            .put(gw.url(&format!("/v1/objects/r{i}")))
+            .body(v.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+    }
+    let c = Client::builder(&gw.base)
+        .fast_path(FastPath::Required)
+        .build()
+        .unwrap();
+    let copied = || c.stats().bytes_copied;
+    let before = copied();
+    let mut reg = c.register(4 << 20).unwrap();
+    for round in 0..2 {
+        for (i, v) in values.iter().enumerate() {
+            let (r, back) = c.get_into(&format!("r{i}"), reg).await;
+            reg = back;
+            let w = r.unwrap();
+            assert_eq!((w.path, w.length), (ReadPath::Fabric, v.len() as u64));
+            assert!(reg[..v.len()] == v[..], "round {round}: r{i} differs");
+        }
+    }
+    assert_eq!(
+        copied() - before,
+        0,
+        "one-sided into registered memory copies"
+    );
+    assert_eq!(reg.registrations(), 1, "one reader at a time: one endpoint");
+
+    let (r, small) = c.get_into("r0", c.register(10).unwrap()).await;
+    assert!(
+        matches!(r, Err(Error::BufferTooSmall { needed: Some(n), capacity: 10 }) if n == values[0].len() as u64),
+        "{r:?}"
+    );
+    assert!(
+        small.iter().all(|&b| b == 0),
+        "wrote into a buffer too small"
+    );
+
+    // Many at once, each into its own registered buffer, on the client's endpoints.
+    let tasks: Vec<_> = (0..8)
+        .map(|t| {
+            let c = c.clone();
+            let reg = c.register(4 << 20).unwrap();
+            tokio::spawn(async move {
+                let i = t % 3;
+                let (r, reg) = c.get_into(&format!("r{i}"), reg).await;
+                (i, r.unwrap().path, reg)
+            })
+        })
+        .collect();
+    for t in tasks {
+        let (i, path, reg) = t.await.unwrap();
+        assert_eq!(path, ReadPath::Fabric);
+        assert!(
+            reg[..values[i].len()] == values[i][..],
+            "concurrent r{i} differs"
+        );
+    }
+    let bufs = (0..3).map(|_| c.register(4 << 20).unwrap()).collect();
+    for (i, (r, reg)) in c
+        .get_many_into(&["r0", "r1", "r2"], bufs)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(r.unwrap().path, ReadPath::Fabric);
+        assert!(
+            reg[..values[i].len()] == values[i][..],
+            "batch r{i} differs"
+        );
+    }
+    assert_eq!(copied() - before, 0, "concurrent and batched reads copy");
+
+    // Over HTTP a registered buffer is filled like any other: one copy.
+    let off = Client::builder(&gw.base)
+        .fast_path(FastPath::Off)
+        .build()
+        .unwrap();
+    let (r, reg) = off.get_into("r1", off.register(1 << 20).unwrap()).await;
+    assert_eq!(r.unwrap().path, ReadPath::Http);
+    assert!(reg[..values[1].len()] == values[1][..]);
+    assert_eq!(off.stats().bytes_copied, values[1].len() as u64);
+
+    // A frame with a flipped byte lands in the buffer but is never accepted.
+    let _bad: Descriptor =
+        rasa_tests::json_of(http.post(gw.url("/v1/_test/corrupt/r0?serve=true"))).await;
+    let required = Client::builder(&gw.base)
+        .fast_path(FastPath::Required)
+        .build()
+        .unwrap();
+    let (r, _) = required
+        .get_into("r0", required.register(4 << 20).unwrap())
+        .await;
+    assert!(
+        matches!(r, Err(Error::FastPath(ref m)) if m.contains("frame")),
+        "{r:?}"
+    );
+    let auto = Client::builder(&gw.base).build().unwrap();
+    let (r, reg) = auto.get_into("r0", auto.register(4 << 20).unwrap()).await;
+    assert_eq!(r.unwrap().path, ReadPath::Http);
+    assert!(
+        reg[..values[0].len()] == values[0][..],
+        "HTTP after a rejected frame differs"
+    );
+    assert!(
+        auto.stats()
+            .fallbacks
+            .get("frame_mismatch")
+            .copied()
+            .unwrap_or(0)
+            >= 1
+    );
+}

@@ -63,6 +63,9 @@ pub struct Node {
     mr_mode: u32,
     mr_key_size: usize,
     addr_format: u32,
+    /// The key the next local registration asks for (keys are unique in a domain; local
+    /// ones are never advertised).
+    local_keys: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Node {
@@ -225,6 +228,7 @@ impl Node {
             mr_mode,
             mr_key_size,
             addr_format,
+            local_keys: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -356,6 +360,15 @@ impl Node {
         })
     }
 
+    /// Registers all of `buffer` for one-sided reads to land in (`FI_READ`), under a key no
+    /// other local registration of this node holds.
+    pub fn register_local(&self, buffer: Arc<ArenaBuffer>) -> Result<MemoryRegion, FabricError> {
+        let key = self
+            .local_keys
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.register(buffer, ACCESS_READ, key)
+    }
+
     /// The remote address a peer must use for `offset` within `region`.
     pub fn remote_addr(&self, region: &MemoryRegion, offset: usize) -> u64 {
         if self.virtual_addressing() {
@@ -371,6 +384,13 @@ impl Node {
 
     pub(crate) fn cq_raw(&self) -> *mut sys::fid_cq {
         self.cq.raw.as_ptr()
+    }
+
+    /// Whether `region` was registered in this node's domain (so its descriptor may be
+    /// passed to this node's reads). A region holds its domain open, so a domain address
+    /// is never reused while a region names it.
+    pub fn owns(&self, region: &MemoryRegion) -> bool {
+        Arc::ptr_eq(&self.domain, region.domain())
     }
 
     /// Whether the completion queue has a wait object (blocking reads possible).

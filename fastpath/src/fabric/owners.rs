@@ -189,6 +189,12 @@ impl MemoryRegion {
     pub(crate) fn desc(&self) -> *mut libc::c_void {
         self.desc
     }
+
+    /// The domain the region was registered in (its descriptor and key mean something
+    /// only there).
+    pub(crate) fn domain(&self) -> &Arc<Domain> {
+        &self._domain
+    }
 }
 
 impl std::fmt::Debug for MemoryRegion {

@@ -12,12 +12,21 @@ const SPIN_POLLS: u32 = 200;
 /// Empty polls (spins plus yields) before the reader sleeps on the queue's wait object.
 const YIELD_POLLS: u32 = 2_000;
 
-/// One read: `len` bytes from `remote` (under `rkey`) into the scratch buffer at `local`.
+/// One read: `len` bytes from `remote` (under `rkey`) into the scratch buffer at `local`,
+/// or into the caller's landing buffer there when `landing`.
 pub(super) struct Piece {
     pub(super) local: usize,
     pub(super) remote: u64,
     pub(super) rkey: u64,
     pub(super) len: usize,
+    pub(super) landing: bool,
+}
+
+/// A caller's registered buffer that pieces marked `landing` are read into: its bytes
+/// (held exclusively for the read) and its registration's descriptor on this endpoint.
+pub(super) struct Landing<'a> {
+    pub(super) bytes: &'a mut [u8],
+    pub(super) desc: *mut libc::c_void,
 }
 
 /// Appends the reads of `len` bytes from `remote` into scratch at `local`, in pieces of at
@@ -31,6 +40,7 @@ pub(super) fn split(pieces: &mut Vec<Piece>, local: usize, remote: u64, rkey: u6
             remote: remote + off as u64,
             rkey,
             len: n,
+            landing: false,
         });
         off += n;
     }
@@ -38,9 +48,15 @@ pub(super) fn split(pieces: &mut Vec<Piece>, local: usize, remote: u64, rkey: u6
 
 /// Runs `pieces` with all of them in flight (each has scratch space of its own), within
 /// `timeout`, which a timeout failure names.
-pub(super) fn run_all(conn: &mut Conn, pieces: &[Piece], timeout: Duration) -> Result<(), Failed> {
+pub(super) fn run_all(
+    conn: &mut Conn,
+    pieces: &[Piece],
+    landing: Option<Landing<'_>>,
+    timeout: Duration,
+) -> Result<(), Failed> {
     let deadline = Instant::now() + timeout;
-    run(conn, pieces, pieces.len(), deadline, &mut |_, _| Ok(())).map_err(|f| match f.error {
+    let window = pieces.len();
+    run(conn, pieces, landing, window, deadline, &mut |_, _| Ok(())).map_err(|f| match f.error {
         ReadError::Timeout(_) => ReadError::Timeout(timeout).into(),
         _ => f,
     })
@@ -61,13 +77,26 @@ pub(super) type OnPiece<'a> = dyn FnMut(usize, &[u8]) -> Result<(), ReadError> +
 pub(super) fn run(
     conn: &mut Conn,
     pieces: &[Piece],
+    landing: Option<Landing<'_>>,
     window: usize,
     deadline: Instant,
     on_piece: &mut OnPiece<'_>,
 ) -> Result<(), Failed> {
     let (slot, mr) = conn.scratch.as_mut().expect("scratch registered");
-    let base = slot.as_mut_slice().as_mut_ptr();
-    let desc = mr.desc();
+    let scratch = slot.as_mut_slice();
+    let scratch_len = scratch.len();
+    // Where each kind of piece lands: [scratch, landing] (base, length, descriptor).
+    let targets = [
+        (scratch.as_mut_ptr(), scratch_len, mr.desc()),
+        match landing {
+            Some(l) => (l.bytes.as_mut_ptr(), l.bytes.len(), l.desc),
+            None => (std::ptr::null_mut(), 0, std::ptr::null_mut()),
+        },
+    ];
+    for p in pieces {
+        let (_, room, _) = targets[usize::from(p.landing)];
+        assert!(p.local + p.len <= room, "a piece outside its buffer");
+    }
     // One context per piece; the provider may write into it while the read is in flight.
     let mut contexts: Vec<sys::fi_context2> = vec![sys::fi_context2::default(); pieces.len()];
     let ctx_base = contexts.as_mut_ptr();
@@ -88,12 +117,14 @@ pub(super) fn run(
             && next < delivered + window
         {
             let p = &pieces[next];
-            // SAFETY: `base + p.local .. + p.len` lies in the registered scratch slot, which
-            // we hold exclusively (&mut) and which outlives the read: on any early return
-            // the caller drops the endpoint (cancelling reads) before the buffer, unless
-            // every issued read has completed. No other piece in flight or undelivered
-            // uses that space (the window). The context stays at a fixed address
-            // (`contexts` is not resized) until completion or endpoint close.
+            let (base, _, desc) = targets[usize::from(p.landing)];
+            // SAFETY: `base + p.local .. + p.len` lies in the registered scratch slot or
+            // the registered landing buffer (checked above), which we hold exclusively
+            // (&mut) and which outlive the read: on any early return the caller drops the
+            // endpoint (cancelling reads) while it still holds both, unless every issued
+            // read has completed. No other piece in flight or undelivered uses that space
+            // (the window). The context stays at a fixed address (`contexts` is not
+            // resized) until completion or endpoint close.
             let ret = unsafe {
                 sys::rasa_fi_read(
                     conn.node.ep_raw(),
@@ -165,6 +196,7 @@ pub(super) fn run(
             }
             while failed.is_none() && delivered < next && done[delivered] {
                 let p = &pieces[delivered];
+                let (base, _, _) = targets[usize::from(p.landing)];
                 // SAFETY: piece `delivered` has completed: the provider writes no more into
                 // its bytes, and no read is issued into them until it has been delivered.
                 let bytes = unsafe { std::slice::from_raw_parts(base.add(p.local), p.len) };

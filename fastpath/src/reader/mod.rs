@@ -10,7 +10,10 @@ use crate::fabric::{FabricConfig, FabricError, MemoryRegion, Node};
 use crate::frame::{self, FrameError, FrameIdentity, HEADER_LEN};
 use crate::sys;
 
+pub use landing::LandingBuffer;
+
 mod engine;
+mod landing;
 mod range;
 mod stream;
 
@@ -166,7 +169,7 @@ impl Conn {
         })?;
         let mr = self
             .node
-            .register(Arc::clone(&buffer), crate::fabric::ACCESS_READ, 0)
+            .register_local(Arc::clone(&buffer))
             .map_err(|e| classify(efa, e))?;
         let slot = buffer
             .try_reserve(buffer.capacity(), 1)
@@ -335,7 +338,7 @@ impl Reader {
         for (f, &(at, len)) in frames.iter().zip(&layout) {
             engine::split(&mut pieces, at, f.addr, f.rkey, len);
         }
-        engine::run_all(conn, &pieces, timeout)?;
+        engine::run_all(conn, &pieces, None, timeout)?;
         let (slot, _) = conn.scratch.as_mut().expect("scratch set above");
         let bytes = slot.as_mut_slice();
         Ok(frames

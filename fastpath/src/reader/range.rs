@@ -90,17 +90,19 @@ impl Reader {
                 remote: f.addr,
                 rkey: f.rkey,
                 len: HEADER_LEN,
+                landing: false,
             },
             Piece {
                 local: entries_at,
                 remote: f.addr + table.at + first * ENTRY_LEN as u64,
                 rkey: f.rkey,
                 len: entries_len,
+                landing: false,
             },
         ];
         let blocks_remote = f.addr + HEADER_LEN as u64 + block_start;
         engine::split(&mut pieces, blocks_at, blocks_remote, f.rkey, blocks_len);
-        engine::run_all(conn, &pieces, timeout)?;
+        engine::run_all(conn, &pieces, None, timeout)?;
         let (slot, _) = conn.scratch.as_mut().expect("scratch set above");
         let bytes = slot.as_mut_slice();
         let blocks = &bytes[blocks_at..blocks_at + blocks_len];

@@ -48,6 +48,7 @@ impl Reader {
                 remote: f.addr + (i * CHUNK) as u64,
                 rkey: f.rkey,
                 len: CHUNK.min(total - i * CHUNK),
+                landing: false,
             })
             .collect();
         let last = pieces.len() - 1;
@@ -70,7 +71,7 @@ impl Reader {
             out(payload).map_err(ReadError::Output)
         };
         let allowed = deadline.saturating_duration_since(Instant::now());
-        engine::run(conn, &pieces, slots, deadline, &mut on_piece).map_err(|failed| {
+        engine::run(conn, &pieces, None, slots, deadline, &mut on_piece).map_err(|failed| {
             match failed.error {
                 ReadError::Timeout(_) => ReadError::Timeout(allowed).into(),
                 _ => failed,

@@ -141,6 +141,7 @@ fn suite(provider: &str) {
 
     streaming(provider, &server, &mut reader);
     ranges(provider, &server, &mut reader);
+    landing(provider, &cfg, &server, &mut reader);
 
     // Several frames in one go; one bad promise fails only its own entry.
     let a = store(&server, vec![1u8; 3 << 20], 100);
@@ -279,6 +280,87 @@ fn streaming(provider: &str, server: &FabricServer, reader: &mut Reader) {
         "{e:?}"
     );
     assert_eq!(reader.read(&s.frame, TIMEOUT).unwrap(), s.payload);
+}
+
+/// `read_landing`: values land whole at the front of a registered buffer reused read after
+/// read (one registration per endpoint); too small a buffer is refused before reading; a
+/// bad frame is a miss; a revoked key is a miss and the rebuilt endpoint registers anew.
+fn landing(provider: &str, cfg: &FabricConfig, server: &FabricServer, reader: &mut Reader) {
+    let mut dst = LandingBuffer::new(4 * CHUNK).unwrap();
+    for (i, len) in [0usize, 1, 4096, 3 * CHUNK + 5, 7].into_iter().enumerate() {
+        let payload: Vec<u8> = (0..len).map(|b| (b * 11 + i) as u8).collect();
+        let s = store(server, payload, 800 + i as u64);
+        let n = reader
+            .read_landing(&s.frame, &mut dst, TIMEOUT)
+            .unwrap_or_else(|e| panic!("{provider}: landing {len} bytes: {e}"));
+        assert_eq!(n, len);
+        assert!(
+            dst.as_slice()[..n] == s.payload,
+            "{provider}: {len} bytes differ"
+        );
+    }
+    assert_eq!(
+        dst.registrations(),
+        1,
+        "{provider}: one endpoint, one registration"
+    );
+
+    let s = store(server, vec![3u8; 4 * CHUNK + 1], 810);
+    let e = reader.read_landing(&s.frame, &mut dst, TIMEOUT);
+    assert!(matches!(e, Err(ReadError::Output(_))), "{provider}: {e:?}");
+    assert!(reader.is_connected(), "{provider}: refused before reading");
+
+    let s = store(server, vec![9u8; CHUNK + 10], 811);
+    let lie = RemoteFrame {
+        checksum: s.frame.checksum ^ 1,
+        ..s.frame
+    };
+    let e = reader.read_landing(&lie, &mut dst, TIMEOUT);
+    assert!(matches!(e, Err(ReadError::Frame(_))), "{provider}: {e:?}");
+    assert_eq!(
+        reader.read_landing(&s.frame, &mut dst, TIMEOUT).unwrap(),
+        s.payload.len()
+    );
+    assert!(dst.as_slice()[..s.payload.len()] == s.payload);
+
+    // Another endpoint reading into the same buffer registers it there too.
+    let mut other = Reader::connect(cfg.clone(), server.address().to_vec()).unwrap();
+    let t = store(server, b"elsewhere".to_vec(), 812);
+    assert_eq!(other.read_landing(&t.frame, &mut dst, TIMEOUT).unwrap(), 9);
+    assert_eq!(&dst.as_slice()[..9], b"elsewhere");
+    assert_eq!(dst.registrations(), 2, "{provider}: two endpoints");
+
+    // A revoked key is a miss; where it kills the endpoint, the new one registers anew.
+    let Stored {
+        region,
+        offset,
+        frame,
+        ..
+    } = s;
+    let region = server.rotate(region).unwrap();
+    let e = reader.read_landing(&frame, &mut dst, TIMEOUT);
+    // With several reads in flight, tcp;ofi_rxm may fail one with a broken connection
+    // before the one whose cancellation broke it reports the revoked key.
+    let revoked = matches!(e, Err(ReadError::KeyRevoked(_)))
+        || (!plan::survives_revoked_key(provider)
+            && matches!(e, Err(ReadError::ConnectionLost(_))));
+    assert!(revoked, "{provider}: {e:?}");
+    let fresh = RemoteFrame {
+        addr: server.remote_addr(&region, offset),
+        rkey: region.key(),
+        ..frame
+    };
+    assert_eq!(
+        reader.read_landing(&fresh, &mut dst, TIMEOUT).unwrap(),
+        CHUNK + 10
+    );
+    assert!(dst.as_slice()[..CHUNK + 10].iter().all(|&b| b == 9));
+    let expected = 2 + usize::from(!plan::survives_revoked_key(provider));
+    assert_eq!(
+        dst.registrations(),
+        expected,
+        "{provider}: after a revoked key"
+    );
 }
 
 #[test]

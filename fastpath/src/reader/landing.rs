@@ -1,0 +1,148 @@
+//! Zero-copy reads: the payload lands straight in memory the caller keeps and reuses (a
+//! [`LandingBuffer`], registered once on each endpoint that reads into it), the header in
+//! the reader's scratch; the frame is validated where it landed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::engine::{self, Landing, Piece};
+use super::{classify, Failed, ReadError, Reader, RemoteFrame};
+use crate::buffer::{ArenaBuffer, BufferError, WriteSlot};
+use crate::fabric::{plan, MemoryRegion, Node};
+use crate::frame::{FrameCheck, HEADER_LEN};
+
+/// Registrations a landing buffer keeps (one per endpoint that read into it; an SDK client
+/// has a few endpoints, and a rebuilt endpoint is a new one). Beyond this the oldest is
+/// closed.
+pub const MAX_REGISTRATIONS: usize = 8;
+
+/// Memory that one-sided reads write into directly, for a caller that reads value after
+/// value into the same place: page-aligned (huge-page mapped from 2 MiB), never moving,
+/// registered with `FI_READ` on each endpoint the first time it reads into it.
+pub struct LandingBuffer {
+    // Drop order: the registrations (which hold the buffer) before the slot.
+    regions: Vec<MemoryRegion>,
+    slot: WriteSlot,
+}
+
+impl std::fmt::Debug for LandingBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LandingBuffer")
+            .field("capacity", &self.capacity())
+            .field("registrations", &self.regions.len())
+            .finish()
+    }
+}
+
+impl LandingBuffer {
+    /// A zeroed buffer of `capacity` bytes, registered nowhere yet.
+    pub fn new(capacity: usize) -> Result<Self, BufferError> {
+        let buffer = ArenaBuffer::new(capacity.max(1))?;
+        let slot = buffer
+            .try_reserve(capacity, 1)
+            .expect("a fresh buffer has room for what it was sized for");
+        Ok(Self {
+            regions: Vec::new(),
+            slot,
+        })
+    }
+
+    /// Bytes it holds.
+    pub fn capacity(&self) -> usize {
+        self.slot.len()
+    }
+
+    /// Its bytes (after a read, the value is at the front).
+    pub fn as_slice(&self) -> &[u8] {
+        self.slot.as_slice()
+    }
+
+    /// Its bytes, for writing.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        self.slot.as_mut_slice()
+    }
+
+    /// Endpoints it is registered with now.
+    pub fn registrations(&self) -> usize {
+        self.regions.len()
+    }
+
+    /// Its registration on `node`, made now if there is none.
+    fn region_on(&mut self, node: &Node) -> Result<&MemoryRegion, crate::fabric::FabricError> {
+        if let Some(i) = self.regions.iter().position(|r| node.owns(r)) {
+            return Ok(&self.regions[i]);
+        }
+        if self.regions.len() >= MAX_REGISTRATIONS {
+            self.regions.remove(0);
+        }
+        let buffer: Arc<ArenaBuffer> = Arc::clone(self.slot.buffer());
+        self.regions.push(node.register_local(buffer)?);
+        Ok(self.regions.last().expect("just pushed"))
+    }
+}
+
+impl Reader {
+    /// Reads the frame `f` one-sided with its payload landing at the front of `dst` (no
+    /// copy) and its header in the reader's scratch, all in flight together, then validates
+    /// the frame where it landed; returns the payload's length. A value longer than `dst`
+    /// is refused before anything is read. On an error `dst` holds nothing meaningful.
+    /// Never blocks longer than `timeout` (plus endpoint set-up after a failure).
+    pub fn read_landing(
+        &mut self,
+        f: &RemoteFrame,
+        dst: &mut LandingBuffer,
+        timeout: Duration,
+    ) -> Result<usize, ReadError> {
+        let len = f.len()? - HEADER_LEN;
+        if len > dst.capacity() {
+            return Err(ReadError::Output(format!(
+                "a value of {len} bytes does not fit a registered buffer of {}",
+                dst.capacity()
+            )));
+        }
+        let r = self.try_read_landing(f, len, dst, timeout);
+        self.settle(r)
+    }
+
+    fn try_read_landing(
+        &mut self,
+        f: &RemoteFrame,
+        len: usize,
+        dst: &mut LandingBuffer,
+        timeout: Duration,
+    ) -> Result<usize, Failed> {
+        let efa = plan::is_efa(&self.config.provider);
+        self.reconnect().map_err(|e| classify(efa, e))?;
+        let conn = self.conn.as_mut().expect("connected above");
+        conn.ensure_scratch(HEADER_LEN, efa)?;
+        let desc = dst
+            .region_on(&conn.node)
+            .map_err(|e| classify(efa, e))?
+            .desc();
+        let mut pieces = vec![Piece {
+            local: 0,
+            remote: f.addr,
+            rkey: f.rkey,
+            len: HEADER_LEN,
+            landing: false,
+        }];
+        let first = pieces.len();
+        engine::split(&mut pieces, 0, f.addr + HEADER_LEN as u64, f.rkey, len);
+        for p in &mut pieces[first..] {
+            p.landing = true;
+        }
+        let bytes = dst.as_mut_slice();
+        engine::run_all(conn, &pieces, Some(Landing { bytes, desc }), timeout)?;
+        let (slot, _) = conn.scratch.as_mut().expect("scratch set above");
+        let checked = FrameCheck::new(&slot.as_mut_slice()[..HEADER_LEN], f.identity, f.checksum)
+            .and_then(|mut check| {
+                check.payload(&dst.as_slice()[..len]);
+                check.finish()
+            });
+        checked.map_err(|e| Failed {
+            error: e.into(),
+            quiet: true,
+        })?;
+        Ok(len)
+    }
+}
