@@ -46,6 +46,7 @@ head -c 1024 /dev/urandom >"$tmp/www/1k"; head -c 1048576 /dev/urandom >"$tmp/ww
 rasa_pid=$!; pids+=($rasa_pid)
 while ! grep -q listening "$tmp/rasa.out"; do sleep 0.05; done
 rasa=$(sed -n 's/.*listening on //p' "$tmp/rasa.out")
+rasa_idle_rss=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$rasa_pid/status")
 curl -sf -T "$tmp/www/1k" "$rasa/v1/objects/bench/1k" >/dev/null
 curl -sf -T "$tmp/www/1m" "$rasa/v1/objects/bench/1m" >/dev/null
 
@@ -78,6 +79,9 @@ echo "concurrent reads through one client..." >&2
 "$PWD/target/release/examples/concurrency_bench" "$rasa" "$rasa_pid" >"$tmp/concurrency.md"
 RASA_BENCH_ENDPOINTS=1 "$PWD/target/release/examples/concurrency_bench" "$rasa" "$rasa_pid" \
   | grep one-sided >"$tmp/concurrency1.md"
+rasa_peak_rss=$(awk '/VmHWM/ {printf "%.0f", $2/1024}' "/proc/$rasa_pid/status")
+echo "large reads under provider settings..." >&2
+./bench/tail.sh >"$tmp/tail.md"
 
 echo "cold misses via s3s-fs..." >&2
 cold=""
@@ -154,6 +158,14 @@ read -r pr pb pp50 pp99 pbad <<<"$put"
   echo "N tasks share one \`Client\` and read the same value with \`get\`; one-sided reads run on the client's fabric endpoints (default 4; the last rows: the same with one endpoint, as before reads could overlap)."
   echo
   cat "$tmp/concurrency.md" "$tmp/concurrency1.md"
+  echo
+  echo "Gateway memory: idle (fast path open, two values stored) $rasa_idle_rss MiB of RSS; peak after the wrk runs, the PUT load and both tables above $rasa_peak_rss MiB (\`VmHWM\`)."
+  echo
+  echo "## Large one-sided reads under provider settings (\`bench/tail.sh\`)"
+  echo
+  echo "Reads land in registered memory (\`Reader::read_landing\`: no copy, no allocation), one at a time; a gateway and a reader started with each setting, two rounds alternating."
+  echo
+  cat "$tmp/tail.md"
   echo
   echo "## Cold misses via s3s-fs (medians of 30 \`curl\` GETs of distinct 1 MiB objects; direct GETs signed with \`curl --aws-sigv4\`)"
   echo

@@ -68,6 +68,10 @@ pub use error::Error;
 pub use http::MAX_BUSY_WAIT;
 pub use into::BufResult;
 pub use object::{FastPath, Meta, Object, ReadPath};
+/// Smaller libfabric provider queues for this process (an idle fabric endpoint holds ~50 MB
+/// less on `tcp;ofi_rxm`): call it first thing in `main`, before any thread starts; see
+/// [`rasa_fastpath::library::PROVIDER_DEFAULTS`].
+pub use rasa_fastpath::library::apply_provider_defaults;
 pub use rasa_openapi::{
     Descriptor, DescriptorBatchRequest, DescriptorBatchResponse, DescriptorResult, FabricInfo,
     ObjectList, ObjectSummary, Problem, ProblemCode,

@@ -148,20 +148,11 @@ fn parse_size(s: &str) -> Result<u64, String> {
         .map_err(|e| format!("{e} (write sizes like 64MiB)"))
 }
 
-/// libfabric settings for a reader, applied when the user has not set them: the `tcp`
-/// provider's message endpoints under `ofi_rxm` default to queues of 128 buffers each way
-/// (~50 MB per process here); a reader's few reads in flight need far fewer.
-const READER_FABRIC_DEFAULTS: [(&str, &str); 2] = [
-    ("FI_OFI_RXM_MSG_RX_SIZE", "32"),
-    ("FI_OFI_RXM_MSG_TX_SIZE", "32"),
-];
-
 fn main() -> ExitCode {
-    // Before any thread exists (setting the environment races with threads reading it).
-    for (name, value) in READER_FABRIC_DEFAULTS {
-        if std::env::var_os(name).is_none() {
-            std::env::set_var(name, value);
-        }
+    // Before any thread exists (the environment may only change then); a reader's few
+    // reads in flight need far smaller provider queues than the defaults.
+    if let Err(why) = rasa_fastpath::library::apply_provider_defaults() {
+        eprintln!("rasa: libfabric provider defaults not applied: {why}");
     }
     let cli = Cli::parse();
     // One command, one transfer at a time: a single-threaded runtime spares the hand-offs

@@ -19,6 +19,8 @@ use tracing_subscriber::EnvFilter;
 fn main() -> ExitCode {
     log_panics();
     rasa_fastpath::report_fatal_signals("rasa-gateway");
+    // Before any thread starts (the environment may only change then).
+    let provider_defaults = rasa_fastpath::library::apply_provider_defaults();
     let args = Args::parse();
     if let Err(why) = args.validate() {
         eprintln!("rasa-gateway: {why}");
@@ -87,6 +89,11 @@ fn main() -> ExitCode {
         // Colours only on a terminal: files, journald and container logs get plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    match provider_defaults {
+        Ok(set) if !set.is_empty() => tracing::debug!(?set, "libfabric provider defaults"),
+        Ok(_) => {}
+        Err(why) => tracing::warn!(%why, "libfabric provider defaults not applied"),
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

@@ -31,6 +31,9 @@ use pyo3::prelude::*;
 /// The extension module `rasa_client._native`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Smaller libfabric queues for this process, when it imports us with a single thread
+    // (changing the environment is unsafe otherwise; then it stays as it is).
+    let _ = rasa_client::apply_provider_defaults();
     m.add_class::<clients::Client>()?;
     m.add_class::<clients::AsyncClient>()?;
     m.add_class::<types::Object>()?;

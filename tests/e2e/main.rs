@@ -9,6 +9,7 @@ mod dashboard;
 mod fabric_check;
 mod fastpath;
 mod faults;
+mod footprint;
 mod into;
 mod layers;
 mod library;

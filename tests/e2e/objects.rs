@@ -341,17 +341,8 @@ async fn oversized_bodies_are_refused_and_leave_nothing() {
     assert_eq!(d.length, 1000);
 }
 
-fn proc_status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
-}
-
 /// Allowed on top of `--memory` and of the idle gateway's own RSS (binary, runtime and
-/// libfabric's buffer pools, ~70 MiB of them on tcp;ofi_rxm): HTTP buffers in flight.
+/// libfabric's buffer pools): HTTP buffers in flight.
 const RSS_SLACK_MIB: u64 = 16;
 
 #[tokio::test]
@@ -369,7 +360,7 @@ async fn memory_budget_holds_while_puts_evict_cold_values() {
         "50ms",
     ]);
     let c = http();
-    let idle = proc_status_kib(gw.pid(), "VmRSS:");
+    let idle = rasa_tests::proc_status_kib(gw.pid(), "VmRSS:");
     // Four times the budget, 1 MiB at a time, to distinct keys: no 507, no 503.
     let total = 256;
     for i in 0..total {
@@ -394,7 +385,7 @@ async fn memory_budget_holds_while_puts_evict_cold_values() {
     assert_eq!(first.status(), 404);
     assert!(rasa_tests::metric(&gw, "rasa_evictions_total").await > 0.0);
     assert!(rasa_tests::metric(&gw, "rasa_arenas_recycled_total").await > 0.0);
-    let peak = proc_status_kib(gw.pid(), "VmHWM:");
+    let peak = rasa_tests::proc_status_kib(gw.pid(), "VmHWM:");
     println!(
         "RSS: idle {} MiB, peak {} MiB with --memory 64MiB after {total} MiB of PUTs",
         idle / 1024,

@@ -352,6 +352,16 @@ pub fn raw_request(addr: SocketAddr, request: &[u8]) -> RawResponse {
     }
 }
 
+/// A `… kB` field of `/proc/PID/status` (`VmRSS:`, `VmHWM:`), in KiB.
+pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
+}
+
 /// SHA-256 of `data`, lowercase hex.
 pub fn sha256_hex(data: &[u8]) -> String {
     use sha2::Digest;
