@@ -34,6 +34,7 @@ pub mod objects;
 pub mod ops;
 pub mod passthrough;
 mod preconditions;
+mod requests;
 mod resolve;
 mod routes;
 pub mod stats;
@@ -46,7 +47,7 @@ use std::time::{Duration, Instant};
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::Method;
-use axum::http::{header, StatusCode};
+use axum::http::{header, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
@@ -237,7 +238,6 @@ pub fn app(state: AppState) -> Router {
     }
     let api = api.fallback(no_such_route).with_state(state);
     api.merge(ops::swagger_ui())
-        .layer(middleware::from_fn(problem_for_every_error))
         .layer(middleware::from_fn_with_state(config.max_header_size, edge))
         .layer(CatchPanicLayer::custom(panic_to_problem))
         .layer(TraceLayer::new_for_http())
@@ -269,9 +269,7 @@ fn panic_to_problem(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 /// Turns any error response that is not already a problem document (axum's 405, an
 /// extractor's rejection, a body limit) into one, keeping its status and headers (such as
 /// `Allow`) and using its text as the detail.
-async fn problem_for_every_error(req: Request, next: Next) -> Response {
-    let what = format!("{} {}", req.method(), req.uri().path());
-    let resp = next.run(req).await;
+async fn problem_for_every_error(method: &Method, uri: &Uri, resp: Response) -> Response {
     let status = resp.status();
     let is_problem = resp
         .headers()
@@ -280,6 +278,7 @@ async fn problem_for_every_error(req: Request, next: Next) -> Response {
     if !(status.is_client_error() || status.is_server_error()) || is_problem {
         return resp;
     }
+    let what = format!("{method} {}", uri.path());
     let (mut parts, body) = resp.into_parts();
     let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
     let text = String::from_utf8_lossy(&text).trim().to_owned();
@@ -310,28 +309,23 @@ async fn problem_for_every_error(req: Request, next: Next) -> Response {
 }
 
 /// The outermost middleware (one per request, so one allocation): refuses request heads
-/// over `--max-header-size` with `431`, and counts requests by route, method and status,
-/// and their latency.
+/// over `--max-header-size` with `431`, makes every other error a problem document
+/// ([`problem_for_every_error`]), and counts requests by route, method and status, and
+/// their latency.
 async fn edge(State(max_header_size): State<usize>, req: Request, next: Next) -> Response {
     let start = Instant::now();
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_else(|| "unmatched".to_owned());
-    let method = req.method().to_string();
+    let route = req.extensions().get::<MatchedPath>().cloned();
+    let method = req.method().clone();
     let resp = match limits::refuse_oversized_head(&req, max_header_size) {
         Some(refusal) => refusal,
-        None => next.run(req).await,
+        None => {
+            // For an error's detail only: cloning a URI shares its bytes.
+            let uri = req.uri().clone();
+            let resp = next.run(req).await;
+            problem_for_every_error(&method, &uri, resp).await
+        }
     };
-    let labels = [
-        ("route", route),
-        ("method", method),
-        ("status", resp.status().as_u16().to_string()),
-    ];
-    metrics::counter!("rasa_http_requests_total", &labels).increment(1);
-    metrics::histogram!("rasa_http_request_duration_seconds", &labels[..2])
-        .record(start.elapsed().as_secs_f64());
+    requests::count(route.as_ref(), &method, resp.status(), start.elapsed());
     resp
 }
 

@@ -250,21 +250,31 @@ pub(super) fn hv(s: &str) -> HeaderValue {
     HeaderValue::from_str(s).expect("generated header values are visible ASCII")
 }
 
+/// `bytes` in lowercase hex as a header value (quoted: an entity tag), built on the stack:
+/// no string on the way (these go out with every read).
+fn hex_hv(bytes: &[u8], quoted: bool) -> HeaderValue {
+    let mut buf = [b'"'; 2 + 2 * 32];
+    let q = usize::from(quoted);
+    let n = 2 * bytes.len();
+    hex::encode_to_slice(bytes, &mut buf[q..q + n]).expect("at most 32 bytes");
+    HeaderValue::from_bytes(&buf[..n + 2 * q]).expect("hex digits and quotes are visible ASCII")
+}
+
 /// Headers shared by 200, 206 and 304 answers.
 pub(super) fn validators(h: &mut HeaderMap, v: &StoredVersion, pinned: bool) {
-    h.insert(header::ETAG, hv(&v.etag()));
+    h.insert(header::ETAG, hex_hv(&v.sha256(), true));
     h.insert(
         header::LAST_MODIFIED,
         hv(&httpdate::fmt_http_date(last_modified(v))),
     );
     h.insert(
         HeaderName::from_static(VERSION_HEADER),
-        hv(&v.version().to_string()),
+        hex_hv(&v.version().0.to_be_bytes(), false),
     );
     // What an HTTP reader checks the body against, at XXH3 speed.
     h.insert(
         HeaderName::from_static(FRAME_CHECKSUM_HEADER),
-        hv(&format!("{:016x}", v.checksum())),
+        hex_hv(&v.checksum().to_be_bytes(), false),
     );
     h.insert(
         HeaderName::from_static(FRAME_FORMAT_HEADER),
@@ -285,6 +295,20 @@ pub(super) fn validators(h: &mut HeaderMap, v: &StoredVersion, pinned: bool) {
 mod tests {
     use super::*;
     use RangeOutcome::*;
+
+    #[test]
+    fn hex_header_values_match_the_formatted_ones() {
+        let digest: Vec<u8> = (0..32).map(|i| i * 7 + 3).collect();
+        assert_eq!(
+            hex_hv(&digest, true).to_str().unwrap(),
+            format!("\"{}\"", hex::encode(&digest))
+        );
+        let n = 0x00ab_cdef_0123_4567_u64;
+        assert_eq!(
+            hex_hv(&n.to_be_bytes(), false).to_str().unwrap(),
+            format!("{n:016x}")
+        );
+    }
 
     /// Entity-tag lists: mostly well-formed ones (quoted tags with commas, backslashes and
     /// quotes' neighbours inside, weak or not, odd spacing), plus raw noise.
