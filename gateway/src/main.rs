@@ -89,10 +89,8 @@ fn main() -> ExitCode {
         // Colours only on a terminal: files, journald and container logs get plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    match provider_defaults {
-        Ok(set) if !set.is_empty() => tracing::debug!(?set, "libfabric provider defaults"),
-        Ok(_) => {}
-        Err(why) => tracing::warn!(%why, "libfabric provider defaults not applied"),
+    if let Err(why) = provider_defaults {
+        tracing::warn!(%why, "libfabric provider defaults not applied");
     }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,

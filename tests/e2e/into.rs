@@ -68,29 +68,40 @@ async fn get_into_fills_caller_memory_on_both_paths() {
     }
 
     // A descriptor cached for the key now names a copy with a byte flipped.
-    let _bad: Descriptor =
-        rasa_tests::json_of(http.post(gw.url("/v1/_test/corrupt/v?serve=true"))).await;
+    a_corrupt_frame_is_never_accepted(&gw, "v", &value, |_, len| vec![0_u8; len]).await;
+}
+
+/// Flips a byte in the copy of `key` (holding `value`) that new descriptors name, then reads
+/// it into buffers `buf(client, len)` makes: required, the frame is refused; auto, the read
+/// is done again over HTTP, with the right bytes, and the fallback is counted.
+async fn a_corrupt_frame_is_never_accepted<B>(
+    gw: &Gateway,
+    key: &str,
+    value: &[u8],
+    buf: impl Fn(&Client, usize) -> B,
+) where
+    B: AsMut<[u8]> + AsRef<[u8]> + Send + 'static,
+{
+    let hook = gw.url(&format!("/v1/_test/corrupt/{key}?serve=true"));
+    let _bad: Descriptor = rasa_tests::json_of(rasa_tests::http().post(hook)).await;
     let required = Client::builder(&gw.base)
         .fast_path(FastPath::Required)
         .build()
         .unwrap();
-    let (r, _) = required.get_into("v", vec![0_u8; value.len()]).await;
+    let (r, _) = required.get_into(key, buf(&required, value.len())).await;
     assert!(
         matches!(r, Err(Error::FastPath(ref m)) if m.contains("frame")),
         "{r:?}"
     );
     let auto = Client::builder(&gw.base).build().unwrap();
-    let (r, buf) = auto.get_into("v", vec![0_u8; value.len()]).await;
+    let (r, got) = auto.get_into(key, buf(&auto, value.len())).await;
     assert_eq!(r.unwrap().path, ReadPath::Http);
-    assert!(buf == value, "the HTTP read after a rejected frame differs");
     assert!(
-        auto.stats()
-            .fallbacks
-            .get("frame_mismatch")
-            .copied()
-            .unwrap_or(0)
-            >= 1
+        got.as_ref()[..value.len()] == *value,
+        "the HTTP read after a rejected frame differs"
     );
+    let mismatches = auto.stats().fallbacks.get("frame_mismatch").copied();
+    assert!(mismatches.unwrap_or(0) >= 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -230,32 +241,6 @@ async fn a_registered_buffer_gets_the_value_with_no_copy() {
     assert_eq!(off.stats().bytes_copied, values[1].len() as u64);
 
     // A frame with a flipped byte lands in the buffer but is never accepted.
-    let _bad: Descriptor =
-        rasa_tests::json_of(http.post(gw.url("/v1/_test/corrupt/r0?serve=true"))).await;
-    let required = Client::builder(&gw.base)
-        .fast_path(FastPath::Required)
-        .build()
-        .unwrap();
-    let (r, _) = required
-        .get_into("r0", required.register(4 << 20).unwrap())
+    a_corrupt_frame_is_never_accepted(&gw, "r0", &values[0], |c, len| c.register(len).unwrap())
         .await;
-    assert!(
-        matches!(r, Err(Error::FastPath(ref m)) if m.contains("frame")),
-        "{r:?}"
-    );
-    let auto = Client::builder(&gw.base).build().unwrap();
-    let (r, reg) = auto.get_into("r0", auto.register(4 << 20).unwrap()).await;
-    assert_eq!(r.unwrap().path, ReadPath::Http);
-    assert!(
-        reg[..values[0].len()] == values[0][..],
-        "HTTP after a rejected frame differs"
-    );
-    assert!(
-        auto.stats()
-            .fallbacks
-            .get("frame_mismatch")
-            .copied()
-            .unwrap_or(0)
-            >= 1
-    );
 }
