@@ -5,6 +5,7 @@
 Prints a Markdown table: for 4 KiB, 1 MiB and 16 MiB values, the median latency and the
 throughput (one read at a time, into a reused buffer) of
 - rasa_client `get_into`, one-sided (fast_path="required");
+- the same into a `RegisteredBuffer` (`Client.register`: the value lands in it, no copy);
 - the Rust SDK's `get_into`, one-sided (client-sdk/examples/get_into_bench.rs);
 - rasa_client `get_into` over HTTP (fast_path="off");
 - the standard library's http.client (a kept-alive connection, `readinto` a buffer).
@@ -60,8 +61,10 @@ def main() -> None:
         def one_sided():
             assert fabric.get_into(key, buf) == size
 
+        registered = fabric.register(size)
         rows[size] = [
             timed(one_sided, rounds, size),
+            timed(lambda: fabric.get_into(key, registered), rounds, size),
             None,
             timed(lambda: http_sdk.get_into(key, buf), rounds, size),
             timed(stdlib, rounds, size),
@@ -71,9 +74,9 @@ def main() -> None:
     out = subprocess.run([rust_bench, url, *specs], check=True, capture_output=True, text=True)
     for line, (size, _, _) in zip(out.stdout.splitlines(), SIZES):
         _, p50, gbps = line.split()
-        rows[size][1] = (float(p50), float(gbps))
-    print("| value | Python get_into, one-sided | Rust SDK get_into, one-sided | Python get_into, HTTP | Python http.client readinto |")
-    print("| --- | --- | --- | --- | --- |")
+        rows[size][2] = (float(p50), float(gbps))
+    print("| value | Python get_into, one-sided | Python get_into a RegisteredBuffer, one-sided | Rust SDK get_into, one-sided | Python get_into, HTTP | Python http.client readinto |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for size, name, _ in SIZES:
         cells = " | ".join(f"p50 {p:.0f} µs, {g:.2f} GB/s" for p, g in rows[size])
         print(f"| {name} | {cells} |")

@@ -11,6 +11,7 @@ use pyo3::IntoPyObjectExt;
 use crate::buffer::{In, Out};
 use crate::core::{Config, Core};
 use crate::ops;
+use crate::registered::RegisteredBuffer;
 use crate::runtime::{coroutine, wait};
 
 /// A client of a Rasa gateway (or a cluster of them) whose calls block, with the GIL
@@ -114,8 +115,18 @@ macro_rules! methods {
                 key: String,
                 out: &Bound<'py, PyAny>,
             ) -> PyResult<Bound<'py, PyAny>> {
+                if let Ok(reg) = out.cast::<RegisteredBuffer>() {
+                    let reg = reg.clone().unbind();
+                    return $run(py, ops::get_registered(self.core.sdk()?, key, reg));
+                }
                 let out = Out::of(out)?;
                 $run(py, ops::get_into(self.core.sdk()?, key, out))
+            }
+
+            /// A buffer of `capacity` bytes that one-sided reads through `get_into` land in
+            /// with no copy; reuse it read after read.
+            fn register(&self, capacity: usize) -> PyResult<RegisteredBuffer> {
+                RegisteredBuffer::new(&self.core.sdk()?, capacity)
             }
 
             /// Reads several keys: one result per key, `None` for a miss, the exception

@@ -175,6 +175,7 @@ impl Core {
         d.set_item("fabric_reads", s.fabric_reads)?;
         d.set_item("http_reads", s.http_reads)?;
         d.set_item("busy_retries", s.busy_retries)?;
+        d.set_item("bytes_copied", s.bytes_copied)?;
         let f = PyDict::new(py);
         for (why, n) in s.fallbacks {
             f.set_item(why, n)?;

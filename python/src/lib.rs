@@ -6,7 +6,8 @@
 //! - every wait runs with the GIL released (other Python threads go on), and a blocking
 //!   call still answers Ctrl-C ([`runtime::wait`]);
 //! - reads fill memory the caller owns through the buffer protocol, with one copy
-//!   ([`buffer::Out`]), and [`types::Object`] hands the SDK's bytes to Python without
+//!   ([`buffer::Out`]), or none one-sided into a [`registered::RegisteredBuffer`]
+//!   (`Client.register`), and [`types::Object`] hands the SDK's bytes to Python without
 //!   copying;
 //! - `AsyncClient`'s methods are coroutines on the SDK's own tokio runtime
 //!   (`pyo3-async-runtimes`);
@@ -23,6 +24,7 @@ mod clients;
 mod core;
 mod errors;
 mod ops;
+mod registered;
 mod runtime;
 mod types;
 
@@ -37,6 +39,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<clients::Client>()?;
     m.add_class::<clients::AsyncClient>()?;
     m.add_class::<types::Object>()?;
+    m.add_class::<registered::RegisteredBuffer>()?;
     m.add_class::<types::Descriptor>()?;
     m.add_class::<types::Meta>()?;
     m.add_class::<types::ObjectSummary>()?;

@@ -9,6 +9,7 @@ use rasa_client::{Client as Sdk, Error, ProblemCode};
 
 use crate::buffer::Out;
 use crate::errors::{to_py, IntoPy};
+use crate::registered::RegisteredBuffer;
 use crate::types::{Descriptor, Meta, Object, ObjectList};
 
 /// One key's result in a batch: a value, `None` for a miss, or the exception (returned,
@@ -70,6 +71,18 @@ pub(crate) async fn get_range(sdk: Sdk, key: String, start: u64, end: u64) -> Py
 
 pub(crate) async fn get_into(sdk: Sdk, key: String, out: Out) -> PyResult<u64> {
     let (r, _out) = sdk.get_into(&key, out).await;
+    r.map(|w| w.length).py()
+}
+
+/// `get_into` a registered buffer: the value lands in it with no copy one-sided.
+pub(crate) async fn get_registered(
+    sdk: Sdk,
+    key: String,
+    reg: Py<RegisteredBuffer>,
+) -> PyResult<u64> {
+    let buf = reg.get().take()?;
+    let (r, buf) = sdk.get_into(&key, buf).await;
+    reg.get().put_back(buf);
     r.map(|w| w.length).py()
 }
 

@@ -74,6 +74,29 @@ def test_get_into_buffers(gateway, fast_path):
     assert big[50 + len(data) :] == b"\xee" * 50
 
 
+@pytest.mark.parametrize(("fast_path", "path", "copies"), [("required", "fabric", 0), ("off", "http", 1)])
+def test_get_into_a_registered_buffer(gateway, fast_path, path, copies):
+    with rasa_client.Client(gateway.url, fast_path=fast_path) as c:
+        buf = c.register(1 << 20)
+        assert isinstance(buf, rasa_client.RegisteredBuffer) and len(buf) == 1 << 20
+        view = np.frombuffer(buf, dtype=np.uint8)  # shares the buffer's memory
+        for size in [1, 4096, 1 << 20, 7]:
+            k, data = key("r"), payload(size)
+            c.put(k, data)
+            before = c.stats()
+            assert c.get_into(k, buf) == size
+            assert view[:size].tobytes() == data
+            after = c.stats()
+            assert after[f"{path}_reads"] == before[f"{path}_reads"] + 1
+            assert after["bytes_copied"] - before["bytes_copied"] == copies * size
+        k = key("big")
+        c.put(k, payload((1 << 20) + 1))
+        with pytest.raises(BufferTooSmall):
+            c.get_into(k, buf)
+        if path == "fabric":
+            assert buf.registrations == 1  # one endpoint read into it, read after read
+
+
 @pytest.mark.parametrize("fast_path", ["required", "off"])
 def test_get_into_refuses_bad_buffers(gateway, fast_path):
     c = rasa_client.Client(gateway.url, fast_path=fast_path)

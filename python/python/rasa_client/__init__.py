@@ -27,7 +27,7 @@ from typing import Any
 from . import _native
 from ._errors import *  # noqa: F403
 from ._errors import __all__ as _errors_all
-from ._native import Descriptor, Meta, Object, ObjectList, ObjectSummary
+from ._native import Descriptor, Meta, Object, ObjectList, ObjectSummary, RegisteredBuffer
 
 __version__: str = _native.__version__
 
@@ -39,6 +39,7 @@ __all__ = [
     "Meta",
     "ObjectList",
     "ObjectSummary",
+    "RegisteredBuffer",
     *_errors_all,
 ]
 

@@ -25,6 +25,16 @@ class Object:
     def __bytes__(self) -> bytes: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
 
+class RegisteredBuffer:
+    """Memory one-sided reads land in with no copy (``Client.register``); a writable buffer
+    (``numpy.frombuffer(buf, dtype)`` views it without copying). Read it only while no read
+    into it is in flight."""
+
+    registrations: int
+    """Fabric endpoints it is registered with now."""
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
 class Descriptor:
     """Where and how a version can be read one-sided, and its lease."""
 
@@ -86,8 +96,11 @@ class Client:
         """Stores ``data`` as a new version of ``key``."""
     def get(self, key: str) -> Object:
         """Reads ``key``'s current version."""
-    def get_into(self, key: str, out: Buffer) -> int:
-        """Reads ``key`` into the writable buffer ``out``; returns the bytes written."""
+    def get_into(self, key: str, out: Buffer | RegisteredBuffer) -> int:
+        """Reads ``key`` into the writable buffer ``out``; returns the bytes written.
+        Into a ``RegisteredBuffer``, a one-sided read copies nothing."""
+    def register(self, capacity: int) -> RegisteredBuffer:
+        """A buffer of ``capacity`` bytes that one-sided reads land in with no copy."""
     def get_many(self, keys: Sequence[str]) -> list[Object | None | Exception]:
         """One result per key: the object, ``None`` for a miss, or the exception."""
     def get_many_into(
@@ -135,8 +148,11 @@ class AsyncClient:
         """Stores ``data`` as a new version of ``key``."""
     def get(self, key: str) -> Awaitable[Object]:
         """Reads ``key``'s current version."""
-    def get_into(self, key: str, out: Buffer) -> Awaitable[int]:
-        """Reads ``key`` into the writable buffer ``out``; returns the bytes written."""
+    def get_into(self, key: str, out: Buffer | RegisteredBuffer) -> Awaitable[int]:
+        """Reads ``key`` into the writable buffer ``out``; returns the bytes written.
+        Into a ``RegisteredBuffer``, a one-sided read copies nothing."""
+    def register(self, capacity: int) -> RegisteredBuffer:
+        """A buffer of ``capacity`` bytes that one-sided reads land in with no copy."""
     def get_many(self, keys: Sequence[str]) -> Awaitable[list[Object | None | Exception]]:
         """One result per key: the object, ``None`` for a miss, or the exception."""
     def get_many_into(
