@@ -11,13 +11,12 @@
 
 use std::time::{Duration, Instant};
 
-use base64::prelude::*;
 use rasa_client::{Client, FastPath};
-use rasa_fastpath::fabric::FabricConfig;
-use rasa_fastpath::reader::Reader;
 
 #[path = "common/bench.rs"]
 mod bench;
+#[path = "common/raw.rs"]
+mod raw;
 use bench::{cpu_seconds, endpoint_and_pid};
 
 struct Run {
@@ -76,15 +75,7 @@ async fn main() {
     // reqwest is built without a crypto provider of its own (the SDK configures rustls).
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let http = reqwest::Client::new();
-    let info = client.fabric_info().await.expect("gateway reachable");
-    assert!(info.enabled, "the gateway's fast path is off");
-    let provider = info.provider.unwrap();
-    let addr = BASE64_STANDARD.decode(info.address.unwrap()).unwrap();
-    let mut reader = Reader::connect(
-        FabricConfig::new(provider.clone(), Some("127.0.0.1".into())),
-        addr,
-    )
-    .unwrap();
+    let (mut reader, provider) = raw::raw_reader(&client).await;
 
     println!("provider: {provider}; one request at a time; median of the run");
     println!("| size | path | p50 | p99 | throughput | gateway CPU per GB |");
@@ -103,28 +94,15 @@ async fn main() {
         let mut lat = Vec::with_capacity(iters);
         let cpu0 = cpu_seconds(pid);
         let wall = Instant::now();
-        let mut d = client.resolve(&key).await.unwrap();
-        let mut resolved = Instant::now();
+        let mut fresh = raw::Fresh::new(&client, &key).await;
         // Warm up, untimed: the first read of a size allocates and registers the reader's
         // scratch memory (a 16 MiB read then took ~40 ms, which was this table's p99).
-        let frame = rasa_client::remote_frame(&d)
-            .unwrap()
-            .expect("fast path on");
+        let frame = fresh.frame(&client).await;
         reader.read(&frame, Duration::from_secs(5)).unwrap();
         for _ in 0..iters {
-            if resolved.elapsed() > Duration::from_millis(d.lease_ms / 2) {
-                d = client.resolve(&key).await.unwrap();
-                resolved = Instant::now();
-            }
+            let frame = fresh.frame(&client).await;
             let t = Instant::now();
-            let got = reader
-                .read(
-                    &rasa_client::remote_frame(&d)
-                        .unwrap()
-                        .expect("fast path on"),
-                    Duration::from_secs(5),
-                )
-                .unwrap();
+            let got = reader.read(&frame, Duration::from_secs(5)).unwrap();
             lat.push(t.elapsed());
             assert_eq!(got.len(), size);
         }

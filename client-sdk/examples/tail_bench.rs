@@ -11,10 +11,11 @@
 
 use std::time::{Duration, Instant};
 
-use base64::prelude::*;
 use rasa_client::{Client, FastPath};
-use rasa_fastpath::fabric::FabricConfig;
-use rasa_fastpath::reader::{LandingBuffer, Reader};
+use rasa_fastpath::reader::LandingBuffer;
+
+#[path = "common/raw.rs"]
+mod raw;
 
 #[tokio::main]
 async fn main() {
@@ -27,27 +28,16 @@ async fn main() {
         .fast_path(FastPath::Off)
         .build()
         .unwrap();
-    let info = client.fabric_info().await.expect("gateway reachable");
-    assert!(info.enabled, "the gateway's fast path is off");
-    let addr = BASE64_STANDARD.decode(info.address.unwrap()).unwrap();
-    let cfg = FabricConfig::new(info.provider.unwrap(), Some("127.0.0.1".into()));
-    let mut reader = Reader::connect(cfg, addr).unwrap();
+    let (mut reader, _) = raw::raw_reader(&client).await;
     let key = format!("bench/tail/{size}");
     client.put(&key, vec![7u8; size]).await.unwrap();
     let mut dst = LandingBuffer::new(size).unwrap();
-    let mut d = client.resolve(&key).await.unwrap();
-    let mut resolved = Instant::now();
+    let mut fresh = raw::Fresh::new(&client, &key).await;
     let mut lat = Vec::with_capacity(n);
     let warm = 5;
     let wall = Instant::now();
     for i in 0..n + warm {
-        if resolved.elapsed() > Duration::from_millis(d.lease_ms / 2) {
-            d = client.resolve(&key).await.unwrap();
-            resolved = Instant::now();
-        }
-        let f = rasa_client::remote_frame(&d)
-            .unwrap()
-            .expect("fast path on");
+        let f = fresh.frame(&client).await;
         let t = Instant::now();
         let got = reader
             .read_landing(&f, &mut dst, Duration::from_secs(5))

@@ -10,14 +10,7 @@ use rasa_tests::{pattern, Gateway};
 async fn get_into_fills_caller_memory_on_both_paths() {
     let gw = Gateway::start(&["--fast-path", "on", "--test-hooks"]);
     let value = pattern((3 << 20) + 5, 3);
-    let http = rasa_tests::http();
-    let r = http
-        .put(gw.url("/v1/objects/v"))
-        .body(value.clone())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
+    rasa_tests::put_value(&gw, "v", &value).await;
     for (mode, path) in [
         (FastPath::Required, ReadPath::Fabric),
         (FastPath::Off, ReadPath::Http),
@@ -108,13 +101,7 @@ async fn a_corrupt_frame_is_never_accepted<B>(
 async fn a_value_reaches_the_caller_with_one_copy() {
     let gw = Gateway::start(&["--fast-path", "on"]);
     let value = pattern((3 << 20) + 7, 11);
-    let r = rasa_tests::http()
-        .put(gw.url("/v1/objects/v"))
-        .body(value.clone())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
+    rasa_tests::put_value(&gw, "v", &value).await;
     let len = value.len() as u64;
     for (mode, path) in [
         (FastPath::Required, ReadPath::Fabric),
@@ -147,20 +134,13 @@ async fn a_value_reaches_the_caller_with_one_copy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_registered_buffer_gets_the_value_with_no_copy() {
     let gw = Gateway::start(&["--fast-path", "on", "--test-hooks"]);
-    let http = rasa_tests::http();
     let values = [
         pattern((3 << 20) + 7, 5),
         pattern(100_000, 6),
         pattern(1, 7),
     ];
     for (i, v) in values.iter().enumerate() {
-        let r = http
-            .put(gw.url(&format!("/v1/objects/r{i}")))
-            .body(v.clone())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 201);
+        rasa_tests::put_value(&gw, &format!("r{i}"), v).await;
     }
     let c = Client::builder(&gw.base)
         .fast_path(FastPath::Required)

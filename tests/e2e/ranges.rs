@@ -5,19 +5,10 @@
 
 use rasa_client::{Client, Error, FastPath, ProblemCode, ReadPath};
 use rasa_openapi::Descriptor;
-use rasa_tests::{pattern, sha256_hex, Gateway};
+use rasa_tests::{pattern, put_value as put, sha256_hex, Gateway};
 use serde_json::Value;
 
 const BLOCK: u64 = 64 << 10;
-
-async fn put(gw: &Gateway, key: &str, value: &[u8]) -> Descriptor {
-    rasa_tests::json_of(
-        rasa_tests::http()
-            .put(gw.url(&format!("/v1/objects/{key}")))
-            .body(value.to_vec()),
-    )
-    .await
-}
 
 fn client(gw: &Gateway, mode: FastPath) -> Client {
     Client::builder(&gw.base).fast_path(mode).build().unwrap()

@@ -34,6 +34,18 @@ pub async fn json_of<T: serde::de::DeserializeOwned>(req: reqwest::RequestBuilde
         .expect("a JSON answer")
 }
 
+/// Stores `value` under `key` over HTTP and returns its descriptor (panics unless `201`).
+pub async fn put_value(gw: &Gateway, key: &str, value: &[u8]) -> rasa_openapi::Descriptor {
+    let r = http()
+        .put(gw.url(&format!("/v1/objects/{key}")))
+        .body(value.to_vec())
+        .send()
+        .await
+        .expect("send the PUT");
+    assert_eq!(r.status(), 201, "PUT {key}");
+    r.json().await.expect("a descriptor")
+}
+
 /// Sends `req` and returns its body (panics on a transport error).
 pub async fn bytes_of(req: reqwest::RequestBuilder) -> bytes::Bytes {
     req.send()

@@ -29,9 +29,16 @@ pub(super) struct Landing<'a> {
     pub(super) desc: *mut libc::c_void,
 }
 
-/// Appends the reads of `len` bytes from `remote` into scratch at `local`, in pieces of at
-/// most [`CHUNK`](super::CHUNK) bytes.
-pub(super) fn split(pieces: &mut Vec<Piece>, local: usize, remote: u64, rkey: u64, len: usize) {
+/// Appends the reads of `len` bytes from `remote` into scratch at `local` (into the landing
+/// buffer there when `landing`), in pieces of at most [`CHUNK`](super::CHUNK) bytes.
+pub(super) fn split(
+    pieces: &mut Vec<Piece>,
+    local: usize,
+    remote: u64,
+    rkey: u64,
+    len: usize,
+    landing: bool,
+) {
     let mut off = 0;
     while off < len {
         let n = super::CHUNK.min(len - off);
@@ -40,7 +47,7 @@ pub(super) fn split(pieces: &mut Vec<Piece>, local: usize, remote: u64, rkey: u6
             remote: remote + off as u64,
             rkey,
             len: n,
-            landing: false,
+            landing,
         });
         off += n;
     }

@@ -126,11 +126,14 @@ impl Reader {
             len: HEADER_LEN,
             landing: false,
         }];
-        let first = pieces.len();
-        engine::split(&mut pieces, 0, f.addr + HEADER_LEN as u64, f.rkey, len);
-        for p in &mut pieces[first..] {
-            p.landing = true;
-        }
+        engine::split(
+            &mut pieces,
+            0,
+            f.addr + HEADER_LEN as u64,
+            f.rkey,
+            len,
+            true,
+        );
         let bytes = dst.as_mut_slice();
         engine::run_all(conn, &pieces, Some(Landing { bytes, desc }), timeout)?;
         let (slot, _) = conn.scratch.as_mut().expect("scratch set above");

@@ -336,7 +336,7 @@ impl Reader {
         conn.ensure_scratch(total, efa)?;
         let mut pieces = Vec::new();
         for (f, &(at, len)) in frames.iter().zip(&layout) {
-            engine::split(&mut pieces, at, f.addr, f.rkey, len);
+            engine::split(&mut pieces, at, f.addr, f.rkey, len, false);
         }
         engine::run_all(conn, &pieces, None, timeout)?;
         let (slot, _) = conn.scratch.as_mut().expect("scratch set above");

@@ -101,7 +101,14 @@ impl Reader {
             },
         ];
         let blocks_remote = f.addr + HEADER_LEN as u64 + block_start;
-        engine::split(&mut pieces, blocks_at, blocks_remote, f.rkey, blocks_len);
+        engine::split(
+            &mut pieces,
+            blocks_at,
+            blocks_remote,
+            f.rkey,
+            blocks_len,
+            false,
+        );
         engine::run_all(conn, &pieces, None, timeout)?;
         let (slot, _) = conn.scratch.as_mut().expect("scratch set above");
         let bytes = slot.as_mut_slice();
