@@ -10,6 +10,7 @@
 //!   libfabric as they are.
 //! - [`frame`]: the layout of one stored version (header + payload) and its validation,
 //!   shared by the gateway (writer) and every fast-path reader.
+//! - [`silent`]: closing connections that send nothing to a socket provider's fabric port.
 //! - [`library`]: libfabric, opened at run time the first time the fast path is used
 //!   (nothing links it).
 //!
@@ -28,6 +29,7 @@ pub mod frame;
 pub mod library;
 pub mod reader;
 pub mod server;
+pub mod silent;
 mod sys;
 
 /// Signals that end a process because of a bug (in Rust `unsafe`, in libfabric or a provider,

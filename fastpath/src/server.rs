@@ -141,6 +141,16 @@ impl FabricServer {
         &self.address
     }
 
+    /// The TCP port peers connect to, for providers that take connections on one
+    /// (`tcp;ofi_rxm`, `sockets`: address format `FI_SOCKADDR_IN`/`_IN6`); `None` for the
+    /// others (EFA, `shm`). [`crate::silent::close_silent`] watches it.
+    pub fn tcp_port(&self) -> Option<u16> {
+        let format = self.node.address_format();
+        (format == "FI_SOCKADDR_IN" || format == "FI_SOCKADDR_IN6")
+            .then(|| crate::silent::port_of_address(&self.address))
+            .flatten()
+    }
+
     /// Progress-thread counters.
     pub fn stats(&self) -> &ProgressStats {
         &self.stats

@@ -59,6 +59,9 @@ pub const METRICS: &[Metric] = &[
     m("rasa_http_requests_refused_total", C, &["reason"], "Requests refused before routing (e.g. a head over --max-header-size)."),
     m("rasa_http_auth_failures_total", C, &["reason"], "Requests refused for a missing or invalid token, or too small a scope."),
     m("rasa_http_send_timeouts_total", C, &[], "Connections closed because the client stopped reading an answer."),
+    m("rasa_connections_open", G, &["listener"], "Connections open on a listener (http, s3)."),
+    m("rasa_connections_refused_total", C, &["listener"], "Connections accepted past --max-connections (served from the reserve, or closed)."),
+    m("rasa_connections_closed_total", C, &["listener", "reason"], "Connections closed before their first byte: first_byte_timeout, or displaced by a newer one at --max-connections."),
     m("rasa_http_chunked_upload_bytes", G, &[], "Memory held gathering bodies sent without Content-Length."),
     m("rasa_token_reloads_total", C, &["result"], "Token file reloads (SIGHUP)."),
     // Store

@@ -181,6 +181,10 @@ pub struct Args {
     #[arg(long, env = "RASA_TEST_HOOKS", hide = true)]
     pub test_hooks: bool,
 
+    /// Connections, silent sockets, crawling uploads, allowed hosts.
+    #[command(flatten)]
+    pub edge: edge::EdgeArgs,
+
     /// Cluster membership (`--cluster etcd://…`).
     #[command(flatten)]
     pub cluster: crate::cluster::ClusterArgs,
@@ -310,6 +314,7 @@ impl Args {
     /// Checks that the values make sense together; the error is one line naming the flags.
     pub fn validate(&self) -> Result<(), String> {
         self.s3.validate(self.cluster.etcd.is_some())?;
+        self.edge.validate()?;
         self.cluster.validate()?;
         if self.arena_size < MIN_ARENA_SIZE {
             return Err(format!(
@@ -447,5 +452,6 @@ fn show(n: u64) -> String {
     bytesize::ByteSize::b(n).display().iec().to_string()
 }
 
+pub mod edge;
 #[cfg(test)]
 mod tests;

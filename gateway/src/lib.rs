@@ -19,6 +19,7 @@
 //! - [`tokens`]: bearer tokens with scopes, from a token file of hashes.
 //! - [`cluster`]: membership in a cluster of gateways kept in etcd (`--cluster`), and
 //!   which member owns a key.
+//! - [`net`]: listening sockets with a backlog for bursts of connections.
 //! - [`catalog`]: every metric the gateway exports, with its help text.
 //!
 //! ## The invariant
@@ -36,6 +37,7 @@ pub mod config;
 pub mod http;
 pub mod key;
 pub mod media;
+pub mod net;
 pub mod origin;
 pub mod s3;
 pub mod server;

@@ -188,8 +188,7 @@ async fn serve(args: Args) -> Result<(), String> {
         state.origin = Some(rt);
     }
     state.metrics = Some(recorder);
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
+    let listener = rasa_gateway::net::bind(args.listen)
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let addr = listener
         .local_addr()
@@ -268,11 +267,27 @@ async fn serve(args: Args) -> Result<(), String> {
     }
     let _ = out.flush();
     drop(out);
+    let listeners = 1 + usize::from(s3.is_some());
+    let fd_limit = server::gate::raise_fd_limit();
     let options = ServeOptions {
         header_timeout: args.header_timeout,
         send_timeout: args.send_timeout,
         tls,
+        first_byte_timeout: args.edge.first_byte_timeout,
+        max_connections: args
+            .edge
+            .max_connections
+            .unwrap_or_else(|| server::gate::default_max_connections(fd_limit, listeners)),
+        listener: "http",
+        reserve: server::Reserve {
+            allowed: rasa_gateway::http::ops::is_health_or_admin,
+            refuse: rasa_gateway::http::ops::connection_limit_refusal,
+        },
     };
+    if let Some(port) = state.store.fabric().and_then(|f| f.tcp_port()) {
+        let timeout = args.edge.first_byte_timeout;
+        tokio::spawn(server::gate::close_silent_fabric_connections(port, timeout));
+    }
     let store = Arc::clone(&state.store);
     let leaving = cluster.clone();
     // Both listeners stop together: on the signal, after a cluster member's drain.
@@ -283,12 +298,15 @@ async fn serve(args: Args) -> Result<(), String> {
         }
     }));
     let s3_served = s3.map(|s3| {
-        tokio::spawn(server::run(
-            s3.listener,
-            s3.app,
-            options.clone(),
-            shutdown.clone(),
-        ))
+        let options = ServeOptions {
+            listener: "s3",
+            reserve: server::Reserve {
+                allowed: |_| false,
+                refuse: rasa_gateway::s3::listener::connection_limit_refusal,
+            },
+            ..options.clone()
+        };
+        tokio::spawn(server::run(s3.listener, s3.app, options, shutdown.clone()))
     });
     tokio::spawn(rasa_gateway::http::stats::sample_forever(state.clone()));
     let served = server::run(listener, rasa_gateway::http::app(state), options, shutdown)

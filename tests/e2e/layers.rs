@@ -13,6 +13,7 @@ const GATEWAY_LAYERS: &[(&str, u32)] = &[
     ("catalog", 0),
     ("key", 0),
     ("media", 0),
+    ("net", 0),
     ("tokens", 0),
     ("units", 0),
     ("store", 1),

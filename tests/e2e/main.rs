@@ -10,6 +10,7 @@ mod fabric_check;
 mod fastpath;
 mod faults;
 mod footprint;
+mod hardening;
 mod into;
 mod layers;
 mod library;

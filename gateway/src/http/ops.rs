@@ -87,3 +87,21 @@ pub fn swagger_ui() -> Router {
         .config(utoipa_swagger_ui::Config::new(["/openapi.json"]))
         .into()
 }
+
+/// The routes a connection past `--max-connections` may still reach: health, readiness,
+/// metrics and the status page's figures (see [`crate::server::gate`]).
+pub fn is_health_or_admin(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz" | "/metrics" | "/v1/stats")
+}
+
+/// The answer to any other request on such a connection.
+pub fn connection_limit_refusal() -> Response {
+    let mut r = super::ApiError::Unavailable {
+        detail: "the gateway holds as many connections as --max-connections allows; this connection may reach only /healthz, /readyz and /metrics. Retry".into(),
+        retry_after: 1,
+    }
+    .into_response();
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}

@@ -37,6 +37,19 @@ pub(super) fn xml_error(status: StatusCode, code: &str, message: &str) -> Respon
     r
 }
 
+/// What a connection past `--max-connections` gets on the S3 listener: `503 SlowDown` (it
+/// has no health routes; those are on the native listener).
+pub fn connection_limit_refusal() -> Response {
+    let mut r = xml_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "SlowDown",
+        "the S3 listener holds as many connections as --max-connections allows; retry",
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+    r
+}
+
 async fn overloaded(err: axum::BoxError) -> Response {
     if err.is::<tower::load_shed::error::Overloaded>() {
         metrics::counter!("rasa_s3_requests_shed_total").increment(1);
@@ -138,9 +151,8 @@ pub async fn prepare(args: &S3Args, shared: Shared) -> Result<Option<Prepared>, 
         .layer(SetSensitiveRequestHeadersLayer::new([
             header::AUTHORIZATION,
         ]));
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen for S3 on {addr}: {e}"))?;
+    let listener =
+        crate::net::bind(addr).map_err(|e| format!("cannot listen for S3 on {addr}: {e}"))?;
     Ok(Some(Prepared {
         listener,
         app,

@@ -4,6 +4,10 @@
 //! `axum::serve` exposes none of hyper's connection settings, so this is the small accept
 //! loop it would be, with:
 //!
+//! - **first-byte timeout** (`--first-byte-timeout`): a connection that sends nothing is
+//!   closed (hyper's header timeout only starts at the first byte).
+//! - **connection bound** (`--max-connections`, [`gate`]): past it, a small reserve serves
+//!   health and admin routes only; beyond that, connections are closed on accept.
 //! - **header read timeout** (`--header-timeout`): hyper closes an HTTP/1 connection whose
 //!   request head is not complete in time — slowloris clients trickling headers, and idle
 //!   keep-alive connections. The same bound applies to the TLS handshake.
@@ -21,6 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
+use axum::response::IntoResponse;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -30,6 +35,9 @@ use tokio::net::TcpListener;
 use tokio_io_timeout::TimeoutStream;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
+
+pub mod gate;
+use gate::{Admission, Gate};
 
 /// Largest HTTP/2 header block hyper accepts (the gateway's `--max-header-size`, at most
 /// 256 KiB, is enforced within it with a problem document).
@@ -44,6 +52,24 @@ pub struct ServeOptions {
     pub send_timeout: Duration,
     /// TLS, when the gateway serves HTTPS.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Longest wait for a new connection's first byte.
+    pub first_byte_timeout: Duration,
+    /// Most connections open at once (then the reserve, see [`gate`]).
+    pub max_connections: usize,
+    /// The listener's name in metrics and logs (`http`, `s3`).
+    pub listener: &'static str,
+    /// What a connection of the reserve may reach.
+    pub reserve: Reserve,
+}
+
+/// What connections past `--max-connections` may reach: requests whose path `allowed`
+/// accepts are served, every other request is answered `refuse()`.
+#[derive(Clone, Copy)]
+pub struct Reserve {
+    /// Whether a path is a health or admin route.
+    pub allowed: fn(&str) -> bool,
+    /// The answer to any other request (a `503`).
+    pub refuse: fn() -> axum::response::Response,
 }
 
 impl Default for ServeOptions {
@@ -52,9 +78,19 @@ impl Default for ServeOptions {
             header_timeout: Duration::from_secs(30),
             send_timeout: Duration::from_secs(60),
             tls: None,
+            first_byte_timeout: Duration::from_secs(10),
+            max_connections: 1024,
+            listener: "http",
+            reserve: Reserve {
+                allowed: |_| false,
+                refuse: || http::StatusCode::SERVICE_UNAVAILABLE.into_response(),
+            },
         }
     }
 }
+
+/// How long a connection of the reserve may take to send its one request.
+const RESERVE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Serves `app` (the native API, or the S3 API) on `listener` until `shutdown` completes, then lets requests in flight
 /// finish.
@@ -77,6 +113,13 @@ pub async fn run(
         // HTTP/2's own bound on a header block (hyper's default is 16 MiB), matching the
         // outer bound HTTP/1's read buffer sets; --max-header-size is checked below it.
         .max_header_list_size(H2_MAX_HEADER_LIST);
+    // Connections of the reserve serve one request each, quickly.
+    let mut reserve_builder = builder.clone();
+    reserve_builder
+        .http1()
+        .keep_alive(false)
+        .header_read_timeout(RESERVE_TIMEOUT);
+    let gate = Gate::new(options.listener, options.max_connections);
     let tls = options.tls.map(TlsAcceptor::from);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
@@ -91,19 +134,37 @@ pub async fn run(
             },
             () = &mut shutdown => break,
         };
+        let (ticket, reserved) = match gate.admit() {
+            Admission::Served(t) => (t, false),
+            Admission::Reserve(t) => (t, true),
+            Admission::Refused => {
+                drop(stream);
+                continue;
+            }
+        };
         let _ = stream.set_nodelay(true);
-        let mut stream = TimeoutStream::new(stream);
-        stream.set_write_timeout(Some(options.send_timeout));
-        let stream = Box::pin(stream);
-        let service: Service = TowerToHyperService::new(
-            app.clone()
-                .map_request(to_axum as fn(http::Request<Incoming>) -> axum::extract::Request),
-        );
-        let builder = builder.clone();
+        let service = ConnService::new(&app, reserved.then_some(options.reserve));
+        let builder = if reserved {
+            reserve_builder.clone()
+        } else {
+            builder.clone()
+        };
         let watcher = graceful.watcher();
         let tls = tls.clone();
         let handshake_timeout = options.header_timeout;
+        let first_byte = if reserved {
+            RESERVE_TIMEOUT
+        } else {
+            options.first_byte_timeout
+        };
+        let send_timeout = options.send_timeout;
         tokio::spawn(async move {
+            if !ticket.first_byte(&stream, first_byte).await {
+                return;
+            }
+            let mut stream = TimeoutStream::new(stream);
+            stream.set_write_timeout(Some(send_timeout));
+            let stream = Box::pin(stream);
             let result = match tls {
                 None => serve_connection(&builder, stream, service, watcher).await,
                 Some(acceptor) => {
@@ -137,14 +198,51 @@ pub async fn run(
     Ok(())
 }
 
-/// The router as hyper sees it.
-type Service = TowerToHyperService<
-    tower::util::MapRequest<axum::Router, fn(http::Request<Incoming>) -> axum::extract::Request>,
->;
-
-fn to_axum(req: http::Request<Incoming>) -> axum::extract::Request {
-    req.map(Body::new)
+/// The router as one connection sees it: every route, or (for a connection of the
+/// reserve) only those the reserve allows.
+#[derive(Clone)]
+struct ConnService {
+    app: axum::Router,
+    reserve: Option<Reserve>,
 }
+
+impl ConnService {
+    fn new(app: &axum::Router, reserve: Option<Reserve>) -> TowerToHyperService<Self> {
+        TowerToHyperService::new(Self {
+            app: app.clone(),
+            reserve,
+        })
+    }
+}
+
+impl tower::Service<http::Request<Incoming>> for ConnService {
+    type Response = axum::response::Response;
+    type Error = std::convert::Infallible;
+    type Future = futures_util::future::Either<
+        tower::util::Oneshot<axum::Router, axum::extract::Request>,
+        std::future::Ready<Result<Self::Response, Self::Error>>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        // axum's router is always ready.
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<Incoming>) -> Self::Future {
+        match self.reserve {
+            Some(r) if !(r.allowed)(req.uri().path()) => {
+                futures_util::future::Either::Right(std::future::ready(Ok((r.refuse)())))
+            }
+            _ => futures_util::future::Either::Left(self.app.clone().oneshot(req.map(Body::new))),
+        }
+    }
+}
+
+/// The router as hyper sees it.
+type Service = TowerToHyperService<ConnService>;
 
 /// Serves one connection (plain or TLS) until it ends or graceful shutdown has drained it.
 async fn serve_connection<I>(
