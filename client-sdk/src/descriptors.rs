@@ -71,7 +71,7 @@ impl Client {
     /// A descriptor of `key`'s current version (a lease on it).
     pub(crate) async fn resolve_here(&self, key: &str) -> Result<Descriptor, Error> {
         let resp = self
-            .send(self.inner.http.get(self.url("descriptors", key)))
+            .send(self.inner.http.get(self.url("descriptors", key)?))
             .await?;
         self.decode(resp).await
     }

@@ -69,6 +69,19 @@ pub enum Error {
 }
 
 impl Error {
+    /// The `400 invalid_key` problem the gateway would answer for `key`, which the SDK
+    /// refuses before sending (an HTTP client's URL layer would rewrite it instead).
+    pub(crate) fn invalid_key(key: &str, why: &rasa_openapi::key::KeyError) -> Self {
+        Self::Problem(Problem {
+            type_uri: format!("urn:rasa:problem:{}", ProblemCode::InvalidKey.as_str()),
+            title: "Bad Request".to_owned(),
+            status: 400,
+            detail: format!("invalid key: {why}"),
+            code: ProblemCode::InvalidKey,
+            instance: Some(format!("/v1/objects/{}", rasa_openapi::key_to_path(key))),
+        })
+    }
+
     /// Whether the gateway said the value is served over HTTP only (too large to cache:
     /// it streams it from its origin, and hands out no descriptor).
     pub fn http_only(&self) -> bool {

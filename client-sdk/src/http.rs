@@ -208,12 +208,17 @@ impl Client {
         }
     }
 
-    pub(crate) fn url(&self, route: &str, key: &str) -> String {
-        format!(
+    /// The URL of `key` under `route`, its bytes sent exactly: every character the URL
+    /// layer would interpret is percent-encoded, and keys it would rewrite whatever the
+    /// encoding (`.`/`..` segments, which it resolves even as `%2E`) are refused as the
+    /// gateway refuses them, before anything is sent.
+    pub(crate) fn url(&self, route: &str, key: &str) -> Result<String, Error> {
+        rasa_openapi::key::validate(key).map_err(|why| Error::invalid_key(key, &why))?;
+        Ok(format!(
             "{}/v1/{route}/{}",
             self.inner.endpoint,
             rasa_openapi::key_to_path(key)
-        )
+        ))
     }
 
     /// Stores `body` with a media type.
@@ -262,7 +267,7 @@ impl Client {
         length: Option<u64>,
         content_type: Option<&str>,
     ) -> Result<Descriptor, Error> {
-        let url = self.url("objects", key);
+        let url = self.url("objects", key)?;
         let resp = self
             .exchange(|progress| {
                 let mut req = self.inner.http.put(&url).body(payload.body(progress)?);
@@ -281,7 +286,7 @@ impl Client {
     /// Deletes `key` (succeeds when absent too).
     pub(crate) async fn delete_here(&self, key: &str) -> Result<(), Error> {
         let resp = self
-            .send(self.inner.http.delete(self.url("objects", key)))
+            .send(self.inner.http.delete(self.url("objects", key)?))
             .await?;
         if resp.status().is_success() {
             Ok(())
@@ -305,7 +310,7 @@ impl Client {
     /// The metadata of `key`'s current version.
     pub(crate) async fn head_here(&self, key: &str) -> Result<Meta, Error> {
         let resp = self
-            .send(self.inner.http.head(self.url("objects", key)))
+            .send(self.inner.http.head(self.url("objects", key)?))
             .await?;
         if !resp.status().is_success() {
             return Err(Error::Problem(Problem {
@@ -358,7 +363,7 @@ impl Client {
     }
 
     pub(crate) async fn http_get(&self, key: &str, range: Option<String>) -> Result<Object, Error> {
-        let mut req = self.inner.http.get(self.url("objects", key));
+        let mut req = self.inner.http.get(self.url("objects", key)?);
         if let Some(r) = range {
             req = req.header(reqwest::header::RANGE, r);
         }

@@ -301,7 +301,7 @@ impl Client {
         room: Option<u64>,
     ) -> Result<Written, Partial> {
         let mut resp = self
-            .send(self.inner.http.get(self.url("objects", key)))
+            .send(self.inner.http.get(self.url("objects", key)?))
             .await?;
         if !resp.status().is_success() {
             return Err(self.problem(resp).await.into());

@@ -1,56 +1,9 @@
-//! Object keys: what a valid key is, and how one is read out of a request path.
+//! Object keys: how one is read out of a request path. What a valid key is lives in
+//! [`rasa_openapi::key`], shared with the SDK, which refuses the same keys before sending.
 
 use percent_encoding::percent_decode_str;
 
-/// Longest key accepted, in bytes of UTF-8 (the same limit as S3).
-pub const MAX_KEY_LEN: usize = 1024;
-
-/// A key as a regular expression (ECMA-262 and Rust `regex` alike), for the OpenAPI
-/// document: no control character (U+0000–U+001F, U+007F–U+009F), and no `.` or `..`
-/// segment — each `/`-separated segment is empty, holds a character other than `.`, or is
-/// three or more dots. [`validate`] is the rule; a test checks this pattern agrees with it.
-/// The length (1 to [`MAX_KEY_LEN`] bytes of UTF-8) is not in the pattern.
-pub const KEY_PATTERN: &str = concat!(
-    r"^(?:[^/\x00-\x1f\x7f-\x9f]*[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]*|\.{3,})?",
-    r"(?:/(?:[^/\x00-\x1f\x7f-\x9f]*[^/.\x00-\x1f\x7f-\x9f][^/\x00-\x1f\x7f-\x9f]*|\.{3,})?)*$"
-);
-
-/// Why a key was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum KeyError {
-    /// Nothing after the route prefix.
-    #[error("the key is empty")]
-    Empty,
-    /// Longer than [`MAX_KEY_LEN`] bytes.
-    #[error("the key is {0} bytes long; the limit is {MAX_KEY_LEN}")]
-    TooLong(usize),
-    /// Percent-decoding produced bytes that are not UTF-8.
-    #[error("the key is not valid UTF-8 once percent-decoded")]
-    NotUtf8,
-    /// A control character (U+0000–U+001F, U+007F–U+009F).
-    #[error("the key contains a control character (U+{0:04X})")]
-    ControlCharacter(u32),
-    /// A `.` or `..` path segment, which proxies and clients would rewrite.
-    #[error("the key contains a '.' or '..' segment")]
-    DotSegment,
-}
-
-/// Checks a decoded key.
-pub fn validate(key: &str) -> Result<(), KeyError> {
-    if key.is_empty() {
-        return Err(KeyError::Empty);
-    }
-    if key.len() > MAX_KEY_LEN {
-        return Err(KeyError::TooLong(key.len()));
-    }
-    if let Some(c) = key.chars().find(|c| c.is_control()) {
-        return Err(KeyError::ControlCharacter(c as u32));
-    }
-    if key.split('/').any(|seg| seg == "." || seg == "..") {
-        return Err(KeyError::DotSegment);
-    }
-    Ok(())
-}
+pub use rasa_openapi::key::{validate, KeyError, KEY_PATTERN, MAX_KEY_LEN};
 
 /// Percent-decodes the raw (still encoded) key part of a request path and validates it.
 pub fn from_path(raw: &str) -> Result<String, KeyError> {

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 pub mod cluster;
+pub mod key;
 pub mod stats;
 pub use cluster::{ClusterMember, ClusterView, MemberState, HOP_HEADER};
 

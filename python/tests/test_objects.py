@@ -212,3 +212,26 @@ def test_readme_numpy_example(client):
     for i in range(32):
         if i != 7:
             assert (kv[i] == i).all()
+
+
+@pytest.mark.parametrize("bad", ["a/../b", "a/./b", "../x", "./x", ".."])
+def test_dot_segments_are_refused_before_sending(client, bad):
+    # An HTTP URL layer would rewrite these (a/../b into b): refused as the gateway would.
+    for call in (lambda: client.put(bad, b"x"), lambda: client.get(bad), lambda: client.delete(bad)):
+        with pytest.raises(rasa_client.InvalidRequest) as e:
+            call()
+        assert e.value.code == "invalid_key" and e.value.status == 400
+
+
+def test_keys_are_sent_exactly(client):
+    base = key("exact")
+    names = ["a%2Fb", "q?x=1", "h#f", "with space", "café/ü", "a//b", "...", "+&=;"]
+    for i, name in enumerate(names):
+        k = f"{base}/{name}"
+        d = client.put(k, f"v{i}".encode())
+        assert d.key == k
+        assert bytes(client.get(k)) == f"v{i}".encode()
+    listed = sorted(item.key for item in client.list(prefix=base + "/").items)
+    assert listed == sorted(f"{base}/{n}" for n in names)
+    with pytest.raises(NotFound):
+        client.get(f"{base}/a/b")  # a%2Fb is a key of its own

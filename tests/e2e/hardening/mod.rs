@@ -3,3 +3,4 @@
 //! pages, crawling uploads, response headers, credentials files, a frozen gateway.
 
 mod connections;
+mod keys;
