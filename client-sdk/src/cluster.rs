@@ -201,7 +201,19 @@ async fn fetch(
         }
         None => timeout,
     };
-    let resp = req.timeout(limit).send().await.map_err(|_| Fetch::Failed)?;
+    let resp = req.timeout(limit).send().await.map_err(|e| {
+        if e.is_timeout() && after.is_none() {
+            // Discovery waited the whole request timeout: the rest of the call does not
+            // wait for this gateway again.
+            let kind = if e.is_connect() {
+                crate::TimeoutKind::Connect
+            } else {
+                crate::TimeoutKind::Request
+            };
+            crate::timeouts::mark_stalled(base, kind, timeout);
+        }
+        Fetch::Failed
+    })?;
     // No cluster API (an older gateway), or not for this token (a write-only token may not
     // read the member list): talk to the seed, which forwards what it does not own.
     if resp.status().is_client_error() {
@@ -267,6 +279,17 @@ impl Client {
     /// key's next choices (with the hop marker, so they serve it themselves). When this
     /// client does not talk to a cluster (or no member is serving), on this client.
     pub(crate) async fn on_owner<T, Fut>(
+        &self,
+        key: &str,
+        op: impl Fn(Client) -> Fut,
+    ) -> Result<T, Error>
+    where
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        crate::timeouts::call_scope(self.on_owner_in_call(key, op)).await
+    }
+
+    async fn on_owner_in_call<T, Fut>(
         &self,
         key: &str,
         op: impl Fn(Client) -> Fut,

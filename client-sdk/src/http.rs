@@ -78,6 +78,7 @@ impl Client {
     }
 
     pub(crate) fn timeout(&self, kind: TimeoutKind, after: Duration) -> Error {
+        crate::timeouts::mark_stalled(&self.inner.endpoint, kind, after);
         Error::Timeout {
             endpoint: self.inner.endpoint.clone(),
             kind,
@@ -164,6 +165,10 @@ impl Client {
         &self,
         mut next: impl FnMut(&Arc<Progress>) -> Option<reqwest::RequestBuilder>,
     ) -> Result<reqwest::Response, Error> {
+        // This call already waited out a timeout on this gateway: not a second time.
+        if let Some((kind, after)) = crate::timeouts::stalled(&self.inner.endpoint) {
+            return Err(self.timeout(kind, after));
+        }
         let mut retries = 0;
         let mut progress = Progress::new();
         let mut req = next(&progress)

@@ -37,12 +37,16 @@ impl Client {
         key: &str,
         buf: B,
     ) -> BufResult<Written, B> {
-        match self.owner_client(key).await {
-            Some((c, owner)) => {
-                crate::cluster::with_hop(!owner, async { c.get_into_here(key, buf).await }).await
+        crate::timeouts::call_scope(async {
+            match self.owner_client(key).await {
+                Some((c, owner)) => {
+                    crate::cluster::with_hop(!owner, async { c.get_into_here(key, buf).await })
+                        .await
+                }
+                None => self.get_into_here(key, buf).await,
             }
-            None => self.get_into_here(key, buf).await,
-        }
+        })
+        .await
     }
 
     /// [`Client::get_into`] for several keys, a buffer each, several in flight at once.

@@ -51,15 +51,18 @@ impl Client {
         range: std::ops::Range<u64>,
         buf: B,
     ) -> crate::BufResult<crate::Written, B> {
-        match self.owner_client(key).await {
-            Some((c, owner)) => {
-                crate::cluster::with_hop(!owner, async {
-                    c.get_range_into_here(key, range, buf).await
-                })
-                .await
+        crate::timeouts::call_scope(async {
+            match self.owner_client(key).await {
+                Some((c, owner)) => {
+                    crate::cluster::with_hop(!owner, async {
+                        c.get_range_into_here(key, range, buf).await
+                    })
+                    .await
+                }
+                None => self.get_range_into_here(key, range, buf).await,
             }
-            None => self.get_range_into_here(key, range, buf).await,
-        }
+        })
+        .await
     }
 
     /// Reads several keys: one descriptor round trip per member, then all one-sided reads
@@ -143,12 +146,15 @@ impl Client {
         key: &str,
         out: &mut W,
     ) -> Result<crate::Written, Error> {
-        match self.owner_client(key).await {
-            Some((c, owner)) => {
-                crate::cluster::with_hop(!owner, async { c.get_to_here(key, out).await }).await
+        crate::timeouts::call_scope(async {
+            match self.owner_client(key).await {
+                Some((c, owner)) => {
+                    crate::cluster::with_hop(!owner, async { c.get_to_here(key, out).await }).await
+                }
+                None => self.get_to_here(key, out).await,
             }
-            None => self.get_to_here(key, out).await,
-        }
+        })
+        .await
     }
 
     /// Streams `key`'s current version into the file `path`: written under a temporary

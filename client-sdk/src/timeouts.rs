@@ -7,6 +7,13 @@
 //!   slow link is fine while it moves); after it, each body chunk must arrive within the
 //!   timeout (so a large download is fine while it moves).
 //!
+//! - **One call, one timeout per gateway**: a public call may take several exchanges
+//!   (cluster discovery, then the object; a descriptor, then a fallback over HTTP). Once
+//!   one of them times out against a gateway, every later exchange of the same call with
+//!   that gateway fails at once with the same timeout ([`call_scope`]), so a frozen
+//!   gateway fails a call after one timeout, not after one per exchange. (Failing over to
+//!   another cluster member is still allowed.)
+//!
 //! [`ClientBuilder::connect_timeout`]: crate::ClientBuilder::connect_timeout
 //! [`ClientBuilder::timeout`]: crate::ClientBuilder::timeout
 
@@ -39,6 +46,48 @@ impl TimeoutKind {
             Self::FastPathRead => "fast-path read timeout: ClientBuilder::read_timeout",
         }
     }
+}
+
+/// The gateways that timed out during one call, with the timeout that fired.
+type Stalled = Arc<std::sync::Mutex<Vec<(String, TimeoutKind, Duration)>>>;
+
+tokio::task_local! {
+    static CALL: Stalled;
+}
+
+/// Runs one public call: exchanges inside it share the memory of gateways that timed out
+/// (a call inside a call shares its caller's).
+pub(crate) async fn call_scope<F: std::future::Future>(f: F) -> F::Output {
+    if CALL.try_with(|_| ()).is_ok() {
+        f.await
+    } else {
+        CALL.scope(Stalled::default(), f).await
+    }
+}
+
+/// Notes that `endpoint` timed out (connect or request) in the current call.
+pub(crate) fn mark_stalled(endpoint: &str, kind: TimeoutKind, after: Duration) {
+    if kind == TimeoutKind::FastPathRead {
+        return; // the fabric timing out says nothing of the gateway's HTTP side
+    }
+    let _ = CALL.try_with(|s| {
+        let mut s = s.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !s.iter().any(|(e, _, _)| e == endpoint) {
+            s.push((endpoint.to_owned(), kind, after));
+        }
+    });
+}
+
+/// The timeout `endpoint` already hit in the current call, if it did.
+pub(crate) fn stalled(endpoint: &str) -> Option<(TimeoutKind, Duration)> {
+    CALL.try_with(|s| {
+        let s = s.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        s.iter()
+            .find(|(e, _, _)| e == endpoint)
+            .map(|&(_, kind, after)| (kind, after))
+    })
+    .ok()
+    .flatten()
 }
 
 /// When an exchange last made progress.

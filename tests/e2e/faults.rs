@@ -19,12 +19,12 @@ fn signal(pid: u32, sig: &str) {
 }
 
 /// Sends SIGCONT when dropped, so a failing test does not leave a stopped process behind.
-struct Frozen(u32);
+pub(crate) struct Frozen(u32);
 
 impl Frozen {
     /// Stops `pid` and returns once every one of its threads is stopped: `kill` returns
     /// when the signal is sent, and on a busy machine the threads may run a little longer.
-    fn stop(pid: u32) -> Frozen {
+    pub(crate) fn stop(pid: u32) -> Frozen {
         signal(pid, "-STOP");
         let frozen = Frozen(pid);
         let deadline = Instant::now() + Duration::from_secs(10);

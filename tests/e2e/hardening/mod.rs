@@ -3,4 +3,5 @@
 //! pages, crawling uploads, response headers, credentials files, a frozen gateway.
 
 mod connections;
+mod frozen;
 mod keys;
