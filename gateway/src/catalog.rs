@@ -110,6 +110,7 @@ pub const METRICS: &[Metric] = &[
     m("rasa_peer_fills_total", C, &["result"], "Misses asked of the key's previous owner: hit, miss, unreachable."),
     // S3 listener
     m("rasa_s3_requests_total", C, &["status"], "Requests the S3 listener answered."),
+    m("rasa_s3_requests_refused_total", C, &["reason"], "S3 requests refused before parsing: headers_too_large, foreign_origin (open listener)."),
     m("rasa_s3_requests_shed_total", C, &[], "S3 requests answered 503 SlowDown (every slot taken)."),
     m("rasa_s3_panics_total", C, &[], "S3 requests whose handler panicked (answered 500)."),
     m("rasa_s3_bytes_served_total", C, &[], "Bytes of values served by the S3 listener."),

@@ -435,6 +435,17 @@ impl Args {
         self.cluster.config(listening, tls)
     }
 
+    /// The host names an open listener answers to: `--allowed-host`, the host of
+    /// `--advertise-url`, and `domains` with their subdomains (see [`crate::browser`]).
+    pub fn host_policy(&self, domains: &[String]) -> crate::browser::HostPolicy {
+        let mut names = self.edge.allowed_hosts.clone();
+        if let Some(url) = &self.cluster.advertise_url {
+            let authority = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+            names.push(authority.split('/').next().unwrap_or_default().to_owned());
+        }
+        crate::browser::HostPolicy::new(&names, domains)
+    }
+
     /// The store's part of the configuration.
     pub fn store_config(&self) -> StoreConfig {
         StoreConfig {

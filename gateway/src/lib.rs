@@ -13,6 +13,10 @@
 //! - [`origin`]: the S3 origin behind the store (read-through, write-through).
 //! - [`s3`]: the S3-compatible listener (`--s3-listen`), on `s3s`, over the same store.
 //! - [`config`]: flags and `RASA_*` environment variables, validated at start.
+//! - [`credentials`]: the `token` and `s3-key` subcommands; [`credfile`]: writing those
+//!   files 0600 and warning when one is readable by others.
+//! - [`browser`]: what an open gateway refuses from web pages (foreign `Host`, cross-site
+//!   writes), and the headers that keep stored values inert in a browser.
 //! - [`server`]: serve a listener (plain or TLS) with connection limits until a shutdown
 //!   signal.
 //! - [`certs`]: `rasa-gateway tls self-signed`, a private CA and server certificate.
@@ -30,10 +34,13 @@
 //! the latest lease deadline it handed out ([`store::arena::Arena::extend_lease`]); an
 //! arena is reused only after that deadline.
 
+pub mod browser;
 pub mod catalog;
 pub mod certs;
 pub mod cluster;
 pub mod config;
+pub mod credentials;
+pub mod credfile;
 pub mod http;
 pub mod key;
 pub mod media;

@@ -8,12 +8,11 @@ use std::time::Duration;
 use clap::Parser;
 use rasa_fastpath::server::FabricServer;
 use rasa_gateway::cluster::Cluster;
-use rasa_gateway::config::{Args, Command, FabricCommand, FastPathMode, TlsCommand, TokenCommand};
+use rasa_gateway::config::{Args, Command, FabricCommand, FastPathMode, TlsCommand};
 use rasa_gateway::http::{doc, AppState, HttpConfig};
-use rasa_gateway::s3::args::S3KeyCommand;
 use rasa_gateway::server::{self, ServeOptions};
 use rasa_gateway::store::Store;
-use rasa_gateway::tokens::{self, TokenFile, TokenSet};
+use rasa_gateway::tokens::TokenFile;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -31,20 +30,8 @@ fn main() -> ExitCode {
             print!("{}", doc::openapi_json());
             return ExitCode::SUCCESS;
         }
-        Some(Command::Token(cmd)) => {
-            let done = match cmd {
-                TokenCommand::New { name, scopes, file } => new_token(name, &scopes.0, file),
-                TokenCommand::List { file } => list_tokens(file),
-                TokenCommand::Revoke { name, file } => revoke_token(name, file),
-            };
-            return match done {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(why) => {
-                    eprintln!("rasa-gateway: {why}");
-                    ExitCode::FAILURE
-                }
-            };
-        }
+        Some(Command::Token(cmd)) => return exit(rasa_gateway::credentials::token(cmd)),
+        Some(Command::S3Key(cmd)) => return exit(rasa_gateway::credentials::s3_key(cmd)),
         Some(Command::Fabric(FabricCommand::Check { json })) => {
             let report = rasa_fastpath::check::run(&fabric_target(&args));
             if *json {
@@ -61,23 +48,8 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             };
         }
-        Some(Command::S3Key(S3KeyCommand::New { name, scopes, file })) => {
-            return match rasa_gateway::s3::keys::new_key(name, &scopes.0, file) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(why) => {
-                    eprintln!("rasa-gateway: {why}");
-                    ExitCode::FAILURE
-                }
-            };
-        }
         Some(Command::Tls(TlsCommand::SelfSigned { hosts, out, days })) => {
-            return match rasa_gateway::certs::self_signed(hosts, out, *days) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(why) => {
-                    eprintln!("rasa-gateway: {why}");
-                    ExitCode::FAILURE
-                }
-            };
+            return exit(rasa_gateway::certs::self_signed(hosts, out, *days))
         }
         None => {}
     }
@@ -112,6 +84,17 @@ fn main() -> ExitCode {
 /// default hook runs: a panic on a background thread (the fabric progress thread) or in a
 /// request handler must never pass without a word. A panic on the main thread then ends the
 /// process with status 101, and the last log line says why.
+/// The exit code of a subcommand: failure with its reason on stderr.
+fn exit(done: Result<(), String>) -> ExitCode {
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(why) => {
+            eprintln!("rasa-gateway: {why}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn log_panics() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -166,6 +149,8 @@ async fn serve(args: Args) -> Result<(), String> {
             max_header_size: args.max_header_size as usize,
             body_timeout: args.body_timeout,
             chunked_upload_memory: args.chunked_upload_memory,
+            hosts: Arc::new(args.host_policy(&[])),
+            min_upload_rate: args.edge.min_upload_rate,
             ..HttpConfig::new(args.max_object_size, args.max_batch_keys)
         },
     );
@@ -248,6 +233,9 @@ async fn serve(args: Args) -> Result<(), String> {
             max_object_size: args.max_object_size,
             max_concurrent_requests: args.max_concurrent_requests,
             body_timeout: args.body_timeout,
+            max_header_size: args.max_header_size as usize,
+            hosts: args.host_policy(&args.s3.s3_domains),
+            min_upload_rate: args.edge.min_upload_rate,
         },
     )
     .await?;
@@ -366,72 +354,6 @@ fn reload_tokens_on_sighup(file: Arc<TokenFile>) -> Result<(), String> {
 
 #[cfg(not(unix))]
 fn reload_tokens_on_sighup(_: Arc<TokenFile>) -> Result<(), String> {
-    Ok(())
-}
-
-/// `rasa-gateway token new`: appends the token's line to `file` (created 0600 if missing)
-/// and prints the secret, once, on stdout.
-fn new_token(name: &str, scopes: &[tokens::Scope], file: &std::path::Path) -> Result<(), String> {
-    let secret = tokens::new_secret();
-    let line = tokens::file_line(name, scopes, &secret)?;
-    if file.exists() {
-        // Refuse to append to a file the gateway would refuse, or a duplicate name.
-        let existing = TokenSet::load(file)?;
-        if existing.get(name).is_some() {
-            return Err(format!(
-                "{} already has a token named '{name}'",
-                file.display()
-            ));
-        }
-    }
-    let mut options = std::fs::OpenOptions::new();
-    options.create(true).append(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut f = options
-        .open(file)
-        .map_err(|e| format!("cannot open {}: {e}", file.display()))?;
-    writeln!(f, "{line}").map_err(|e| format!("cannot write {}: {e}", file.display()))?;
-    eprintln!(
-        "rasa-gateway: added token '{name}' to {}; its secret (shown only now) follows",
-        file.display()
-    );
-    println!("{secret}");
-    Ok(())
-}
-
-/// `rasa-gateway token list`: names and scopes, one token per line.
-fn list_tokens(file: &std::path::Path) -> Result<(), String> {
-    let set = TokenSet::load(file)?;
-    let mut out = std::io::stdout().lock();
-    for t in set.iter() {
-        let scopes: Vec<&str> = t.scopes.iter().map(|s| s.as_str()).collect();
-        writeln!(out, "{}\t{}", t.name, scopes.join(",")).map_err(|e| e.to_string())?;
-    }
-    Ok(())
-}
-
-/// `rasa-gateway token revoke`: rewrites the file without the token (through a temporary
-/// file and a rename, so a gateway reloading meanwhile reads the old or the new file).
-fn revoke_token(name: &str, file: &std::path::Path) -> Result<(), String> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-    let left =
-        tokens::without_token(&text, name).map_err(|e| format!("{}: {e}", file.display()))?;
-    let tmp = file.with_extension("rasa-tmp");
-    let mut options = std::fs::OpenOptions::new();
-    options.create(true).write(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(left.as_bytes()))
-        .and_then(|()| std::fs::rename(&tmp, file))
-        .map_err(|e| format!("cannot rewrite {}: {e}", file.display()))?;
-    eprintln!(
-        "rasa-gateway: removed token '{name}' from {}; send SIGHUP to a running gateway (kill -HUP <pid>) to put it in force",
-        file.display()
-    );
     Ok(())
 }
 

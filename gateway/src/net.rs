@@ -1,4 +1,5 @@
-//! Binding listening sockets with an accept backlog fit for bursts of connections.
+//! Sockets and what arrives on them: listening sockets with an accept backlog fit for
+//! bursts of connections, and the size of a request's head as it came on the wire.
 
 use std::io;
 use std::net::SocketAddr;
@@ -22,4 +23,18 @@ pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
     socket.listen(BACKLOG)
+}
+
+/// The size of a request's head as it came on the wire (request line and header fields,
+/// HTTP/1.1 framing), which `--max-header-size` bounds on both listeners.
+pub fn head_size<B>(req: &http::Request<B>) -> usize {
+    let line = req.method().as_str().len()
+        + req.uri().path_and_query().map_or(1, |p| p.as_str().len())
+        + " HTTP/1.1\r\n ".len();
+    req.headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum::<usize>()
+        + line
+        + 2
 }

@@ -218,8 +218,9 @@ pub struct TokenFile {
 }
 
 impl TokenFile {
-    /// Loads `path`.
+    /// Loads `path` (warning when other users may read it).
     pub fn load(path: &Path) -> Result<Self, String> {
+        crate::credfile::warn_if_loose(path);
         Ok(Self {
             current: std::sync::RwLock::new(std::sync::Arc::new(TokenSet::load(path)?)),
             path: path.to_owned(),
@@ -256,22 +257,7 @@ impl std::str::FromStr for ScopeList {
 /// `text` (a token file) without the line of the token named `name`; comments and every
 /// other line are kept as they are.
 pub fn without_token(text: &str, name: &str) -> Result<String, String> {
-    let mut found = false;
-    let mut out = String::with_capacity(text.len());
-    for line in text.lines() {
-        let fields = line.split('#').next().unwrap_or_default();
-        if fields.split_whitespace().next() == Some(name) {
-            found = true;
-            continue;
-        }
-        out.push_str(line);
-        out.push('\n');
-    }
-    if found {
-        Ok(out)
-    } else {
-        Err(format!("no token named '{name}'"))
-    }
+    crate::credfile::without_name(text, name, "token")
 }
 
 /// A new secret: the prefix and 256 random bits, base64url.

@@ -10,7 +10,9 @@ use rasa_tests::rust_files;
 /// Rank of each top-level module of `rasa-gateway`: a module may use modules of a lower
 /// rank (and itself), never a higher or equal one.
 const GATEWAY_LAYERS: &[(&str, u32)] = &[
+    ("browser", 0),
     ("catalog", 0),
+    ("credfile", 0),
     ("key", 0),
     ("media", 0),
     ("net", 0),
@@ -23,6 +25,7 @@ const GATEWAY_LAYERS: &[(&str, u32)] = &[
     ("s3", 3),
     ("certs", 4),
     ("config", 4),
+    ("credentials", 4),
     ("server", 4),
     ("main", 5),
     ("lib", 5),

@@ -30,23 +30,9 @@ pub(crate) async fn overloaded(err: BoxError) -> Response {
     }
 }
 
-/// The size of a request's head as it came on the wire (request line and header fields,
-/// HTTP/1.1 framing), which is what `--max-header-size` bounds.
-fn head_size(req: &Request) -> usize {
-    let line = req.method().as_str().len()
-        + req.uri().path_and_query().map_or(1, |p| p.as_str().len())
-        + " HTTP/1.1\r\n ".len();
-    req.headers()
-        .iter()
-        .map(|(name, value)| name.as_str().len() + value.len() + 4)
-        .sum::<usize>()
-        + line
-        + 2
-}
-
 /// The `431` answer for a request whose head is larger than `max`, if it is.
 pub(crate) fn refuse_oversized_head(req: &Request, max: usize) -> Option<Response> {
-    let size = head_size(req);
+    let size = crate::net::head_size(req);
     if size <= max {
         return None;
     }

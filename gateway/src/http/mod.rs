@@ -90,6 +90,10 @@ pub struct HttpConfig {
     pub body_timeout: Duration,
     /// Memory for gathering bodies sent without `Content-Length`, all uploads together.
     pub chunked_upload_memory: u64,
+    /// The host names the gateway answers to when open (no tokens; see [`crate::browser`]).
+    pub hosts: Arc<crate::browser::HostPolicy>,
+    /// `--min-upload-rate`, bytes a second (0: none).
+    pub min_upload_rate: u64,
 }
 
 impl HttpConfig {
@@ -107,6 +111,8 @@ impl HttpConfig {
             max_header_size: 16 << 10,
             body_timeout: Duration::from_secs(30),
             chunked_upload_memory: 256 << 20,
+            hosts: Arc::new(crate::browser::HostPolicy::new(&[], &[])),
+            min_upload_rate: 0,
         }
     }
 }
@@ -237,7 +243,13 @@ pub fn app(state: AppState) -> Router {
         api = api.route(info.path, handler);
     }
     let api = api.fallback(no_such_route).with_state(state);
+    // Open: no token stops a web page, so Host and Origin must.
+    let open = config
+        .tokens
+        .is_none()
+        .then(|| middleware::from_fn_with_state(Arc::clone(&config.hosts), auth::refuse_web_pages));
     api.merge(ops::swagger_ui())
+        .layer(ServiceBuilder::new().option_layer(open))
         .layer(middleware::from_fn_with_state(config.max_header_size, edge))
         .layer(CatchPanicLayer::custom(panic_to_problem))
         .layer(TraceLayer::new_for_http())
@@ -322,7 +334,11 @@ async fn edge(State(max_header_size): State<usize>, req: Request, next: Next) ->
             // For an error's detail only: cloning a URI shares its bytes.
             let uri = req.uri().clone();
             let resp = next.run(req).await;
-            problem_for_every_error(&method, &uri, resp).await
+            let mut resp = problem_for_every_error(&method, &uri, resp).await;
+            if uri.path().starts_with("/v1/objects/") {
+                crate::browser::stored_value_headers(resp.headers_mut());
+            }
+            resp
         }
     };
     requests::count(route.as_ref(), &method, resp.status(), start.elapsed());

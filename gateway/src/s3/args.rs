@@ -66,6 +66,21 @@ pub enum S3KeyCommand {
         #[arg(long, env = "RASA_S3_CREDENTIALS_FILE")]
         file: PathBuf,
     },
+    /// List the keys of a credentials file: names, scopes and access key ids (never the
+    /// secrets).
+    List {
+        /// The credentials file.
+        #[arg(long, env = "RASA_S3_CREDENTIALS_FILE")]
+        file: PathBuf,
+    },
+    /// Remove a key from the credentials file. A running gateway drops it on SIGHUP.
+    Revoke {
+        /// The key's name.
+        name: String,
+        /// The credentials file.
+        #[arg(long, env = "RASA_S3_CREDENTIALS_FILE")]
+        file: PathBuf,
+    },
 }
 
 impl S3Args {

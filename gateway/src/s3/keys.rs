@@ -83,15 +83,18 @@ pub fn parse(text: &str) -> Result<HashMap<String, S3Key>, String> {
 }
 
 impl S3Keys {
-    /// Loads `path`; the error names the file and line.
+    /// Loads `path` (warning when other users may read it: it holds secrets); the error
+    /// names the file and line.
     pub fn load(path: &Path) -> Result<Self, String> {
+        crate::credfile::warn_if_loose(path);
         Ok(Self {
             keys: RwLock::new(Arc::new(Self::read(path)?)),
             path: path.to_owned(),
         })
     }
 
-    fn read(path: &Path) -> Result<HashMap<String, S3Key>, String> {
+    /// The keys in `path`, by access key id.
+    pub fn read(path: &Path) -> Result<HashMap<String, S3Key>, String> {
         let text = std::fs::read_to_string(path).map_err(|e| {
             format!(
                 "cannot read the S3 credentials file {}: {e}",
@@ -242,7 +245,6 @@ pub fn new_secret() -> String {
 /// `rasa-gateway s3-key new`: appends a new key's line to `file` (created 0600 if missing)
 /// and prints its id and secret, once, on stdout.
 pub fn new_key(name: &str, scopes: &[Scope], file: &Path) -> Result<(), String> {
-    use std::io::Write;
     if scopes.is_empty() {
         return Err("a key needs at least one scope".into());
     }
@@ -258,20 +260,43 @@ pub fn new_key(name: &str, scopes: &[Scope], file: &Path) -> Result<(), String> 
     }
     let (id, secret) = (new_key_id(), new_secret());
     let scopes: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
-    let mut options = std::fs::OpenOptions::new();
-    options.create(true).append(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut f = options
-        .open(file)
-        .map_err(|e| format!("cannot open {}: {e}", file.display()))?;
-    writeln!(f, "{name} {} {id} {secret}", scopes.join(","))
-        .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    crate::credfile::append_line(file, &format!("{name} {} {id} {secret}", scopes.join(",")))?;
     eprintln!(
         "rasa-gateway: added S3 key '{name}' to {}; its access key id and secret (shown only now) follow",
         file.display()
     );
     println!("{id} {secret}");
+    Ok(())
+}
+
+/// `rasa-gateway s3-key list`: name, scopes and access key id of each key (never the
+/// secret), one per line, by name.
+pub fn list_keys(file: &Path) -> Result<(), String> {
+    use std::io::Write;
+    let keys = S3Keys::read(file)?;
+    let mut keys: Vec<&S3Key> = keys.values().collect();
+    keys.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut out = std::io::stdout().lock();
+    for k in keys {
+        let scopes: Vec<&str> = k.scopes.iter().map(|s| s.as_str()).collect();
+        writeln!(out, "{}\t{}\t{}", k.name, scopes.join(","), k.id).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// `rasa-gateway s3-key revoke`: rewrites the file without the key named `name`; a
+/// running gateway drops it on SIGHUP.
+pub fn revoke_key(name: &str, file: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let left = crate::credfile::without_name(&text, name, "S3 key")
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    parse(&left).map_err(|e| format!("{}: {e}", file.display()))?;
+    crate::credfile::rewrite(file, &left)?;
+    eprintln!(
+        "rasa-gateway: removed S3 key '{name}' from {}; send SIGHUP to a running gateway (kill -HUP <pid>) to put it in force",
+        file.display()
+    );
     Ok(())
 }
 

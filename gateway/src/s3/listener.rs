@@ -96,6 +96,12 @@ pub struct Shared {
     pub max_concurrent_requests: usize,
     /// `--body-timeout`.
     pub body_timeout: Duration,
+    /// `--max-header-size`.
+    pub max_header_size: usize,
+    /// The names an open listener answers to.
+    pub hosts: crate::browser::HostPolicy,
+    /// `--min-upload-rate`, bytes a second (0: none).
+    pub min_upload_rate: u64,
 }
 
 /// A bound S3 listener and the router to serve on it.
@@ -138,7 +144,12 @@ pub async fn prepare(args: &S3Args, shared: Shared) -> Result<Option<Prepared>, 
     });
     let open = keys.is_none();
     let slots = Arc::new(tokio::sync::Semaphore::new(shared.max_concurrent_requests));
-    let app = router(front, keys, &args.s3_domains)?
+    let edge = super::edge::Edge {
+        open_hosts: open.then_some(shared.hosts),
+        max_header_size: shared.max_header_size,
+        body_timeout: shared.body_timeout,
+    };
+    let app = router(front, keys, &args.s3_domains, edge)?
         .layer(
             ServiceBuilder::new()
                 .layer(HandleErrorLayer::new(overloaded))

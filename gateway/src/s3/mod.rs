@@ -18,6 +18,7 @@
 pub mod args;
 mod backend;
 pub mod digest;
+pub mod edge;
 pub mod keys;
 pub mod listener;
 mod listing;
@@ -208,6 +209,7 @@ pub fn router(
     front: Arc<S3Front>,
     keys: Option<Arc<keys::S3Keys>>,
     domains: &[String],
+    edge: edge::Edge,
 ) -> Result<axum::Router, String> {
     let mut b = S3ServiceBuilder::new(backend::Rasa(front));
     match keys.clone() {
@@ -226,7 +228,19 @@ pub fn router(
     let open = keys.is_none();
     let s3 = tower::service_fn(move |req: axum::extract::Request| {
         let mut service = service.clone();
+        let edge = edge.clone();
         async move {
+            if let Some(refusal) = edge.refuse(&req) {
+                return Ok(refusal);
+            }
+            let req = if edge::Edge::is_delete_objects(&req) {
+                match edge.delete_body(req).await {
+                    Ok(req) => req,
+                    Err(refusal) => return Ok(refusal),
+                }
+            } else {
+                req
+            };
             if open && signed(&req) {
                 return Ok(listener::xml_error(
                     http::StatusCode::FORBIDDEN,
@@ -234,9 +248,16 @@ pub fn router(
                     "this gateway's S3 listener has no --s3-credentials-file, so it cannot check signatures: send unsigned requests (aws --no-sign-request; boto3 Config(signature_version=UNSIGNED)), or ask for an access key",
                 ));
             }
+            let get = matches!(*req.method(), http::Method::GET | http::Method::HEAD);
             let resp = tower::Service::call(&mut service, req).await;
             Ok::<_, Infallible>(match resp {
-                Ok(r) => r.map(Body::new),
+                Ok(r) => {
+                    let mut r = r.map(Body::new);
+                    if get {
+                        crate::browser::stored_value_headers(r.headers_mut());
+                    }
+                    r
+                }
                 Err(e) => {
                     tracing::warn!(error = ?e, "S3 request failed");
                     let mut r = axum::response::Response::new(Body::from(

@@ -339,12 +339,22 @@ pub(super) async fn delete_object(
     Ok(S3Response::new(DeleteObjectOutput::default()))
 }
 
+/// Most keys one `DeleteObjects` request may name (S3's limit).
+pub const MAX_DELETE_KEYS: usize = 1000;
+
 pub(super) async fn delete_objects(
     front: &S3Front,
     req: S3Request<DeleteObjectsInput>,
 ) -> S3Result<S3Response<DeleteObjectsOutput>> {
     let i = req.input;
     front.bucket(&i.bucket)?;
+    if i.delete.objects.len() > MAX_DELETE_KEYS {
+        return Err(s3s::s3_error!(
+            MalformedXML,
+            "a DeleteObjects request names {} keys; at most {MAX_DELETE_KEYS} are allowed",
+            i.delete.objects.len()
+        ));
+    }
     let quiet = i.delete.quiet.unwrap_or(false);
     let mut deleted = Vec::new();
     let mut errors = Vec::new();
