@@ -115,6 +115,7 @@ pub const METRICS: &[Metric] = &[
     m("rasa_s3_panics_total", C, &[], "S3 requests whose handler panicked (answered 500)."),
     m("rasa_s3_bytes_served_total", C, &[], "Bytes of values served by the S3 listener."),
     m("rasa_s3_objects_stored_total", C, &[], "Objects stored through the S3 listener."),
+    m("rasa_s3_multipart_refused_total", C, &[], "CreateMultipartUpload answered 503 SlowDown (--multipart-max-uploads or --multipart-memory reached)."),
     m("rasa_s3_multipart_bytes", G, &[], "Memory held by unfinished multipart uploads."),
     m("rasa_s3_multipart_reaped_total", C, &[], "Multipart uploads dropped after --multipart-expiry."),
 ];

@@ -45,6 +45,11 @@ pub struct S3Args {
     #[arg(long, env = "RASA_MULTIPART_MEMORY", default_value = "1GiB", value_parser = parse_size)]
     pub multipart_memory: u64,
 
+    /// Most multipart uploads in progress at once (each also holds ~1 KiB of
+    /// --multipart-memory); one more is answered `503 SlowDown`.
+    #[arg(long, env = "RASA_MULTIPART_MAX_UPLOADS", default_value_t = 10_000)]
+    pub multipart_max_uploads: usize,
+
     /// A multipart upload not completed within this long is abandoned and its parts freed.
     #[arg(long, env = "RASA_MULTIPART_EXPIRY", default_value = "1h", value_parser = parse_duration)]
     pub multipart_expiry: Duration,

@@ -157,9 +157,8 @@ pub fn scope_of(operation: &str) -> Scope {
         | "HeadBucket"
         | "ListBuckets"
         | "GetBucketLocation"
-        | "GetBucketVersioning"
-        | "ListParts"
-        | "ListMultipartUploads" => Scope::Read,
+        | "GetBucketVersioning" => Scope::Read,
+        // Uploads in progress belong to writers: their ids and keys are not for readers.
         _ => Scope::Write,
     }
 }

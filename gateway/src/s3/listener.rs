@@ -129,7 +129,11 @@ pub async fn prepare(args: &S3Args, shared: Shared) -> Result<Option<Prepared>, 
         }
         None => None,
     };
-    let uploads = Arc::new(Uploads::new(args.multipart_memory, args.multipart_expiry));
+    let uploads = Arc::new(Uploads::new(
+        args.multipart_memory,
+        args.multipart_expiry,
+        args.multipart_max_uploads,
+    ));
     tokio::spawn(Arc::clone(&uploads).run_reaper());
     let front = Arc::new(S3Front {
         store: shared.store,

@@ -3,5 +3,7 @@
 //! pages, crawling uploads, response headers, credentials files, a frozen gateway.
 
 mod connections;
+mod credentials;
 mod frozen;
 mod keys;
+mod web;

@@ -29,6 +29,10 @@ struct Part {
     at: SystemTime,
 }
 
+/// What an upload's record costs besides its parts (the record, its id and keys in the
+/// table), charged to `--multipart-memory` so that empty uploads are bounded too.
+const RECORD: u64 = 1024;
+
 /// An upload in progress.
 struct Staged {
     bucket: String,
@@ -41,11 +45,21 @@ struct Staged {
     parts: BTreeMap<i32, Part>,
 }
 
+impl Staged {
+    /// Bytes of `--multipart-memory` this upload holds: its parts and its record.
+    fn held(&self) -> u64 {
+        RECORD
+            + (self.bucket.len() + self.s3_key.len() + self.key.len()) as u64
+            + self.parts.values().map(|p| p.data.len() as u64).sum::<u64>()
+    }
+}
+
 /// The multipart uploads in progress, and the memory their parts hold.
 #[derive(Debug)]
 pub struct Uploads {
     budget: u64,
     expiry: Duration,
+    max_uploads: usize,
     state: Mutex<State>,
 }
 
@@ -65,12 +79,13 @@ impl std::fmt::Debug for State {
 }
 
 impl Uploads {
-    /// No uploads yet; parts may hold `budget` bytes in all; an upload untouched for
-    /// `expiry` is reaped.
-    pub fn new(budget: u64, expiry: Duration) -> Self {
+    /// No uploads yet; at most `max_uploads` at once, whose records and parts may hold
+    /// `budget` bytes in all; an upload untouched for `expiry` is reaped.
+    pub fn new(budget: u64, expiry: Duration, max_uploads: usize) -> Self {
         Self {
             budget,
             expiry,
+            max_uploads,
             state: Mutex::new(State::default()),
         }
     }
@@ -105,7 +120,7 @@ impl Uploads {
             .collect();
         for id in &expired {
             if let Some(u) = st.uploads.remove(id) {
-                st.used -= u.parts.values().map(|p| p.data.len() as u64).sum::<u64>();
+                st.used -= u.held();
                 tracing::info!(upload = %id, key = %u.key, parts = u.parts.len(), "abandoned multipart upload reaped");
             }
         }
@@ -123,6 +138,9 @@ impl Uploads {
         }
     }
 }
+
+mod listing;
+pub(in crate::s3) use listing::{list_parts, list_uploads};
 
 /// The upload `id` of `bucket`/`s3_key` may be used by `who`.
 fn check_owner(
@@ -159,9 +177,7 @@ pub(super) async fn create(
     let i = req.input;
     let key = front.key(&i.bucket, &i.key)?;
     let id = hex::encode(rand::random::<[u8; 16]>());
-    front.uploads.state().uploads.insert(
-        id.clone(),
-        Staged {
+    let staged = Staged {
             bucket: i.bucket.clone(),
             s3_key: i.key.clone(),
             key,
@@ -172,8 +188,25 @@ pub(super) async fn create(
             started: Instant::now(),
             initiated: SystemTime::now(),
             parts: BTreeMap::new(),
-        },
-    );
+    };
+    let uploads = &front.uploads;
+    let mut st = uploads.state();
+    let held = staged.held();
+    if st.uploads.len() >= uploads.max_uploads || st.used + held > uploads.budget {
+        metrics::counter!("rasa_s3_multipart_refused_total").increment(1);
+        return Err(s3_error!(
+            SlowDown,
+            "{} multipart uploads are in progress holding {} bytes (--multipart-max-uploads {}, --multipart-memory {}); complete or abort some, or retry later",
+            st.uploads.len(),
+            st.used,
+            uploads.max_uploads,
+            uploads.budget
+        ));
+    }
+    st.used += held;
+    st.uploads.insert(id.clone(), staged);
+    metrics::gauge!("rasa_s3_multipart_bytes").set(st.used as f64);
+    drop(st);
     Ok(S3Response::new(CreateMultipartUploadOutput {
         bucket: Some(i.bucket),
         key: Some(i.key),
@@ -294,7 +327,7 @@ pub(super) async fn complete(
         check_owner(&st, &i.upload_id, &i.bucket, &i.key, owner.as_deref())?;
         st.uploads.remove(&i.upload_id).expect("checked above")
     };
-    let staged_bytes: u64 = staged.parts.values().map(|p| p.data.len() as u64).sum();
+    let staged_bytes = staged.held();
     let result = assemble(
         front,
         &staged,
@@ -408,79 +441,7 @@ pub(super) async fn abort(
     let mut st = front.uploads.state();
     check_owner(&st, &i.upload_id, &i.bucket, &i.key, owner.as_deref())?;
     let u = st.uploads.remove(&i.upload_id).expect("checked above");
-    st.used -= u.parts.values().map(|p| p.data.len() as u64).sum::<u64>();
+    st.used -= u.held();
     metrics::gauge!("rasa_s3_multipart_bytes").set(st.used as f64);
     Ok(S3Response::new(AbortMultipartUploadOutput::default()))
-}
-
-pub(super) async fn list_parts(
-    front: &S3Front,
-    req: S3Request<ListPartsInput>,
-) -> S3Result<S3Response<ListPartsOutput>> {
-    let owner = who(&req);
-    let i = req.input;
-    let st = front.uploads.state();
-    check_owner(&st, &i.upload_id, &i.bucket, &i.key, owner.as_deref())?;
-    let u = &st.uploads[&i.upload_id];
-    let max = i.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
-    let after = i.part_number_marker.unwrap_or(0);
-    let mut parts: Vec<s3s::dto::Part> = u
-        .parts
-        .range(after + 1..)
-        .take(max + 1)
-        .map(|(n, p)| s3s::dto::Part {
-            part_number: Some(*n),
-            e_tag: Some(ETag::Strong(hex::encode(p.md5))),
-            size: Some(p.data.len() as i64),
-            last_modified: Some(Timestamp::from(p.at)),
-            ..Default::default()
-        })
-        .collect();
-    let truncated = parts.len() > max;
-    parts.truncate(max);
-    Ok(S3Response::new(ListPartsOutput {
-        bucket: Some(i.bucket),
-        key: Some(i.key),
-        upload_id: Some(i.upload_id),
-        is_truncated: Some(truncated),
-        next_part_number_marker: truncated
-            .then(|| parts.last().and_then(|p| p.part_number))
-            .flatten(),
-        part_number_marker: i.part_number_marker,
-        max_parts: Some(max as i32),
-        parts: Some(parts),
-        ..Default::default()
-    }))
-}
-
-pub(super) async fn list_uploads(
-    front: &S3Front,
-    req: S3Request<ListMultipartUploadsInput>,
-) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
-    let i = req.input;
-    front.bucket(&i.bucket)?;
-    let prefix = i.prefix.clone().unwrap_or_default();
-    let st = front.uploads.state();
-    let mut uploads: Vec<(&String, &Staged)> = st
-        .uploads
-        .iter()
-        .filter(|(_, u)| u.bucket == i.bucket && u.s3_key.starts_with(&prefix))
-        .collect();
-    uploads.sort_by(|a, b| (&a.1.s3_key, a.0).cmp(&(&b.1.s3_key, b.0)));
-    let list = uploads
-        .into_iter()
-        .map(|(id, u)| MultipartUpload {
-            key: Some(u.s3_key.clone()),
-            upload_id: Some(id.clone()),
-            initiated: Some(Timestamp::from(u.initiated)),
-            ..Default::default()
-        })
-        .collect();
-    Ok(S3Response::new(ListMultipartUploadsOutput {
-        bucket: Some(i.bucket),
-        prefix: i.prefix,
-        uploads: Some(list),
-        is_truncated: Some(false),
-        ..Default::default()
-    }))
 }
