@@ -62,6 +62,7 @@ pub const METRICS: &[Metric] = &[
     m("rasa_connections_open", G, &["listener"], "Connections open on a listener (http, s3)."),
     m("rasa_connections_refused_total", C, &["listener"], "Connections accepted past --max-connections (served from the reserve, or closed)."),
     m("rasa_connections_closed_total", C, &["listener", "reason"], "Connections closed before their first byte: first_byte_timeout, or displaced by a newer one at --max-connections."),
+    m("rasa_http_uploads_too_slow_total", C, &[], "PUT bodies ended with 408 for arriving slower than --min-upload-rate."),
     m("rasa_http_chunked_upload_bytes", G, &[], "Memory held gathering bodies sent without Content-Length."),
     m("rasa_token_reloads_total", C, &["result"], "Token file reloads (SIGHUP)."),
     // Store
@@ -111,6 +112,7 @@ pub const METRICS: &[Metric] = &[
     // S3 listener
     m("rasa_s3_requests_total", C, &["status"], "Requests the S3 listener answered."),
     m("rasa_s3_requests_refused_total", C, &["reason"], "S3 requests refused before parsing: headers_too_large, foreign_origin (open listener)."),
+    m("rasa_s3_uploads_too_slow_total", C, &[], "S3 upload bodies ended with RequestTimeout for arriving slower than --min-upload-rate."),
     m("rasa_s3_requests_shed_total", C, &[], "S3 requests answered 503 SlowDown (every slot taken)."),
     m("rasa_s3_panics_total", C, &[], "S3 requests whose handler panicked (answered 500)."),
     m("rasa_s3_bytes_served_total", C, &[], "Bytes of values served by the S3 listener."),

@@ -23,6 +23,7 @@
 //! - [`tokens`]: bearer tokens with scopes, from a token file of hashes.
 //! - [`cluster`]: membership in a cluster of gateways kept in etcd (`--cluster`), and
 //!   which member owns a key.
+//! - [`pace`]: the slowest upload accepted (`--min-upload-rate`).
 //! - [`net`]: listening sockets with a backlog for bursts of connections.
 //! - [`catalog`]: every metric the gateway exports, with its help text.
 //!
@@ -46,6 +47,7 @@ pub mod key;
 pub mod media;
 pub mod net;
 pub mod origin;
+pub mod pace;
 pub mod s3;
 pub mod server;
 pub mod store;

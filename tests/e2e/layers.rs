@@ -16,6 +16,7 @@ const GATEWAY_LAYERS: &[(&str, u32)] = &[
     ("key", 0),
     ("media", 0),
     ("net", 0),
+    ("pace", 0),
     ("tokens", 0),
     ("units", 0),
     ("store", 1),

@@ -120,6 +120,12 @@ pub enum ApiError {
     /// The request body stalled longer than `--body-timeout`.
     #[error("the request body stalled longer than --body-timeout; nothing was stored")]
     BodyTimeout,
+    /// The request body arrived slower than `--min-upload-rate`.
+    #[error("the request body arrived slower than --min-upload-rate ({rate} bytes a second) after a grace of --body-timeout; nothing was stored")]
+    TooSlow {
+        /// The minimum rate, bytes a second.
+        rate: u64,
+    },
     /// A batch request with more keys than allowed.
     #[error("{got} keys in one request; the limit is {limit}")]
     TooManyKeys {
@@ -150,7 +156,7 @@ impl ApiError {
             Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::OriginUnavailable(_) => StatusCode::BAD_GATEWAY,
             Self::OriginTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
-            Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            Self::BodyTimeout | Self::TooSlow { .. } => StatusCode::REQUEST_TIMEOUT,
             Self::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             Self::Forbidden { .. } => StatusCode::FORBIDDEN,
             Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
@@ -177,7 +183,7 @@ impl ApiError {
             Self::Unavailable { .. } => ProblemCode::Unavailable,
             Self::OriginUnavailable(_) => ProblemCode::OriginUnavailable,
             Self::OriginTimeout(_) => ProblemCode::OriginTimeout,
-            Self::BodyTimeout => ProblemCode::RequestTimeout,
+            Self::BodyTimeout | Self::TooSlow { .. } => ProblemCode::RequestTimeout,
             Self::Unauthorized { .. } => ProblemCode::Unauthorized,
             Self::Forbidden { .. } => ProblemCode::Forbidden,
             Self::Overloaded => ProblemCode::Overloaded,
@@ -291,7 +297,7 @@ impl IntoResponse for ApiError {
                     HeaderValue::from_str(&challenge).expect("an ASCII challenge"),
                 );
             }
-            Self::BodyTimeout => {
+            Self::BodyTimeout | Self::TooSlow { .. } => {
                 // The rest of the body is not read; the connection cannot carry another request.
                 resp.headers_mut()
                     .insert(header::CONNECTION, HeaderValue::from_static("close"));

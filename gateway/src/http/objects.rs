@@ -73,13 +73,27 @@ async fn receive(
     let limit = st.config.max_object_size;
     let too_large = ApiError::PayloadTooLarge { limit };
     let mut stream = body.into_data_stream();
+    let pace = crate::pace::Pace::new(st.config.body_timeout, st.config.min_upload_rate);
+    let too_slow = || {
+        metrics::counter!("rasa_http_uploads_too_slow_total").increment(1);
+        ApiError::TooSlow {
+            rate: pace.min_rate(),
+        }
+    };
     if let Some(declared) = content_length(h)? {
         if declared > limit {
             return Err(too_large);
         }
-        let mut upload = st.store.begin(key, ctype, declared).await?;
-        while let Some(chunk) = stream.next().await {
-            upload.write(&chunk.map_err(body_error)?)?;
+        // Charged to the budget as the body arrives (a stalled upload holds little).
+        let mut upload = st.store.begin_streaming(key, ctype, declared).await?;
+        while let Some(chunk) = pace
+            .within(upload.written(), stream.next())
+            .await
+            .ok_or_else(too_slow)?
+        {
+            st.store
+                .write(&mut upload, &chunk.map_err(body_error)?)
+                .await?;
         }
         return Ok(upload);
     }
@@ -90,7 +104,11 @@ async fn receive(
     let mut total = 0u64;
     let mut reserved_kib = 0u64;
     let mut reservation: Option<tokio::sync::OwnedSemaphorePermit> = None;
-    while let Some(chunk) = stream.next().await {
+    while let Some(chunk) = pace
+        .within(total, stream.next())
+        .await
+        .ok_or_else(too_slow)?
+    {
         let chunk = chunk.map_err(body_error)?;
         total += chunk.len() as u64;
         if total > limit {

@@ -145,6 +145,7 @@ pub async fn prepare(args: &S3Args, shared: Shared) -> Result<Option<Prepared>, 
         uploads,
         started: std::time::SystemTime::now(),
         body_timeout: shared.body_timeout,
+        min_upload_rate: shared.min_upload_rate,
     });
     let open = keys.is_none();
     let slots = Arc::new(tokio::sync::Semaphore::new(shared.max_concurrent_requests));

@@ -125,6 +125,8 @@ pub struct S3Front {
     pub started: std::time::SystemTime,
     /// Longest wait for the next chunk of a request body (`--body-timeout`).
     pub body_timeout: std::time::Duration,
+    /// `--min-upload-rate`, bytes a second (0: none).
+    pub min_upload_rate: u64,
 }
 
 /// The length of an upload's payload: `Content-Length` (which `s3s` sets to the decoded
@@ -146,15 +148,32 @@ pub fn payload_length(declared: Option<i64>, headers: &http::HeaderMap) -> s3s::
 }
 
 impl S3Front {
+    /// The pace an upload starting now must keep.
+    pub fn pace(&self) -> crate::pace::Pace {
+        crate::pace::Pace::new(self.body_timeout, self.min_upload_rate)
+    }
+
     /// The next chunk of an upload's body: `None` at its end; `RequestTimeout` when it
     /// stalls longer than `--body-timeout` (a tower layer would hide the body's length
     /// from `s3s`, which needs it).
+    /// It must also keep `pace` (`--min-upload-rate`) with `received` bytes in.
     pub async fn next_chunk(
         &self,
         body: &mut s3s::dto::StreamingBlob,
+        pace: &crate::pace::Pace,
+        received: u64,
     ) -> s3s::S3Result<Option<bytes::Bytes>> {
         use futures_util::StreamExt;
-        match tokio::time::timeout(self.body_timeout, body.next()).await {
+        let next = tokio::time::timeout(self.body_timeout, body.next());
+        let Some(next) = pace.within(received, next).await else {
+            metrics::counter!("rasa_s3_uploads_too_slow_total").increment(1);
+            return Err(s3s::s3_error!(
+                RequestTimeout,
+                "the body arrived slower than --min-upload-rate ({} bytes a second) after a grace of --body-timeout; nothing was stored",
+                pace.min_rate()
+            ));
+        };
+        match next {
             Err(_) => Err(s3s::s3_error!(
                 RequestTimeout,
                 "the body stalled for {:?} (--body-timeout); nothing was stored",

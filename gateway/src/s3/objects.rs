@@ -290,15 +290,20 @@ pub(super) async fn put_object(
         .content_type
         .clone()
         .unwrap_or_else(|| crate::media::DEFAULT_CONTENT_TYPE.to_owned());
+    let pace = front.pace();
     let mut upload = front
         .store
-        .begin(&key, &ctype, len)
+        .begin_streaming(&key, &ctype, len)
         .await
         .map_err(store_error)?;
     if let Some(mut body) = i.body {
-        while let Some(chunk) = front.next_chunk(&mut body).await? {
+        while let Some(chunk) = front.next_chunk(&mut body, &pace, upload.written()).await? {
             integrity.update(&chunk);
-            upload.write(&chunk).map_err(store_error)?;
+            front
+                .store
+                .write(&mut upload, &chunk)
+                .await
+                .map_err(store_error)?;
         }
     }
     let trailers = trailers.and_then(|t| t.take());

@@ -275,3 +275,64 @@ proptest::proptest! {
         proptest::prop_assert_eq!(pattern.is_match(&s), s.parse::<VersionId>().is_ok(), "{:?}", s);
     }
 }
+
+#[tokio::test]
+async fn a_streaming_dedicated_upload_is_charged_as_its_bytes_arrive() {
+    // 64 MiB budget, 1 MiB arenas: a 40 MiB value needs a dedicated arena.
+    let s = store_with(
+        64 << 20,
+        1 << 20,
+        Duration::from_millis(50),
+        Duration::from_millis(10),
+    );
+    let len = 40u64 << 20;
+    let mut crawling = Vec::new();
+    // Four uploads declaring 40 MiB each (160 MiB, more than the budget) and sending
+    // nothing: each holds one step of the budget, not its declared length.
+    for i in 0..4 {
+        let up = s
+            .begin_streaming(&format!("crawl{i}"), "x", len)
+            .await
+            .unwrap();
+        crawling.push(up);
+    }
+    assert!(
+        s.allocated() <= 4 * arena::CHARGE_STEP + (4 << 20),
+        "{}",
+        s.allocated()
+    );
+    // An honest upload still fits, and is charged in full when its last byte is in.
+    let body = vec![7u8; 20 << 20];
+    let mut up = s
+        .begin_streaming("honest", "x", body.len() as u64)
+        .await
+        .unwrap();
+    for part in body.chunks(1 << 20) {
+        s.write(&mut up, part).await.unwrap();
+    }
+    let v = s.commit(up, |_| Ok(())).unwrap();
+    assert!(v.arena.dedicated);
+    assert_eq!(v.arena.charged(), v.arena.buffer.capacity() as u64);
+    assert_eq!(s.current("honest").unwrap().payload().as_slice(), &body[..]);
+    // Writing past the charge without the store is refused, never unaccounted.
+    assert!(crawling[0]
+        .write(&vec![0u8; (arena::CHARGE_STEP as usize) * 2])
+        .is_err());
+    // Abandoned, the crawlers give back exactly what they were charged.
+    let before = s.allocated();
+    let held: u64 = crawling.iter().map(|u| u.charged()).sum();
+    drop(crawling);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while s.allocated() > before - held {
+        s.make_room();
+        s.reclaim();
+        assert!(
+            std::time::Instant::now() < deadline,
+            "allocated {} of {}",
+            s.allocated(),
+            before - held
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(s.allocated(), before - held);
+}

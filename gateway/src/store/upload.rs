@@ -35,6 +35,28 @@ impl Store {
         content_type: &str,
         len: u64,
     ) -> Result<Upload, StoreError> {
+        self.begin_with(key, content_type, len, false).await
+    }
+
+    /// [`Store::begin`] for a body that is still arriving, written with [`Store::write`]:
+    /// a value that needs a dedicated arena is charged to the budget as its bytes arrive
+    /// (see [`super::arena::CHARGE_STEP`]), not all at once before the first one.
+    pub async fn begin_streaming(
+        &self,
+        key: &str,
+        content_type: &str,
+        len: u64,
+    ) -> Result<Upload, StoreError> {
+        self.begin_with(key, content_type, len, true).await
+    }
+
+    async fn begin_with(
+        &self,
+        key: &str,
+        content_type: &str,
+        len: u64,
+        growing: bool,
+    ) -> Result<Upload, StoreError> {
         let never = || StoreError::InsufficientStorage {
             needed: len,
             allocated: self.allocated(),
@@ -51,11 +73,20 @@ impl Store {
         let give_up = std::time::Instant::now() + self.config.lease + self.config.grace * 2;
         loop {
             let wake = self.room.notified();
-            let reserved = match self.arenas.reserve_registered(frame_len) {
-                Err(ReserveError::NeedAllocation) => {
-                    Self::off_worker(|| self.arenas.reserve(frame_len))
+            let reserved = if growing {
+                match self.arenas.reserve_growing(frame_len, false) {
+                    Err(ReserveError::NeedAllocation) => {
+                        Self::off_worker(|| self.arenas.reserve_growing(frame_len, true))
+                    }
+                    other => other,
                 }
-                other => other,
+            } else {
+                match self.arenas.reserve_registered(frame_len) {
+                    Err(ReserveError::NeedAllocation) => {
+                        Self::off_worker(|| self.arenas.reserve(frame_len))
+                    }
+                    other => other,
+                }
             };
             match reserved {
                 Ok((arena, slot)) => {
@@ -66,7 +97,9 @@ impl Store {
                         version: self.next_version().0,
                         payload_len: len,
                     };
+                    let growing = arena.charged() < arena.buffer.capacity() as u64;
                     return Ok(Upload {
+                        growing,
                         key: key.to_owned(),
                         content_type: content_type.to_owned(),
                         id,
@@ -100,6 +133,35 @@ impl Store {
         }
     }
 
+    /// Appends the next body chunk of an upload begun with [`Store::begin_streaming`] (or
+    /// [`Store::begin`]), first charging its arena for it when the arena grows with its
+    /// value. When the budget is full, makes room and waits as [`Store::begin`] does, then
+    /// answers [`StoreError::Busy`].
+    pub async fn write(&self, upload: &mut Upload, chunk: &[u8]) -> Result<(), StoreError> {
+        if let Some(upto) = upload.charge_needed(chunk.len() as u64) {
+            let give_up = std::time::Instant::now() + self.config.lease + self.config.grace * 2;
+            loop {
+                let wake = self.room.notified();
+                if self.arenas.charge(&upload.arena, upto) {
+                    break;
+                }
+                self.make_room();
+                if Self::off_worker(|| self.reclaim()) > 0 {
+                    continue;
+                }
+                let now = std::time::Instant::now();
+                if now >= give_up {
+                    return Err(StoreError::Busy {
+                        retry_after: self.config.lease + self.config.grace,
+                    });
+                }
+                let _ = tokio::time::timeout((give_up - now).min(Duration::from_millis(100)), wake)
+                    .await;
+            }
+        }
+        upload.write(chunk)
+    }
+
     /// Publishes a fully written upload as the key's current version, if `check` accepts
     /// the current version (or its absence) at that moment. On any error nothing is
     /// published.
@@ -118,6 +180,13 @@ impl Store {
             return Err(StoreError::LengthMismatch {
                 declared: upload.id.payload_len,
                 got: upload.written,
+            });
+        }
+        if upload.growing && upload.arena.charged() < upload.arena.buffer.capacity() as u64 {
+            return Err(StoreError::InsufficientStorage {
+                needed: upload.arena.buffer.capacity() as u64,
+                allocated: upload.arena.charged(),
+                budget: self.config.memory_budget,
             });
         }
         let mut slot = upload.slot.take().expect("an upload is sealed once");
@@ -169,6 +238,8 @@ impl Store {
 /// A value being written. Dropping it unfinished publishes nothing.
 #[derive(Debug)]
 pub struct Upload {
+    /// Whether its (dedicated) arena is charged to the budget as bytes arrive.
+    growing: bool,
     key: String,
     content_type: String,
     /// Key hash, version id and declared length.
@@ -220,6 +291,14 @@ impl Upload {
         if end > declared {
             return Err(StoreError::LengthMismatch { declared, got: end });
         }
+        if self.charge_needed(chunk.len() as u64).is_some() {
+            // A growing upload written past its charge without [`Store::write`].
+            return Err(StoreError::InsufficientStorage {
+                needed: HEADER_LEN as u64 + end,
+                allocated: self.arena.charged(),
+                budget: self.arena.buffer.capacity() as u64,
+            });
+        }
         let slot = self.slot.as_mut().expect("writing a committed upload");
         let (_, rest) = slot.as_mut_slice().split_at_mut(HEADER_LEN);
         let (payload, after) = rest.split_at_mut(declared as usize);
@@ -240,6 +319,27 @@ impl Upload {
     /// Bytes written so far.
     pub fn written(&self) -> u64 {
         self.written
+    }
+
+    /// Bytes of the memory budget its arena is charged now.
+    pub fn charged(&self) -> u64 {
+        self.arena.charged()
+    }
+
+    /// The charge a growing upload's arena needs before `more` bytes are written (one
+    /// step ahead of them, the whole arena with the last byte), if it is not there yet.
+    fn charge_needed(&self, more: u64) -> Option<u64> {
+        if !self.growing {
+            return None;
+        }
+        let capacity = self.arena.buffer.capacity() as u64;
+        let end = self.written + more;
+        let upto = if end >= self.id.payload_len {
+            capacity
+        } else {
+            (HEADER_LEN as u64 + end + super::arena::CHARGE_STEP).min(capacity)
+        };
+        (upto > self.arena.charged()).then_some(upto)
     }
 }
 

@@ -6,4 +6,5 @@ mod connections;
 mod credentials;
 mod frozen;
 mod keys;
+mod uploads;
 mod web;

@@ -86,7 +86,11 @@ pub(crate) async fn list_uploads(
     let truncated = uploads.len() > max;
     uploads.truncate(max);
     let next = truncated
-        .then(|| uploads.last().map(|(id, u)| (u.s3_key.clone(), (*id).clone())))
+        .then(|| {
+            uploads
+                .last()
+                .map(|(id, u)| (u.s3_key.clone(), (*id).clone()))
+        })
         .flatten();
     let list = uploads
         .into_iter()

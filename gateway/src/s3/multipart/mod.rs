@@ -50,7 +50,11 @@ impl Staged {
     fn held(&self) -> u64 {
         RECORD
             + (self.bucket.len() + self.s3_key.len() + self.key.len()) as u64
-            + self.parts.values().map(|p| p.data.len() as u64).sum::<u64>()
+            + self
+                .parts
+                .values()
+                .map(|p| p.data.len() as u64)
+                .sum::<u64>()
     }
 }
 
@@ -178,16 +182,16 @@ pub(super) async fn create(
     let key = front.key(&i.bucket, &i.key)?;
     let id = hex::encode(rand::random::<[u8; 16]>());
     let staged = Staged {
-            bucket: i.bucket.clone(),
-            s3_key: i.key.clone(),
-            key,
-            content_type: i
-                .content_type
-                .unwrap_or_else(|| crate::media::DEFAULT_CONTENT_TYPE.to_owned()),
-            owner,
-            started: Instant::now(),
-            initiated: SystemTime::now(),
-            parts: BTreeMap::new(),
+        bucket: i.bucket.clone(),
+        s3_key: i.key.clone(),
+        key,
+        content_type: i
+            .content_type
+            .unwrap_or_else(|| crate::media::DEFAULT_CONTENT_TYPE.to_owned()),
+        owner,
+        started: Instant::now(),
+        initiated: SystemTime::now(),
+        parts: BTreeMap::new(),
     };
     let uploads = &front.uploads;
     let mut st = uploads.state();
@@ -254,8 +258,9 @@ pub(super) async fn upload_part(
     let mut data = BytesMut::with_capacity(len as usize);
     let mut md5 = Md5::new();
     if let Some(mut body) = i.body {
+        let pace = front.pace();
         loop {
-            let chunk = match front.next_chunk(&mut body).await {
+            let chunk = match front.next_chunk(&mut body, &pace, data.len() as u64).await {
                 Ok(None) => break,
                 Ok(Some(c)) if (data.len() + c.len()) as u64 <= len => c,
                 Ok(Some(_)) => {

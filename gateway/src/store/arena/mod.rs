@@ -25,7 +25,10 @@ use rasa_fastpath::fabric::MemoryRegion;
 use rasa_fastpath::frame::FRAME_ALIGN;
 use rasa_fastpath::server::FabricServer;
 
+mod charge;
 mod single;
+
+pub use charge::CHARGE_STEP;
 
 pub use single::Arena;
 
@@ -154,7 +157,18 @@ impl Arenas {
 
     /// Claims `frame_len` bytes for one frame, without waiting.
     pub fn reserve(&self, frame_len: usize) -> Result<(Arc<Arena>, WriteSlot), ReserveError> {
-        self.reserve_with(frame_len, true)
+        self.reserve_with(frame_len, true, false)
+    }
+
+    /// [`Arenas::reserve`] for a body still arriving: a frame that needs a dedicated arena
+    /// is charged to the budget as it is written ([`Arenas::charge`]), starting with one
+    /// [`CHARGE_STEP`], so an upload that stalls holds little of the budget.
+    pub fn reserve_growing(
+        &self,
+        frame_len: usize,
+        may_allocate: bool,
+    ) -> Result<(Arc<Arena>, WriteSlot), ReserveError> {
+        self.reserve_with(frame_len, may_allocate, true)
     }
 
     /// [`Arenas::reserve`] from memory that is already registered: `NeedAllocation` when a
@@ -164,13 +178,14 @@ impl Arenas {
         &self,
         frame_len: usize,
     ) -> Result<(Arc<Arena>, WriteSlot), ReserveError> {
-        self.reserve_with(frame_len, false)
+        self.reserve_with(frame_len, false, false)
     }
 
     fn reserve_with(
         &self,
         frame_len: usize,
         may_allocate: bool,
+        growing: bool,
     ) -> Result<(Arc<Arena>, WriteSlot), ReserveError> {
         if !self.fits(frame_len) {
             return Err(ReserveError::Never(StoreError::InsufficientStorage {
@@ -187,21 +202,17 @@ impl Arenas {
         let mut t = self.table();
         if frame_len > self.arena_size {
             let size = self.size_of(frame_len);
+            let charge = if growing { size.min(CHARGE_STEP) } else { size };
             // Recycled shared arenas give their memory back for a dedicated one.
-            while t.allocated + size > self.budget {
-                let Some(f) = t.free.pop() else { break };
-                t.allocated -= f.buffer.capacity() as u64;
-                self.stats.released.fetch_add(1, Ordering::Relaxed);
-            }
-            if t.allocated + size > self.budget {
+            if !Self::make_budget(&mut t, charge, self.budget, &self.stats) {
                 return Err(ReserveError::NeedRoom);
             }
             if !may_allocate {
                 return Err(ReserveError::NeedAllocation);
             }
-            t.allocated += size;
+            t.allocated += charge;
             drop(t);
-            let arena = self.allocate(size as usize, true)?;
+            let arena = self.allocate(size as usize, true, (charge < size).then_some(charge))?;
             let got = claim(&arena).expect("a dedicated arena fits its value");
             self.table().sealed.push(arena);
             return Ok(got);
@@ -218,7 +229,7 @@ impl Arenas {
                 // Accounted now, allocated and registered without the lock.
                 t.allocated += self.arena_size as u64;
                 drop(t);
-                let fresh = self.allocate(self.arena_size, false)?;
+                let fresh = self.allocate(self.arena_size, false, None)?;
                 t = self.table();
                 fresh
             }
@@ -246,12 +257,17 @@ impl Arenas {
         }
     }
 
-    /// A new arena of `size` bytes, already accounted in the table: allocated and
-    /// registered without holding the table lock (registration is slow on EFA). On failure
-    /// the accounting is undone.
-    fn allocate(&self, size: usize, dedicated: bool) -> Result<Arc<Arena>, ReserveError> {
+    /// A new arena of `size` bytes, already accounted in the table (`charged` bytes of it
+    /// when it is charged as it fills, else all): allocated and registered without holding
+    /// the table lock (registration is slow on EFA). On failure the accounting is undone.
+    fn allocate(
+        &self,
+        size: usize,
+        dedicated: bool,
+        charged: Option<u64>,
+    ) -> Result<Arc<Arena>, ReserveError> {
         let undo = |e: StoreError| {
-            self.table().allocated -= size as u64;
+            self.table().allocated -= charged.unwrap_or(size as u64);
             ReserveError::Never(e)
         };
         let buffer = ArenaBuffer::new(size).map_err(|e| {
@@ -262,8 +278,13 @@ impl Arenas {
                 budget: self.budget,
             })
         })?;
-        // The buffer is `size` rounded up to a page; account what it really holds.
-        let extra = buffer.capacity() as u64 - size as u64;
+        // The buffer is `size` rounded up to a page; account what it really holds (a
+        // growing arena's last charge covers it).
+        let extra = if charged.is_some() {
+            0
+        } else {
+            buffer.capacity() as u64 - size as u64
+        };
         if extra > 0 {
             self.table().allocated += extra;
         }
@@ -280,7 +301,11 @@ impl Arenas {
             dedicated,
             "arena allocated"
         );
-        Ok(Arc::new(Arena::new(id, buffer, dedicated, region)))
+        let arena = Arena::new(id, buffer, dedicated, region);
+        if let Some(charged) = charged {
+            arena.charged.store(charged, Ordering::Release);
+        }
+        Ok(Arc::new(arena))
     }
 
     /// Arenas with a lease still running at `now`, and bytes of current versions, over all
@@ -435,6 +460,7 @@ impl Arenas {
                 mut buffer,
                 dedicated,
                 lease_deadline_ms,
+                charged,
                 ..
             } = arena;
             if !ArenaBuffer::reset(&mut buffer) {
@@ -442,11 +468,12 @@ impl Arenas {
                 let a = Arena::new(id, buffer, dedicated, None);
                 a.lease_deadline_ms
                     .store(lease_deadline_ms.into_inner(), Ordering::Release);
+                a.charged.store(charged.into_inner(), Ordering::Release);
                 waiting.push(Arc::new(a));
                 continue;
             }
             if dedicated {
-                released += buffer.capacity() as u64;
+                released += charged.into_inner();
                 self.stats.released.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(arena = id, "dedicated arena released");
                 continue;

@@ -50,6 +50,9 @@ pub struct Arena {
     live_bytes: AtomicU64,
     /// Uploads that reserved space here and are not finished yet.
     pub(super) pending: AtomicU64,
+    /// Bytes of the memory budget charged for this arena: its capacity, but for a
+    /// dedicated arena whose upload is still arriving ([`super::Arenas::charge`]).
+    pub(super) charged: AtomicU64,
     /// Every version committed here, so that draining can make them unreachable. Weak: a
     /// member holds no memory but its record (the key and version id are in its frame).
     pub(super) members: Mutex<Vec<Weak<StoredVersion>>>,
@@ -62,6 +65,7 @@ impl Arena {
         dedicated: bool,
         region: Option<MemoryRegion>,
     ) -> Self {
+        let capacity = buffer.capacity() as u64;
         Self {
             id,
             buffer,
@@ -75,6 +79,7 @@ impl Arena {
             live_count: AtomicU64::new(0),
             live_bytes: AtomicU64::new(0),
             pending: AtomicU64::new(0),
+            charged: AtomicU64::new(capacity),
             members: Mutex::new(Vec::new()),
         }
     }
@@ -218,6 +223,11 @@ impl Arena {
     /// Frame bytes of current versions in this arena.
     pub fn live_bytes(&self) -> u64 {
         self.live_bytes.load(Ordering::Acquire)
+    }
+
+    /// Bytes of the memory budget charged for this arena now.
+    pub fn charged(&self) -> u64 {
+        self.charged.load(Ordering::Acquire)
     }
 
     pub(in crate::store) fn finish_pending(&self) {
