@@ -9,7 +9,8 @@
 //!   `Sec-Fetch-Site: cross-site`/`same-site`, is refused.
 //! - **DNS rebinding.** A page on `evil.example` whose name then resolves to `127.0.0.1`
 //!   reads and writes the gateway as its own origin; the only trace is `Host:
-//!   evil.example`. So `Host` must name the gateway: an IP literal, `localhost`, the
+//!   evil.example`. So `Host` must name the gateway: an IP literal, a name without a dot
+//!   (`localhost`, `rasa`: resolved only locally, never through an attacker's zone), the
 //!   machine's host name, a host of `--advertise-url`, an `--allowed-host`, or (on the S3
 //!   listener) an `--s3-domain` or a bucket under one.
 //!
@@ -100,6 +101,9 @@ impl HostPolicy {
     pub fn allows_host(&self, authority: &str) -> bool {
         let host = hostname(authority);
         host.parse::<std::net::IpAddr>().is_ok()
+            // A name without a dot (`rasa`, `gw1`: a compose service, a LAN host) resolves
+            // only through local files and search domains, never an attacker's zone.
+            || !host.contains('.')
             || host.ends_with(".localhost")
             || self.names.contains(&host)
             || self
@@ -196,6 +200,7 @@ mod tests {
             "CACHE.internal:9",
             "bucket.s3.local:9000",
             "s3.local",
+            "rasa:8080",
         ] {
             assert!(p.allows_host(ok), "{ok}");
         }
@@ -203,7 +208,7 @@ mod tests {
             "evil.example",
             "evil.example:8080",
             "127.0.0.1.evil.example",
-            "notlocalhost",
+            "localhost.evil.example",
         ] {
             assert!(!p.allows_host(bad), "{bad}");
         }

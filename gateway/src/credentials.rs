@@ -68,12 +68,30 @@ fn list_tokens(file: &Path) -> Result<(), String> {
 fn revoke_token(name: &str, file: &Path) -> Result<(), String> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-    let left =
-        tokens::without_token(&text, name).map_err(|e| format!("{}: {e}", file.display()))?;
+    let left = crate::credfile::without_name(&text, name, "token")
+        .map_err(|e| format!("{}: {e}", file.display()))?;
     crate::credfile::rewrite(file, &left)?;
     eprintln!(
         "rasa-gateway: removed token '{name}' from {}; send SIGHUP to a running gateway (kill -HUP <pid>) to put it in force",
         file.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revoking_removes_exactly_that_line() {
+        let a = tokens::file_line("a", &[Scope::Read], "1").unwrap();
+        let ab = tokens::file_line("ab", &[Scope::Write], "2").unwrap();
+        let text = format!("# tokens\n{a}\n{ab} # uploader\n");
+        let left = crate::credfile::without_name(&text, "a", "token").unwrap();
+        assert_eq!(left, format!("# tokens\n{ab} # uploader\n"));
+        assert!(TokenSet::parse(&left).unwrap().get("ab").is_some());
+        assert!(crate::credfile::without_name(&text, "zz", "token")
+            .unwrap_err()
+            .contains("no token named 'zz'"));
+    }
 }

@@ -123,7 +123,10 @@ async fn serve(args: Args) -> Result<(), String> {
     let shutdown =
         server::shutdown_signal().map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let tokens = match &args.token_file {
-        Some(path) => Some(Arc::new(TokenFile::load(path)?)),
+        Some(path) => {
+            rasa_gateway::credfile::warn_if_loose(path);
+            Some(Arc::new(TokenFile::load(path)?))
+        }
         None => None,
     };
     let tls = match (&args.tls_cert, &args.tls_key) {

@@ -218,9 +218,8 @@ pub struct TokenFile {
 }
 
 impl TokenFile {
-    /// Loads `path` (warning when other users may read it).
+    /// Loads `path`.
     pub fn load(path: &Path) -> Result<Self, String> {
-        crate::credfile::warn_if_loose(path);
         Ok(Self {
             current: std::sync::RwLock::new(std::sync::Arc::new(TokenSet::load(path)?)),
             path: path.to_owned(),
@@ -252,12 +251,6 @@ impl std::str::FromStr for ScopeList {
     fn from_str(s: &str) -> Result<Self, String> {
         parse_scopes(s).map(Self)
     }
-}
-
-/// `text` (a token file) without the line of the token named `name`; comments and every
-/// other line are kept as they are.
-pub fn without_token(text: &str, name: &str) -> Result<String, String> {
-    crate::credfile::without_name(text, name, "token")
 }
 
 /// A new secret: the prefix and 256 random bits, base64url.
@@ -326,19 +319,6 @@ mod tests {
             "kept on a bad file"
         );
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn revoking_removes_exactly_that_line() {
-        let a = file_line("a", &[Scope::Read], "1").unwrap();
-        let ab = file_line("ab", &[Scope::Write], "2").unwrap();
-        let text = format!("# tokens\n{a}\n{ab} # uploader\n");
-        let left = without_token(&text, "a").unwrap();
-        assert_eq!(left, format!("# tokens\n{ab} # uploader\n"));
-        assert!(TokenSet::parse(&left).unwrap().get("ab").is_some());
-        assert!(without_token(&text, "zz")
-            .unwrap_err()
-            .contains("no token named 'zz'"));
     }
 
     #[test]

@@ -26,8 +26,8 @@ const GATEWAY_LAYERS: &[(&str, u32)] = &[
     ("s3", 3),
     ("certs", 4),
     ("config", 4),
-    ("credentials", 4),
     ("server", 4),
+    ("credentials", 5),
     ("main", 5),
     ("lib", 5),
 ];

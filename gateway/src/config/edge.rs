@@ -28,9 +28,10 @@ pub struct EdgeArgs {
     pub min_upload_rate: u64,
 
     /// A host name (or `host:port`) requests may name in `Host` when the gateway is open
-    /// (no token file / no S3 credentials); repeat for more. IP literals and `localhost`
-    /// are always accepted, as are the hosts of `--listen` and `--advertise-url`; any other
-    /// name is refused (`421`), which stops DNS-rebinding pages.
+    /// (no token file / no S3 credentials); repeat for more. IP literals, names without a
+    /// dot (`localhost`, `rasa`), the machine's host name and the host of `--advertise-url`
+    /// are always accepted; any other name is refused (`403`), which stops DNS-rebinding
+    /// pages.
     #[arg(
         long = "allowed-host",
         env = "RASA_ALLOWED_HOSTS",

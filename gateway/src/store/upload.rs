@@ -70,52 +70,67 @@ impl Store {
         let frame_len = frame::frame_len(len, block_size)
             .and_then(|n| n.checked_add(Trailer::len(key.len())))
             .ok_or_else(never)?;
+        let (arena, slot) = self
+            .with_room(|| {
+                let reserved = if growing {
+                    match self.arenas.reserve_growing(frame_len, false) {
+                        Err(ReserveError::NeedAllocation) => {
+                            Self::off_worker(|| self.arenas.reserve_growing(frame_len, true))
+                        }
+                        other => other,
+                    }
+                } else {
+                    match self.arenas.reserve_registered(frame_len) {
+                        Err(ReserveError::NeedAllocation) => {
+                            Self::off_worker(|| self.arenas.reserve(frame_len))
+                        }
+                        other => other,
+                    }
+                };
+                match reserved {
+                    Ok(got) => Ok(Some(got)),
+                    Err(ReserveError::Never(e)) => Err(e),
+                    Err(ReserveError::NeedRoom | ReserveError::NeedAllocation) => Ok(None),
+                }
+            })
+            .await?;
+        // The id is fixed now: the block table, written as the body arrives, is seeded
+        // with it.
+        let id = FrameIdentity {
+            key_hash: frame::key_hash(key),
+            version: self.next_version().0,
+            payload_len: len,
+        };
+        Ok(Upload {
+            growing: arena.charged() < arena.buffer.capacity() as u64,
+            key: key.to_owned(),
+            content_type: content_type.to_owned(),
+            id,
+            block_size,
+            blocks_done: 0,
+            written: 0,
+            sha256: Sha256::new(),
+            frame: FrameHasher::new(),
+            arena,
+            slot: Some(slot),
+            origin: OriginMeta::default(),
+            s3_etag: None,
+        })
+    }
+
+    /// Runs `attempt` until it gives a result: when memory is full (it answers `None`),
+    /// makes room (compacting a sparse arena or evicting the least recently used one; see
+    /// [`Store::make_room`]) and waits for reclamation, at most a lease plus twice the
+    /// grace period; then [`StoreError::Busy`].
+    async fn with_room<T>(
+        &self,
+        mut attempt: impl FnMut() -> Result<Option<T>, StoreError>,
+    ) -> Result<T, StoreError> {
         let give_up = std::time::Instant::now() + self.config.lease + self.config.grace * 2;
         loop {
             let wake = self.room.notified();
-            let reserved = if growing {
-                match self.arenas.reserve_growing(frame_len, false) {
-                    Err(ReserveError::NeedAllocation) => {
-                        Self::off_worker(|| self.arenas.reserve_growing(frame_len, true))
-                    }
-                    other => other,
-                }
-            } else {
-                match self.arenas.reserve_registered(frame_len) {
-                    Err(ReserveError::NeedAllocation) => {
-                        Self::off_worker(|| self.arenas.reserve(frame_len))
-                    }
-                    other => other,
-                }
-            };
-            match reserved {
-                Ok((arena, slot)) => {
-                    // The id is fixed now: the block table, written as the body arrives,
-                    // is seeded with it.
-                    let id = FrameIdentity {
-                        key_hash: frame::key_hash(key),
-                        version: self.next_version().0,
-                        payload_len: len,
-                    };
-                    let growing = arena.charged() < arena.buffer.capacity() as u64;
-                    return Ok(Upload {
-                        growing,
-                        key: key.to_owned(),
-                        content_type: content_type.to_owned(),
-                        id,
-                        block_size,
-                        blocks_done: 0,
-                        written: 0,
-                        sha256: Sha256::new(),
-                        frame: FrameHasher::new(),
-                        arena,
-                        slot: Some(slot),
-                        origin: OriginMeta::default(),
-                        s3_etag: None,
-                    });
-                }
-                Err(ReserveError::Never(e)) => return Err(e),
-                Err(ReserveError::NeedRoom | ReserveError::NeedAllocation) => {}
+            if let Some(got) = attempt()? {
+                return Ok(got);
             }
             self.make_room();
             if Self::off_worker(|| self.reclaim()) > 0 {
@@ -139,25 +154,9 @@ impl Store {
     /// answers [`StoreError::Busy`].
     pub async fn write(&self, upload: &mut Upload, chunk: &[u8]) -> Result<(), StoreError> {
         if let Some(upto) = upload.charge_needed(chunk.len() as u64) {
-            let give_up = std::time::Instant::now() + self.config.lease + self.config.grace * 2;
-            loop {
-                let wake = self.room.notified();
-                if self.arenas.charge(&upload.arena, upto) {
-                    break;
-                }
-                self.make_room();
-                if Self::off_worker(|| self.reclaim()) > 0 {
-                    continue;
-                }
-                let now = std::time::Instant::now();
-                if now >= give_up {
-                    return Err(StoreError::Busy {
-                        retry_after: self.config.lease + self.config.grace,
-                    });
-                }
-                let _ = tokio::time::timeout((give_up - now).min(Duration::from_millis(100)), wake)
-                    .await;
-            }
+            let arena = &upload.arena;
+            self.with_room(|| Ok(self.arenas.charge(arena, upto).then_some(())))
+                .await?;
         }
         upload.write(chunk)
     }
