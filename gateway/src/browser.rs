@@ -55,8 +55,8 @@ impl std::fmt::Display for Refusal {
     }
 }
 
-/// The host part of `host[:port]` or `[v6]:port`, lowercase.
-fn hostname(authority: &str) -> String {
+/// The host part of `host[:port]` or `[v6]:port`, as written.
+fn host_part(authority: &str) -> &str {
     let a = authority.trim();
     let host = if let Some(rest) = a.strip_prefix('[') {
         rest.split(']').next().unwrap_or_default()
@@ -65,7 +65,19 @@ fn hostname(authority: &str) -> String {
             .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
             .map_or(a, |(h, _)| h)
     };
-    host.trim_end_matches('.').to_ascii_lowercase()
+    host.trim_end_matches('.')
+}
+
+/// [`host_part`], lowercase.
+fn hostname(authority: &str) -> String {
+    host_part(authority).to_ascii_lowercase()
+}
+
+/// Whether `host` ends with `.suffix`, ignoring ASCII case.
+fn has_suffix(host: &str, suffix: &str) -> bool {
+    host.len() > suffix.len()
+        && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
+        && host[host.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
 }
 
 /// `host` and port of `authority` (the port defaulted from `scheme`).
@@ -99,17 +111,18 @@ impl HostPolicy {
 
     /// Whether `Host` (or HTTP/2's `:authority`) names this gateway.
     pub fn allows_host(&self, authority: &str) -> bool {
-        let host = hostname(authority);
-        host.parse::<std::net::IpAddr>().is_ok()
-            // A name without a dot (`rasa`, `gw1`: a compose service, a LAN host) resolves
-            // only through local files and search domains, never an attacker's zone.
-            || !host.contains('.')
-            || host.ends_with(".localhost")
-            || self.names.contains(&host)
+        // On every request of an open gateway: no allocation.
+        let host = host_part(authority);
+        // A name without a dot (`rasa`, `gw1`: a compose service, a LAN host) resolves
+        // only through local files and search domains, never an attacker's zone.
+        !host.contains('.')
+            || host.parse::<std::net::IpAddr>().is_ok()
+            || has_suffix(host, "localhost")
+            || self.names.iter().any(|n| n.eq_ignore_ascii_case(host))
             || self
                 .domains
                 .iter()
-                .any(|d| host == *d || host.ends_with(&format!(".{d}")))
+                .any(|d| d.eq_ignore_ascii_case(host) || has_suffix(host, d))
     }
 
     /// Checks a request to an open gateway: its `Host`, and for state-changing methods its
@@ -118,12 +131,11 @@ impl HostPolicy {
         let host = headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
-            .map(str::to_owned)
-            .or_else(|| uri.authority().map(|a| a.as_str().to_owned()));
+            .or_else(|| uri.authority().map(|a| a.as_str()));
         // HTTP/1.0 without Host: no browser sends that.
-        if let Some(host) = &host {
+        if let Some(host) = host {
             if !self.allows_host(host) {
-                return Err(Refusal::Host(host.clone()));
+                return Err(Refusal::Host(host.to_owned()));
             }
         }
         if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
@@ -143,8 +155,7 @@ impl HostPolicy {
         };
         let origin = origin.to_str().unwrap_or("null");
         let same = origin.split_once("://").is_some_and(|(scheme, authority)| {
-            host.as_deref()
-                .is_some_and(|h| host_and_port(authority, scheme) == host_and_port(h, scheme))
+            host.is_some_and(|h| host_and_port(authority, scheme) == host_and_port(h, scheme))
         });
         if same {
             Ok(())

@@ -121,29 +121,24 @@ fn bearer_secret(value: &HeaderValue) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !secret.is_empty()).then_some(secret)
 }
 
-/// In open mode (no token file), refuses what only a web page would send: a `Host` that
-/// does not name the gateway (DNS rebinding) and state-changing requests from another
-/// site (see [`crate::browser`]); `403 forbidden`.
-pub(crate) async fn refuse_web_pages(
-    State(policy): State<Arc<crate::browser::HostPolicy>>,
-    req: Request,
-    next: Next,
-) -> Response {
-    match policy.check(req.method(), req.uri(), req.headers()) {
-        Ok(()) => next.run(req).await,
-        Err(why) => {
-            metrics::counter!("rasa_http_requests_refused_total", "reason" => match why {
-                crate::browser::Refusal::Host(_) => "foreign_host",
-                crate::browser::Refusal::Origin(_) => "foreign_origin",
-            })
-            .increment(1);
-            super::error::problem_response(&super::error::problem(
-                StatusCode::FORBIDDEN,
-                rasa_openapi::ProblemCode::Forbidden,
-                why.to_string(),
-            ))
-        }
-    }
+/// In open mode (no token file), the refusal of what only a web page would send: a
+/// `Host` that does not name the gateway (DNS rebinding) and state-changing requests from
+/// another site (see [`crate::browser`]); `403 forbidden`.
+pub(crate) fn refuse_web_page(
+    policy: &crate::browser::HostPolicy,
+    req: &Request,
+) -> Option<Response> {
+    let why = policy.check(req.method(), req.uri(), req.headers()).err()?;
+    metrics::counter!("rasa_http_requests_refused_total", "reason" => match why {
+        crate::browser::Refusal::Host(_) => "foreign_host",
+        crate::browser::Refusal::Origin(_) => "foreign_origin",
+    })
+    .increment(1);
+    Some(super::error::problem_response(&super::error::problem(
+        StatusCode::FORBIDDEN,
+        rasa_openapi::ProblemCode::Forbidden,
+        why.to_string(),
+    )))
 }
 
 #[cfg(test)]

@@ -243,14 +243,13 @@ pub fn app(state: AppState) -> Router {
         api = api.route(info.path, handler);
     }
     let api = api.fallback(no_such_route).with_state(state);
-    // Open: no token stops a web page, so Host and Origin must.
-    let open = config
-        .tokens
-        .is_none()
-        .then(|| middleware::from_fn_with_state(Arc::clone(&config.hosts), auth::refuse_web_pages));
+    let edge_checks = EdgeChecks {
+        max_header_size: config.max_header_size,
+        // Open: no token stops a web page, so Host and Origin must.
+        open_hosts: config.tokens.is_none().then(|| Arc::clone(&config.hosts)),
+    };
     api.merge(ops::swagger_ui())
-        .layer(ServiceBuilder::new().option_layer(open))
-        .layer(middleware::from_fn_with_state(config.max_header_size, edge))
+        .layer(middleware::from_fn_with_state(edge_checks, edge))
         .layer(CatchPanicLayer::custom(panic_to_problem))
         .layer(TraceLayer::new_for_http())
         .layer(SetSensitiveRequestHeadersLayer::new([
@@ -320,15 +319,30 @@ async fn problem_for_every_error(method: &Method, uri: &Uri, resp: Response) -> 
     Response::from_parts(parts, body)
 }
 
+/// What the outermost middleware checks before a request goes further.
+#[derive(Clone)]
+struct EdgeChecks {
+    max_header_size: usize,
+    /// `Some` when the gateway is open (no token file): the names it answers to.
+    open_hosts: Option<Arc<crate::browser::HostPolicy>>,
+}
+
 /// The outermost middleware (one per request, so one allocation): refuses request heads
-/// over `--max-header-size` with `431`, makes every other error a problem document
+/// over `--max-header-size` with `431` and, when open, what only a web page would send
+/// ([`auth::refuse_web_page`]); makes every other error a problem document
 /// ([`problem_for_every_error`]), and counts requests by route, method and status, and
 /// their latency.
-async fn edge(State(max_header_size): State<usize>, req: Request, next: Next) -> Response {
+async fn edge(State(checks): State<EdgeChecks>, req: Request, next: Next) -> Response {
     let start = Instant::now();
     let route = req.extensions().get::<MatchedPath>().cloned();
     let method = req.method().clone();
-    let resp = match limits::refuse_oversized_head(&req, max_header_size) {
+    let refused = limits::refuse_oversized_head(&req, checks.max_header_size).or_else(|| {
+        checks
+            .open_hosts
+            .as_ref()
+            .and_then(|hosts| auth::refuse_web_page(hosts, &req))
+    });
+    let resp = match refused {
         Some(refusal) => refusal,
         None => {
             // For an error's detail only: cloning a URI shares its bytes.
