@@ -99,6 +99,8 @@ pub const METRICS: &[Metric] = &[
     m("rasa_origin_fetches_in_flight", G, &[], "Origin fetches under way."),
     m("rasa_origin_pass_through_total", C, &[], "Objects streamed from the origin without being stored."),
     m("rasa_origin_pass_through_bytes_total", C, &[], "Bytes streamed from the origin without being stored."),
+    m("rasa_origin_remembered_bytes", G, &[], "Memory held remembering the origin's \"not found\" and \"too large\" answers (at most --negative-cache-size)."),
+    m("rasa_origin_remembered_evictions_total", C, &[], "Remembered origin answers forgotten early to stay within --negative-cache-size."),
     m("rasa_cache_negative_hits_total", C, &[], "Reads answered 404 from a remembered origin miss."),
     m("rasa_cache_stale_served_total", C, &[], "Stale versions served because the origin failed."),
     m("rasa_singleflight_joins_total", C, &[], "Misses that joined a fetch already under way."),

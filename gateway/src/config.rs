@@ -118,6 +118,11 @@ pub struct Args {
     #[arg(long, env = "RASA_NEGATIVE_TTL", default_value = "5s", value_parser = parse_duration)]
     pub negative_ttl: Duration,
 
+    /// Memory for remembering "not found" and "too large" answers of the origin (the oldest
+    /// are forgotten first past it; about 100 bytes plus the key each).
+    #[arg(long, env = "RASA_NEGATIVE_CACHE_SIZE", default_value = "16MiB", value_parser = parse_size)]
+    pub negative_cache_size: u64,
+
     /// What a cold ranged GET does besides fetching its range from the origin: `whole`
     /// also starts storing the whole object (later reads hit), `range` fetches only the range.
     #[arg(long, env = "RASA_ORIGIN_FILL", value_enum, default_value_t = crate::origin::RangeFill::Whole)]

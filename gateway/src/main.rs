@@ -171,6 +171,7 @@ async fn serve(args: Args) -> Result<(), String> {
             (!args.origin_ttl.is_zero()).then_some(args.origin_ttl),
             args.negative_ttl,
             args.max_object_size,
+            args.negative_cache_size,
         );
         rt.set_range_fill(args.origin_fill);
         state.origin = Some(rt);

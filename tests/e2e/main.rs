@@ -14,6 +14,7 @@ mod hardening;
 mod into;
 mod layers;
 mod library;
+mod misses;
 mod objects;
 mod race;
 mod ranges;

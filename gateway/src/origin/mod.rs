@@ -8,6 +8,7 @@
 pub mod filling;
 pub mod peers;
 pub mod readthrough;
+pub mod remembered;
 pub mod s3;
 
 use std::future::Future;

@@ -20,6 +20,7 @@ use futures_util::StreamExt;
 use tokio::sync::watch;
 
 use super::filling::Filling;
+use super::remembered::{Remembered, Verdict};
 use super::{BoxFuture, Fetch, Origin, OriginError};
 use crate::store::{Store, StoreError, StoredVersion};
 
@@ -84,13 +85,12 @@ pub struct ReadThrough {
     store: Arc<Store>,
     /// Revalidate hits older than this (`None`: never).
     ttl: Option<Duration>,
-    negative_ttl: Duration,
     max_object_size: u64,
     inflight: Mutex<HashMap<String, InFlight>>,
-    negative: Mutex<HashMap<String, Instant>>,
-    /// Objects found too large to cache (their length, and when), for `--negative-ttl`:
-    /// their reads go straight to pass-through instead of opening the object first.
-    too_large: Mutex<HashMap<String, (u64, Instant)>>,
+    /// Keys the origin lately said it has not, or whose objects are too large to cache
+    /// (their reads go straight to pass-through instead of opening the object first), for
+    /// `--negative-ttl`, within `--negative-cache-size`.
+    remembered: Remembered,
     /// Other cluster members to fill misses from before the origin.
     peers: std::sync::OnceLock<super::peers::Peers>,
     /// Whether a cold ranged read also fills the whole object (`--origin-fill`).
@@ -105,16 +105,15 @@ impl ReadThrough {
         ttl: Option<Duration>,
         negative_ttl: Duration,
         max_object_size: u64,
+        remembered_bytes: u64,
     ) -> Arc<Self> {
         Arc::new(Self {
             origin,
             store,
             ttl,
-            negative_ttl,
             max_object_size,
             inflight: Mutex::default(),
-            negative: Mutex::default(),
-            too_large: Mutex::default(),
+            remembered: Remembered::new(remembered_bytes, negative_ttl),
             peers: std::sync::OnceLock::new(),
             range_fill: std::sync::atomic::AtomicBool::new(true),
         })
@@ -239,41 +238,22 @@ impl ReadThrough {
         metrics::counter!("rasa_origin_heads_total").increment(1);
         let head = self.origin.head(key).await?;
         if head.is_none() {
-            self.negative
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(key.to_owned(), Instant::now());
+            self.remembered.remember(key, Verdict::NotFound);
         }
         Ok(head)
     }
 
     /// The length of `key` when it is remembered (still fresh) as too large to cache.
     fn known_too_large(&self, key: &str) -> Option<u64> {
-        let mut big = self
-            .too_large
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match big.get(key) {
-            Some((length, at)) if at.elapsed() < self.negative_ttl => Some(*length),
-            Some(_) => {
-                big.remove(key);
-                None
-            }
-            None => None,
+        match self.remembered.get(key) {
+            Some(Verdict::TooLarge(length)) => Some(length),
+            _ => None,
         }
     }
 
     /// Whether "not found at the origin" is remembered for `key` (and still fresh).
     fn is_negative(&self, key: &str) -> bool {
-        let mut neg = self.negative.lock().unwrap_or_else(PoisonError::into_inner);
-        match neg.get(key) {
-            Some(at) if at.elapsed() < self.negative_ttl => true,
-            Some(_) => {
-                neg.remove(key);
-                false
-            }
-            None => false,
-        }
+        self.remembered.get(key) == Some(Verdict::NotFound)
     }
 
     /// Origin fetches running now (one per key however many requests wait for it).
@@ -286,14 +266,12 @@ impl ReadThrough {
 
     /// Forgets a remembered "not found" or "too large" (after a PUT, say).
     pub fn forget_negative(&self, key: &str) {
-        self.too_large
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(key);
-        self.negative
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(key);
+        self.remembered.forget(key);
+    }
+
+    /// Bytes held by the memory of "not found" and "too large" answers.
+    pub fn remembered_bytes(&self) -> u64 {
+        self.remembered.bytes()
     }
 
     /// Joins the fetch of `key` in flight, or starts one: its result, and the object it
@@ -369,10 +347,7 @@ impl ReadThrough {
                 Ok(Some(v))
             }
             Fetch::NotFound => {
-                self.negative
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(key.to_owned(), Instant::now());
+                self.remembered.remember(key, Verdict::NotFound);
                 if let Some(v) = current {
                     // Gone at the origin: drop the copy unless it was replaced meanwhile.
                     let _ = self.store.delete(key, |cur| match cur {
@@ -405,10 +380,7 @@ impl ReadThrough {
         filling: &watch::Sender<Option<Arc<Filling>>>,
     ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
         if obj.length > self.max_object_size {
-            self.too_large
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(key.to_owned(), (obj.length, Instant::now()));
+            self.remembered.remember(key, Verdict::TooLarge(obj.length));
             return Err(FetchError::TooLarge {
                 length: obj.length,
                 limit: self.max_object_size,

@@ -1,0 +1,140 @@
+//! What the origin said of keys lately: "not found", or "too large to cache" (with the
+//! length), each for `--negative-ttl`. One bounded memory for both (quick_cache, weighted by
+//! the bytes an entry holds, at most `--negative-cache-size`): a scan of millions of missing
+//! keys evicts old entries instead of growing the gateway outside `--memory`; evictions are
+//! counted (`rasa_origin_remembered_evictions_total`) and the bytes held are a gauge
+//! (`rasa_origin_remembered_bytes`).
+
+use std::collections::hash_map::RandomState;
+use std::time::{Duration, Instant};
+
+use quick_cache::sync::Cache;
+use quick_cache::{Lifecycle, Weighter};
+
+/// What the origin said of a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// It has no such object.
+    NotFound,
+    /// Its object is this long, over `--max-object-size`.
+    TooLarge(u64),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    verdict: Verdict,
+    at: Instant,
+}
+
+/// Bytes an entry costs besides its key: the entry, the key's `String` and the table's
+/// slot (measured: see the test).
+pub const ENTRY_OVERHEAD: u64 = 96;
+
+#[derive(Clone, Copy, Debug)]
+struct ByBytes;
+
+impl Weighter<String, Entry> for ByBytes {
+    fn weight(&self, key: &String, _: &Entry) -> u64 {
+        key.len() as u64 + ENTRY_OVERHEAD
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct CountEvictions;
+
+impl Lifecycle<String, Entry> for CountEvictions {
+    type RequestState = ();
+
+    fn begin_request(&self) -> Self::RequestState {}
+
+    fn on_evict(&self, _: &mut (), _: String, _: Entry) {
+        metrics::counter!("rasa_origin_remembered_evictions_total").increment(1);
+    }
+}
+
+/// The bounded memory of verdicts.
+pub struct Remembered {
+    cache: Cache<String, Entry, ByBytes, RandomState, CountEvictions>,
+    ttl: Duration,
+}
+
+impl std::fmt::Debug for Remembered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remembered")
+            .field("entries", &self.cache.len())
+            .field("bytes", &self.cache.weight())
+            .finish()
+    }
+}
+
+impl Remembered {
+    /// At most `capacity` bytes of entries, each valid for `ttl`.
+    pub fn new(capacity: u64, ttl: Duration) -> Self {
+        let items = usize::try_from(capacity / (ENTRY_OVERHEAD + 32)).unwrap_or(usize::MAX);
+        Self {
+            cache: Cache::with(
+                items.max(16),
+                capacity.max(1),
+                ByBytes,
+                RandomState::default(),
+                CountEvictions,
+            ),
+            ttl,
+        }
+    }
+
+    /// The verdict remembered for `key`, if it is still fresh.
+    pub fn get(&self, key: &str) -> Option<Verdict> {
+        let e = self.cache.get(key)?;
+        if e.at.elapsed() < self.ttl {
+            Some(e.verdict)
+        } else {
+            self.cache.remove(key);
+            None
+        }
+    }
+
+    /// Remembers `verdict` for `key` from now.
+    pub fn remember(&self, key: &str, verdict: Verdict) {
+        self.cache.insert(
+            key.to_owned(),
+            Entry {
+                verdict,
+                at: Instant::now(),
+            },
+        );
+        metrics::gauge!("rasa_origin_remembered_bytes").set(self.cache.weight() as f64);
+    }
+
+    /// Forgets what was remembered for `key` (it was written here).
+    pub fn forget(&self, key: &str) {
+        self.cache.remove(key);
+    }
+
+    /// Bytes held by the entries now.
+    pub fn bytes(&self) -> u64 {
+        self.cache.weight()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_expire_and_the_memory_stays_within_its_capacity() {
+        let r = Remembered::new(64 << 10, Duration::from_millis(50));
+        r.remember("a", Verdict::NotFound);
+        r.remember("b", Verdict::TooLarge(7));
+        assert_eq!(r.get("a"), Some(Verdict::NotFound));
+        assert_eq!(r.get("b"), Some(Verdict::TooLarge(7)));
+        r.forget("a");
+        assert_eq!(r.get("a"), None);
+        for i in 0..100_000 {
+            r.remember(&format!("missing/{i:08}"), Verdict::NotFound);
+        }
+        assert!(r.bytes() <= 64 << 10, "{} bytes", r.bytes());
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(r.get("missing/00099999"), None, "expired");
+    }
+}
