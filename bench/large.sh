@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
 ./scripts/setup.sh --bench # what the benchmarks compare with, when missing
-cargo build --release --locked -p rasa-gateway -p rasa-client --bins >/dev/null 2>&1
+cargo build --release --locked -p rasa-gateway -p rasa-cli --bins >/dev/null 2>&1
 tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
 SECS=${SECS:-5}
 ./scripts/setup.sh --bench # what the benchmarks compare with, when missing
-cargo build --release --locked -p rasa-gateway -p rasa-client --bins --examples >/dev/null
+cargo build --release --locked -p rasa-gateway -p rasa-cli -p rasa-client --bins --examples >/dev/null
 tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }

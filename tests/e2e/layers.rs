@@ -151,3 +151,18 @@ fn no_circles_between_the_files_of_a_module() {
         assert_no_circles(&root.join(dir), prefix);
     }
 }
+
+/// The SDK carries no dependency of the `rasa` command (which is its own crate, `cli/`):
+/// a program that uses `rasa-client` does not build clap, indicatif, humantime or bytesize.
+#[test]
+fn the_sdk_has_no_cli_dependencies() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../client-sdk/Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).expect("read client-sdk/Cargo.toml");
+    for cli_only in ["clap", "indicatif", "humantime", "bytesize"] {
+        assert!(
+            !text.lines().any(|l| l.trim_start().starts_with(cli_only)),
+            "rasa-client depends on {cli_only}"
+        );
+    }
+    assert!(!text.contains("[[bin]]"), "rasa-client builds a binary");
+}
