@@ -8,6 +8,7 @@ use std::path::Path;
 
 use crate::config::TokenCommand;
 use crate::s3::args::S3KeyCommand;
+use crate::s3::keys::{self, S3Key, S3Keys};
 use crate::tokens::{self, Scope, TokenSet};
 
 /// Runs a `token` subcommand.
@@ -15,17 +16,18 @@ pub fn token(cmd: &TokenCommand) -> Result<(), String> {
     match cmd {
         TokenCommand::New { name, scopes, file } => new_token(name, &scopes.0, file),
         TokenCommand::List { file } => list_tokens(file),
-        TokenCommand::Revoke { name, file } => revoke_token(name, file),
+        TokenCommand::Revoke { name, file } => revoke(file, name, "token", |_| Ok(())),
     }
 }
 
 /// Runs an `s3-key` subcommand.
 pub fn s3_key(cmd: &S3KeyCommand) -> Result<(), String> {
-    use crate::s3::keys;
     match cmd {
-        S3KeyCommand::New { name, scopes, file } => keys::new_key(name, &scopes.0, file),
-        S3KeyCommand::List { file } => keys::list_keys(file),
-        S3KeyCommand::Revoke { name, file } => keys::revoke_key(name, file),
+        S3KeyCommand::New { name, scopes, file } => new_s3_key(name, &scopes.0, file),
+        S3KeyCommand::List { file } => list_s3_keys(file),
+        S3KeyCommand::Revoke { name, file } => {
+            revoke(file, name, "S3 key", |left| keys::parse(left).map(drop))
+        }
     }
 }
 
@@ -58,21 +60,75 @@ fn list_tokens(file: &Path) -> Result<(), String> {
     let set = TokenSet::load(file)?;
     let mut out = std::io::stdout().lock();
     for t in set.iter() {
-        let scopes: Vec<&str> = t.scopes.iter().map(|s| s.as_str()).collect();
-        writeln!(out, "{}\t{}", t.name, scopes.join(",")).map_err(|e| e.to_string())?;
+        writeln!(out, "{}\t{}", t.name, tokens::join_scopes(&t.scopes))
+            .map_err(|e| e.to_string())?;
     }
     Ok(())
 }
 
-/// `token revoke`: rewrites the file without the token.
-fn revoke_token(name: &str, file: &Path) -> Result<(), String> {
+/// `s3-key new`: appends a new key's line to `file` (created 0600 if missing) and prints
+/// its id and secret, once, on stdout.
+fn new_s3_key(name: &str, scopes: &[Scope], file: &Path) -> Result<(), String> {
+    if scopes.is_empty() {
+        return Err("a key needs at least one scope".into());
+    }
+    tokens::file_line(name, scopes, "")?; // the same rules for names
+    if file.exists() {
+        let existing = S3Keys::read(file)?;
+        if existing.values().any(|k| k.name == name) {
+            return Err(format!(
+                "{} already has a key named '{name}'",
+                file.display()
+            ));
+        }
+    }
+    let (id, secret) = (keys::new_key_id(), keys::new_secret());
+    let line = format!("{name} {} {id} {secret}", tokens::join_scopes(scopes));
+    crate::credfile::append_line(file, &line)?;
+    eprintln!(
+        "rasa-gateway: added S3 key '{name}' to {}; its access key id and secret (shown only now) follow",
+        file.display()
+    );
+    println!("{id} {secret}");
+    Ok(())
+}
+
+/// `s3-key list`: name, scopes and access key id of each key (never the secret), one per
+/// line, by name.
+fn list_s3_keys(file: &Path) -> Result<(), String> {
+    let keys = S3Keys::read(file)?;
+    let mut keys: Vec<&S3Key> = keys.values().collect();
+    keys.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut out = std::io::stdout().lock();
+    for k in keys {
+        writeln!(
+            out,
+            "{}\t{}\t{}",
+            k.name,
+            tokens::join_scopes(&k.scopes),
+            k.id
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// `token revoke` and `s3-key revoke`: rewrites `file` without the `what` named `name`,
+/// once `check` accepts what is left; a running gateway drops it on SIGHUP.
+fn revoke(
+    file: &Path,
+    name: &str,
+    what: &str,
+    check: impl Fn(&str) -> Result<(), String>,
+) -> Result<(), String> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-    let left = crate::credfile::without_name(&text, name, "token")
+    let left = crate::credfile::without_name(&text, name, what)
         .map_err(|e| format!("{}: {e}", file.display()))?;
+    check(&left).map_err(|e| format!("{}: {e}", file.display()))?;
     crate::credfile::rewrite(file, &left)?;
     eprintln!(
-        "rasa-gateway: removed token '{name}' from {}; send SIGHUP to a running gateway (kill -HUP <pid>) to put it in force",
+        "rasa-gateway: removed {what} '{name}' from {}; send SIGHUP to a running gateway (kill -HUP <pid>) to put it in force",
         file.display()
     );
     Ok(())

@@ -123,10 +123,7 @@ async fn serve(args: Args) -> Result<(), String> {
     let shutdown =
         server::shutdown_signal().map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let tokens = match &args.token_file {
-        Some(path) => {
-            rasa_gateway::credfile::warn_if_loose(path);
-            Some(Arc::new(TokenFile::load(path)?))
-        }
+        Some(path) => Some(Arc::new(TokenFile::load(path)?)),
         None => None,
     };
     let tls = match (&args.tls_cert, &args.tls_key) {
@@ -278,7 +275,9 @@ async fn serve(args: Args) -> Result<(), String> {
     };
     if let Some(port) = state.store.fabric().and_then(|f| f.tcp_port()) {
         let timeout = args.edge.first_byte_timeout;
-        tokio::spawn(server::gate::close_silent_fabric_connections(port, timeout));
+        tokio::spawn(server::silent::close_silent_fabric_connections(
+            port, timeout,
+        ));
     }
     let store = Arc::clone(&state.store);
     let leaving = cluster.clone();

@@ -218,8 +218,9 @@ pub struct TokenFile {
 }
 
 impl TokenFile {
-    /// Loads `path`.
+    /// Loads `path` (warning when other users may read it).
     pub fn load(path: &Path) -> Result<Self, String> {
+        crate::credfile::warn_if_loose(path);
         Ok(Self {
             current: std::sync::RwLock::new(std::sync::Arc::new(TokenSet::load(path)?)),
             path: path.to_owned(),
@@ -262,16 +263,21 @@ pub fn new_secret() -> String {
     )
 }
 
+/// Scopes as files and listings write them: `read,write`.
+pub fn join_scopes(scopes: &[Scope]) -> String {
+    let names: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
+    names.join(",")
+}
+
 /// The token file line for a token named `name` with `scopes` and `secret`.
 pub fn file_line(name: &str, scopes: &[Scope], secret: &str) -> Result<String, String> {
     check_name(name)?;
     if scopes.is_empty() {
         return Err("a token needs at least one scope".into());
     }
-    let scopes: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
     Ok(format!(
         "{name} {} sha256:{}",
-        scopes.join(","),
+        join_scopes(scopes),
         hex::encode(Sha256::digest(secret.as_bytes()))
     ))
 }

@@ -269,11 +269,6 @@ impl ReadThrough {
         self.remembered.forget(key);
     }
 
-    /// Bytes held by the memory of "not found" and "too large" answers.
-    pub fn remembered_bytes(&self) -> u64 {
-        self.remembered.bytes()
-    }
-
     /// Joins the fetch of `key` in flight, or starts one: its result, and the object it
     /// fills (once it starts storing one). The fetch runs on its own task, so it completes
     /// (and the version is stored) even when every request that wanted it went away.

@@ -42,8 +42,20 @@ fn query_param<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
 }
 
 impl Edge {
-    /// The error answer for `req`, if one of the checks refuses it.
-    pub fn refuse(&self, req: &Request) -> Option<Response> {
+    /// `req` once it passed every check (a `DeleteObjects` body read and checked), or the
+    /// answer that refuses it.
+    pub async fn admit(&self, req: Request) -> Result<Request, Response> {
+        if let Some(refusal) = self.refuse(&req) {
+            return Err(refusal);
+        }
+        if req.method() == Method::POST && query_param(&req, "delete").is_some() {
+            return self.delete_body(req).await;
+        }
+        Ok(req)
+    }
+
+    /// The error answer for `req`, if one of the checks of its head refuses it.
+    fn refuse(&self, req: &Request) -> Option<Response> {
         let size = crate::net::head_size(req);
         if size > self.max_header_size {
             metrics::counter!("rasa_s3_requests_refused_total", "reason" => "headers_too_large")
@@ -83,14 +95,9 @@ impl Edge {
         None
     }
 
-    /// Whether `req` is a `DeleteObjects` request (whose body [`Edge::delete_body`] reads).
-    pub fn is_delete_objects(req: &Request) -> bool {
-        req.method() == Method::POST && query_param(req, "delete").is_some()
-    }
-
     /// Reads a `DeleteObjects` body (at most [`MAX_DELETE_BODY`], within `--body-timeout`)
     /// and checks its `Content-MD5`; the request with the body read, or the refusal.
-    pub async fn delete_body(&self, req: Request) -> Result<Request, Response> {
+    async fn delete_body(&self, req: Request) -> Result<Request, Response> {
         if let Some(refusal) = self.refuse_delete_objects(&req) {
             return Err(refusal);
         }

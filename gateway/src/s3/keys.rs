@@ -9,8 +9,8 @@
 //! ```
 //!
 //! `rasa-gateway s3-key new NAME --scopes read,write --file F` makes a key, appends its
-//! line and prints the id and secret once. The file is read again on SIGHUP. Scopes map to
-//! operations: `read` for GET/HEAD/LIST, `write` for PUT/DELETE/multipart/copy; `admin`
+//! line and prints the id and secret once (`new`, `list` and `revoke` are in
+//! `credentials.rs`). The file is read again on SIGHUP. Scopes map to operations: `read` for GET/HEAD/LIST, `write` for PUT/DELETE/multipart/copy; `admin`
 //! implies both. SigV2 is refused.
 
 use std::collections::HashMap;
@@ -239,64 +239,6 @@ pub fn new_secret() -> String {
     use base64::Engine;
     let bytes: [u8; 30] = rand::random();
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-}
-
-/// `rasa-gateway s3-key new`: appends a new key's line to `file` (created 0600 if missing)
-/// and prints its id and secret, once, on stdout.
-pub fn new_key(name: &str, scopes: &[Scope], file: &Path) -> Result<(), String> {
-    if scopes.is_empty() {
-        return Err("a key needs at least one scope".into());
-    }
-    crate::tokens::file_line(name, scopes, "")?; // the same rules for names
-    if file.exists() {
-        let existing = S3Keys::read(file)?;
-        if existing.values().any(|k| k.name == name) {
-            return Err(format!(
-                "{} already has a key named '{name}'",
-                file.display()
-            ));
-        }
-    }
-    let (id, secret) = (new_key_id(), new_secret());
-    let scopes: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
-    crate::credfile::append_line(file, &format!("{name} {} {id} {secret}", scopes.join(",")))?;
-    eprintln!(
-        "rasa-gateway: added S3 key '{name}' to {}; its access key id and secret (shown only now) follow",
-        file.display()
-    );
-    println!("{id} {secret}");
-    Ok(())
-}
-
-/// `rasa-gateway s3-key list`: name, scopes and access key id of each key (never the
-/// secret), one per line, by name.
-pub fn list_keys(file: &Path) -> Result<(), String> {
-    use std::io::Write;
-    let keys = S3Keys::read(file)?;
-    let mut keys: Vec<&S3Key> = keys.values().collect();
-    keys.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut out = std::io::stdout().lock();
-    for k in keys {
-        let scopes: Vec<&str> = k.scopes.iter().map(|s| s.as_str()).collect();
-        writeln!(out, "{}\t{}\t{}", k.name, scopes.join(","), k.id).map_err(|e| e.to_string())?;
-    }
-    Ok(())
-}
-
-/// `rasa-gateway s3-key revoke`: rewrites the file without the key named `name`; a
-/// running gateway drops it on SIGHUP.
-pub fn revoke_key(name: &str, file: &Path) -> Result<(), String> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-    let left = crate::credfile::without_name(&text, name, "S3 key")
-        .map_err(|e| format!("{}: {e}", file.display()))?;
-    parse(&left).map_err(|e| format!("{}: {e}", file.display()))?;
-    crate::credfile::rewrite(file, &left)?;
-    eprintln!(
-        "rasa-gateway: removed S3 key '{name}' from {}; send SIGHUP to a running gateway (kill -HUP <pid>) to put it in force",
-        file.display()
-    );
-    Ok(())
 }
 
 #[cfg(test)]

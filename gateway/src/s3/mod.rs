@@ -249,16 +249,9 @@ pub fn router(
         let mut service = service.clone();
         let edge = edge.clone();
         async move {
-            if let Some(refusal) = edge.refuse(&req) {
-                return Ok(refusal);
-            }
-            let req = if edge::Edge::is_delete_objects(&req) {
-                match edge.delete_body(req).await {
-                    Ok(req) => req,
-                    Err(refusal) => return Ok(refusal),
-                }
-            } else {
-                req
+            let req = match edge.admit(req).await {
+                Ok(req) => req,
+                Err(refusal) => return Ok(refusal),
             };
             if open && signed(&req) {
                 return Ok(listener::xml_error(

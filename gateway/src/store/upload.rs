@@ -72,20 +72,11 @@ impl Store {
             .ok_or_else(never)?;
         let (arena, slot) = self
             .with_room(|| {
-                let reserved = if growing {
-                    match self.arenas.reserve_growing(frame_len, false) {
-                        Err(ReserveError::NeedAllocation) => {
-                            Self::off_worker(|| self.arenas.reserve_growing(frame_len, true))
-                        }
-                        other => other,
+                let reserved = match self.arenas.reserve_upload(frame_len, false, growing) {
+                    Err(ReserveError::NeedAllocation) => {
+                        Self::off_worker(|| self.arenas.reserve_upload(frame_len, true, growing))
                     }
-                } else {
-                    match self.arenas.reserve_registered(frame_len) {
-                        Err(ReserveError::NeedAllocation) => {
-                            Self::off_worker(|| self.arenas.reserve(frame_len))
-                        }
-                        other => other,
-                    }
+                    other => other,
                 };
                 match reserved {
                     Ok(got) => Ok(Some(got)),
@@ -102,7 +93,6 @@ impl Store {
             payload_len: len,
         };
         Ok(Upload {
-            growing: arena.charged() < arena.buffer.capacity() as u64,
             key: key.to_owned(),
             content_type: content_type.to_owned(),
             id,
@@ -181,7 +171,8 @@ impl Store {
                 got: upload.written,
             });
         }
-        if upload.growing && upload.arena.charged() < upload.arena.buffer.capacity() as u64 {
+        // A growing arena is charged in full with its last byte; short of it, not sealed.
+        if upload.arena.charged() < upload.arena.buffer.capacity() as u64 {
             return Err(StoreError::InsufficientStorage {
                 needed: upload.arena.buffer.capacity() as u64,
                 allocated: upload.arena.charged(),
@@ -237,8 +228,6 @@ impl Store {
 /// A value being written. Dropping it unfinished publishes nothing.
 #[derive(Debug)]
 pub struct Upload {
-    /// Whether its (dedicated) arena is charged to the budget as bytes arrive.
-    growing: bool,
     key: String,
     content_type: String,
     /// Key hash, version id and declared length.
@@ -325,13 +314,14 @@ impl Upload {
         self.arena.charged()
     }
 
-    /// The charge a growing upload's arena needs before `more` bytes are written (one
-    /// step ahead of them, the whole arena with the last byte), if it is not there yet.
+    /// The charge a growing upload's arena (one charged less than its capacity) needs
+    /// before `more` bytes are written (one step ahead of them, the whole arena with the
+    /// last byte), if it is not there yet.
     fn charge_needed(&self, more: u64) -> Option<u64> {
-        if !self.growing {
+        let capacity = self.arena.buffer.capacity() as u64;
+        if self.arena.charged() >= capacity {
             return None;
         }
-        let capacity = self.arena.buffer.capacity() as u64;
         let end = self.written + more;
         let upto = if end >= self.id.payload_len {
             capacity

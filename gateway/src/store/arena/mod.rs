@@ -79,7 +79,7 @@ pub enum ReserveError {
     /// Memory is full; room can be made by draining arenas.
     NeedRoom,
     /// A new arena must be allocated and registered (only from
-    /// [`Arenas::reserve_registered`]).
+    /// [`Arenas::reserve_upload`] without `may_allocate`).
     NeedAllocation,
     /// The value can never fit.
     Never(StoreError),
@@ -160,25 +160,19 @@ impl Arenas {
         self.reserve_with(frame_len, true, false)
     }
 
-    /// [`Arenas::reserve`] for a body still arriving: a frame that needs a dedicated arena
-    /// is charged to the budget as it is written ([`Arenas::charge`]), starting with one
-    /// [`CHARGE_STEP`], so an upload that stalls holds little of the budget.
-    pub fn reserve_growing(
+    /// [`Arenas::reserve`] for an upload: from memory that is already registered unless
+    /// `may_allocate` (else `NeedAllocation` when a new arena would have to be allocated and
+    /// registered, which the caller then does off its async worker). With `growing` (a
+    /// body still arriving), a frame that needs a dedicated arena is charged to the budget
+    /// as it is written ([`Arenas::charge`]), starting with one [`CHARGE_STEP`], so an
+    /// upload that stalls holds little of the budget.
+    pub fn reserve_upload(
         &self,
         frame_len: usize,
         may_allocate: bool,
+        growing: bool,
     ) -> Result<(Arc<Arena>, WriteSlot), ReserveError> {
-        self.reserve_with(frame_len, may_allocate, true)
-    }
-
-    /// [`Arenas::reserve`] from memory that is already registered: `NeedAllocation` when a
-    /// new arena would have to be allocated and registered (which the caller then does off
-    /// its async worker).
-    pub fn reserve_registered(
-        &self,
-        frame_len: usize,
-    ) -> Result<(Arc<Arena>, WriteSlot), ReserveError> {
-        self.reserve_with(frame_len, false, false)
+        self.reserve_with(frame_len, may_allocate, growing)
     }
 
     fn reserve_with(
