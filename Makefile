@@ -32,9 +32,10 @@ test: setup
 	./scripts/s3-clients.sh
 	./scripts/fuzz-api.sh 20
 
-## The Python SDK (rasa_client) built into a virtualenv at .venv: `. .venv/bin/activate`.
+## The Python SDK (rasa_client), optimised, built into a virtualenv at .venv:
+## `. .venv/bin/activate`. (make test tests a debug build: see the README.)
 python: setup
-	./scripts/python.sh
+	./scripts/python.sh --release
 
 ## Fuzz the HTTP API with schemathesis (no 5xx, no violation of our own OpenAPI document).
 fuzz-api: setup

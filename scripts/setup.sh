@@ -155,6 +155,8 @@ if [ "$skip_test_tools" != 1 ]; then
   runs etcd --version || need etcd-server
   # The status page's test loads /ui in headless Chromium.
   runs chromium --version || need chromium
+  # The S3 clients' suite copies with rclone (the others come from PyPI).
+  runs rclone version || need rclone
 fi
 if [ "$bench" = 1 ]; then
   # What the benchmarks run next to Rasa (bench/*.sh), each detected by running it.

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
+pub(crate) use rasa_client::with_causes;
 use rasa_client::{Client, FastPath};
 
 mod output;
@@ -191,22 +192,6 @@ fn bar(len: u64, json: bool, what: &str) -> Option<ProgressBar> {
     );
     pb.set_message(what.to_owned());
     Some(pb)
-}
-
-/// An error and every cause under it, `: `-separated, so the root cause (e.g. a
-/// certificate problem under "error sending request") is never hidden.
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let more = c.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        cause = c.source();
-    }
-    text
 }
 
 fn print_json(v: &serde_json::Value) {

@@ -5,9 +5,11 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 
-use crate::client::Inner;
+use crate::client::Node;
 use crate::cluster::Topology;
-use crate::fabric::FabricState;
+use crate::fabric::{FabricPool, FabricState};
+use crate::http::Transport;
+use crate::stats::Counters;
 use crate::{Client, Error, FastPath};
 
 /// Builds a [`Client`].
@@ -124,27 +126,45 @@ impl ClientBuilder {
 
     /// The client.
     pub fn build(self) -> Result<Client, Error> {
+        let seeds = self.seeds()?;
+        let first = seeds[0].clone();
+        let https = seeds.iter().any(|s| s.starts_with("https://"));
+        let http = self.http_client(https)?;
+        let counters = Counters::default();
+        let topology = self.discover_cluster.then(|| {
+            Arc::new(Topology::new(
+                seeds,
+                self.clone(),
+                http.clone(),
+                counters.clone(),
+            ))
+        });
+        Ok(self.assemble(&first, http, counters, topology))
+    }
+
+    /// Checks the endpoint (one or more comma-separated `http://` or `https://` URLs)
+    /// without building anything: what [`ClientBuilder::build`] would refuse it for.
+    pub fn check(&self) -> Result<(), Error> {
+        self.seeds().map(|_| ())
+    }
+
+    /// The endpoint's URLs (at least one), each checked.
+    fn seeds(&self) -> Result<Vec<String>, Error> {
         let seeds: Vec<String> = self
             .endpoint
             .split(',')
             .map(|s| s.trim().trim_end_matches('/').to_owned())
             .filter(|s| !s.is_empty())
             .collect();
-        let Some(first) = seeds.first().cloned() else {
+        if seeds.is_empty() {
             return Err(Error::Config("no endpoint given".into()));
-        };
-        let https = seeds.iter().any(|s| s.starts_with("https://"));
-        let http = self.http_client(https)?;
-        let stats = Arc::default();
-        let topology = self.discover_cluster.then(|| {
-            Arc::new(Topology::new(
-                seeds,
-                self.clone(),
-                http.clone(),
-                Arc::clone(&stats),
-            ))
-        });
-        Ok(self.assemble(&first, http, stats, topology))
+        }
+        if let Some(bad) = seeds.iter().find(|s| !is_gateway_url(s)) {
+            return Err(Error::Config(format!(
+                "endpoint {bad:?} is not an http:// or https:// URL with a host (e.g. http://127.0.0.1:8080)"
+            )));
+        }
+        Ok(seeds)
     }
 
     /// The longest a single exchange without progress may take.
@@ -152,36 +172,47 @@ impl ClientBuilder {
         self.request_timeout
     }
 
-    /// A client of the gateway at `endpoint` over `http`, counting into `stats`.
+    /// A client of the gateway at `endpoint` over `http`, counting into `counters`.
     pub(crate) fn assemble(
         &self,
         endpoint: &str,
         http: reqwest::Client,
-        stats: Arc<std::sync::Mutex<crate::Stats>>,
+        counters: Counters,
         topology: Option<Arc<Topology>>,
     ) -> Client {
         let fabric_addr = self
             .fabric_addr
             .clone()
             .or_else(|| default_fabric_addr(endpoint));
+        let http = Arc::new(Transport {
+            http,
+            endpoint: endpoint.to_owned(),
+            connect_timeout: self.connect_timeout,
+            request_timeout: self.request_timeout,
+            retries_when_busy: self.retries_when_busy,
+            verify_sha256: self.verify_sha256,
+            counters: counters.clone(),
+        });
+        let fabric = FabricPool {
+            slots: (0..self.fabric_endpoints)
+                .map(|_| Arc::new(Mutex::new(FabricState::Unknown)))
+                .collect(),
+            next: Default::default(),
+            rebuilding: Arc::default(),
+            fabric_addr,
+            fast_path: self.fast_path,
+            read_timeout: self.read_timeout,
+            verify_sha256: self.verify_sha256,
+            http: Arc::clone(&http),
+            descriptors: Arc::default(),
+            counters: counters.clone(),
+        };
         Client {
-            inner: Arc::new(Inner {
+            inner: Arc::new(Node {
                 http,
-                endpoint: endpoint.to_owned(),
+                fabric,
                 fast_path: self.fast_path,
-                fabric_addr,
-                verify_sha256: self.verify_sha256,
-                read_timeout: self.read_timeout,
-                connect_timeout: self.connect_timeout,
-                request_timeout: self.request_timeout,
-                retries_when_busy: self.retries_when_busy,
-                fabric: (0..self.fabric_endpoints)
-                    .map(|_| Arc::new(Mutex::new(FabricState::Unknown)))
-                    .collect(),
-                next_endpoint: Default::default(),
-                rebuilding: Arc::default(),
-                cache: Default::default(),
-                stats,
+                counters,
                 topology,
             }),
         }
@@ -243,4 +274,42 @@ pub fn default_fabric_addr(endpoint: &str) -> Option<String> {
         .nth(1)
         .and_then(|rest| rest.split(['/', ':']).next());
     matches!(host, Some("127.0.0.1" | "localhost")).then(|| "127.0.0.1".to_owned())
+}
+
+/// Whether `s` is an `http://` or `https://` URL naming a host: what a gateway's endpoint
+/// must be (a bare `host:port` would otherwise fail only at the first call, as a builder
+/// error).
+fn is_gateway_url(s: &str) -> bool {
+    reqwest::Url::parse(s).is_ok_and(|u| {
+        matches!(u.scheme(), "http" | "https") && u.host_str().is_some_and(|h| !h.is_empty())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_that_is_not_a_gateway_url_is_refused_when_built() {
+        for bad in [
+            "localhost:1234",
+            "not a url",
+            "ftp://h:1",
+            "http://",
+            "h1:80,http://h2",
+        ] {
+            let e = Client::builder(bad).build().err();
+            assert!(
+                matches!(&e, Some(Error::Config(why)) if why.contains("not an http")),
+                "{bad}: {e:?}"
+            );
+        }
+        for good in [
+            "http://127.0.0.1:8080",
+            "https://gw.example/",
+            "http://a:1, http://b:2",
+        ] {
+            assert!(Client::builder(good).build().is_ok(), "{good}");
+        }
+    }
 }

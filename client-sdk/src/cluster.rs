@@ -4,12 +4,13 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use rasa_openapi::{ClusterMember, ClusterView};
 
-use crate::{Client, ClientBuilder, Error, Stats};
+use crate::stats::Counters;
+use crate::{Client, ClientBuilder, Error};
 
 tokio::task_local! {
     /// Set while a request goes to a member that is not the key's owner in this client's
@@ -34,7 +35,7 @@ pub(crate) struct Topology {
     seeds: Vec<String>,
     template: ClientBuilder,
     http: reqwest::Client,
-    stats: Arc<Mutex<Stats>>,
+    counters: Counters,
     /// Whether the seeds are members of a cluster, once a seed has said so.
     clustered: tokio::sync::OnceCell<bool>,
     state: RwLock<State>,
@@ -65,13 +66,13 @@ impl Topology {
         seeds: Vec<String>,
         template: ClientBuilder,
         http: reqwest::Client,
-        stats: Arc<Mutex<Stats>>,
+        counters: Counters,
     ) -> Self {
         Self {
             seeds,
             template,
             http,
-            stats,
+            counters,
             clustered: tokio::sync::OnceCell::new(),
             state: RwLock::default(),
         }
@@ -110,13 +111,13 @@ impl Topology {
             let kept = st
                 .nodes
                 .remove(&m.node_id)
-                .filter(|(inc, c)| *inc == m.incarnation && c.inner.endpoint == m.url);
+                .filter(|(inc, c)| *inc == m.incarnation && c.inner.http.endpoint == m.url);
             let client = match kept {
                 Some((_, c)) => c,
                 None => {
                     tracing::debug!(node = %m.node_id, url = %m.url, incarnation = %m.incarnation, "cluster member (new, or a new process)");
                     self.template
-                        .assemble(&m.url, self.http.clone(), Arc::clone(&self.stats), None)
+                        .assemble(&m.url, self.http.clone(), self.counters.clone(), None)
                 }
             };
             nodes.insert(m.node_id.clone(), (m.incarnation.clone(), client));
@@ -163,6 +164,23 @@ impl Topology {
     }
 
     /// The client of member `node`, if it is one.
+    /// `keys` grouped by owner (indices into `keys`); `None` when some key has no serving
+    /// owner.
+    pub(crate) fn by_owner(&self, keys: &[&str]) -> Option<Vec<(Client, Vec<usize>)>> {
+        let mut groups: Vec<(Client, Vec<usize>)> = Vec::new();
+        for (i, k) in keys.iter().enumerate() {
+            let (owner, _) = self.first(k)?;
+            match groups
+                .iter_mut()
+                .find(|(c, _)| Arc::ptr_eq(&c.inner, &owner.inner))
+            {
+                Some((_, idx)) => idx.push(i),
+                None => groups.push((owner, vec![i])),
+            }
+        }
+        Some(groups)
+    }
+
     pub(crate) fn node(&self, node: &str) -> Option<Client> {
         let st = self.state.read().unwrap_or_else(|e| e.into_inner());
         st.nodes.get(node).map(|(_, c)| c.clone())
@@ -269,12 +287,6 @@ pub(crate) async fn with_hop<F: Future>(hop: bool, f: F) -> F::Output {
 }
 
 impl Client {
-    /// The cluster behind this client, once discovery says there is one.
-    pub(crate) async fn topology(&self) -> Option<&Arc<Topology>> {
-        let t = self.inner.topology.as_ref()?;
-        t.discover().await.then_some(t)
-    }
-
     /// Runs `op` on the client of `key`'s owner; when the owner does not answer, on the
     /// key's next choices (with the hop marker, so they serve it themselves). When this
     /// client does not talk to a cluster (or no member is serving), on this client.
@@ -286,18 +298,8 @@ impl Client {
     where
         Fut: Future<Output = Result<T, Error>>,
     {
-        crate::timeouts::call_scope(self.on_owner_in_call(key, op)).await
-    }
-
-    async fn on_owner_in_call<T, Fut>(
-        &self,
-        key: &str,
-        op: impl Fn(Client) -> Fut,
-    ) -> Result<T, Error>
-    where
-        Fut: Future<Output = Result<T, Error>>,
-    {
-        let Some(topology) = self.topology().await else {
+        crate::timeouts::call_scope(async {
+        let Some(topology) = self.inner.topology().await else {
             return op(self.clone()).await;
         };
         let order = topology.order(key);
@@ -317,5 +319,36 @@ impl Client {
             }
         }
         Err(last.expect("at least one member was tried"))
+        })
+        .await
     }
+}
+
+/// Runs `batch` on each owner's client with its keys, all owners at once, when this
+/// client talks to a cluster: one answer slot per key, `None` where the owner did not
+/// answer (those keys then go their own way).
+pub(crate) async fn per_owner<'k, T, Fut>(
+    client: &Client,
+    keys: &[&'k str],
+    batch: impl Fn(Client, Vec<&'k str>) -> Fut,
+) -> Option<Vec<Option<T>>>
+where
+    Fut: std::future::Future<Output = Result<Vec<T>, Error>>,
+{
+    let groups = client.inner.topology().await?.by_owner(keys)?;
+    let mut out: Vec<Option<T>> = keys.iter().map(|_| None).collect();
+    let answers = futures_util::future::join_all(groups.into_iter().map(|(c, idx)| {
+        let sub: Vec<&str> = idx.iter().map(|&i| keys[i]).collect();
+        let call = batch(c, sub);
+        async move { (idx, call.await) }
+    }))
+    .await;
+    for (idx, answer) in answers {
+        if let Ok(results) = answer {
+            for (i, r) in idx.into_iter().zip(results) {
+                out[i] = Some(r);
+            }
+        }
+    }
+    Some(out)
 }

@@ -10,7 +10,11 @@ use rasa_openapi::{
     Descriptor, DescriptorBatchRequest, DescriptorBatchResponse, Problem, ProblemCode,
 };
 
-use crate::{Client, Error};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::http::Transport;
+use crate::Error;
 
 /// Part of the lease kept in reserve: no read starts later than `lease - margin` after the
 /// resolve request was sent.
@@ -67,17 +71,17 @@ pub(crate) fn deadline_of(d: &Descriptor, sent: Instant) -> Instant {
     sent + lease.saturating_sub(lease_margin(lease))
 }
 
-impl Client {
+impl Transport {
     /// A descriptor of `key`'s current version (a lease on it).
-    pub(crate) async fn resolve_here(&self, key: &str) -> Result<Descriptor, Error> {
+    pub(crate) async fn resolve(&self, key: &str) -> Result<Descriptor, Error> {
         let resp = self
-            .send(self.inner.http.get(self.url("descriptors", key)?))
+            .send(self.http.get(self.url("descriptors", key)?))
             .await?;
         self.decode(resp).await
     }
 
     /// Resolves several keys in one round trip; one result per key, in order.
-    pub(crate) async fn resolve_many_here(
+    pub(crate) async fn resolve_many(
         &self,
         keys: &[&str],
     ) -> Result<Vec<Result<Descriptor, Problem>>, Error> {
@@ -95,9 +99,8 @@ impl Client {
         };
         let resp = self
             .send(
-                self.inner
-                    .http
-                    .post(format!("{}/v1/descriptors", self.inner.endpoint))
+                self.http
+                    .post(format!("{}/v1/descriptors", self.endpoint))
                     .json(&body),
             )
             .await?;
@@ -120,38 +123,39 @@ impl Client {
             .collect();
         Ok((out, sent))
     }
+}
 
-    /// A descriptor of `key` that may still be read from now on: the cached one while its
-    /// deadline is ahead, else a fresh one (and its deadline).
-    pub(crate) async fn descriptor(
-        &self,
-        key: &str,
-        fresh: bool,
-    ) -> Result<(Descriptor, Instant), Error> {
-        if !fresh {
-            let cache = self.inner.cache.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((d, deadline)) = cache.get(key) {
-                if Instant::now() < *deadline {
-                    return Ok((d.clone(), *deadline));
-                }
-            }
-        }
-        let sent = Instant::now();
-        let d = self.resolve_here(key).await?;
-        let deadline = deadline_of(&d, sent);
-        self.inner
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key.to_owned(), (d.clone(), deadline));
-        Ok((d, deadline))
+/// Descriptors this client holds, each with the instant after which no read may start
+/// (its lease, counted from when it was asked for, less a margin).
+#[derive(Debug, Default)]
+pub(crate) struct DescriptorCache {
+    held: Mutex<HashMap<String, (Descriptor, Instant)>>,
+}
+
+impl DescriptorCache {
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Descriptor, Instant)>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The descriptor of `key` while a read may still start on it.
+    pub(crate) fn fresh(&self, key: &str) -> Option<(Descriptor, Instant)> {
+        let held = self.held();
+        let (d, deadline) = held.get(key)?;
+        (Instant::now() < *deadline).then(|| (d.clone(), *deadline))
+    }
+
+    /// Holds `d` for `key` until `deadline`.
+    pub(crate) fn insert(&self, key: &str, d: Descriptor, deadline: Instant) {
+        self.held().insert(key.to_owned(), (d, deadline));
+    }
+
+    /// Drops the descriptor of `key` (a read with it failed).
     pub(crate) fn forget(&self, key: &str) {
-        self.inner
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
+        self.held().remove(key);
+    }
+
+    /// Drops every descriptor (they named a gateway process that is gone).
+    pub(crate) fn clear(&self) {
+        self.held().clear();
     }
 }

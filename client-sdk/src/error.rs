@@ -96,3 +96,19 @@ impl Error {
         }
     }
 }
+
+/// An error and every cause under it, `: `-separated, so the root cause (e.g. "Connection
+/// refused", or a certificate problem under "error sending request") is never hidden.
+pub fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
+}

@@ -10,10 +10,12 @@ use rasa_fastpath::fabric::FabricConfig;
 use rasa_fastpath::reader::{ReadError, Reader};
 use rasa_openapi::Descriptor;
 use sha2::{Digest, Sha256};
-use tokio::sync::OwnedMutexGuard;
+use tokio::sync::{Mutex, OwnedMutexGuard};
 
-use crate::descriptors::{deadline_of, remote_frame};
-use crate::{Client, Error, Fallback, FastPath, Object, ReadPath};
+use crate::descriptors::{deadline_of, remote_frame, DescriptorCache};
+use crate::http::Transport;
+use crate::stats::Counters;
+use crate::{Error, Fallback, FastPath, Object, ReadPath};
 
 pub(crate) enum FabricState {
     /// Not asked yet.
@@ -29,12 +31,33 @@ pub(crate) enum FabricState {
     },
 }
 
-impl Client {
+/// The fabric endpoints towards one gateway, opened on first use and rebuilt in the
+/// background after a failure, and the descriptors they read with: every one-sided read
+/// goes through here.
+pub(crate) struct FabricPool {
+    /// The endpoints, each behind its own lock ([`FabricPool::endpoint`] picks one).
+    pub(crate) slots: Box<[Arc<Mutex<FabricState>>]>,
+    /// Where waiting for a busy endpoint starts next (round robin).
+    pub(crate) next: std::sync::atomic::AtomicUsize,
+    /// Set while an endpoint is rebuilt in the background; reads go over HTTP meanwhile.
+    pub(crate) rebuilding: Arc<std::sync::atomic::AtomicBool>,
+    /// The local address endpoints bind to.
+    pub(crate) fabric_addr: Option<String>,
+    pub(crate) fast_path: FastPath,
+    pub(crate) read_timeout: std::time::Duration,
+    pub(crate) verify_sha256: bool,
+    /// The gateway's HTTP API (descriptors, its fabric address).
+    pub(crate) http: Arc<Transport>,
+    pub(crate) descriptors: Arc<DescriptorCache>,
+    pub(crate) counters: Counters,
+}
+
+impl FabricPool {
     /// Whether this client already knows the fast path cannot work here (Auto mode then
     /// goes straight to HTTP).
     pub(crate) fn known_unavailable(&self) -> bool {
-        self.inner.fast_path == FastPath::Auto
-            && self.inner.fabric[0]
+        self.fast_path == FastPath::Auto
+            && self.slots[0]
                 .try_lock()
                 .is_ok_and(|s| matches!(*s, FabricState::Unavailable(_)))
     }
@@ -43,36 +66,31 @@ impl Client {
     /// a time keeps using the first), else the next in turn, waited for (reads queue in
     /// order, each bounded by its own timeout).
     pub(crate) async fn endpoint(&self) -> tokio::sync::OwnedMutexGuard<FabricState> {
-        let slots = &self.inner.fabric;
+        let slots = &self.slots;
         for slot in slots.iter() {
             if let Ok(guard) = Arc::clone(slot).try_lock_owned() {
                 return guard;
             }
         }
-        let turn = self
-            .inner
-            .next_endpoint
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let turn = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Arc::clone(&slots[turn % slots.len()]).lock_owned().await
     }
 
     /// Whether the endpoint is being rebuilt after a failure (reads go over HTTP meanwhile).
     pub(crate) fn rebuilding(&self) -> bool {
-        self.inner
-            .rebuilding
-            .load(std::sync::atomic::Ordering::Acquire)
+        self.rebuilding.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Reads `key` one-sided, or fails (never falls back to HTTP). A stale, revoked, torn
     /// or timed-out read drops the cached descriptor and gets one more try with a fresh one.
-    pub(crate) async fn get_fabric_here(&self, key: &str) -> Result<Object, Error> {
+    pub(crate) async fn get(&self, key: &str) -> Result<Object, Error> {
         let mut last = None;
         for attempt in 0..2 {
             let (d, deadline) = self.descriptor(key, attempt > 0).await?;
             match self.read_one(&d, deadline).await {
                 Ok(obj) => return Ok(obj),
                 Err(e) => {
-                    self.forget(key);
+                    self.descriptors.forget(key);
                     last = Some(e);
                     if self.rebuilding() {
                         break; // the endpoint is down for a while: don't wait for it
@@ -85,7 +103,7 @@ impl Client {
 
     /// Reads the version `d` names one-sided. `sent` is when the request that returned `d`
     /// was sent: the lease is counted from then.
-    pub(crate) async fn read_descriptor_here(
+    pub(crate) async fn read_descriptor(
         &self,
         d: &Descriptor,
         sent: Instant,
@@ -125,7 +143,7 @@ impl Client {
         let mut earliest = None::<Instant>;
         for (d, deadline) in ds {
             let Some(frame) = remote_frame(d)? else {
-                self.count_fallback(Fallback::Unavailable);
+                self.counters.fallback(Fallback::Unavailable);
                 return Err(Error::FastPath(crate::descriptors::why_http_only(d)));
             };
             frames.push(frame);
@@ -135,7 +153,7 @@ impl Client {
         let state = self.ready_endpoint(earliest).await?;
         let timeout = earliest
             .saturating_duration_since(Instant::now())
-            .min(self.inner.read_timeout);
+            .min(self.read_timeout);
         let (results, ()) = self
             .on_reader(state, (), move |reader, _| {
                 reader.read_many(&frames, timeout)
@@ -146,21 +164,20 @@ impl Client {
         for ((d, _), r) in ds.iter().zip(results) {
             out.push(match r {
                 Err(e) => {
-                    self.count_fallback(Fallback::FrameMismatch);
+                    self.counters.fallback(Fallback::FrameMismatch);
                     Err(Error::FastPath(format!("frame rejected: {e}")))
                 }
                 Ok(payload)
-                    if self.inner.verify_sha256
-                        && hex::encode(Sha256::digest(&payload)) != d.sha256 =>
+                    if self.verify_sha256 && hex::encode(Sha256::digest(&payload)) != d.sha256 =>
                 {
-                    self.count_fallback(Fallback::Sha256Mismatch);
+                    self.counters.fallback(Fallback::Sha256Mismatch);
                     Err(Error::FastPath(
                         "SHA-256 mismatch on a one-sided read".into(),
                     ))
                 }
                 Ok(payload) => {
-                    self.count_read(ReadPath::Fabric);
-                    self.count_copied(payload.len()); // out of the scratch memory
+                    self.counters.read(ReadPath::Fabric);
+                    self.counters.copied(payload.len()); // out of the scratch memory
                     Ok(Object {
                         bytes: Bytes::from(payload),
                         version: d.version.clone(),
@@ -181,20 +198,20 @@ impl Client {
         deadline: Instant,
     ) -> Result<OwnedMutexGuard<FabricState>, Error> {
         if self.rebuilding() {
-            self.count_fallback(Fallback::Rebuilding);
+            self.counters.fallback(Fallback::Rebuilding);
             return Err(Error::FastPath(
                 "the fabric endpoint is being rebuilt".into(),
             ));
         }
         if Instant::now() >= deadline {
-            self.count_fallback(Fallback::LeaseExpired);
+            self.counters.fallback(Fallback::LeaseExpired);
             return Err(Error::FastPath(
                 "the descriptor's lease ended before the read".into(),
             ));
         }
         let mut state = self.endpoint().await;
         if let Err(e) = self.connect(&mut state).await {
-            self.count_fallback(Fallback::Unavailable);
+            self.counters.fallback(Fallback::Unavailable);
             return Err(e);
         }
         Ok(state)
@@ -202,7 +219,7 @@ impl Client {
 
     /// Runs `read` with the connected reader of `state` on the blocking pool, handing it
     /// `buf` (the pool owns it meanwhile; it comes back with the result). A failure is
-    /// counted and leaves the endpoint to [`Client::after_failure`]; counting a success is
+    /// counted and leaves the endpoint to [`FabricPool::after_failure`]; counting a success is
     /// the caller's.
     pub(crate) async fn on_reader<B: Send + 'static, T: Send + 'static>(
         &self,
@@ -239,7 +256,7 @@ impl Client {
     /// it in the background. A revoked key on a provider whose endpoint survives it (efa,
     /// sockets) only meant a stale descriptor: the endpoint stays as it is.
     pub(crate) fn after_failure(&self, e: &ReadError, state: OwnedMutexGuard<FabricState>) {
-        self.count_fallback(Fallback::of(e));
+        self.counters.fallback(Fallback::of(e));
         let kept = matches!(&*state, FabricState::Ready { reader, .. } if reader.is_connected());
         if kept {
             drop(state);
@@ -260,11 +277,11 @@ impl Client {
         &self,
         mut state: tokio::sync::OwnedMutexGuard<FabricState>,
     ) {
-        let flag = Arc::clone(&self.inner.rebuilding);
+        let flag = Arc::clone(&self.rebuilding);
         flag.store(true, std::sync::atomic::Ordering::Release);
-        let client = self.clone();
+        let (http, descriptors) = (Arc::clone(&self.http), Arc::clone(&self.descriptors));
         tokio::spawn(async move {
-            let now = client.fabric_info().await.ok();
+            let now = http.fabric_info().await.ok();
             if let (
                 FabricState::Ready {
                     reader,
@@ -280,12 +297,7 @@ impl Client {
                         new = %info.incarnation,
                         "the gateway restarted; dropping its old descriptors"
                     );
-                    client
-                        .inner
-                        .cache
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .clear();
+                    descriptors.clear();
                     *incarnation = info.incarnation;
                 }
                 if let Some(address) = address.filter(|_| info.enabled) {
@@ -315,7 +327,7 @@ impl Client {
             FabricState::Unavailable(why) => return Err(Error::FastPath(why.clone())),
             FabricState::Unknown => {}
         }
-        let info = self.fabric_info().await?;
+        let info = self.http.fabric_info().await?;
         let incarnation = info.incarnation;
         let (Some(provider), Some(address), true) = (info.provider, info.address, info.enabled)
         else {
@@ -326,7 +338,7 @@ impl Client {
         let address = BASE64_STANDARD
             .decode(address)
             .map_err(|_| Error::Protocol("fabric address is not base64".into()))?;
-        let cfg = FabricConfig::new(provider, self.inner.fabric_addr.clone());
+        let cfg = FabricConfig::new(provider, self.fabric_addr.clone());
         let connected = tokio::task::spawn_blocking(move || Reader::connect(cfg, address))
             .await
             .map_err(|e| Error::FastPath(format!("connect task failed: {e}")))?;
@@ -336,11 +348,7 @@ impl Client {
                     reader: Box::new(r),
                     incarnation,
                 };
-                self.inner
-                    .stats
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .fabric_endpoints += 1;
+                self.counters.endpoint_opened();
                 Ok(())
             }
             Err(e) => {
@@ -349,5 +357,22 @@ impl Client {
                 Err(Error::FastPath(why))
             }
         }
+    }
+
+    /// A descriptor of `key` that may still be read from now on: the one held while its
+    /// deadline is ahead (unless `fresh`), else a new one (and its deadline).
+    pub(crate) async fn descriptor(
+        &self,
+        key: &str,
+        fresh: bool,
+    ) -> Result<(Descriptor, Instant), Error> {
+        if let Some(held) = self.descriptors.fresh(key).filter(|_| !fresh) {
+            return Ok(held);
+        }
+        let sent = Instant::now();
+        let d = self.http.resolve(key).await?;
+        let deadline = deadline_of(&d, sent);
+        self.descriptors.insert(key, d.clone(), deadline);
+        Ok((d, deadline))
     }
 }

@@ -8,8 +8,9 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use rasa_openapi::{Descriptor, FabricInfo, ObjectList, Problem, ProblemCode};
 
+use crate::stats::Counters;
 use crate::timeouts::{until_idle, Progress, TimeoutKind, TrackedBytes, TrackedStream};
-use crate::{Client, Error, Meta, Object, ReadPath};
+use crate::{Error, Meta, Object, ReadPath};
 
 /// Longest `Retry-After` the SDK waits out by itself; a longer one is returned as the
 /// `503` it is.
@@ -62,15 +63,31 @@ impl Payload {
     }
 }
 
-impl Client {
+/// One gateway's HTTP API: the connection pool, its endpoint and timeouts, and every
+/// exchange with it (writes, metadata, listing, descriptors, reads over HTTP).
+#[derive(Debug)]
+pub(crate) struct Transport {
+    pub(crate) http: reqwest::Client,
+    pub(crate) endpoint: String,
+    /// Longest wait for a connection.
+    pub(crate) connect_timeout: Duration,
+    /// Longest an HTTP exchange may go without progress.
+    pub(crate) request_timeout: Duration,
+    pub(crate) retries_when_busy: u32,
+    /// Check bodies against their SHA-256 as they arrive.
+    pub(crate) verify_sha256: bool,
+    pub(crate) counters: Counters,
+}
+
+impl Transport {
     /// The SDK error for a failed reqwest exchange: timeouts name the endpoint and the
     /// setting that fired.
     pub(crate) fn http_error(&self, e: reqwest::Error) -> Error {
         if e.is_timeout() {
             let (kind, after) = if e.is_connect() {
-                (TimeoutKind::Connect, self.inner.connect_timeout)
+                (TimeoutKind::Connect, self.connect_timeout)
             } else {
-                (TimeoutKind::Request, self.inner.request_timeout)
+                (TimeoutKind::Request, self.request_timeout)
             };
             return self.timeout(kind, after);
         }
@@ -78,9 +95,9 @@ impl Client {
     }
 
     pub(crate) fn timeout(&self, kind: TimeoutKind, after: Duration) -> Error {
-        crate::timeouts::mark_stalled(&self.inner.endpoint, kind, after);
+        crate::timeouts::mark_stalled(&self.endpoint, kind, after);
         Error::Timeout {
-            endpoint: self.inner.endpoint.clone(),
+            endpoint: self.endpoint.clone(),
             kind,
             after,
         }
@@ -89,7 +106,7 @@ impl Client {
     /// The whole body of `resp`; each chunk must arrive within the request timeout. One
     /// copy at most, into a buffer sized from `Content-Length` (none for a single chunk).
     pub(crate) async fn body_bytes(&self, mut resp: reqwest::Response) -> Result<Bytes, Error> {
-        let idle = self.inner.request_timeout;
+        let idle = self.request_timeout;
         let expected = resp.content_length().unwrap_or(0) as usize;
         let mut first: Option<Bytes> = None;
         let mut rest = bytes::BytesMut::new();
@@ -106,10 +123,10 @@ impl Client {
                     if let Some(h) = held {
                         rest.reserve(expected.max(h.len() + chunk.len()));
                         rest.extend_from_slice(&h);
-                        self.count_copied(h.len());
+                        self.counters.copied(h.len());
                     }
                     rest.extend_from_slice(&chunk);
-                    self.count_copied(chunk.len());
+                    self.counters.copied(chunk.len());
                 }
             }
         }
@@ -141,7 +158,7 @@ impl Client {
             .map_err(|e| Error::Protocol(format!("an answer that is not the expected JSON: {e}")))
     }
 
-    /// Sends `req` (whose body, if any, is in memory); see [`Client::exchange`].
+    /// Sends `req` (whose body, if any, is in memory); see [`Transport::exchange`].
     pub(crate) async fn send(
         &self,
         req: reqwest::RequestBuilder,
@@ -166,7 +183,7 @@ impl Client {
         mut next: impl FnMut(&Arc<Progress>) -> Option<reqwest::RequestBuilder>,
     ) -> Result<reqwest::Response, Error> {
         // This call already waited out a timeout on this gateway: not a second time.
-        if let Some((kind, after)) = crate::timeouts::stalled(&self.inner.endpoint) {
+        if let Some((kind, after)) = crate::timeouts::stalled(&self.endpoint) {
             return Err(self.timeout(kind, after));
         }
         let mut retries = 0;
@@ -177,13 +194,13 @@ impl Client {
             req = req.header(rasa_openapi::HOP_HEADER, "1");
         }
         loop {
-            let idle = self.inner.request_timeout;
+            let idle = self.request_timeout;
             let resp = match until_idle(req.send(), &progress, idle).await {
                 None => return Err(self.timeout(TimeoutKind::Request, idle)),
                 Some(r) => r.map_err(|e| self.http_error(e))?,
             };
             if resp.status() != reqwest::StatusCode::SERVICE_UNAVAILABLE
-                || retries >= self.inner.retries_when_busy
+                || retries >= self.retries_when_busy
             {
                 return Ok(resp);
             }
@@ -202,11 +219,7 @@ impl Client {
             } else {
                 again
             };
-            self.inner
-                .stats
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .busy_retries += 1;
+            self.counters.busy_retry();
             tokio::time::sleep(wait).await;
             progress.bump(); // the idle clock starts when the request is sent
             req = again;
@@ -221,13 +234,13 @@ impl Client {
         rasa_openapi::key::validate(key).map_err(|why| Error::invalid_key(key, &why))?;
         Ok(format!(
             "{}/v1/{route}/{}",
-            self.inner.endpoint,
+            self.endpoint,
             rasa_openapi::key_to_path(key)
         ))
     }
 
     /// Stores `body` with a media type.
-    pub(crate) async fn put_typed_here(
+    pub(crate) async fn put_typed(
         &self,
         key: &str,
         body: impl Into<reqwest::Body>,
@@ -239,7 +252,7 @@ impl Client {
 
     /// Stores the file at `path`, read a MiB at a time and sent with its length (so the
     /// gateway streams it into memory too).
-    pub(crate) async fn put_file_here(
+    pub(crate) async fn put_file(
         &self,
         key: &str,
         path: &std::path::Path,
@@ -275,7 +288,7 @@ impl Client {
         let url = self.url("objects", key)?;
         let resp = self
             .exchange(|progress| {
-                let mut req = self.inner.http.put(&url).body(payload.body(progress)?);
+                let mut req = self.http.put(&url).body(payload.body(progress)?);
                 if let Some(ct) = content_type {
                     req = req.header(reqwest::header::CONTENT_TYPE, ct);
                 }
@@ -289,9 +302,9 @@ impl Client {
     }
 
     /// Deletes `key` (succeeds when absent too).
-    pub(crate) async fn delete_here(&self, key: &str) -> Result<(), Error> {
+    pub(crate) async fn delete(&self, key: &str) -> Result<(), Error> {
         let resp = self
-            .send(self.inner.http.delete(self.url("objects", key)?))
+            .send(self.http.delete(self.url("objects", key)?))
             .await?;
         if resp.status().is_success() {
             Ok(())
@@ -301,22 +314,16 @@ impl Client {
     }
 
     /// How this gateway serves one-sided reads.
-    pub async fn fabric_info(&self) -> Result<FabricInfo, Error> {
+    pub(crate) async fn fabric_info(&self) -> Result<FabricInfo, Error> {
         let resp = self
-            .send(
-                self.inner
-                    .http
-                    .get(format!("{}/v1/fabric", self.inner.endpoint)),
-            )
+            .send(self.http.get(format!("{}/v1/fabric", self.endpoint)))
             .await?;
         self.decode(resp).await
     }
 
     /// The metadata of `key`'s current version.
-    pub(crate) async fn head_here(&self, key: &str) -> Result<Meta, Error> {
-        let resp = self
-            .send(self.inner.http.head(self.url("objects", key)?))
-            .await?;
+    pub(crate) async fn head(&self, key: &str) -> Result<Meta, Error> {
+        let resp = self.send(self.http.head(self.url("objects", key)?)).await?;
         if !resp.status().is_success() {
             return Err(Error::Problem(Problem {
                 type_uri: "urn:rasa:problem:not_found".into(),
@@ -341,7 +348,7 @@ impl Client {
     }
 
     /// A page of keys starting with `prefix`, after `after`, at most `limit` (1–1000).
-    pub(crate) async fn list_here(
+    pub(crate) async fn list(
         &self,
         prefix: &str,
         after: Option<&str>,
@@ -353,22 +360,17 @@ impl Client {
         }
         let resp = self
             .send(
-                self.inner
-                    .http
-                    .get(format!("{}/v1/objects", self.inner.endpoint))
+                self.http
+                    .get(format!("{}/v1/objects", self.endpoint))
                     .query(&q),
             )
             .await?;
         self.decode(resp).await
     }
 
-    /// Reads `key` over HTTP.
-    pub(crate) async fn get_http_here(&self, key: &str) -> Result<Object, Error> {
-        self.http_get(key, None).await
-    }
-
-    pub(crate) async fn http_get(&self, key: &str, range: Option<String>) -> Result<Object, Error> {
-        let mut req = self.inner.http.get(self.url("objects", key)?);
+    /// Reads `key` (or its `range`, an HTTP `Range` value) over HTTP.
+    pub(crate) async fn get(&self, key: &str, range: Option<String>) -> Result<Object, Error> {
+        let mut req = self.http.get(self.url("objects", key)?);
         if let Some(r) = range {
             req = req.header(reqwest::header::RANGE, r);
         }
@@ -381,7 +383,7 @@ impl Client {
         let sha256 = header("etag").trim_matches('"').to_owned();
         let content_type = header("content-type");
         let bytes = self.body_bytes(resp).await?;
-        self.count_read(ReadPath::Http);
+        self.counters.read(ReadPath::Http);
         Ok(Object {
             bytes,
             version,

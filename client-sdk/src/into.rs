@@ -14,6 +14,8 @@ use futures_util::StreamExt;
 use rasa_openapi::Descriptor;
 use sha2::{Digest, Sha256};
 
+use crate::client::Node;
+use crate::fabric::FabricPool;
 use crate::registered::RegisteredBuffer;
 use crate::stream::Written;
 use crate::{Client, Error, Fallback, FastPath, ReadPath};
@@ -38,12 +40,12 @@ impl Client {
         buf: B,
     ) -> BufResult<Written, B> {
         crate::timeouts::call_scope(async {
-            match self.owner_client(key).await {
+            match self.inner.owner(key).await {
                 Some((c, owner)) => {
-                    crate::cluster::with_hop(!owner, async { c.get_into_here(key, buf).await })
+                    crate::cluster::with_hop(!owner, async { c.inner.get_into(key, buf).await })
                         .await
                 }
-                None => self.get_into_here(key, buf).await,
+                None => self.inner.get_into(key, buf).await,
             }
         })
         .await
@@ -68,16 +70,18 @@ impl Client {
             .collect()
             .await
     }
+}
 
-    async fn get_into_here<B: AsMut<[u8]> + Send + 'static>(
+impl Node {
+    pub(crate) async fn get_into<B: AsMut<[u8]> + Send + 'static>(
         &self,
         key: &str,
         mut buf: B,
     ) -> BufResult<Written, B> {
-        if self.inner.fast_path != FastPath::Off && !self.known_unavailable() {
+        if self.fast_path != FastPath::Off && !self.fabric.known_unavailable() {
             let mut last = None;
             for attempt in 0..2 {
-                let (d, deadline) = match self.descriptor(key, attempt > 0).await {
+                let (d, deadline) = match self.fabric.descriptor(key, attempt > 0).await {
                     Ok(d) => d,
                     Err(e) => {
                         last = Some(e);
@@ -89,14 +93,14 @@ impl Client {
                     let needed = Some(d.length);
                     return (Err(Error::BufferTooSmall { needed, capacity }), buf);
                 }
-                let (r, b) = self.frame_into(&d, deadline, buf).await;
+                let (r, b) = self.fabric.frame_into(&d, deadline, buf).await;
                 buf = b;
                 match r {
                     Ok(w) => return (Ok(w), buf),
                     Err(e) => {
-                        self.forget(key);
+                        self.fabric.descriptors.forget(key);
                         last = Some(e);
-                        if self.rebuilding() {
+                        if self.fabric.rebuilding() {
                             break; // the endpoint is down for a while: don't wait for it
                         }
                     }
@@ -107,7 +111,7 @@ impl Client {
             // the fast path: HTTP would not do better (but for an object too large to
             // cache, which only HTTP serves).
             let done = matches!(e, Error::Problem(_) | Error::Timeout { .. }) && !e.http_only();
-            if done || self.inner.fast_path == FastPath::Required {
+            if done || self.fast_path == FastPath::Required {
                 return (Err(e), buf);
             }
             tracing::debug!(key, error = %e, "fast path failed; reading over HTTP");
@@ -115,9 +119,10 @@ impl Client {
         let capacity = buf.as_mut().len() as u64;
         let mut out = Cursor::new(buf.as_mut());
         let r = self
+            .http
             .http_to(key, &mut out, Some(capacity))
             .await
-            .inspect(|w| self.count_copied(w.length as usize))
+            .inspect(|w| self.counters.copied(w.length as usize))
             .map_err(|p| match p.error {
                 // The body outgrew the buffer (its length was not said up front).
                 Error::Output(_) if out.position() == capacity => Error::BufferTooSmall {
@@ -128,11 +133,13 @@ impl Client {
             });
         (r, buf)
     }
+}
 
+impl FabricPool {
     /// The frame `d` names, one-sided, copied from the reader's scratch ring straight into
     /// `buf`, or landing in it when it is registered memory (on the blocking pool, which
     /// owns `buf` meanwhile).
-    async fn frame_into<B: AsMut<[u8]> + Send + 'static>(
+    pub(crate) async fn frame_into<B: AsMut<[u8]> + Send + 'static>(
         &self,
         d: &Descriptor,
         deadline: Instant,
@@ -142,8 +149,8 @@ impl Client {
             Ok(r) => r,
             Err(e) => return (Err(e), buf),
         };
-        let verify = self.inner.verify_sha256.then(|| d.sha256.clone());
-        let most = self.inner.read_timeout;
+        let verify = self.verify_sha256.then(|| d.sha256.clone());
+        let most = self.read_timeout;
         let (r, buf) = self
             .on_reader(state, buf, move |reader, buf| {
                 let digest_ok =
@@ -171,14 +178,14 @@ impl Client {
         let r = match r {
             Err(e) => Err(e),
             Ok((_, false, _)) => {
-                self.count_fallback(Fallback::Sha256Mismatch);
+                self.counters.fallback(Fallback::Sha256Mismatch);
                 Err(Error::FastPath(
                     "SHA-256 mismatch on a one-sided read".into(),
                 ))
             }
             Ok((length, true, copied)) => {
-                self.count_read(ReadPath::Fabric);
-                self.count_copied(copied);
+                self.counters.read(ReadPath::Fabric);
+                self.counters.copied(copied);
                 Ok(Written {
                     length: length as u64,
                     version: d.version.clone(),

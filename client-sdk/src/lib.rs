@@ -64,7 +64,7 @@ mod verify;
 pub use builder::{default_fabric_addr, ClientBuilder};
 pub use client::Client;
 pub use descriptors::remote_frame;
-pub use error::Error;
+pub use error::{with_causes, Error};
 pub use http::MAX_BUSY_WAIT;
 pub use into::BufResult;
 pub use object::{FastPath, Meta, Object, ReadPath};

@@ -7,7 +7,9 @@ use std::time::Instant;
 use bytes::Bytes;
 use rasa_openapi::Descriptor;
 
-use crate::{BufResult, Client, Error, Fallback, FastPath, Object, ReadPath, Written};
+use crate::client::Node;
+use crate::fabric::FabricPool;
+use crate::{BufResult, Error, Fallback, FastPath, Object, ReadPath, Written};
 
 /// Bytes `range` of a value of `len` bytes, as HTTP serves them: an end past the value is
 /// cut at its end. `None` when the range starts past the end (HTTP's 416) or is reversed.
@@ -18,17 +20,13 @@ fn clamp(range: &Range<u64>, len: u64) -> Option<Range<u64>> {
     Some(range.start..range.end.min(len))
 }
 
-impl Client {
+impl Node {
     /// Reads bytes `range` of `key`'s current version: one-sided when the policy allows,
     /// the version's frame has a block table and the read validates, else over HTTP. An
     /// end past the value is cut at its end (as HTTP does); a start past it is an error
     /// ([`rasa_openapi::ProblemCode::RangeNotSatisfiable`]). An empty range reads nothing
     /// but still names the version.
-    pub(crate) async fn get_range_here(
-        &self,
-        key: &str,
-        range: Range<u64>,
-    ) -> Result<Object, Error> {
+    pub(crate) async fn get_range(&self, key: &str, range: Range<u64>) -> Result<Object, Error> {
         let fit = |b: &mut Vec<u8>, n: usize| {
             b.resize(n, 0);
             true
@@ -47,7 +45,7 @@ impl Client {
     /// `buf` back, like [`Client::get_range`] (one-sided straight into `buf`, one copy from
     /// the reader's scratch space). A buffer shorter than the range gives
     /// [`Error::BufferTooSmall`] before anything is read.
-    pub(crate) async fn get_range_into_here<B: AsMut<[u8]> + Send + 'static>(
+    pub(crate) async fn get_range_into<B: AsMut<[u8]> + Send + 'static>(
         &self,
         key: &str,
         range: Range<u64>,
@@ -70,13 +68,13 @@ impl Client {
             let (start, end) = (range.start, range.end);
             return (Err(Error::InvalidRange { start, end }), buf);
         }
-        let one_sided = self.inner.fast_path != FastPath::Off && !self.known_unavailable();
+        let one_sided = self.fast_path != FastPath::Off && !self.fabric.known_unavailable();
         let mut last = None;
         for attempt in 0..2 {
             if !one_sided && !range.is_empty() {
                 break;
             }
-            let (d, deadline) = match self.descriptor(key, attempt > 0).await {
+            let (d, deadline) = match self.fabric.descriptor(key, attempt > 0).await {
                 Ok(d) => d,
                 Err(e) => return (Err(e), buf),
             };
@@ -105,28 +103,28 @@ impl Client {
             if !one_sided {
                 break;
             }
-            let (res, b) = self.range_into(&d, deadline, r, buf).await;
+            let (res, b) = self.fabric.range_into(&d, deadline, r, buf).await;
             buf = b;
             match res {
                 Ok(()) => {
-                    self.count_copied(n);
+                    self.counters.copied(n);
                     return (Ok(written(ReadPath::Fabric)), buf);
                 }
                 Err(e) => {
-                    self.forget(key);
+                    self.fabric.descriptors.forget(key);
                     let lasting = matches!(&e, Error::FastPath(m) if m.starts_with(NO_TABLE));
                     last = Some(e);
-                    if lasting || self.rebuilding() {
+                    if lasting || self.fabric.rebuilding() {
                         break; // a fresh descriptor will not do better
                     }
                 }
             }
         }
-        if let Some(e) = last.filter(|_| self.inner.fast_path == FastPath::Required) {
+        if let Some(e) = last.filter(|_| self.fast_path == FastPath::Required) {
             return (Err(e), buf);
         }
         let header = format!("bytes={}-{}", range.start, range.end.saturating_sub(1));
-        let obj = match self.http_get(key, Some(header)).await {
+        let obj = match self.http.get(key, Some(header)).await {
             Ok(obj) => obj,
             Err(e) => return (Err(e), buf),
         };
@@ -139,7 +137,7 @@ impl Client {
             return (Err(e), buf);
         }
         buf.as_mut()[..obj.bytes.len()].copy_from_slice(&obj.bytes);
-        self.count_copied(obj.bytes.len());
+        self.counters.copied(obj.bytes.len());
         let w = Written {
             length: obj.bytes.len() as u64,
             version: obj.version,
@@ -149,10 +147,12 @@ impl Client {
         };
         (Ok(w), buf)
     }
+}
 
+impl FabricPool {
     /// Bytes `range` (within the value) of the version `d` names, one-sided into the front
     /// of `buf` (on the blocking pool, which owns `buf` meanwhile).
-    async fn range_into<B: AsMut<[u8]> + Send + 'static>(
+    pub(crate) async fn range_into<B: AsMut<[u8]> + Send + 'static>(
         &self,
         d: &Descriptor,
         deadline: Instant,
@@ -165,7 +165,7 @@ impl Client {
         };
         if frame.blocks.is_none() {
             drop(state);
-            self.count_fallback(Fallback::NoBlockTable);
+            self.counters.fallback(Fallback::NoBlockTable);
             let e = Error::FastPath(format!(
                 "{NO_TABLE} (frame format {}, block size {})",
                 d.frame_format, d.block_size
@@ -174,7 +174,7 @@ impl Client {
         }
         let timeout = deadline
             .saturating_duration_since(Instant::now())
-            .min(self.inner.read_timeout);
+            .min(self.read_timeout);
         let n = (range.end - range.start) as usize;
         let (r, buf) = self
             .on_reader(state, buf, move |reader, buf| {
@@ -182,7 +182,7 @@ impl Client {
             })
             .await;
         if r.is_ok() {
-            self.count_read(ReadPath::Fabric);
+            self.counters.read(ReadPath::Fabric);
         }
         (r, buf)
     }

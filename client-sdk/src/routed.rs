@@ -13,20 +13,20 @@ impl Client {
     /// Reads `key`'s current version: one-sided when the policy allows and it works, else
     /// over HTTP.
     pub async fn get(&self, key: &str) -> Result<Object, Error> {
-        self.on_owner(key, |c| async move { c.get_here(key).await })
+        self.on_owner(key, |c| async move { c.inner.get(key).await })
             .await
     }
 
     /// Reads `key` one-sided, or fails (never falls back to HTTP). A stale, revoked, torn
     /// or timed-out read drops the cached descriptor and gets one more try with a fresh one.
     pub async fn get_fabric(&self, key: &str) -> Result<Object, Error> {
-        self.on_owner(key, |c| async move { c.get_fabric_here(key).await })
+        self.on_owner(key, |c| async move { c.inner.fabric.get(key).await })
             .await
     }
 
     /// Reads `key` over HTTP.
     pub async fn get_http(&self, key: &str) -> Result<Object, Error> {
-        self.on_owner(key, |c| async move { c.get_http_here(key).await })
+        self.on_owner(key, |c| async move { c.inner.http.get(key, None).await })
             .await
     }
 
@@ -38,7 +38,7 @@ impl Client {
         let r = &range;
         self.on_owner(
             key,
-            |c| async move { c.get_range_here(key, r.clone()).await },
+            |c| async move { c.inner.get_range(key, r.clone()).await },
         )
         .await
     }
@@ -52,14 +52,14 @@ impl Client {
         buf: B,
     ) -> crate::BufResult<crate::Written, B> {
         crate::timeouts::call_scope(async {
-            match self.owner_client(key).await {
+            match self.inner.owner(key).await {
                 Some((c, owner)) => {
                     crate::cluster::with_hop(!owner, async {
-                        c.get_range_into_here(key, range, buf).await
+                        c.inner.get_range_into(key, range, buf).await
                     })
                     .await
                 }
-                None => self.get_range_into_here(key, range, buf).await,
+                None => self.inner.get_range_into(key, range, buf).await,
             }
         })
         .await
@@ -69,11 +69,15 @@ impl Client {
     /// in flight together; keys that cannot be read one-sided are read over HTTP (per the
     /// policy). One result per key, in order.
     pub async fn get_many(&self, keys: &[&str]) -> Result<Vec<Result<Object, Error>>, Error> {
-        let Some(out) = self
-            .per_owner(keys, |c, sub| async move { c.get_many_here(&sub).await })
+        let Some(out) =
+            crate::cluster::per_owner(
+                self,
+                keys,
+                |c, sub| async move { c.inner.get_many(&sub).await },
+            )
             .await
         else {
-            return self.get_many_here(keys).await;
+            return self.inner.get_many(keys).await;
         };
         let mut done = Vec::with_capacity(keys.len());
         for (i, r) in out.into_iter().enumerate() {
@@ -88,7 +92,7 @@ impl Client {
 
     /// A descriptor of `key`'s current version (a lease on it).
     pub async fn resolve(&self, key: &str) -> Result<Descriptor, Error> {
-        self.on_owner(key, |c| async move { c.resolve_here(key).await })
+        self.on_owner(key, |c| async move { c.inner.http.resolve(key).await })
             .await
     }
 
@@ -97,14 +101,12 @@ impl Client {
         &self,
         keys: &[&str],
     ) -> Result<Vec<Result<Descriptor, Problem>>, Error> {
-        let Some(out) = self
-            .per_owner(
-                keys,
-                |c, sub| async move { c.resolve_many_here(&sub).await },
-            )
-            .await
+        let Some(out) = crate::cluster::per_owner(self, keys, |c, sub| async move {
+            c.inner.http.resolve_many(&sub).await
+        })
+        .await
         else {
-            return self.resolve_many_here(keys).await;
+            return self.inner.http.resolve_many(keys).await;
         };
         let mut done = Vec::with_capacity(keys.len());
         for (i, r) in out.into_iter().enumerate() {
@@ -123,15 +125,15 @@ impl Client {
     /// Reads the version `d` names one-sided, from the member that handed it out. `sent`
     /// is when the request that returned `d` was sent: the lease is counted from then.
     pub async fn read_descriptor(&self, d: &Descriptor, sent: Instant) -> Result<Object, Error> {
-        if let (Some(node), Some(topology)) = (&d.node_id, self.topology().await) {
+        if let (Some(node), Some(topology)) = (&d.node_id, self.inner.topology().await) {
             let Some(c) = topology.node(node) else {
                 return Err(Error::FastPath(format!(
                     "node {node}, which handed out this descriptor, is no longer a member"
                 )));
             };
-            return c.read_descriptor_here(d, sent).await;
+            return c.inner.fabric.read_descriptor(d, sent).await;
         }
-        self.read_descriptor_here(d, sent).await
+        self.inner.fabric.read_descriptor(d, sent).await
     }
 
     /// Streams `key`'s current version into `out` (one-sided when the policy allows, else
@@ -147,11 +149,11 @@ impl Client {
         out: &mut W,
     ) -> Result<crate::Written, Error> {
         crate::timeouts::call_scope(async {
-            match self.owner_client(key).await {
+            match self.inner.owner(key).await {
                 Some((c, owner)) => {
-                    crate::cluster::with_hop(!owner, async { c.get_to_here(key, out).await }).await
+                    crate::cluster::with_hop(!owner, async { c.inner.get_to(key, out).await }).await
                 }
-                None => self.get_to_here(key, out).await,
+                None => self.inner.get_to(key, out).await,
             }
         })
         .await
@@ -167,7 +169,7 @@ impl Client {
         path: impl AsRef<std::path::Path>,
     ) -> Result<crate::Written, Error> {
         let path = path.as_ref();
-        self.on_owner(key, |c| async move { c.get_to_file_here(key, path).await })
+        self.on_owner(key, |c| async move { c.inner.get_to_file(key, path).await })
             .await
     }
 
@@ -179,15 +181,15 @@ impl Client {
         sent: Instant,
         out: &mut W,
     ) -> Result<crate::Written, Error> {
-        if let (Some(node), Some(topology)) = (&d.node_id, self.topology().await) {
+        if let (Some(node), Some(topology)) = (&d.node_id, self.inner.topology().await) {
             let Some(c) = topology.node(node) else {
                 return Err(Error::FastPath(format!(
                     "node {node}, which handed out this descriptor, is no longer a member"
                 )));
             };
-            return c.read_descriptor_to_here(d, sent, out).await;
+            return c.inner.fabric.read_descriptor_to(d, sent, out).await;
         }
-        self.read_descriptor_to_here(d, sent, out).await
+        self.inner.fabric.read_descriptor_to(d, sent, out).await
     }
 
     /// Stores `body` as a new version of `key`.
@@ -209,17 +211,20 @@ impl Client {
     ) -> Result<Descriptor, Error> {
         let body: reqwest::Body = body.into();
         let Some(bytes) = body.as_bytes().map(Bytes::copy_from_slice) else {
-            return match self.owner_client(key).await {
+            return match self.inner.owner(key).await {
                 Some((c, owner)) => {
-                    crate::cluster::with_hop(!owner, c.put_typed_here(key, body, content_type))
-                        .await
+                    crate::cluster::with_hop(
+                        !owner,
+                        c.inner.http.put_typed(key, body, content_type),
+                    )
+                    .await
                 }
-                None => self.put_typed_here(key, body, content_type).await,
+                None => self.inner.http.put_typed(key, body, content_type).await,
             };
         };
         let b = &bytes;
         self.on_owner(key, |c| async move {
-            c.put_typed_here(key, b.clone(), content_type).await
+            c.inner.http.put_typed(key, b.clone(), content_type).await
         })
         .await
     }
@@ -235,20 +240,20 @@ impl Client {
     ) -> Result<Descriptor, Error> {
         let path = path.as_ref();
         self.on_owner(key, |c| async move {
-            c.put_file_here(key, path, content_type).await
+            c.inner.http.put_file(key, path, content_type).await
         })
         .await
     }
 
     /// Deletes `key` (succeeds when absent too).
     pub async fn delete(&self, key: &str) -> Result<(), Error> {
-        self.on_owner(key, |c| async move { c.delete_here(key).await })
+        self.on_owner(key, |c| async move { c.inner.http.delete(key).await })
             .await
     }
 
     /// The metadata of `key`'s current version.
     pub async fn head(&self, key: &str) -> Result<Meta, Error> {
-        self.on_owner(key, |c| async move { c.head_here(key).await })
+        self.on_owner(key, |c| async move { c.inner.http.head(key).await })
             .await
     }
 
@@ -261,71 +266,24 @@ impl Client {
         after: Option<&str>,
         limit: usize,
     ) -> Result<ObjectList, Error> {
-        let Some(topology) = self.topology().await else {
-            return self.list_here(prefix, after, limit).await;
+        let Some(topology) = self.inner.topology().await else {
+            return self.inner.http.list(prefix, after, limit).await;
         };
         let mut last = None;
         for c in topology.all() {
-            match c.list_here(prefix, after, limit).await {
+            match c.inner.http.list(prefix, after, limit).await {
                 Err(e) if e.is_unreachable() => last = Some(e),
                 other => return other,
             }
         }
         match last {
             Some(e) => Err(e),
-            None => self.list_here(prefix, after, limit).await,
+            None => self.inner.http.list(prefix, after, limit).await,
         }
     }
 
-    /// The member to send `key` to first (and whether it is the owner), when this client
-    /// talks to a cluster.
-    pub(crate) async fn owner_client(&self, key: &str) -> Option<(Client, bool)> {
-        self.topology().await?.first(key)
-    }
-
-    /// Runs `batch` on each owner's client with its keys, all owners at once, when this
-    /// client talks to a cluster: one answer slot per key, `None` where the owner did not
-    /// answer (those keys then go their own way).
-    async fn per_owner<'k, T, Fut>(
-        &self,
-        keys: &[&'k str],
-        batch: impl Fn(Client, Vec<&'k str>) -> Fut,
-    ) -> Option<Vec<Option<T>>>
-    where
-        Fut: std::future::Future<Output = Result<Vec<T>, Error>>,
-    {
-        let groups = self.by_owner(keys).await?;
-        let mut out: Vec<Option<T>> = keys.iter().map(|_| None).collect();
-        let answers = futures_util::future::join_all(groups.into_iter().map(|(c, idx)| {
-            let sub: Vec<&str> = idx.iter().map(|&i| keys[i]).collect();
-            let call = batch(c, sub);
-            async move { (idx, call.await) }
-        }))
-        .await;
-        for (idx, answer) in answers {
-            if let Ok(results) = answer {
-                for (i, r) in idx.into_iter().zip(results) {
-                    out[i] = Some(r);
-                }
-            }
-        }
-        Some(out)
-    }
-
-    /// `keys` grouped by owner (indices into `keys`), when this client talks to a cluster.
-    async fn by_owner(&self, keys: &[&str]) -> Option<Vec<(Client, Vec<usize>)>> {
-        self.topology().await?;
-        let mut groups: Vec<(Client, Vec<usize>)> = Vec::new();
-        for (i, k) in keys.iter().enumerate() {
-            let (owner, _) = self.owner_client(k).await?;
-            match groups
-                .iter_mut()
-                .find(|(c, _)| std::sync::Arc::ptr_eq(&c.inner, &owner.inner))
-            {
-                Some((_, idx)) => idx.push(i),
-                None => groups.push((owner, vec![i])),
-            }
-        }
-        Some(groups)
+    /// How this gateway serves one-sided reads.
+    pub async fn fabric_info(&self) -> Result<rasa_openapi::FabricInfo, Error> {
+        self.inner.http.fabric_info().await
     }
 }

@@ -1,5 +1,7 @@
 //! Read counters, and why a read left the fast path.
 
+use std::sync::{Arc, Mutex};
+
 use rasa_fastpath::reader::ReadError;
 
 use crate::{Client, ReadPath};
@@ -82,31 +84,52 @@ pub struct Stats {
     pub bytes_copied: u64,
 }
 
+/// The counters of a client, shared by a cluster client and its per-node clients.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Counters(Arc<Mutex<Stats>>);
+
+impl Counters {
+    fn with(&self, f: impl FnOnce(&mut Stats)) {
+        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    /// The counts so far.
+    pub(crate) fn snapshot(&self) -> Stats {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// A one-sided attempt failed for `why`.
+    pub(crate) fn fallback(&self, why: Fallback) {
+        self.with(|st| *st.fallbacks.entry(why.as_str()).or_default() += 1);
+    }
+
+    /// `n` bytes copied on their way to the caller.
+    pub(crate) fn copied(&self, n: usize) {
+        self.with(|st| st.bytes_copied += n as u64);
+    }
+
+    /// A value was served over `path`.
+    pub(crate) fn read(&self, path: ReadPath) {
+        self.with(|st| match path {
+            ReadPath::Fabric => st.fabric_reads += 1,
+            ReadPath::Http => st.http_reads += 1,
+        });
+    }
+
+    /// A request was sent again after a `503`.
+    pub(crate) fn busy_retry(&self) {
+        self.with(|st| st.busy_retries += 1);
+    }
+
+    /// A fabric endpoint was opened.
+    pub(crate) fn endpoint_opened(&self) {
+        self.with(|st| st.fabric_endpoints += 1);
+    }
+}
+
 impl Client {
     /// Read counters so far.
     pub fn stats(&self) -> Stats {
-        self.inner
-            .stats
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    pub(crate) fn count_fallback(&self, why: Fallback) {
-        let mut st = self.inner.stats.lock().unwrap_or_else(|e| e.into_inner());
-        *st.fallbacks.entry(why.as_str()).or_default() += 1;
-    }
-
-    pub(crate) fn count_copied(&self, n: usize) {
-        let mut st = self.inner.stats.lock().unwrap_or_else(|e| e.into_inner());
-        st.bytes_copied += n as u64;
-    }
-
-    pub(crate) fn count_read(&self, path: ReadPath) {
-        let mut st = self.inner.stats.lock().unwrap_or_else(|e| e.into_inner());
-        match path {
-            ReadPath::Fabric => st.fabric_reads += 1,
-            ReadPath::Http => st.http_reads += 1,
-        }
+        self.inner.counters.snapshot()
     }
 }

@@ -14,11 +14,13 @@ use rasa_openapi::Descriptor;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::OwnedMutexGuard;
 
+use crate::client::Node;
 use crate::descriptors::{deadline_of, remote_frame};
-use crate::fabric::FabricState;
+use crate::fabric::{FabricPool, FabricState};
+use crate::http::Transport;
 use crate::timeouts::TimeoutKind;
 use crate::verify::BodyCheck;
-use crate::{Client, Error, Fallback, FastPath, ReadPath};
+use crate::{Error, Fallback, FastPath, ReadPath};
 
 /// Bytes gathered before each write to a file (a tokio file writes on the blocking pool).
 const WRITE_BUFFER: usize = 1 << 20;
@@ -64,14 +66,14 @@ impl Partial {
     }
 }
 
-impl Client {
-    pub(crate) async fn get_to_here<W: AsyncWrite + Unpin + ?Sized>(
+impl Node {
+    pub(crate) async fn get_to<W: AsyncWrite + Unpin + ?Sized>(
         &self,
         key: &str,
         out: &mut W,
     ) -> Result<Written, Error> {
-        if self.inner.fast_path != FastPath::Off && !self.known_unavailable() {
-            match self.fabric_to(key, out).await {
+        if self.fast_path != FastPath::Off && !self.fabric.known_unavailable() {
+            match self.fabric.fabric_to(key, out).await {
                 Ok(w) => return Ok(w),
                 Err(p) if p.written > 0 || self.final_failure(&p.error) => {
                     return Err(p.into_error())
@@ -81,12 +83,13 @@ impl Client {
                 }
             }
         }
-        self.http_to(key, out, None)
+        self.http
+            .http_to(key, out, None)
             .await
             .map_err(Partial::into_error)
     }
 
-    pub(crate) async fn get_to_file_here(&self, key: &str, path: &Path) -> Result<Written, Error> {
+    pub(crate) async fn get_to_file(&self, key: &str, path: &Path) -> Result<Written, Error> {
         // A device, pipe or socket (`-o /dev/null`) is written as it is: it cannot be
         // replaced by renaming, nor rewound.
         let target = match tokio::fs::metadata(path).await {
@@ -98,7 +101,7 @@ impl Client {
                     .map_err(|e| Error::Output(format!("opening {}: {e}", path.display())))?;
                 // A tokio file writes on the blocking pool: one hop per MiB, not per chunk.
                 let mut out = tokio::io::BufWriter::with_capacity(WRITE_BUFFER, out);
-                return self.get_to_here(key, &mut out).await;
+                return self.get_to(key, &mut out).await;
             }
             // Through a symbolic link: replace the file it points to, not the link.
             Ok(_) => tokio::fs::canonicalize(path)
@@ -120,8 +123,8 @@ impl Client {
                 .map_err(|e| io("creating", e))?,
         );
         let result = async {
-            if self.inner.fast_path != FastPath::Off && !self.known_unavailable() {
-                match self.fabric_to(key, &mut file).await {
+            if self.fast_path != FastPath::Off && !self.fabric.known_unavailable() {
+                match self.fabric.fabric_to(key, &mut file).await {
                     Ok(w) => return Ok(w),
                     Err(p) if self.final_failure(&p.error) => return Err(p.into_error()),
                     Err(p) => {
@@ -137,7 +140,7 @@ impl Client {
                     }
                 }
             }
-            self.http_to(key, &mut file, None).await.map_err(Partial::into_error)
+            self.http.http_to(key, &mut file, None).await.map_err(Partial::into_error)
         }
         .await;
         let done = match result {
@@ -169,9 +172,11 @@ impl Client {
             e,
             Error::Problem(_) | Error::Timeout { .. } | Error::Output(_)
         ) && !e.http_only())
-            || self.inner.fast_path == FastPath::Required
+            || self.fast_path == FastPath::Required
     }
+}
 
+impl FabricPool {
     /// `key` one-sided into `out`; a failure before any byte was written gets one more try
     /// with a fresh descriptor.
     async fn fabric_to<W: AsyncWrite + Unpin + ?Sized>(
@@ -185,7 +190,7 @@ impl Client {
             match self.frame_to(&d, deadline, out).await {
                 Ok(w) => return Ok(w),
                 Err(p) => {
-                    self.forget(key);
+                    self.descriptors.forget(key);
                     let stop = p.written > 0 || self.rebuilding();
                     last = Some(p);
                     if stop {
@@ -197,7 +202,7 @@ impl Client {
         Err(last.expect("at least one attempt"))
     }
 
-    pub(crate) async fn read_descriptor_to_here<W: AsyncWrite + Unpin + ?Sized>(
+    pub(crate) async fn read_descriptor_to<W: AsyncWrite + Unpin + ?Sized>(
         &self,
         d: &Descriptor,
         sent: Instant,
@@ -255,7 +260,7 @@ impl Client {
                     error: Error::Output(e.to_string()),
                     written,
                 })?;
-                self.count_read(ReadPath::Fabric);
+                self.counters.read(ReadPath::Fabric);
                 Ok(Written {
                     length: written,
                     version: d.version.clone(),
@@ -282,13 +287,15 @@ impl Client {
         deadline: Instant,
     ) -> Result<(RemoteFrame, OwnedMutexGuard<FabricState>), Error> {
         let Some(frame) = remote_frame(d)? else {
-            self.count_fallback(Fallback::Unavailable);
+            self.counters.fallback(Fallback::Unavailable);
             return Err(Error::FastPath(crate::descriptors::why_http_only(d)));
         };
         let state = self.ready_endpoint(deadline).await?;
         Ok((frame, state))
     }
+}
 
+impl Transport {
     /// `key` over HTTP into `out`, chunk by chunk while checking ([`BodyCheck`]: the
     /// frame checksum, or the SHA-256); the last chunk is written only once the body is
     /// known to be the version the gateway named.
@@ -300,9 +307,7 @@ impl Client {
         out: &mut W,
         room: Option<u64>,
     ) -> Result<Written, Partial> {
-        let mut resp = self
-            .send(self.inner.http.get(self.url("objects", key)?))
-            .await?;
+        let mut resp = self.send(self.http.get(self.url("objects", key)?)).await?;
         if !resp.status().is_success() {
             return Err(self.problem(resp).await.into());
         }
@@ -325,8 +330,8 @@ impl Client {
         let version = header(rasa_openapi::VERSION_HEADER);
         let sha256 = header("etag").trim_matches('"').to_owned();
         let content_type = header("content-type");
-        let mut check = BodyCheck::new(resp.headers(), key, self.inner.verify_sha256);
-        let idle = self.inner.request_timeout;
+        let mut check = BodyCheck::new(resp.headers(), key, self.verify_sha256);
+        let idle = self.request_timeout;
         let mut held: Option<Bytes> = None;
         let mut written = 0u64;
         let mut received = 0u64;
@@ -357,7 +362,7 @@ impl Client {
         out.flush()
             .await
             .map_err(|e| fail(Error::Output(e.to_string()), written))?;
-        self.count_read(ReadPath::Http);
+        self.counters.read(ReadPath::Http);
         Ok(Written {
             length: written,
             version,

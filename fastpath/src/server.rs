@@ -8,8 +8,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::buffer::ArenaBuffer;
-use crate::fabric::{FabricConfig, FabricError, MemoryRegion, Node};
-use crate::sys;
+use crate::fabric::queue::{Completion, Polled};
+use crate::fabric::{plan, FabricConfig, FabricError, MemoryRegion, Node, ACCESS_REMOTE_READ};
 
 /// Counters of the progress thread, for metrics.
 #[derive(Debug, Default)]
@@ -159,7 +159,7 @@ impl FabricServer {
     /// Registers `buffer` for remote reads under a fresh key.
     pub fn register(&self, buffer: Arc<ArenaBuffer>) -> Result<MemoryRegion, FabricError> {
         self.node
-            .register(buffer, sys::FI_REMOTE_READ as u64, self.keys.next())
+            .register(buffer, ACCESS_REMOTE_READ, self.keys.next())
     }
 
     /// Key rotation: registers the region's buffer again under a fresh key and then closes
@@ -180,34 +180,30 @@ impl FabricServer {
 impl Drop for FabricServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
-        // SAFETY: the queue is open (the node is alive); signalling wakes fi_cq_sread.
-        unsafe {
-            sys::rasa_fi_cq_signal(self.node.cq_raw());
-        }
+        self.node.wake_waiter();
         if let Some(t) = self.progress.take() {
             let _ = t.join();
         }
     }
 }
 
-/// Longest the progress thread sleeps between polls of a queue without a wait object (EFA
-/// before libfabric 2.5): handshakes and emulated reads wait on it, so it stays at a few
-/// microseconds (with the thread's timer slack lowered to match).
-pub const MAX_IDLE_SLEEP: Duration = Duration::from_micros(5);
-
-/// The pause after `idle_polls` empty polls of a queue without a wait object: spin first,
-/// then sleep briefly, never longer than [`MAX_IDLE_SLEEP`].
-pub fn idle_pause(idle_polls: u32) -> Option<Duration> {
-    (idle_polls > 1000)
-        .then(|| Duration::from_micros(u64::from(idle_polls / 1000)).min(MAX_IDLE_SLEEP))
+/// The pause after `idle_polls` empty polls of a queue without a wait object: spin a
+/// thousand polls, then sleep 1 µs, doubling every 256 polls, never longer than `max`
+/// ([`plan::max_idle_sleep`]).
+pub fn idle_pause(idle_polls: u32, max: Duration) -> Option<Duration> {
+    (idle_polls > 1000).then(|| {
+        let doublings = ((idle_polls - 1000) / 256).min(20);
+        Duration::from_micros(1 << doublings).min(max)
+    })
 }
 
 fn progress_loop(node: &Node, stop: &AtomicBool, stats: &ProgressStats) {
-    let mut entries = [sys::fi_cq_entry::default(); 16];
+    let mut entries = [Completion::default(); 16];
     let mut idle_polls = 0u32;
+    let max_sleep = plan::max_idle_sleep(node.provider());
     if !node.waitable() {
         // SAFETY: prctl(PR_SET_TIMERSLACK) on the calling thread only, with a plain integer.
-        // 1 µs of slack instead of the default 50 µs, so MAX_IDLE_SLEEP means what it says.
+        // 1 µs of slack instead of the default 50 µs, so short pauses mean what they say.
         unsafe {
             libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong);
         }
@@ -221,44 +217,30 @@ fn progress_loop(node: &Node, stop: &AtomicBool, stats: &ProgressStats) {
                 tracing::warn!(provider = node.provider(), "{event}");
             }
         }
-        let ret = if node.waitable() {
-            // SAFETY: entries has room for 16 context-format entries; the queue is open.
-            unsafe {
-                sys::rasa_fi_cq_sread(
-                    node.cq_raw(),
-                    entries.as_mut_ptr().cast(),
-                    entries.len(),
-                    std::ptr::null(),
-                    1000,
-                )
-            }
+        let polled = if node.waitable() {
+            node.wait_completions(&mut entries, 1000)
         } else {
-            // SAFETY: as above, non-blocking.
-            unsafe {
-                sys::rasa_fi_cq_read(node.cq_raw(), entries.as_mut_ptr().cast(), entries.len())
-            }
+            node.poll_completions(&mut entries)
         };
-        if ret == -(sys::FI_EAVAIL as isize) {
-            stats.errors.fetch_add(1, Ordering::Relaxed);
-            let _ = node.cq_error("progress");
-            continue;
-        }
-        if ret > 0 {
-            idle_polls = 0;
-        } else if !node.waitable() {
-            // Polled queue with nothing to do: back off from spinning to short sleeps.
-            idle_polls = idle_polls.saturating_add(1);
-            match idle_pause(idle_polls) {
-                Some(pause) => std::thread::sleep(pause),
-                None => std::hint::spin_loop(),
+        match polled {
+            Polled::ErrorPending => {
+                stats.errors.fetch_add(1, Ordering::Relaxed);
+                let _ = node.completion_error("progress");
+                continue;
             }
-            continue;
-        } else if ret < 0
-            && ret != -(sys::FI_EAGAIN as isize)
-            && ret != -(sys::FI_ECANCELED as isize)
-        {
-            // An unexpected error from sread: don't spin on it.
-            std::thread::sleep(Duration::from_millis(1));
+            Polled::Completed(_) => idle_polls = 0,
+            Polled::Empty if !node.waitable() => {
+                // Polled queue with nothing to do: back off from spinning to short sleeps.
+                idle_polls = idle_polls.saturating_add(1);
+                match idle_pause(idle_polls, max_sleep) {
+                    Some(pause) => std::thread::sleep(pause),
+                    None => std::hint::spin_loop(),
+                }
+                continue;
+            }
+            Polled::Empty => {}
+            // An unexpected error from the queue: don't spin on it.
+            Polled::Failed(_) => std::thread::sleep(Duration::from_millis(1)),
         }
         stats.wakeups.fetch_add(1, Ordering::Relaxed);
     }
@@ -270,11 +252,31 @@ mod tests {
 
     #[test]
     fn the_idle_back_off_never_sleeps_more_than_a_few_microseconds() {
-        assert_eq!(idle_pause(10), None);
-        assert_eq!(idle_pause(2_500), Some(Duration::from_micros(2)));
+        let efa = plan::max_idle_sleep("efa");
+        assert_eq!(efa, Duration::from_micros(5));
+        assert_eq!(idle_pause(10, efa), None);
+        assert_eq!(idle_pause(1_100, efa), Some(Duration::from_micros(1)));
+        assert_eq!(idle_pause(1_300, efa), Some(Duration::from_micros(2)));
         for n in [10_000, 1_000_000, u32::MAX] {
-            assert_eq!(idle_pause(n), Some(MAX_IDLE_SLEEP));
+            assert_eq!(idle_pause(n, efa), Some(efa));
         }
+    }
+
+    #[test]
+    fn an_idle_shm_gateway_backs_off_to_a_millisecond_within_a_second() {
+        let shm = plan::max_idle_sleep("shm");
+        assert_eq!(shm, Duration::from_millis(1));
+        let mut slept = Duration::ZERO;
+        let mut n = 0;
+        while idle_pause(n, shm) != Some(shm) {
+            slept += idle_pause(n, shm).unwrap_or_default();
+            n += 1;
+        }
+        assert!(
+            slept < Duration::from_secs(1),
+            "{slept:?} before the longest sleep"
+        );
+        assert_eq!(idle_pause(u32::MAX, shm), Some(shm));
     }
 
     #[test]

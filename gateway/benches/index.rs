@@ -19,6 +19,7 @@ async fn main() {
             grace: Duration::from_secs(1),
             key_lifetime: None,
             block_size: rasa_fastpath::frame::DEFAULT_BLOCK_SIZE,
+            staging_memory: 256 << 20,
         },
         None,
     );

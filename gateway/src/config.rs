@@ -41,6 +41,15 @@ pub struct Args {
     #[arg(long, env = "RASA_BLOCK_SIZE", default_value = "64KiB", value_parser = parse_size)]
     pub block_size: u64,
 
+    /// Memory that values being uploaded may hold together until each is stored: a body
+    /// arrives outside the memory one-sided readers can reach and is copied into an arena
+    /// once complete, so no remote key ever opens the bytes of an unfinished or failed
+    /// upload. An upload waiting for it longer than a lease plus twice the grace gets
+    /// 503. At least one --arena-size is allowed (values larger than an arena get their
+    /// own, registered only once written, and take none of it).
+    #[arg(long, env = "RASA_UPLOAD_STAGING_MEMORY", default_value = "256MiB", value_parser = parse_size)]
+    pub upload_staging_memory: u64,
+
     /// How long a descriptor stays valid for one-sided reads.
     #[arg(long, env = "RASA_LEASE", default_value = "10s", value_parser = parse_duration)]
     pub lease: Duration,
@@ -163,7 +172,7 @@ pub struct Args {
     /// Memory for gathering PUT bodies sent without Content-Length (chunked), all such
     /// uploads together; they are stored only once complete. A body larger than this gets
     /// 413, one arriving while the memory is in use 503. Bodies with Content-Length stream
-    /// straight into the store and do not count.
+    /// into the store's staging memory (--upload-staging-memory) and do not count.
     #[arg(long, env = "RASA_CHUNKED_UPLOAD_MEMORY", default_value = "256MiB", value_parser = parse_size)]
     pub chunked_upload_memory: u64,
 
@@ -460,6 +469,7 @@ impl Args {
             grace: self.lease_grace,
             key_lifetime: (!self.key_lifetime.is_zero()).then_some(self.key_lifetime),
             block_size: self.block_size as u32,
+            staging_memory: self.upload_staging_memory,
         }
     }
 }

@@ -10,6 +10,7 @@ use rasa_fastpath::server::FabricServer;
 use rasa_gateway::cluster::Cluster;
 use rasa_gateway::config::{Args, Command, FabricCommand, FastPathMode, TlsCommand};
 use rasa_gateway::http::{doc, AppState, HttpConfig};
+use rasa_gateway::objects::Objects;
 use rasa_gateway::server::{self, ServeOptions};
 use rasa_gateway::store::Store;
 use rasa_gateway::tokens::TokenFile;
@@ -119,6 +120,31 @@ fn log_panics() {
     }));
 }
 
+/// The read-through origin `cfg` names, in front of `store`.
+async fn read_through(
+    args: &Args,
+    cfg: rasa_gateway::origin::s3::S3Config,
+    store: &Arc<Store>,
+) -> Arc<rasa_gateway::origin::readthrough::ReadThrough> {
+    let origin = rasa_gateway::origin::s3::S3Origin::new(cfg).await;
+    tracing::info!(
+        origin = %rasa_gateway::origin::Origin::describe(&origin),
+        write_policy = ?args.effective_write_policy(),
+        ttl = ?args.origin_ttl,
+        "read-through origin"
+    );
+    let rt = rasa_gateway::origin::readthrough::ReadThrough::new(
+        Arc::new(origin),
+        Arc::clone(store),
+        (!args.origin_ttl.is_zero()).then_some(args.origin_ttl),
+        args.negative_ttl,
+        args.max_object_size,
+        args.negative_cache_size,
+    );
+    rt.set_range_fill(args.origin_fill);
+    rt
+}
+
 async fn serve(args: Args) -> Result<(), String> {
     let shutdown =
         server::shutdown_signal().map_err(|e| format!("cannot install signal handlers: {e}"))?;
@@ -138,11 +164,15 @@ async fn serve(args: Args) -> Result<(), String> {
     let store = Arc::new(Store::new(args.store_config(), fabric));
     let tick = (args.lease_grace / 2).clamp(Duration::from_millis(10), Duration::from_millis(250));
     tokio::spawn(Arc::clone(&store).run_reclaimer(tick));
+    let origin = match args.s3_config() {
+        Some(cfg) => Some(read_through(&args, cfg, &store).await),
+        None => None,
+    };
+    let objects = Objects::new(store, origin, args.effective_write_policy());
     let mut state = AppState::new(
-        store,
+        Arc::clone(&objects),
         HttpConfig {
             test_hooks: args.test_hooks,
-            write_policy: args.effective_write_policy(),
             tokens: tokens.clone(),
             public_metrics: args.public_metrics,
             max_concurrent_requests: args.max_concurrent_requests,
@@ -154,31 +184,42 @@ async fn serve(args: Args) -> Result<(), String> {
             ..HttpConfig::new(args.max_object_size, args.max_batch_keys)
         },
     );
-    if let Some(cfg) = args.s3_config() {
-        let origin = rasa_gateway::origin::s3::S3Origin::new(cfg).await;
-        tracing::info!(
-            origin = %rasa_gateway::origin::Origin::describe(&origin),
-            write_policy = ?args.effective_write_policy(),
-            ttl = ?args.origin_ttl,
-            "read-through origin"
-        );
-        let rt = rasa_gateway::origin::readthrough::ReadThrough::new(
-            Arc::new(origin),
-            Arc::clone(&state.store),
-            (!args.origin_ttl.is_zero()).then_some(args.origin_ttl),
-            args.negative_ttl,
-            args.max_object_size,
-            args.negative_cache_size,
-        );
-        rt.set_range_fill(args.origin_fill);
-        state.origin = Some(rt);
-    }
     state.metrics = Some(recorder);
-    let listener = rasa_gateway::net::bind(args.listen)
+    // Bound now (the port, and its number, are ours), listening only once the node can
+    // serve: a cluster member joining refuses connections instead of leaving them queued.
+    let socket = rasa_gateway::net::reserve(args.listen)
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-    let addr = listener
+    let addr = socket
         .local_addr()
         .map_err(|e| format!("cannot read the listening address: {e}"))?;
+    let cluster = match args.cluster_config(addr, tls.is_some())? {
+        None => None,
+        Some(config) => {
+            let fabric = rasa_gateway::http::fabric::info(state.store());
+            let incarnation = fabric.incarnation.clone();
+            let peers = rasa_gateway::cluster::peer_client(
+                Duration::from_secs(2),
+                args.body_timeout,
+                config.ca_file.as_deref(),
+            )?;
+            let cluster = Cluster::join(config, incarnation, fabric).await?;
+            if let Some(rt) = objects.read_through() {
+                // Back after its lease was lost: others may have written its keys.
+                let stale = Arc::clone(rt);
+                cluster.on_rejoin(move || stale.revalidate_all());
+                rt.fill_from(rasa_gateway::origin::peers::Peers {
+                    cluster: Arc::clone(&cluster),
+                    client: peers.clone(),
+                });
+            }
+            state.peers = Some(peers);
+            state.cluster = Some(Arc::clone(&cluster));
+            Some(cluster)
+        }
+    };
+    let listener = socket
+        .listen(rasa_gateway::net::BACKLOG)
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     tracing::info!(
         %addr,
         memory = args.memory,
@@ -190,28 +231,6 @@ async fn serve(args: Args) -> Result<(), String> {
         max_concurrent_requests = args.max_concurrent_requests,
         "rasa-gateway ready"
     );
-    let cluster = match args.cluster_config(addr, tls.is_some())? {
-        None => None,
-        Some(config) => {
-            let fabric = rasa_gateway::http::fabric::info(&state.store);
-            let incarnation = fabric.incarnation.clone();
-            let peers = rasa_gateway::cluster::peer_client(
-                Duration::from_secs(2),
-                args.body_timeout,
-                config.ca_file.as_deref(),
-            )?;
-            let cluster = Cluster::join(config, incarnation, fabric).await?;
-            if let Some(rt) = &state.origin {
-                rt.fill_from(rasa_gateway::origin::peers::Peers {
-                    cluster: Arc::clone(&cluster),
-                    client: peers.clone(),
-                });
-            }
-            state.peers = Some(peers);
-            state.cluster = Some(Arc::clone(&cluster));
-            Some(cluster)
-        }
-    };
     if tokens.is_none() && !addr.ip().is_loopback() {
         tracing::warn!(
             %addr,
@@ -227,10 +246,8 @@ async fn serve(args: Args) -> Result<(), String> {
     let s3 = rasa_gateway::s3::listener::prepare(
         &args.s3,
         rasa_gateway::s3::listener::Shared {
-            store: Arc::clone(&state.store),
-            origin: state.origin.clone(),
+            objects: Arc::clone(&objects),
             origin_location: args.origin.clone(),
-            write_policy: args.effective_write_policy(),
             max_object_size: args.max_object_size,
             max_concurrent_requests: args.max_concurrent_requests,
             body_timeout: args.body_timeout,
@@ -273,13 +290,13 @@ async fn serve(args: Args) -> Result<(), String> {
             refuse: rasa_gateway::http::ops::connection_limit_refusal,
         },
     };
-    if let Some(port) = state.store.fabric().and_then(|f| f.tcp_port()) {
+    if let Some(port) = state.store().fabric().and_then(|f| f.tcp_port()) {
         let timeout = args.edge.first_byte_timeout;
         tokio::spawn(server::silent::close_silent_fabric_connections(
             port, timeout,
         ));
     }
-    let store = Arc::clone(&state.store);
+    let store = Arc::clone(state.store());
     let leaving = cluster.clone();
     // Both listeners stop together: on the signal, after a cluster member's drain.
     let shutdown = futures_util::FutureExt::shared(Box::pin(async move {
@@ -321,7 +338,7 @@ async fn serve(args: Args) -> Result<(), String> {
 /// the grace, has ended.
 async fn drain(cluster: &Cluster, store: &Store, grace: Duration) {
     cluster.drain(Duration::from_secs(5)).await;
-    let until = store.leases_end() + grace;
+    let until = store.memory().leases_end() + grace;
     if let Ok(left) = until.duration_since(std::time::SystemTime::now()) {
         tracing::info!(
             ?left,

@@ -15,6 +15,14 @@ pub const BACKLOG: u32 = 4096;
 /// A listener on `addr` (address reuse on, as the standard library sets it) with
 /// [`BACKLOG`].
 pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    reserve(addr)?.listen(BACKLOG)
+}
+
+/// A socket bound to `addr` but not yet listening: the port (and, for port 0, its number)
+/// is this process's, while connections to it are refused — not queued unanswered — until
+/// [`TcpSocket::listen`] with [`BACKLOG`]. On Linux the bind fails while another socket
+/// listens there, so holding it also proves no other process serves that port.
+pub fn reserve(addr: SocketAddr) -> io::Result<TcpSocket> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
@@ -22,7 +30,7 @@ pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
     };
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
-    socket.listen(BACKLOG)
+    Ok(socket)
 }
 
 /// The size of a request's head as it came on the wire (request line and header fields,

@@ -83,9 +83,10 @@ pub struct Descriptor {
     /// deadline from `lease_ms` and their send time, which is safe under clock skew.
     pub lease_expires_at: String,
     /// Remote address of the frame (header, then payload) on the fabric; `null` when the
-    /// fast path is off.
+    /// fast path is off, and in the answer to a PUT whose token may not read.
     pub addr: Option<u64>,
-    /// Remote key of the memory region holding the frame; `null` when the fast path is off.
+    /// Remote key of the memory region holding the frame; `null` when the fast path is off,
+    /// and in the answer to a PUT whose token may not read (a key opens memory one-sided).
     pub rkey: Option<u64>,
     /// Length of the frame header that precedes the payload at `addr`.
     pub frame_header_len: u32,

@@ -48,6 +48,10 @@ impl Config {
         seconds("timeout", self.timeout)?;
         seconds("read_timeout", self.read_timeout)?;
         seconds("connect_timeout", self.connect_timeout)?;
+        // A bad endpoint is refused here, not at the first call as a builder error.
+        rasa_client::Client::builder(self.endpoint.clone())
+            .check()
+            .py()?;
         Ok(self)
     }
 

@@ -3,7 +3,7 @@
 //! `KeyError`, `Timeout` a `TimeoutError`, …). Built lazily: no GIL is needed to make one.
 
 use pyo3::prelude::*;
-use rasa_client::{Error, ProblemCode};
+use rasa_client::{Error, ProblemCode, TimeoutKind};
 
 pyo3::import_exception!(rasa_client._errors, RasaError);
 pyo3::import_exception!(rasa_client._errors, NotFound);
@@ -29,7 +29,8 @@ type Args = (String, Option<u16>, String, String, Option<u64>);
 
 /// `e` as the exception a Python caller catches.
 pub(crate) fn to_py(e: Error) -> PyErr {
-    let message = e.to_string();
+    // With every cause: "Connection refused", not only "error sending request".
+    let message = rasa_client::with_causes(&e);
     let args = |status: Option<u16>, code: &str, detail: String| -> Args {
         (message.clone(), status, code.to_owned(), detail, None)
     };
@@ -57,7 +58,23 @@ pub(crate) fn to_py(e: Error) -> PyErr {
                 _ => RasaError::new_err(a),
             }
         }
-        Error::Timeout { .. } => Timeout::new_err(args(None, "timeout", message.clone())),
+        Error::Timeout {
+            ref endpoint,
+            kind,
+            after,
+        } => {
+            // Named as a Python user sets it, not as the Rust builder does.
+            let setting = match kind {
+                TimeoutKind::Connect => "connect_timeout=",
+                TimeoutKind::Request => "timeout=",
+                TimeoutKind::FastPathRead => "read_timeout=",
+            };
+            let text = format!(
+                "timed out waiting for {endpoint}: nothing for {after:?} (the client's {setting})"
+            );
+            let a: Args = (text.clone(), None, "timeout".to_owned(), text, None);
+            Timeout::new_err(a)
+        }
         Error::Http(_) => Unreachable::new_err(args(None, "unreachable", message.clone())),
         Error::FastPath(ref why) => {
             FastPathUnavailable::new_err(args(None, "fast_path_unavailable", why.clone()))

@@ -57,7 +57,8 @@ pub(crate) async fn put(
 }
 
 pub(crate) async fn get(sdk: Sdk, key: String) -> PyResult<Object> {
-    sdk.get(&key).await.map(Object::from).py()
+    let got = sdk.get(&key).await.py()?;
+    Ok(Object::of(key, got))
 }
 
 pub(crate) async fn get_range(sdk: Sdk, key: String, start: u64, end: u64) -> PyResult<Object> {
@@ -66,7 +67,8 @@ pub(crate) async fn get_range(sdk: Sdk, key: String, start: u64, end: u64) -> Py
             "the range ends ({end}) before it starts ({start})"
         )));
     }
-    sdk.get_range(&key, start..end).await.map(Object::from).py()
+    let got = sdk.get_range(&key, start..end).await.py()?;
+    Ok(Object::of(key, got))
 }
 
 pub(crate) async fn get_into(sdk: Sdk, key: String, out: Out) -> PyResult<u64> {
@@ -91,7 +93,8 @@ pub(crate) async fn get_many(sdk: Sdk, keys: Vec<String>) -> PyResult<Vec<Each<O
     let all = sdk.get_many(&refs).await.py()?;
     Ok(all
         .into_iter()
-        .map(|r| Each::from(r.map(Object::from)))
+        .zip(keys)
+        .map(|(r, key)| Each::from(r.map(|o| Object::of(key, o))))
         .collect())
 }
 

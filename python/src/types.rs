@@ -7,12 +7,17 @@ use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-/// A value read from the gateway. Supports the buffer protocol (read-only):
-/// `memoryview(obj)`, `bytes(obj)`, `numpy.frombuffer(obj, ...)` see the SDK's bytes
-/// without a copy.
+/// A value read from the gateway, bytes-like: the buffer protocol (read-only:
+/// `memoryview(obj)`, `numpy.frombuffer(obj, ...)` see the SDK's bytes without a copy),
+/// `len`, `==` with `bytes` and other buffers, slicing and indexing as `bytes` does,
+/// `decode()`, `bytes(obj)`, hashing like the equal `bytes`, and pickling (as its bytes
+/// and metadata).
 #[pyclass(frozen, module = "rasa_client")]
 pub(crate) struct Object {
     bytes: bytes::Bytes,
+    /// The key it was read under.
+    #[pyo3(get)]
+    key: String,
     /// The version id.
     #[pyo3(get)]
     version: String,
@@ -27,32 +32,140 @@ pub(crate) struct Object {
     path: &'static str,
 }
 
-impl From<rasa_client::Object> for Object {
-    fn from(o: rasa_client::Object) -> Self {
+impl Object {
+    /// What `key` read as `o`.
+    pub(crate) fn of(key: String, o: rasa_client::Object) -> Self {
         Self {
             bytes: o.bytes,
+            key,
             version: o.version,
             sha256: o.sha256,
             content_type: o.content_type,
             path: o.path.as_str(),
         }
     }
+
+    /// The value as a `bytes` object (a copy).
+    fn py_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.bytes)
+    }
 }
 
 #[pymethods]
 impl Object {
+    /// An object from its parts (what pickling stores; `path` says how it was read).
+    #[new]
+    #[pyo3(signature = (data, key, version, sha256, content_type, path))]
+    fn new(
+        data: &[u8],
+        key: String,
+        version: String,
+        sha256: String,
+        content_type: String,
+        path: &str,
+    ) -> PyResult<Self> {
+        let path = match path {
+            "fabric" => "fabric",
+            "http" => "http",
+            other => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "path is \"fabric\" or \"http\", not {other:?}"
+                )))
+            }
+        };
+        Ok(Self {
+            bytes: bytes::Bytes::copy_from_slice(data),
+            key,
+            version,
+            sha256,
+            content_type,
+            path,
+        })
+    }
+
     fn __len__(&self) -> usize {
         self.bytes.len()
     }
 
     /// The value as `bytes` (a copy).
     fn __bytes__<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &self.bytes)
+        self.py_bytes(py)
+    }
+
+    /// The entity tag the gateway answers for it: its SHA-256, quoted.
+    #[getter]
+    fn etag(&self) -> String {
+        format!("\"{}\"", self.sha256)
+    }
+
+    /// Equal to `bytes`, `bytearray`, `memoryview` or another `Object` holding the same
+    /// bytes (like `bytes`, whatever the metadata).
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        if let Ok(o) = other.cast::<Object>() {
+            return o.get().bytes == self.bytes;
+        }
+        match pyo3::buffer::PyBuffer::<u8>::get(other) {
+            Ok(buf) => buf
+                .to_vec(other.py())
+                .is_ok_and(|v| v[..] == self.bytes[..]),
+            Err(_) => false,
+        }
+    }
+
+    /// The hash of the equal `bytes`, so that objects and bytes mix in sets and dicts.
+    fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
+        self.py_bytes(py).hash()
+    }
+
+    /// `obj[i]` (an int) or `obj[a:b:c]` (`bytes`), as `bytes` answers.
+    fn __getitem__<'py>(
+        &self,
+        py: Python<'py>,
+        index: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if let Ok(slice) = index.cast::<pyo3::types::PySlice>() {
+            let ind = slice.indices(self.bytes.len() as isize)?;
+            if ind.step == 1 {
+                let (start, stop) = (ind.start as usize, ind.stop.max(ind.start) as usize);
+                return Ok(PyBytes::new(py, &self.bytes[start..stop]).into_any());
+            }
+        }
+        self.py_bytes(py).as_any().get_item(index)
+    }
+
+    /// The value decoded as text (`bytes.decode`).
+    #[pyo3(signature = (encoding = "utf-8", errors = "strict"))]
+    fn decode<'py>(
+        &self,
+        py: Python<'py>,
+        encoding: &str,
+        errors: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.py_bytes(py).call_method1("decode", (encoding, errors))
+    }
+
+    /// Pickles as its bytes and metadata (a `multiprocessing.Pool` can return it).
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, pyo3::types::PyTuple>)> {
+        let py = slf.py();
+        let o = slf.get();
+        let args = (
+            o.py_bytes(py),
+            o.key.clone(),
+            o.version.clone(),
+            o.sha256.clone(),
+            o.content_type.clone(),
+            o.path,
+        )
+            .into_pyobject(py)?;
+        Ok((slf.get_type().into_any(), args))
     }
 
     fn __repr__(&self) -> String {
         format!(
-            "<rasa_client.Object {} bytes, version {}, via {}>",
+            "<rasa_client.Object {:?}: {} bytes, version {}, via {}>",
+            self.key,
             self.bytes.len(),
             self.version,
             self.path
@@ -258,11 +371,29 @@ impl ObjectList {
     fn __len__(&self) -> usize {
         self.items.len()
     }
+    /// Its summaries, in order (`for s in page`).
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyIterator>> {
+        pyo3::types::PyList::new(py, self.items.iter().cloned())?.try_iter()
+    }
+    /// The `i`-th summary (negative counts from the end).
+    fn __getitem__(&self, i: isize) -> PyResult<ObjectSummary> {
+        let n = self.items.len() as isize;
+        let at = if i < 0 { i + n } else { i };
+        if !(0..n).contains(&at) {
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "index {i} of a page of {n} keys"
+            )));
+        }
+        Ok(self.items[at as usize].clone())
+    }
     fn __repr__(&self) -> String {
+        let next = match &self.next_after {
+            None => "None".to_owned(),
+            Some(k) => format!("{k:?}"),
+        };
         format!(
-            "<rasa_client.ObjectList {} keys, next_after {:?}>",
-            self.items.len(),
-            self.next_after
+            "<rasa_client.ObjectList {} keys, next_after={next}>",
+            self.items.len()
         )
     }
 }

@@ -235,3 +235,43 @@ def test_keys_are_sent_exactly(client):
     assert listed == sorted(f"{base}/{n}" for n in names)
     with pytest.raises(NotFound):
         client.get(f"{base}/a/b")  # a%2Fb is a key of its own
+
+
+def test_an_object_is_bytes_like(client):
+    """An Object compares, slices, decodes, hashes and pickles as the bytes it holds, and
+    names its key and ETag (what a pandas or multiprocessing user reaches for first)."""
+    import pickle
+
+    k = key("bytes-like")
+    d = client.put(k, b"hello world", content_type="text/plain")
+    o = client.get(k)
+    assert o == b"hello world" and o != b"hello"
+    assert o == bytearray(b"hello world") and o == memoryview(b"hello world")
+    assert o == client.get(k)
+    assert o[0:5] == b"hello" and o[-5:] == b"world" and o[::2] == b"hlowrd"
+    assert o[0] == ord("h") and o[-1] == ord("d")
+    assert o.decode() == "hello world" and o.decode("ascii") == "hello world"
+    assert hash(o) == hash(b"hello world") and {o: 1}[b"hello world"] == 1
+    assert (o.key, o.version, o.etag) == (k, d.version, f'"{d.sha256}"')
+    back = pickle.loads(pickle.dumps(o))
+    assert back == o and (back.key, back.version, back.sha256, back.content_type, back.path) == (
+        o.key, o.version, o.sha256, o.content_type, o.path)
+    assert k in repr(o)
+    with pytest.raises(IndexError):
+        o[11]
+    assert [m.key for m in client.get_many([k])] == [k]
+    assert client.get_range(k, 6, 11) == b"world"
+
+
+def test_a_listing_page_is_a_sequence(client):
+    prefix = key("page/")
+    for i in range(3):
+        client.put(f"{prefix}{i}", b"x" * i)
+    page = client.list(prefix, limit=2)
+    assert [s.key for s in page] == [f"{prefix}0", f"{prefix}1"]
+    assert page[0].key == f"{prefix}0" and page[-1].key == f"{prefix}1"
+    with pytest.raises(IndexError):
+        page[2]
+    assert repr(page) == f"<rasa_client.ObjectList 2 keys, next_after=\"{prefix}1\">"
+    last = client.list(prefix, after=page.next_after)
+    assert "next_after=None" in repr(last)

@@ -152,6 +152,27 @@ def test_tokens_and_scopes(own_gateway, tmp_token_file):
         del os.environ["RASA_ENDPOINT"], os.environ["RASA_TOKEN"]
 
 
+@pytest.mark.parametrize("endpoint", ["localhost:1234", "not a url", "ftp://h:1", ""])
+def test_a_bad_endpoint_is_refused_by_the_constructor(endpoint):
+    """Not at the first call, as a builder error: at once, saying what an endpoint is."""
+    for cls in (rasa_client.Client, rasa_client.AsyncClient):
+        with pytest.raises(rasa_client.ConfigError) as e:
+            cls(endpoint)
+        assert "http://" in str(e.value) or "no endpoint" in str(e.value)
+
+
+def test_an_unreachable_gateway_says_why():
+    """The root cause is in the message ("Connection refused"), not only "error sending
+    request"."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nobody listens there once closed
+    c = rasa_client.Client(f"http://127.0.0.1:{port}", discover_cluster=False)
+    with pytest.raises(rasa_client.Unreachable) as e:
+        c.head("k")
+    assert "connection refused" in str(e.value).lower(), str(e.value)
+
+
 def test_stopped_gateway_raises_within_timeout(own_gateway):
     gw = own_gateway(*FAST)
     c = rasa_client.Client(gw.url, timeout=2, connect_timeout=1)
@@ -183,6 +204,8 @@ def test_silent_gateway_times_out(silent_server):
         c.head("k")
     assert 0.9 < time.monotonic() - start < 5
     assert isinstance(e.value, TimeoutError) and "timeout" in str(e.value).lower()
+    # Named as a Python user sets it, not as the Rust builder does.
+    assert "timeout=" in str(e.value) and "ClientBuilder" not in str(e.value)
 
 
 def test_ctrl_c_interrupts_a_blocking_call(silent_server):

@@ -23,4 +23,5 @@ mod security;
 mod setup;
 mod stream;
 mod tls;
+mod trust;
 mod ui;

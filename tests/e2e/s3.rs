@@ -375,3 +375,92 @@ async fn objects_over_the_size_limit_stream_from_s3_without_being_cached() {
         .unwrap();
     assert!(required.get("huge.bin").await.unwrap_err().http_only());
 }
+
+/// A TCP relay in front of the origin that holds back the first response it sees until
+/// another response has gone by (or `hold` passes): the origin answers the first write
+/// last, the interleaving that per-key write order exists for.
+async fn relay_holding_first_response(
+    origin: std::net::SocketAddr,
+    hold: Duration,
+) -> std::net::SocketAddr {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let at = listener.local_addr().unwrap();
+    let responses = Arc::new(AtomicUsize::new(0));
+    let passed = Arc::new(tokio::sync::Notify::new());
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let upstream = tokio::net::TcpStream::connect(origin).await.unwrap();
+            let (mut cr, mut cw) = client.into_split();
+            let (mut ur, mut uw) = upstream.into_split();
+            tokio::spawn(async move { tokio::io::copy(&mut cr, &mut uw).await });
+            let (responses, passed) = (Arc::clone(&responses), Arc::clone(&passed));
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 << 10];
+                let mut fresh = true;
+                loop {
+                    let n = match ur.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    // A chunk starting with the status line begins a response.
+                    if fresh || buf.starts_with(b"HTTP/1.1 ") {
+                        fresh = false;
+                        if responses.fetch_add(1, Ordering::SeqCst) == 0 {
+                            let _ = tokio::time::timeout(hold, passed.notified()).await;
+                        } else {
+                            passed.notify_waiters();
+                        }
+                    }
+                    if cw.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    at
+}
+
+/// Two write-through PUTs of one key, the origin answering the first one last: the
+/// gateway publishes them in the order the origin stored them, so what it serves is what
+/// the origin holds. Without per-key order the first PUT would be published last, over a
+/// value the origin no longer has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_through_puts_of_one_key_are_published_in_the_origins_order() {
+    let s3 = S3Server::start();
+    let origin = format!("127.0.0.1:{}", s3.port()).parse().unwrap();
+    let relay = relay_holding_first_response(origin, Duration::from_secs(2)).await;
+    let mut args = s3.gateway_args("pre");
+    let endpoint = args.iter().position(|a| a == "--s3-endpoint").unwrap() + 1;
+    args[endpoint] = format!("http://{relay}");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let gw = Gateway::start_with_s3(&args);
+    let c = rasa_tests::http();
+    let (first, second) = (pattern(4096, 1), pattern(4096, 2));
+    let put = |body: Vec<u8>| c.put(gw.url("/v1/objects/contended")).body(body).send();
+    let a = tokio::spawn(put(first.clone()));
+    // The first PUT is at the origin (its answer held back) before the second one starts.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s3.ops("PutObject", "pre/contended") == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the first PUT never reached the origin"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let b = tokio::spawn(put(second.clone()));
+    assert_eq!(a.await.unwrap().unwrap().status(), 201);
+    assert_eq!(b.await.unwrap().unwrap().status(), 201);
+    let served = rasa_tests::bytes_of(c.get(gw.url("/v1/objects/contended"))).await;
+    let held = s3.object("pre/contended").await;
+    assert!(
+        served == held,
+        "the gateway serves {} but the origin holds {}",
+        sha256_hex(&served),
+        sha256_hex(&held)
+    );
+    assert!(held == second, "the later PUT is the one both keep");
+}

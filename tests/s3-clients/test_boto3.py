@@ -8,8 +8,10 @@ import hashlib
 import http.client
 import os
 import pathlib
+import ssl
 import tempfile
 import time
+import urllib.parse
 
 import pytest
 from botocore import UNSIGNED
@@ -55,9 +57,103 @@ def test_conditional_writes_and_reads(s3, prefix):
     with pytest.raises(ClientError) as e:
         c.get_object(Bucket="data", Key=k, IfNoneMatch=etag)
     assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 304
+    # A 304 names what the client still holds (RFC 9110 §15.4.5), on GET and HEAD.
+    assert e.value.response["ResponseMetadata"]["HTTPHeaders"]["etag"] == etag
+    assert "last-modified" in e.value.response["ResponseMetadata"]["HTTPHeaders"]
+    with pytest.raises(ClientError) as e:
+        c.head_object(Bucket="data", Key=k, IfNoneMatch=etag)
+    assert e.value.response["ResponseMetadata"]["HTTPHeaders"]["etag"] == etag
     with pytest.raises(ClientError) as e:
         c.get_object(Bucket="data", Key=k, IfMatch='"0000"')
     assert code(e) == "PreconditionFailed"
+
+
+def test_if_match_writes_replace_only_the_version_they_name(s3, prefix):
+    """If-Match / If-None-Match with an ETag on PutObject and CompleteMultipartUpload (S3's
+    conditional writes): a condition not met is 412 and the stored body stays as it was."""
+    c = s3.boto3()
+    k = f"{prefix}cw"
+    with pytest.raises(ClientError) as e:
+        c.put_object(Bucket="data", Key=k, Body=b"none", IfMatch='"0123"')
+    assert code(e) == "PreconditionFailed"  # no such key: nothing to match
+    etag = c.put_object(Bucket="data", Key=k, Body=b"one")["ETag"]
+    with pytest.raises(ClientError) as e:
+        c.put_object(Bucket="data", Key=k, Body=b"two", IfMatch='"0123"')
+    assert code(e) == "PreconditionFailed"
+    with pytest.raises(ClientError) as e:
+        c.put_object(Bucket="data", Key=k, Body=b"two", IfNoneMatch=etag)
+    assert code(e) == "PreconditionFailed"
+    assert c.get_object(Bucket="data", Key=k)["Body"].read() == b"one"
+    etag = c.put_object(Bucket="data", Key=k, Body=b"two", IfMatch=etag)["ETag"]
+    assert c.get_object(Bucket="data", Key=k)["Body"].read() == b"two"
+    c.put_object(Bucket="data", Key=k, Body=b"three", IfNoneMatch='"0123"')
+    assert c.get_object(Bucket="data", Key=k)["Body"].read() == b"three"
+    # Complete with a stale If-Match: 412, the object unchanged, the upload still there.
+    up = c.create_multipart_upload(Bucket="data", Key=k)["UploadId"]
+    e1 = c.upload_part(Bucket="data", Key=k, UploadId=up, PartNumber=1, Body=b"mp")["ETag"]
+    parts = {"Parts": [{"PartNumber": 1, "ETag": e1}]}
+    with pytest.raises(ClientError) as e:
+        c.complete_multipart_upload(Bucket="data", Key=k, UploadId=up, MultipartUpload=parts, IfMatch=etag)
+    assert code(e) == "PreconditionFailed"
+    assert c.get_object(Bucket="data", Key=k)["Body"].read() == b"three"
+    current = c.head_object(Bucket="data", Key=k)["ETag"]
+    c.complete_multipart_upload(Bucket="data", Key=k, UploadId=up, MultipartUpload=parts, IfMatch=current)
+    assert c.get_object(Bucket="data", Key=k)["Body"].read() == b"mp"
+
+
+def test_conformance_details_ceph_s3_tests_found(s3, prefix):
+    """What ceph/s3-tests found wrong, each as S3 answers it."""
+    c = s3.boto3()
+    k = f"{prefix}cf"
+    c.put_object(Bucket="data", Key=k, Body=b"body")
+    # A Content-MD5 that is not the base64 of 16 bytes is InvalidDigest, before the body.
+    with pytest.raises(ClientError) as e:
+        c.put_object(Bucket="data", Key=f"{prefix}md5", Body=b"x", ContentMD5="AAAA")
+    assert code(e) == "InvalidDigest"
+    # The checksum only when asked for (x-amz-checksum-mode: ENABLED, which boto3 sends on
+    # GetObject unless told to validate only when required).
+    asks_not = boto3.client("s3", endpoint_url=s3.gw.s3, region_name="us-east-1",
+                            aws_access_key_id=s3.admin.id, aws_secret_access_key=s3.admin.secret,
+                            verify=s3.ca if s3.ca else True,
+                            config=Config(s3={"addressing_style": "path"},
+                                          response_checksum_validation="when_required"))
+    assert "x-amz-checksum-sha256" not in asks_not.get_object(Bucket="data", Key=k)["ResponseMetadata"]["HTTPHeaders"]
+    assert "ChecksumSHA256" not in c.head_object(Bucket="data", Key=k)
+    assert "ChecksumSHA256" in c.head_object(Bucket="data", Key=k, ChecksumMode="ENABLED")
+    # A copy onto itself must change something.
+    with pytest.raises(ClientError) as e:
+        c.copy_object(Bucket="data", Key=k, CopySource={"Bucket": "data", "Key": k})
+    assert code(e) == "InvalidRequest"
+    c.copy_object(Bucket="data", Key=k, CopySource={"Bucket": "data", "Key": k},
+                  MetadataDirective="REPLACE", ContentType="text/plain")
+    assert c.head_object(Bucket="data", Key=k)["ContentType"] == "text/plain"
+    # v1 listings always carry Marker; an empty delimiter is not echoed back.
+    v1 = c.list_objects(Bucket="data", Prefix=prefix, Delimiter="")
+    assert v1["Marker"] == ""
+    assert "Delimiter" not in v1
+    assert "Delimiter" not in c.list_objects_v2(Bucket="data", Prefix=prefix, Delimiter="")
+
+
+def test_every_answer_names_a_request_id(s3, prefix):
+    """x-amz-request-id on every answer (boto3's ResponseMetadata.RequestId), and
+    <RequestId> in an error's XML, as S3 answers: what users quote in a report."""
+    c = s3.boto3()
+    a = c.put_object(Bucket="data", Key=f"{prefix}rid", Body=b"x")["ResponseMetadata"]["RequestId"]
+    b = c.head_object(Bucket="data", Key=f"{prefix}rid")["ResponseMetadata"]["RequestId"]
+    assert a and b and a != b
+    with pytest.raises(ClientError) as e:
+        c.get_object(Bucket="data", Key=f"{prefix}missing")
+    assert e.value.response["ResponseMetadata"]["RequestId"]
+    # An unsigned request is refused before any handler: its XML names the id too.
+    url = urllib.parse.urlsplit(s3.gw.s3)
+    conn = (http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection)(
+        url.hostname, url.port, timeout=10,
+        **({"context": ssl.create_default_context(cafile=s3.ca)} if url.scheme == "https" else {}))
+    conn.request("GET", f"/data/{prefix}rid")
+    resp = conn.getresponse()
+    body = resp.read().decode()
+    rid = resp.getheader("x-amz-request-id")
+    assert resp.status == 403 and rid and f"<RequestId>{rid}</RequestId>" in body, body
 
 
 def test_versions(s3, prefix):
@@ -163,6 +259,11 @@ def test_buckets(s3):
     with pytest.raises(ClientError) as e:
         c.head_bucket(Bucket="other")
     assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    # Tools create the bucket first (rclone copy): a served one succeeds, another is refused.
+    c.create_bucket(Bucket="data")
+    with pytest.raises(ClientError) as e:
+        c.create_bucket(Bucket="other")
+    assert code(e) == "AccessDenied" and "--s3-bucket" in e.value.response["Error"]["Message"]
     with pytest.raises(ClientError) as e:
         c.get_bucket_policy(Bucket="data")
     assert code(e) == "NotImplemented"
@@ -190,9 +291,20 @@ def test_multipart_bookkeeping(s3, prefix):
         c.complete_multipart_upload(Bucket="data", Key=k, UploadId=up, MultipartUpload={
             "Parts": [{"PartNumber": 1, "ETag": e2}, {"PartNumber": 2, "ETag": e2}]})
     assert code(e) == "InvalidPart"
-    c.complete_multipart_upload(Bucket="data", Key=k, UploadId=up, MultipartUpload={
-        "Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]})
+    listed = {"Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]}
+    done = c.complete_multipart_upload(Bucket="data", Key=k, UploadId=up, MultipartUpload=listed)
     assert c.get_object(Bucket="data", Key=k)["Body"].read() == p1 + p2
+    # A retry after a lost answer gets the same answer while the version is current.
+    again = c.complete_multipart_upload(Bucket="data", Key=k, UploadId=up, MultipartUpload=listed)
+    assert (again["ETag"], again["VersionId"]) == (done["ETag"], done["VersionId"])
+    with pytest.raises(ClientError) as e:
+        s3.boto3(s3.reader).complete_multipart_upload(Bucket="data", Key=k, UploadId=up, MultipartUpload=listed)
+    assert code(e) in ("NoSuchUpload", "AccessDenied")
+    c.put_object(Bucket="data", Key=k, Body=b"newer")  # replaced: the retry no longer applies
+    with pytest.raises(ClientError) as e:
+        c.complete_multipart_upload(Bucket="data", Key=k, UploadId=up, MultipartUpload=listed)
+    assert code(e) == "NoSuchUpload"
+    assert c.get_object(Bucket="data", Key=k)["Body"].read() == b"newer"
     with pytest.raises(ClientError) as e:
         c.abort_multipart_upload(Bucket="data", Key=k, UploadId=up)
     assert code(e) == "NoSuchUpload"
@@ -270,3 +382,27 @@ def test_keys_are_reloaded_on_sighup():
                     time.sleep(0.05)
         finally:
             setup.gw.stop()
+
+
+def test_copying_needs_read_on_the_source(tmp_path_factory_dir):
+    """A write-only key may store, but not copy what it may not read: CopyObject would
+    hand it the source's bytes under a key of its choosing (and its SHA-256)."""
+    writer = new_key(tmp_path_factory_dir / "s3-keys", "writer", "write")
+    setup = start(tmp_path_factory_dir)
+    try:
+        admin, w = setup.boto3(), setup.boto3(writer)
+        admin.put_object(Bucket="data", Key="secret", Body=b"the reader's secret")
+        w.put_object(Bucket="data", Key="mine", Body=b"x")
+        for attempt in (lambda: w.get_object(Bucket="data", Key="secret"),
+                        lambda: w.copy_object(Bucket="data", Key="stolen",
+                                              CopySource={"Bucket": "data", "Key": "secret"})):
+            with pytest.raises(ClientError) as e:
+                attempt()
+            assert code(e) == "AccessDenied"
+        with pytest.raises(ClientError) as e:
+            admin.head_object(Bucket="data", Key="stolen")
+        assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+        admin.copy_object(Bucket="data", Key="copied", CopySource={"Bucket": "data", "Key": "secret"})
+        assert admin.get_object(Bucket="data", Key="copied")["Body"].read() == b"the reader's secret"
+    finally:
+        setup.gw.stop()

@@ -52,3 +52,35 @@ def test_pyarrow_parquet(s3, prefix):
     assert back.equals(table)
     infos = fs.get_file_info(pyarrow.fs.FileSelector(f"data/{prefix}"))
     assert [i.base_name for i in infos] == ["t.parquet"]
+
+
+def rclone(s3, *args: str) -> subprocess.CompletedProcess:
+    """rclone with default settings but for the remote's endpoint and key (configured in
+    the environment, so no config file is read)."""
+    env = {
+        **s3.env(),
+        "RCLONE_CONFIG": "/dev/null",
+        "RCLONE_CONFIG_RASA_TYPE": "s3",
+        "RCLONE_CONFIG_RASA_PROVIDER": "Other",
+        "RCLONE_CONFIG_RASA_ENV_AUTH": "true",
+        "RCLONE_CONFIG_RASA_ENDPOINT": s3.gw.s3,
+        "RCLONE_CONFIG_RASA_REGION": "us-east-1",
+    }
+    env.pop("AWS_CA_BUNDLE", None)  # rclone takes its CA with --ca-cert
+    extra = ["--ca-cert", s3.ca] if s3.ca else []
+    return subprocess.run(["rclone", *extra, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_rclone_copy_with_default_settings(s3, prefix):
+    """rclone's default `copy` creates the bucket first (CreateBucket), then uploads, then
+    lists and checks; `check` then finds source and bucket the same."""
+    src = s3.tmp / f"rc-{prefix.strip('/')}"
+    src.mkdir()
+    for i in range(3):
+        (src / f"r{i}.bin").write_bytes(os.urandom(2000 + i))
+    out = rclone(s3, "copy", str(src), f"rasa:data/{prefix}")
+    assert out.returncode == 0, out.stderr
+    out = rclone(s3, "check", str(src), f"rasa:data/{prefix}")
+    assert out.returncode == 0, out.stderr
+    got = s3.boto3().get_object(Bucket="data", Key=f"{prefix}r1.bin")["Body"].read()
+    assert got == (src / "r1.bin").read_bytes()

@@ -6,9 +6,10 @@
 //! see the gateway's logs (`RASA_TEST_RUST_LOG` sets their filter, `debug` by default).
 
 pub mod etcd;
+pub mod relay;
 mod s3;
 
-pub use s3::{S3Server, S3_ACCESS_KEY, S3_BUCKET, S3_SECRET_KEY};
+pub use s3::{s3_client_for, s3_client_with, S3Server, S3_ACCESS_KEY, S3_BUCKET, S3_SECRET_KEY};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -299,18 +300,33 @@ pub fn temp_dir(tag: &str) -> PathBuf {
 
 /// Makes a token with `rasa-gateway token new`, appending it to `file`; returns the secret.
 pub fn new_token(file: &std::path::Path, name: &str, scopes: &str) -> String {
+    made_by("token", file, name, scopes)
+}
+
+/// Adds an S3 access key named `name` with `scopes` to the credentials file `file` (made
+/// if absent) with `rasa-gateway s3-key new`; its id and secret.
+pub fn new_s3_key(file: &std::path::Path, name: &str, scopes: &str) -> (String, String) {
+    let printed = made_by("s3-key", file, name, scopes);
+    let (id, secret) = printed.split_once(' ').expect("an id and a secret");
+    (id.to_owned(), secret.to_owned())
+}
+
+/// What `rasa-gateway KIND new NAME --scopes SCOPES --file FILE` prints, trimmed.
+fn made_by(kind: &str, file: &std::path::Path, name: &str, scopes: &str) -> String {
     let out = Command::new(gateway_bin())
-        .args(["token", "new", name, "--scopes", scopes, "--file"])
+        .args([kind, "new", name, "--scopes", scopes, "--file"])
         .arg(file)
         .output()
-        .expect("run rasa-gateway token new");
+        .unwrap_or_else(|e| panic!("run rasa-gateway {kind} new: {e}"));
     assert!(
         out.status.success(),
-        "token new failed: {}",
+        "{kind} new failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let secret = String::from_utf8(out.stdout).expect("utf-8 secret");
-    secret.trim().to_owned()
+    String::from_utf8(out.stdout)
+        .expect("utf-8 output")
+        .trim()
+        .to_owned()
 }
 
 /// A raw HTTP/1.1 answer.

@@ -96,6 +96,18 @@ impl S3Server {
     /// How many requests of S3 operation `op` (e.g. `GetObject`) for object `key` the
     /// server has routed so far.
     pub fn ops(&self, op: &str, key: &str) -> usize {
+        // The log comes through a pipe read on another thread: let it settle (nothing new
+        // for 50 ms, at most 2 s) so that a request just answered has been counted.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let mut seen = self.log.lock().unwrap().len();
+        while std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let now = self.log.lock().unwrap().len();
+            if now == seen {
+                break;
+            }
+            seen = now;
+        }
         let op = format!("op: {op},");
         let key = format!("key: \"{key}\"");
         self.log
@@ -104,6 +116,11 @@ impl S3Server {
             .iter()
             .filter(|l| l.contains(&op) && l.contains(&key))
             .count()
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Writes an object straight into the server's directory (s3s-fs serves files).
@@ -137,19 +154,45 @@ impl S3Server {
         ]
     }
 
+    /// The bytes the bucket holds under `key` (read straight from the server).
+    pub async fn object(&self, key: &str) -> bytes::Bytes {
+        self.client()
+            .await
+            .get_object()
+            .bucket(S3_BUCKET)
+            .key(key)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("GetObject {key} from s3s-fs: {e}"))
+            .body
+            .collect()
+            .await
+            .expect("the object's body")
+            .into_bytes()
+    }
+
     /// An aws-sdk-s3 client for this server, to write and check the bucket directly.
     pub async fn client(&self) -> aws_sdk_s3::Client {
-        let creds =
-            aws_sdk_s3::config::Credentials::new(S3_ACCESS_KEY, S3_SECRET_KEY, None, None, "test");
-        let conf = aws_sdk_s3::config::Builder::new()
-            .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
-            .region(aws_sdk_s3::config::Region::new("us-east-1"))
-            .endpoint_url(&self.endpoint)
-            .credentials_provider(creds)
-            .force_path_style(true)
-            .build();
-        aws_sdk_s3::Client::from_conf(conf)
+        s3_client_for(&self.endpoint).await
     }
+}
+
+/// An S3 client for `endpoint` (path-style, us-east-1) with the test credentials.
+pub async fn s3_client_for(endpoint: &str) -> aws_sdk_s3::Client {
+    s3_client_with(endpoint, S3_ACCESS_KEY, S3_SECRET_KEY)
+}
+
+/// An S3 client for `endpoint` (path-style, us-east-1) signing with `id` and `secret`.
+pub fn s3_client_with(endpoint: &str, id: &str, secret: &str) -> aws_sdk_s3::Client {
+    let creds = aws_sdk_s3::config::Credentials::new(id, secret, None, None, "test");
+    let conf = aws_sdk_s3::config::Builder::new()
+        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+        .region(aws_sdk_s3::config::Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(creds)
+        .force_path_style(true)
+        .build();
+    aws_sdk_s3::Client::from_conf(conf)
 }
 
 impl Drop for S3Server {

@@ -78,7 +78,7 @@ impl Node {
     /// below 1.18). `None` when the provider cannot tell (every other provider).
     pub fn emulated_read(&self) -> Option<bool> {
         // SAFETY: valid endpoint; the shim passes a bool and its size to fi_getopt.
-        match unsafe { sys::rasa_fi_efa_emulated_read(self.ep_raw()) } {
+        match unsafe { sys::rasa_fi_efa_emulated_read(self.ep.raw.as_ptr()) } {
             0 => Some(false),
             1 => Some(true),
             _ => None,

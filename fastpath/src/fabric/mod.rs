@@ -15,6 +15,7 @@ mod events;
 mod info;
 mod owners;
 pub mod plan;
+pub mod queue;
 
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
@@ -28,6 +29,9 @@ pub use owners::{Domain, MemoryRegion};
 /// Access of a local buffer that one-sided reads write into (`FI_READ`), for
 /// [`Node::register`].
 pub const ACCESS_READ: u64 = sys::FI_READ as u64;
+
+/// Access flag for memory that peers read one-sided (what the gateway registers).
+pub const ACCESS_REMOTE_READ: u64 = sys::FI_REMOTE_READ as u64;
 
 use info::{Info, MR_MODE_OFFERED};
 use owners::{open_cq, open_eq, AddressVector, CompletionQueue, Endpoint, EventQueue, Fabric};
@@ -378,14 +382,6 @@ impl Node {
         }
     }
 
-    pub(crate) fn ep_raw(&self) -> *mut sys::fid_ep {
-        self.ep.raw.as_ptr()
-    }
-
-    pub(crate) fn cq_raw(&self) -> *mut sys::fid_cq {
-        self.cq.raw.as_ptr()
-    }
-
     /// Whether `region` was registered in this node's domain (so its descriptor may be
     /// passed to this node's reads). A region holds its domain open, so a domain address
     /// is never reused while a region names it.
@@ -396,34 +392,5 @@ impl Node {
     /// Whether the completion queue has a wait object (blocking reads possible).
     pub fn waitable(&self) -> bool {
         self.cq.waitable
-    }
-
-    /// Reads the pending error completion, as an error naming `call`.
-    pub(crate) fn cq_error(&self, call: &'static str) -> FabricError {
-        let mut entry = sys::fi_cq_err_entry::default();
-        // SAFETY: entry is a valid, zeroed err entry (err_data NULL, err_data_size 0).
-        let ret = unsafe { sys::rasa_fi_cq_readerr(self.cq_raw(), &mut entry, 0) };
-        if ret < 0 {
-            return check("fi_cq_readerr", ret).expect_err("negative");
-        }
-        let mut buf = [0 as libc::c_char; 256];
-        // SAFETY: buf has 256 bytes; fi_cq_strerror returns a NUL-terminated string (ours or
-        // a static one).
-        let prov_text = unsafe {
-            c_text(sys::rasa_fi_cq_strerror(
-                self.cq_raw(),
-                entry.prov_errno,
-                entry.err_data,
-                buf.as_mut_ptr(),
-                buf.len(),
-            ))
-        };
-        FabricError::Completion {
-            call,
-            errno: entry.err,
-            text: strerror(entry.err),
-            prov_errno: entry.prov_errno,
-            prov_text,
-        }
     }
 }

@@ -207,12 +207,11 @@ impl std::fmt::Debug for MemoryRegion {
 }
 
 pub(super) fn open_cq(domain: &Arc<Domain>) -> Result<CompletionQueue, FabricError> {
-    // Prefer a queue with a wait object (fi_cq_sread blocks: ~0 % idle CPU); providers
-    // without wait objects (EFA) get a polled one.
-    for wait in [
-        sys::fi_wait_obj_FI_WAIT_UNSPEC,
-        sys::fi_wait_obj_FI_WAIT_NONE,
-    ] {
+    // Prefer a queue whose wait object is a file descriptor (fi_cq_sread sleeps in the
+    // kernel and honours its timeout: ~0 % idle CPU); providers without one (EFA, shm) get
+    // a polled queue. Not FI_WAIT_UNSPEC: shm (libfabric 1.17) answers it with a yield
+    // wait that spins a core and, seen here, did not return within its 1 ms timeout.
+    for wait in [sys::fi_wait_obj_FI_WAIT_FD, sys::fi_wait_obj_FI_WAIT_NONE] {
         let mut attr = sys::fi_cq_attr {
             size: 1024,
             format: sys::fi_cq_format_FI_CQ_FORMAT_CONTEXT,

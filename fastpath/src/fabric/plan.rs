@@ -44,6 +44,23 @@ pub fn is_efa(provider: &str) -> bool {
         .is_some_and(|p| p.trim() == "efa")
 }
 
+/// Whether `provider` is libfabric's shared-memory provider (`shm`).
+pub fn is_shm(provider: &str) -> bool {
+    provider
+        .split(';')
+        .next()
+        .is_some_and(|p| p.trim() == "shm")
+}
+
+/// A shared-memory endpoint name no other endpoint on this host has: `shm` names each
+/// endpoint's region after its source address, so two processes given the same one (the
+/// SDK's `127.0.0.1` for a gateway on loopback, say) collide (`fi_enable`: EBUSY).
+pub fn shm_name() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("rasa-{}-{n}", std::process::id())
+}
+
 /// The receive-queue size hint for software providers: Rasa only issues RMA reads and never
 /// receives messages, so small queues keep them from preallocating tens of MiB.
 pub const SOFTWARE_RX_SIZE: usize = 16;
@@ -72,9 +89,15 @@ impl Plan {
     /// version `runtime`.
     pub fn new(cfg: &FabricConfig, header: u32, runtime: u32) -> Plan {
         let efa = is_efa(&cfg.provider);
+        // shm addresses by name, not by IP: a unique one per endpoint.
+        let node = match (efa, is_shm(&cfg.provider)) {
+            (true, _) => None,
+            (_, true) => Some(shm_name()),
+            _ => cfg.node.clone(),
+        };
         Plan {
             provider: cfg.provider.clone(),
-            node: if efa { None } else { cfg.node.clone() },
+            node,
             ignored_node: if efa { cfg.node.clone() } else { None },
             fabric_name: efa.then_some("efa"),
             domain_name: cfg.domain.clone(),
@@ -146,9 +169,31 @@ pub fn classify(efa: bool, errno: Option<i32>, prov_errno: Option<i32>) -> ReadF
 
 /// Whether an endpoint of `provider` stays usable after a read with a revoked key. On `efa`
 /// (SRD) such a read is a per-request error, and `sockets` keeps its connection; on
-/// `tcp;ofi_rxm` the connection is torn down, so the reader must open a new endpoint.
+/// `tcp;ofi_rxm` the connection is torn down, so the reader must open a new endpoint. `shm`
+/// has no connection to lose (its fast path does not even look at the key).
 pub fn survives_revoked_key(provider: &str) -> bool {
-    is_efa(provider) || provider == "sockets"
+    is_efa(provider) || provider == "sockets" || is_shm(provider)
+}
+
+/// Whether `provider` verifies the remote key of a read. `shm`'s fast path copies with
+/// `process_vm_readv` and never looks at the key, so rotating a key fences nothing there:
+/// frame validation is the fence (a reused arena no longer holds the frame a descriptor
+/// names), and any process allowed to ptrace the gateway can read its memory anyway.
+pub fn checks_remote_keys(provider: &str) -> bool {
+    !is_shm(provider)
+}
+
+/// Longest the progress thread sleeps between polls of a queue without a wait object. The
+/// reads of most such providers wait on it (EFA's handshakes and emulated reads), so it
+/// stays at a few microseconds; `shm`'s reads copy from the reader's side and only a new
+/// peer's first contact waits on the gateway, so an idle `shm` gateway sleeps a
+/// millisecond at a time instead of spinning a core.
+pub fn max_idle_sleep(provider: &str) -> std::time::Duration {
+    if is_shm(provider) {
+        std::time::Duration::from_millis(1)
+    } else {
+        std::time::Duration::from_micros(5)
+    }
 }
 
 /// Bytes a memory budget locks: every arena is registered once, and a key refresh registers
@@ -178,6 +223,10 @@ mod tests {
         );
         assert_eq!(p.node, None);
         assert_eq!(p.ignored_node.as_deref(), Some("10.0.0.5"));
+        let shm = |n: Option<&str>| Plan::new(&cfg("shm", n), fi_version(1, 17), fi_version(1, 17));
+        let (a, b) = (shm(Some("127.0.0.1")), shm(Some("127.0.0.1")));
+        assert!(a.node.as_deref().is_some_and(|n| n.starts_with("rasa-")));
+        assert_ne!(a.node, b.node, "every shm endpoint has a name of its own");
         assert_eq!(p.fabric_name, Some("efa"));
         assert_eq!(p.domain_name.as_deref(), Some("rdmap16s27-rdm"));
         assert_eq!(p.rx_size, None);

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::{classify, Conn, Failed, ReadError, MAX_IN_FLIGHT};
 use crate::fabric::plan;
-use crate::sys;
+use crate::fabric::queue::{Completion, Polled, Posted, ReadContext, ReadOp};
 
 /// Empty polls of the completion queue before the reader yields its core between polls.
 const SPIN_POLLS: u32 = 200;
@@ -105,13 +105,13 @@ pub(super) fn run(
         assert!(p.local + p.len <= room, "a piece outside its buffer");
     }
     // One context per piece; the provider may write into it while the read is in flight.
-    let mut contexts: Vec<sys::fi_context2> = vec![sys::fi_context2::default(); pieces.len()];
+    let mut contexts: Vec<ReadContext> = vec![ReadContext::default(); pieces.len()];
     let ctx_base = contexts.as_mut_ptr();
     let mut done = vec![false; pieces.len()];
     let mut delivered = 0usize;
     let mut next = 0usize;
     let mut in_flight = 0usize;
-    let mut entries = [sys::fi_cq_entry::default(); MAX_IN_FLIGHT];
+    let mut entries = [Completion::default(); MAX_IN_FLIGHT];
     let mut idle_polls = 0u32;
     let efa = plan::is_efa(conn.node.provider());
     let classify = |e| classify(efa, e);
@@ -132,43 +132,34 @@ pub(super) fn run(
             // read has completed. No other piece in flight or undelivered uses that space
             // (the window). The context stays at a fixed address (`contexts` is not
             // resized) until completion or endpoint close.
-            let ret = unsafe {
-                sys::rasa_fi_read(
-                    conn.node.ep_raw(),
-                    base.add(p.local).cast(),
-                    p.len,
-                    desc,
-                    conn.peer,
-                    p.remote,
-                    p.rkey,
-                    ctx_base.add(next).cast(),
-                )
+            let op = ReadOp {
+                // SAFETY: inside the buffer (checked above).
+                local: unsafe { base.add(p.local) },
+                len: p.len,
+                desc,
+                peer: conn.peer,
+                remote: p.remote,
+                rkey: p.rkey,
             };
-            if ret == -(sys::FI_EAGAIN as isize) {
-                break; // queue full: reap completions (which also drives progress)
+            // SAFETY: see above.
+            let posted = unsafe { conn.node.post_read(op, ctx_base.add(next)) };
+            if posted.map_err(classify)? == Posted::QueueFull {
+                break; // reap completions (which also drives progress)
             }
-            crate::fabric::check("fi_read", ret).map_err(classify)?;
             next += 1;
             in_flight += 1;
         }
-        // SAFETY: entries has room for MAX_IN_FLIGHT context entries; the queue is open.
-        let mut ret = unsafe {
-            sys::rasa_fi_cq_read(
-                conn.node.cq_raw(),
-                entries.as_mut_ptr().cast(),
-                entries.len(),
-            )
-        };
-        if ret == 0 || ret == -(sys::FI_EAGAIN as isize) {
+        let mut polled = conn.node.poll_completions(&mut entries);
+        if let Polled::Empty = polled {
             if Instant::now() >= deadline {
                 return Err(failed.unwrap_or(ReadError::Timeout(Duration::ZERO)).into());
             }
             idle_polls += 1;
-            if idle_polls < SPIN_POLLS || !conn.node.waitable() {
+            if idle_polls < SPIN_POLLS {
                 std::hint::spin_loop();
                 continue;
             }
-            if idle_polls < YIELD_POLLS {
+            if idle_polls < YIELD_POLLS || !conn.node.waitable() {
                 // Give the core to whoever serves the read (on loopback, the gateway's
                 // progress thread) without sleeping through the completion.
                 std::thread::yield_now();
@@ -177,26 +168,17 @@ pub(super) fn run(
             // Still nothing: sleep on the queue's wait object (which also drives progress)
             // instead of burning a core. Providers do not always signal it for RMA
             // completions, so sleep 1 ms at a time; its other failures count as "nothing".
-            // SAFETY: as for fi_cq_read above; blocks at most 1 ms.
-            ret = unsafe {
-                sys::rasa_fi_cq_sread(
-                    conn.node.cq_raw(),
-                    entries.as_mut_ptr().cast(),
-                    entries.len(),
-                    std::ptr::null(),
-                    1,
-                )
-            };
-            if ret <= 0 && ret != -(sys::FI_EAVAIL as isize) {
+            polled = conn.node.wait_completions(&mut entries, 1);
+            if let Polled::Empty | Polled::Failed(_) = polled {
                 continue;
             }
         }
-        if ret > 0 {
-            in_flight -= ret as usize;
+        if let Polled::Completed(n) = polled {
+            in_flight -= n;
             idle_polls = 0;
-            for e in &entries[..ret as usize] {
+            for e in &entries[..n] {
                 let at = (e.op_context as usize).wrapping_sub(ctx_base as usize)
-                    / std::mem::size_of::<sys::fi_context2>();
+                    / std::mem::size_of::<ReadContext>();
                 if let Some(d) = done.get_mut(at) {
                     *d = true;
                 }
@@ -214,10 +196,10 @@ pub(super) fn run(
             }
             continue;
         }
-        if ret == -(sys::FI_EAVAIL as isize) {
+        if let Polled::ErrorPending = polled {
             // The error entry is one of ours: it completes that read.
             in_flight -= 1;
-            let e = classify(conn.node.cq_error("fi_read"));
+            let e = classify(conn.node.completion_error("fi_read"));
             match (&failed, &e) {
                 (None, ReadError::KeyRevoked(_)) => failed = Some(e),
                 (None, _) => return Err(e.into()),
@@ -225,8 +207,10 @@ pub(super) fn run(
             }
             continue;
         }
-        let e = classify(crate::fabric::check("fi_cq_read", ret).expect_err("negative"));
-        return Err(failed.unwrap_or(e).into());
+        let Polled::Failed(e) = polled else {
+            unreachable!("every other answer continues the loop")
+        };
+        return Err(failed.unwrap_or(classify(e)).into());
     }
     match failed {
         None => Ok(()),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::engine::{self, Landing, Piece};
-use super::{classify, Failed, ReadError, Reader, RemoteFrame};
+use super::{classify, Conn, Failed, ReadError, Reader, RemoteFrame};
 use crate::buffer::{ArenaBuffer, BufferError, WriteSlot};
 use crate::fabric::{plan, MemoryRegion, Node};
 use crate::frame::{FrameCheck, HEADER_LEN};
@@ -111,14 +111,6 @@ impl Reader {
         dst: &mut LandingBuffer,
         timeout: Duration,
     ) -> Result<usize, Failed> {
-        let efa = plan::is_efa(&self.config.provider);
-        self.reconnect().map_err(|e| classify(efa, e))?;
-        let conn = self.conn.as_mut().expect("connected above");
-        conn.ensure_scratch(HEADER_LEN, efa)?;
-        let desc = dst
-            .region_on(&conn.node)
-            .map_err(|e| classify(efa, e))?
-            .desc();
         let mut pieces = vec![Piece {
             local: 0,
             remote: f.addr,
@@ -134,9 +126,8 @@ impl Reader {
             len,
             true,
         );
-        let bytes = dst.as_mut_slice();
-        engine::run_all(conn, &pieces, Some(Landing { bytes, desc }), timeout)?;
-        let (slot, _) = conn.scratch.as_mut().expect("scratch set above");
+        let conn = self.run_into(&pieces, dst, timeout)?;
+        let (slot, _) = conn.scratch.as_mut().expect("scratch set by run_into");
         let checked = FrameCheck::new(&slot.as_mut_slice()[..HEADER_LEN], f.identity, f.checksum)
             .and_then(|mut check| {
                 check.payload(&dst.as_slice()[..len]);
@@ -147,5 +138,63 @@ impl Reader {
             quiet: true,
         })?;
         Ok(len)
+    }
+}
+
+impl Reader {
+    /// Reads `len` bytes at `addr` under `rkey` into the front of `dst` exactly as they are,
+    /// with no frame to check them against: what any holder of a remote key can do. For
+    /// audits of what a key exposes (the trust-model tests); clients read frames.
+    pub fn read_raw(
+        &mut self,
+        addr: u64,
+        rkey: u64,
+        len: usize,
+        dst: &mut LandingBuffer,
+        timeout: Duration,
+    ) -> Result<(), ReadError> {
+        if len > dst.capacity() {
+            return Err(ReadError::Output(format!(
+                "{len} bytes do not fit a registered buffer of {}",
+                dst.capacity()
+            )));
+        }
+        let r = self.try_read_raw(addr, rkey, len, dst, timeout);
+        self.settle(r)
+    }
+
+    fn try_read_raw(
+        &mut self,
+        addr: u64,
+        rkey: u64,
+        len: usize,
+        dst: &mut LandingBuffer,
+        timeout: Duration,
+    ) -> Result<(), Failed> {
+        let mut pieces = Vec::new();
+        engine::split(&mut pieces, 0, addr, rkey, len, true);
+        self.run_into(&pieces, dst, timeout).map(|_| ())
+    }
+
+    /// Connects when needed and runs `pieces` within `timeout`, those marked `landing`
+    /// into `dst` (registered on this endpoint first), the others into the scratch; the
+    /// endpoint, whose scratch the caller may read.
+    fn run_into(
+        &mut self,
+        pieces: &[Piece],
+        dst: &mut LandingBuffer,
+        timeout: Duration,
+    ) -> Result<&mut Conn, Failed> {
+        let efa = plan::is_efa(&self.config.provider);
+        self.reconnect().map_err(|e| classify(efa, e))?;
+        let conn = self.conn.as_mut().expect("connected above");
+        conn.ensure_scratch(HEADER_LEN, efa)?;
+        let desc = dst
+            .region_on(&conn.node)
+            .map_err(|e| classify(efa, e))?
+            .desc();
+        let bytes = dst.as_mut_slice();
+        engine::run_all(conn, pieces, Some(Landing { bytes, desc }), timeout)?;
+        Ok(conn)
     }
 }

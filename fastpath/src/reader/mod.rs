@@ -8,7 +8,6 @@ use crate::buffer::{ArenaBuffer, WriteSlot};
 use crate::fabric::plan::{self, ReadFailure};
 use crate::fabric::{FabricConfig, FabricError, MemoryRegion, Node};
 use crate::frame::{self, FrameError, FrameIdentity, HEADER_LEN};
-use crate::sys;
 
 pub use landing::LandingBuffer;
 
@@ -143,7 +142,7 @@ struct Conn {
     // Fields drop in order: the node's endpoint is closed (cancelling reads in flight)
     // before the scratch region and its buffer, so no read can target freed memory.
     node: Node,
-    peer: sys::fi_addr_t,
+    peer: crate::fabric::queue::PeerAddr,
     scratch: Option<(WriteSlot, MemoryRegion)>,
 }
 

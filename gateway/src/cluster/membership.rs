@@ -2,8 +2,9 @@
 //!
 //! - **Register**: grant a lease (TTL `--member-ttl`), then in one transaction create
 //!   `/rasa/<name>/members/<node-id>` only if absent. A record already there belongs to a
-//!   live node (refuse to start, naming it) or to a crashed one whose lease has not yet
-//!   ended (wait for it, at most one TTL).
+//!   live node (refuse to start, naming it), to this node's previous process (it names
+//!   the URL whose port this process now holds: take it over at once), or to a crashed
+//!   one elsewhere whose lease has not yet ended (wait for it, at most one TTL).
 //! - **Keep**: renew the lease every third of its TTL; if etcd answers that the lease is
 //!   gone (the node was cut off longer than the TTL), register again.
 //! - **Watch**: list the prefix, then watch it from the next revision; after a lost
@@ -60,50 +61,79 @@ pub(super) async fn register(cluster: &Cluster) -> Result<(), String> {
     };
     let mut announced = false;
     loop {
+        // Before the request: the lease cannot have started earlier than this.
+        let asked = std::time::Instant::now();
         let lease =
             tokio::time::timeout(CALL_TIMEOUT, etcd.lease_grant(ttl.as_secs() as i64, None))
                 .await
                 .map_err(timed("lease grant"))?
                 .map_err(|e| format!("etcd refused a lease: {e}"))?
                 .id();
+        // The lease lasts from `asked` on: fresh before the record is visible, so a member
+        // back from a lost lease is not fenced when the others start forwarding to it.
+        cluster.renewed(asked);
         let value = serde_json::to_string(&cluster.record()).expect("a member serializes");
-        let txn = Txn::new()
-            .when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(
-                key.as_str(),
-                value,
-                Some(PutOptions::new().with_lease(lease)),
-            )])
-            .or_else([TxnOp::get(key.as_str(), None)]);
-        let resp = tokio::time::timeout(CALL_TIMEOUT, etcd.txn(txn))
-            .await
-            .map_err(timed("create the member record"))?
-            .map_err(|e| format!("etcd refused the member record: {e}"))?;
+        let absent = Compare::create_revision(key.as_str(), CompareOp::Equal, 0);
+        let resp = put_record(
+            &mut etcd,
+            &key,
+            &value,
+            lease,
+            absent,
+            "create the member record",
+        )
+        .await?;
         if resp.succeeded() {
             cluster.lease.store(lease, Ordering::Release);
             tracing::info!(key, lease, ttl = ?ttl, "cluster: registered");
             return Ok(());
         }
-        let _ = etcd.lease_revoke(lease).await;
-        let holder = resp.op_responses().into_iter().find_map(|op| match op {
-            TxnOpResponse::Get(g) => g
-                .kvs()
-                .first()
-                .and_then(|kv| serde_json::from_slice::<ClusterMember>(kv.value()).ok()),
+        let held = resp.op_responses().into_iter().find_map(|op| match op {
+            TxnOpResponse::Get(g) => g.kvs().first().map(|kv| {
+                let member = serde_json::from_slice::<ClusterMember>(kv.value()).ok();
+                (member, kv.mod_revision(), kv.lease())
+            }),
             _ => None,
         });
+        let Some((holder, revision, old_lease)) = held else {
+            let _ = etcd.lease_revoke(lease).await;
+            continue; // gone between the compare and the get: try again
+        };
         let held_by = holder.as_ref().map_or_else(
             || "an unreadable record".to_owned(),
             |h| format!("the gateway at {} (incarnation {})", h.url, h.incarnation),
         );
         if let Some(h) = &holder {
             if answers_as(cluster, h).await {
+                let _ = etcd.lease_revoke(lease).await;
                 return Err(format!(
                     "--node-id {} is in use by a live gateway: {held_by}; stop it or choose another id",
                     cluster.config.node_id
                 ));
             }
+            // This process holds the port the record names, so the gateway that wrote it
+            // is gone (a restart): take its record over now instead of waiting a TTL.
+            if h.url == cluster.config.advertise_url {
+                let unchanged = Compare::mod_revision(key.as_str(), CompareOp::Equal, revision);
+                let what = "take over the member record";
+                let taken = put_record(&mut etcd, &key, &value, lease, unchanged, what).await?;
+                if taken.succeeded() {
+                    // Its lease ends now, not a TTL later (best effort: it holds no record).
+                    let _ = etcd.lease_revoke(old_lease).await;
+                    cluster.lease.store(lease, Ordering::Release);
+                    tracing::info!(
+                        key,
+                        lease,
+                        predecessor = %h.incarnation,
+                        "cluster: registered, taking over the record of this node's previous process"
+                    );
+                    return Ok(());
+                }
+                let _ = etcd.lease_revoke(lease).await;
+                continue; // the record changed meanwhile: look again
+            }
         }
+        let _ = etcd.lease_revoke(lease).await;
         if !announced {
             tracing::warn!(
                 node = %cluster.config.node_id,
@@ -120,6 +150,30 @@ pub(super) async fn register(cluster: &Cluster) -> Result<(), String> {
             ));
         }
     }
+}
+
+/// Puts `value` at `key` under `lease` if `when` holds, else reads what is there: one
+/// transaction, within [`CALL_TIMEOUT`] (`what` names it in the error).
+async fn put_record(
+    etcd: &mut etcd_client::Client,
+    key: &str,
+    value: &str,
+    lease: i64,
+    when: Compare,
+    what: &str,
+) -> Result<etcd_client::TxnResponse, String> {
+    let txn = Txn::new()
+        .when([when])
+        .and_then([TxnOp::put(
+            key,
+            value,
+            Some(PutOptions::new().with_lease(lease)),
+        )])
+        .or_else([TxnOp::get(key, None)]);
+    tokio::time::timeout(CALL_TIMEOUT, etcd.txn(txn))
+        .await
+        .map_err(|_| format!("etcd did not answer ({what}) within {CALL_TIMEOUT:?}"))?
+        .map_err(|e| format!("etcd refused the member record: {e}"))
 }
 
 /// Whether `member` answers at its URL as the same gateway process.
@@ -188,6 +242,9 @@ pub(super) async fn keep_lease(cluster: Arc<Cluster>) {
         let lease = cluster.lease.load(Ordering::Acquire);
         let mut etcd = cluster.etcd.clone();
         let lost = match etcd.lease_keep_alive(lease).await {
+            // etcd answered: the lease is gone (it expired while etcd was away or this
+            // node was cut off). Not an outage: register again at once.
+            Err(e) if lease_expired(&e) => true,
             Err(e) => {
                 if !failing {
                     tracing::warn!(error = %e, "cluster: cannot renew this node's lease; serving with the last view");
@@ -199,17 +256,20 @@ pub(super) async fn keep_lease(cluster: Arc<Cluster>) {
                 let mut tick = tokio::time::interval(every);
                 loop {
                     tick.tick().await;
+                    let asked = std::time::Instant::now();
                     if keeper.keep_alive().await.is_err() {
                         break false;
                     }
                     match tokio::time::timeout(every, answers.message()).await {
                         Ok(Ok(Some(r))) if r.ttl() > 0 => {
+                            cluster.renewed(asked);
                             if failing {
                                 tracing::info!("cluster: etcd reachable again; lease renewed");
                             }
                             failing = false;
                         }
                         Ok(Ok(Some(_))) => break true,
+                        Ok(Err(e)) if lease_expired(&e) => break true,
                         _ => {
                             if !failing {
                                 tracing::warn!("cluster: etcd did not renew this node's lease; serving with the last view");
@@ -226,6 +286,7 @@ pub(super) async fn keep_lease(cluster: Arc<Cluster>) {
                 lease,
                 "cluster: this node's lease expired (cut off from etcd longer than --member-ttl); registering again"
             );
+            cluster.rejoining();
             if let Err(e) = register(&cluster).await {
                 tracing::error!(error = %e, "cluster: cannot register again; will retry");
             } else {
@@ -233,6 +294,17 @@ pub(super) async fn keep_lease(cluster: Arc<Cluster>) {
             }
         }
         tokio::time::sleep(every).await; // retry interval while etcd is away
+    }
+}
+
+/// Whether etcd's answer says the lease does not exist (any more): etcd-client reports it
+/// as `LeaseKeepAliveError("lease not found")` when opening the keep-alive, and the server
+/// as a gRPC status ("etcdserver: requested lease not found") on a running stream.
+fn lease_expired(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::LeaseKeepAliveError(why) => why.contains("not found"),
+        etcd_client::Error::GRpcStatus(status) => status.message().contains("lease not found"),
+        _ => false,
     }
 }
 

@@ -11,7 +11,9 @@
 
 mod args;
 mod membership;
+pub mod suspects;
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -59,6 +61,16 @@ pub struct Cluster {
     etcd: etcd_client::Client,
     /// The lease this node's record lives under (0 before registration).
     lease: std::sync::atomic::AtomicI64,
+    /// When the lease was last renewed, at the latest (the instant the renewal that
+    /// etcd confirmed was sent): the lease lasts at least its TTL from there.
+    /// (Nanoseconds after `born`.) Read by every keyed request, so an atomic, not a lock.
+    renewed: std::sync::atomic::AtomicU64,
+    born: std::time::Instant,
+    /// Called before this node registers again after its lease was lost (see
+    /// [`Cluster::on_rejoin`]).
+    rejoin: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// Members that did not answer a forward a moment ago.
+    suspects: suspects::Suspects,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -93,12 +105,17 @@ impl Cluster {
             view: watch::Sender::new(View::default()),
             etcd,
             lease: Default::default(),
+            renewed: std::sync::atomic::AtomicU64::new(0),
+            born: std::time::Instant::now(),
+            rejoin: std::sync::OnceLock::new(),
+            suspects: Default::default(),
             config,
         });
         membership::register(&cluster).await?;
         let revision = membership::list(&cluster).await?;
         tokio::spawn(membership::keep_lease(Arc::clone(&cluster)));
         tokio::spawn(membership::watch_members(Arc::clone(&cluster), revision));
+        tokio::spawn(watch_fence(Arc::downgrade(&cluster)));
         Ok(cluster)
     }
 
@@ -112,18 +129,76 @@ impl Cluster {
         &self.config.node_id
     }
 
+    /// Members that did not answer a forward a moment ago (passed over for a while).
+    pub fn suspects(&self) -> &suspects::Suspects {
+        &self.suspects
+    }
+
     /// The current view, and changes to it.
     pub fn subscribe(&self) -> watch::Receiver<View> {
         self.view.subscribe()
+    }
+
+    /// Whether this node must not act as an owner: its lease was last renewed so long
+    /// ago that etcd may have let it expire (a tenth of the TTL kept in reserve), so the
+    /// others may already own its keys. Lease-based self-fencing: at most one owner per
+    /// key. Ends when a renewal (or a new registration) succeeds.
+    pub fn fenced(&self) -> bool {
+        let ttl = self.config.member_ttl;
+        let renewed = Duration::from_nanos(self.renewed.load(Ordering::Acquire));
+        self.born.elapsed().saturating_sub(renewed) + ttl / 10 >= ttl
+    }
+
+    /// Has `f` called each time this node is about to register again after its lease was
+    /// lost (it was away from etcd longer than its TTL, and the others served its keys
+    /// meanwhile): what it holds may have been replaced elsewhere. Called before the
+    /// record is back, so nobody forwards to this node before `f` has run.
+    pub fn on_rejoin(&self, f: impl Fn() + Send + Sync + 'static) {
+        let _ = self.rejoin.set(Box::new(f));
+    }
+
+    /// Runs the [`Cluster::on_rejoin`] hook.
+    fn rejoining(&self) {
+        if let Some(f) = self.rejoin.get() {
+            f();
+        }
+    }
+
+    /// Records a renewal that etcd confirmed, sent at `asked`.
+    fn renewed(&self, asked: std::time::Instant) {
+        let at = asked.saturating_duration_since(self.born).as_nanos();
+        self.renewed
+            .fetch_max(u64::try_from(at).unwrap_or(u64::MAX), Ordering::AcqRel);
     }
 
     /// The member that owns `key` when it is another node; `None` when this node serves
     /// it (it is the owner, or no member is serving).
     pub fn owner(&self, key: &str) -> Option<ClusterMember> {
         let view = self.view.borrow();
+        if self.fenced() {
+            // The others have (or are about to have) removed this node: the key's owner
+            // is the one among them.
+            let others: Vec<ClusterMember> = view
+                .members
+                .iter()
+                .filter(|m| m.node_id != self.config.node_id)
+                .cloned()
+                .collect();
+            return rasa_openapi::cluster::owner(key, &others).cloned();
+        }
         rasa_openapi::cluster::owner(key, &view.members)
             .filter(|m| m.node_id != self.config.node_id)
             .cloned()
+    }
+
+    /// The member to ask for `key` when its owner `owner` does not answer: the next in
+    /// the key's placement order — `None` when that is this node (or there is none).
+    pub fn next_choice(&self, key: &str, owner: &str) -> Option<ClusterMember> {
+        let view = self.view.borrow();
+        let next = rasa_openapi::cluster::placement(key, &view.members)
+            .into_iter()
+            .find(|m| m.node_id != owner)?;
+        (next.node_id != self.config.node_id).then(|| next.clone())
     }
 
     /// `key`'s members in order of preference, without this node.
@@ -231,6 +306,31 @@ pub fn peer_client(
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| format!("the client for other members: {e}"))
+}
+
+/// Says when this node starts and stops fencing itself ([`Cluster::fenced`]): a log line
+/// each way and the `rasa_cluster_fenced` gauge, checked every tenth of the TTL.
+async fn watch_fence(cluster: std::sync::Weak<Cluster>) {
+    let mut was = false;
+    loop {
+        let Some(c) = cluster.upgrade() else { return };
+        let every = c.config.member_ttl / 10;
+        let now = c.fenced();
+        if now != was {
+            if now {
+                tracing::warn!(
+                    node = %c.config.node_id,
+                    "cluster: lease not renewed for nine tenths of --member-ttl; this node stops acting as owner (its keys go to the others' owner, writes it would own are refused) until a renewal succeeds"
+                );
+            } else {
+                tracing::info!(node = %c.config.node_id, "cluster: lease renewed; owning keys again");
+            }
+            metrics::gauge!("rasa_cluster_fenced").set(f64::from(u8::from(now)));
+            was = now;
+        }
+        drop(c);
+        tokio::time::sleep(every).await;
+    }
 }
 
 fn members_prefix(name: &str) -> String {

@@ -45,6 +45,22 @@ impl Access {
 }
 
 /// What the guard of one route knows.
+/// What an authorised request's caller may do beyond the route's own scope, for the
+/// handlers that answer differently (a request extension; absent when the gateway is open,
+/// where everyone may read).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Caller {
+    /// Whether the caller may read: only then does an answer carry a remote key.
+    pub reads: bool,
+}
+
+impl Caller {
+    /// Whether the caller of `req` may read (yes on an open gateway).
+    pub(crate) fn reads(req: &http::request::Parts) -> bool {
+        req.extensions.get::<Caller>().is_none_or(|c| c.reads)
+    }
+}
+
 #[derive(Clone)]
 pub(crate) struct Guard {
     pub tokens: Arc<TokenFile>,
@@ -110,6 +126,11 @@ pub(crate) async fn authorize(State(guard): State<Guard>, req: Request, next: Ne
         }
     }
     tracing::debug!(token = %token.name, "authorised");
+    let caller = Caller {
+        reads: token.allows(Scope::Read),
+    };
+    let mut req = req;
+    req.extensions_mut().insert(caller);
     next.run(req).await
 }
 

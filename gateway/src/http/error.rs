@@ -335,3 +335,19 @@ impl From<crate::origin::readthrough::FetchError> for ApiError {
         }
     }
 }
+
+impl From<crate::objects::ObjectError> for ApiError {
+    fn from(e: crate::objects::ObjectError) -> Self {
+        use crate::objects::ObjectError;
+        match e {
+            ObjectError::NotFound(key) => Self::NotFound(key),
+            ObjectError::VersionNotFound { key, version } => Self::VersionNotFound {
+                key,
+                version: version.to_string(),
+            },
+            ObjectError::Store(e) => e.into(),
+            ObjectError::Origin(e) => e.into(),
+            ObjectError::Fetch(e) => e.into(),
+        }
+    }
+}

@@ -17,7 +17,7 @@ use crate::store::Store;
     responses((status = 200, description = "The fabric endpoint, or that there is none.", body = FabricInfo))
 )]
 pub async fn get_fabric(State(st): State<AppState>) -> Json<FabricInfo> {
-    Json(info(&st.store))
+    Json(info(st.store()))
 }
 
 /// How clients reach `store`'s fast path (what `GET /v1/fabric` answers).

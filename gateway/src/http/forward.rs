@@ -5,7 +5,12 @@
 //! here whatever this node's view says, so two nodes whose views differ can never send a
 //! request back and forth. When the owner cannot be reached, reads are served here (from
 //! memory, else the origin); writes are refused with `503` and `Retry-After`, since a
-//! value written here would not be found where the others look for it.
+//! value written here would not be found where the others look for it. An owner that
+//! failed to answer is passed over for a few seconds ([`crate::cluster::suspects`]), so
+//! only one request waits for a crashed or frozen owner, not every one until its lease
+//! ends.
+
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -16,6 +21,7 @@ use rasa_openapi::{ClusterMember, HOP_HEADER};
 
 use super::resolve::key_from_uri;
 use super::{ApiError, AppState};
+use crate::cluster::suspects::SUSPECT_FOR;
 use crate::cluster::Routing;
 
 /// Headers that belong to one connection, never forwarded (RFC 9110, 7.6.1).
@@ -37,7 +43,23 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
     let Some(cluster) = &st.cluster else {
         return next.run(req).await;
     };
+    let write = !matches!(*req.method(), Method::GET | Method::HEAD);
+    // Not a member as far as the others can tell (its lease may have expired): it owns
+    // nothing, so it takes no write as an owner would (reads are served as a non-owner).
+    let fenced = || {
+        ApiError::Unavailable {
+            detail: format!(
+                "node {} has not renewed its cluster membership within --member-ttl (etcd unreachable from here); writes are refused until it has",
+                cluster.node_id()
+            ),
+            retry_after: 1,
+        }
+        .into_response()
+    };
     if req.headers().contains_key(HOP_HEADER) {
+        if write && cluster.fenced() {
+            return fenced();
+        }
         return next.run(req).await;
     }
     let path = req.uri().path();
@@ -51,6 +73,9 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
         return next.run(req).await;
     };
     let Some(owner) = cluster.owner(&key) else {
+        if write && cluster.fenced() {
+            return fenced();
+        }
         return next.run(req).await;
     };
     let target = format!(
@@ -66,6 +91,9 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
         Routing::Proxy => forward(&st, req, next, &key, &target, &owner).await,
     }
 }
+
+/// Longest wait for a forwarded read's answer to start before it is served here.
+pub const FORWARDED_READ_ANSWER_WITHIN: Duration = Duration::from_secs(2);
 
 fn redirect(target: &str, owner: &ClusterMember) -> Response {
     let mut resp = StatusCode::TEMPORARY_REDIRECT.into_response();
@@ -86,7 +114,7 @@ async fn forward(
     target: &str,
     owner: &ClusterMember,
 ) -> Response {
-    let Some(peers) = &st.peers else {
+    let (Some(peers), Some(cluster)) = (&st.peers, &st.cluster) else {
         return next.run(req).await;
     };
     let (parts, body) = req.into_parts();
@@ -95,51 +123,101 @@ async fn forward(
     headers.remove(header::HOST);
     headers.insert(HOP_HEADER, HeaderValue::from_static("1"));
     let read = matches!(parts.method, Method::GET | Method::HEAD);
-    let mut out = peers.request(parts.method.clone(), target).headers(headers);
+    let body = (!read).then(|| reqwest::Body::wrap_stream(body.into_data_stream()));
+    let send = |to: &str, body: Option<reqwest::Body>| {
+        let mut out = peers
+            .request(parts.method.clone(), to)
+            .headers(headers.clone());
+        if let Some(b) = body {
+            out = out.body(b);
+        }
+        send_within(out, read)
+    };
+    let cause = if cluster.suspects().holds(owner) {
+        // It failed a moment ago: pass it over rather than wait for it again.
+        metrics::counter!("rasa_cluster_forwards_total", "result" => "owner_suspect").increment(1);
+        format!("it did not answer within the last {SUSPECT_FOR:?}")
+    } else {
+        match send(target, body).await {
+            Ok(resp) => return answer(resp, owner),
+            Err(cause) => {
+                cluster.suspects().suspect(owner);
+                metrics::counter!("rasa_cluster_forwards_total", "result" => "owner_unreachable")
+                    .increment(1);
+                cause
+            }
+        }
+    };
+    let hint = if cause.contains("certificate") {
+        " (members with a private certificate authority need --cluster-ca-file)"
+    } else {
+        ""
+    };
+    let why = format!(
+        "the owner of '{key}', node {} at {}, cannot be reached: {cause}{hint}",
+        owner.node_id, owner.url,
+    );
     if !read {
-        out = out.body(reqwest::Body::wrap_stream(body.into_data_stream()));
-    }
-    match out.send().await {
-        Ok(resp) => {
-            metrics::counter!("rasa_cluster_forwards_total", "result" => "ok").increment(1);
-            let mut back = Response::builder().status(resp.status());
-            if let Some(h) = back.headers_mut() {
-                *h = resp.headers().clone();
-                strip(h);
-                if let Ok(v) = HeaderValue::from_str(&owner.node_id) {
-                    h.insert(SERVED_BY_HEADER, v);
-                }
-            }
-            back.body(Body::from_stream(resp.bytes_stream()))
-                .unwrap_or_else(|e| {
-                    ApiError::Internal(format!("forwarded answer: {e}")).into_response()
-                })
+        tracing::warn!("{why}; write refused");
+        return ApiError::Unavailable {
+            detail: format!("{why}; nothing was stored, retry shortly"),
+            retry_after: 1,
         }
-        Err(e) => {
-            metrics::counter!("rasa_cluster_forwards_total", "result" => "owner_unreachable")
+        .into_response();
+    }
+    // The key's next choice serves it (and fills it once for every member), unless that
+    // is this node.
+    if let Some(next_choice) = cluster.next_choice(key, &owner.node_id) {
+        let to = retarget(target, &owner.url, &next_choice.url);
+        if let Ok(resp) = send(&to, None).await {
+            tracing::warn!(next = %next_choice.node_id, "{why}; asked the key's next choice");
+            metrics::counter!("rasa_cluster_forwards_total", "result" => "next_choice")
                 .increment(1);
-            let cause = crate::http::error::chain(&e);
-            let hint = if cause.contains("certificate") {
-                " (members with a private certificate authority need --cluster-ca-file)"
-            } else {
-                ""
-            };
-            let why = format!(
-                "the owner of '{key}', node {} at {}, cannot be reached: {cause}{hint}",
-                owner.node_id, owner.url,
-            );
-            if read {
-                tracing::warn!("{why}; serving it here");
-                return next.run(Request::from_parts(parts, Body::empty())).await;
-            }
-            tracing::warn!("{why}; write refused");
-            ApiError::Unavailable {
-                detail: format!("{why}; nothing was stored, retry shortly"),
-                retry_after: 1,
-            }
-            .into_response()
+            return answer(resp, &next_choice);
         }
     }
+    tracing::warn!("{why}; serving it here");
+    next.run(Request::from_parts(parts, Body::empty())).await
+}
+
+/// Sends a forwarded request; a read's answer must start within
+/// [`FORWARDED_READ_ANSWER_WITHIN`] (it has no body to send first): an owner that accepts
+/// but does not answer (frozen, overloaded) then counts as unreachable.
+async fn send_within(
+    out: reqwest::RequestBuilder,
+    read: bool,
+) -> Result<reqwest::Response, String> {
+    let chain = |e: reqwest::Error| crate::http::error::chain(&e);
+    if !read {
+        return out.send().await.map_err(chain);
+    }
+    match tokio::time::timeout(FORWARDED_READ_ANSWER_WITHIN, out.send()).await {
+        Ok(sent) => sent.map_err(chain),
+        Err(_) => Err(format!("no answer within {FORWARDED_READ_ANSWER_WITHIN:?}")),
+    }
+}
+
+/// `target` (a URL under `from`) under `to` instead.
+fn retarget(target: &str, from: &str, to: &str) -> String {
+    let path = target
+        .strip_prefix(from.trim_end_matches('/'))
+        .unwrap_or(target);
+    format!("{}{path}", to.trim_end_matches('/'))
+}
+
+/// The answer of `member`, relayed as it streams.
+fn answer(resp: reqwest::Response, member: &ClusterMember) -> Response {
+    metrics::counter!("rasa_cluster_forwards_total", "result" => "ok").increment(1);
+    let mut back = Response::builder().status(resp.status());
+    if let Some(h) = back.headers_mut() {
+        *h = resp.headers().clone();
+        strip(h);
+        if let Ok(v) = HeaderValue::from_str(&member.node_id) {
+            h.insert(SERVED_BY_HEADER, v);
+        }
+    }
+    back.body(Body::from_stream(resp.bytes_stream()))
+        .unwrap_or_else(|e| ApiError::Internal(format!("forwarded answer: {e}")).into_response())
 }
 
 fn strip(headers: &mut HeaderMap) {

@@ -76,8 +76,6 @@ pub struct HttpConfig {
     pub max_batch_keys: usize,
     /// Serve the `/v1/_test/*` routes (fast-path test suite only).
     pub test_hooks: bool,
-    /// What PUT and DELETE do with the origin (when there is one).
-    pub write_policy: crate::origin::WritePolicy,
     /// The accepted bearer tokens; `None` serves every route openly.
     pub tokens: Option<Arc<TokenFile>>,
     /// Serve `/metrics` without a token even when tokens are configured.
@@ -104,7 +102,6 @@ impl HttpConfig {
             max_object_size,
             max_batch_keys,
             test_hooks: false,
-            write_policy: crate::origin::WritePolicy::CacheOnly,
             tokens: None,
             public_metrics: false,
             max_concurrent_requests: 1024,
@@ -140,16 +137,14 @@ impl std::ops::DerefMut for AppState {
 /// The fields of [`AppState`].
 #[derive(Clone)]
 pub struct Shared {
-    /// The versions.
-    pub store: Arc<Store>,
+    /// The object service: the versions, and the origin behind them.
+    pub objects: Arc<crate::objects::Objects>,
     /// HTTP limits.
     pub config: Arc<HttpConfig>,
     /// Renders `/metrics`; `None` when no recorder is installed (then `/metrics` is empty).
     pub metrics: Option<PrometheusHandle>,
     /// The OpenAPI document, serialized once.
     pub openapi_json: Arc<String>,
-    /// The origin behind the store, when the gateway is a read-through cache.
-    pub origin: Option<Arc<crate::origin::readthrough::ReadThrough>>,
     /// This node's cluster membership (`--cluster`); `None` for a single gateway.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// The client that forwards requests to other members (set with `cluster`).
@@ -168,11 +163,18 @@ pub struct Shared {
     pub stats: Arc<stats::History>,
 }
 
+impl Shared {
+    /// The versions.
+    pub fn store(&self) -> &Arc<Store> {
+        self.objects.store()
+    }
+}
+
 impl AppState {
-    /// State over `store` with `config`, without a metrics recorder.
-    pub fn new(store: Arc<Store>, config: HttpConfig) -> Self {
+    /// State over `objects` with `config`, without a metrics recorder.
+    pub fn new(objects: Arc<crate::objects::Objects>, config: HttpConfig) -> Self {
         Self(Arc::new(Shared {
-            store,
+            objects,
             slots: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_requests)),
             chunked_budget: Arc::new(tokio::sync::Semaphore::new(
                 usize::try_from(config.chunked_upload_memory.div_ceil(1024))
@@ -182,7 +184,6 @@ impl AppState {
             config: Arc::new(config),
             metrics: None,
             openapi_json: Arc::new(doc::openapi_json()),
-            origin: None,
             cluster: None,
             peers: None,
             test_frames: Arc::default(),

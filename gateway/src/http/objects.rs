@@ -12,12 +12,11 @@ use std::sync::Arc;
 use utoipa::IntoParams;
 
 use super::preconditions::{self, hv, validators, Outcome, Preconditions, RangeOutcome};
-use super::resolve::{descriptor, key_from_uri, lookup, VersionQuery};
+use super::resolve::{descriptor_of, key_from_uri, parse_version, VersionQuery};
 use super::{json_response, ApiError, AppState};
 use crate::key::{self, KeyError};
 use crate::media::DEFAULT_CONTENT_TYPE;
-use crate::origin::readthrough::{FetchError, Lookup};
-use crate::origin::WritePolicy;
+use crate::objects::read::{Read, ReadIntent};
 use crate::store::Upload;
 
 const MAX_CONTENT_TYPE_LEN: usize = 256;
@@ -85,13 +84,13 @@ async fn receive(
             return Err(too_large);
         }
         // Charged to the budget as the body arrives (a stalled upload holds little).
-        let mut upload = st.store.begin_streaming(key, ctype, declared).await?;
+        let mut upload = st.store().begin_streaming(key, ctype, declared).await?;
         while let Some(chunk) = pace
             .within(upload.written(), stream.next())
             .await
             .ok_or_else(too_slow)?
         {
-            st.store
+            st.store()
                 .write(&mut upload, &chunk.map_err(body_error)?)
                 .await?;
         }
@@ -138,7 +137,7 @@ async fn receive(
         }
         parts.push(chunk);
     }
-    let mut upload = st.store.begin(key, ctype, total).await?;
+    let mut upload = st.store().begin(key, ctype, total).await?;
     for part in &parts {
         upload.write(part)?;
     }
@@ -188,30 +187,17 @@ pub async fn put_object(State(st): State<AppState>, req: Request) -> Result<Resp
     let pre = Preconditions::from_headers(&parts.headers)?;
     if !pre.is_empty() {
         // Fail fast, before the body is read; checked again atomically at commit.
-        pre.evaluate(st.store.current(&key).as_deref(), false)?;
+        st.objects
+            .precheck(&key, |cur| pre.evaluate(cur, false).map(drop))?;
     }
     let upload = receive(&st, &key, &ctype, &parts.headers, body).await?;
-    let sealed = st.store.seal(upload)?;
-    if let (Some(rt), WritePolicy::WriteThrough) = (&st.origin, st.config.write_policy) {
-        // Acknowledged only once the origin has it; the SHA-256 goes along as its checksum.
-        let v = sealed.version();
-        let body = Bytes::from_owner(v.payload());
-        let etag = rt
-            .origin()
-            .put(&key, body, v.sha256(), v.content_type())
-            .await?;
-        if let Some(e) = etag {
-            v.origin.set_etag(e);
-        }
-        v.origin.touch();
-    }
+    let sealed = st.store().seal(upload)?;
     let stored = st
-        .store
-        .publish(sealed, |cur| pre.evaluate(cur, false).map(drop))?;
-    if let Some(rt) = &st.origin {
-        rt.forget_negative(&key);
-    }
-    let d = descriptor(&st, &stored);
+        .objects
+        .put(sealed, |cur| pre.evaluate(cur, false).map(drop))
+        .await?;
+    // A remote key opens memory: only for a caller that may read (not a write-only token).
+    let d = descriptor_of(&st, &stored, super::auth::Caller::reads(&parts));
     let mut resp = json_response(StatusCode::CREATED, &d);
     let h = resp.headers_mut();
     let location = format!(
@@ -234,60 +220,26 @@ async fn read_object(st: AppState, method: Method, req: Request) -> Result<Respo
         .map_err(|e| ApiError::InvalidRequest(e.body_text()))?;
     let h = req.headers();
     let pre = Preconditions::from_headers(h)?;
-    // Another member filling its cache from this one: memory only, never the origin.
-    let peer_fill = h.contains_key(rasa_openapi::cluster::PEER_FILL_HEADER);
-    // A cold GET of a whole value streams while the value fills from the origin.
-    let streamable = method == Method::GET
-        && q.version.is_none()
-        && pre.is_empty()
-        && !peer_fill
-        && !h.contains_key(header::RANGE);
-    // A HEAD that misses asks the origin with HEAD: no need to fetch the object.
-    let plain_head = method == Method::HEAD && q.version.is_none() && !peer_fill && pre.is_empty();
-    if let (Some(rt), true) = (&st.origin, plain_head) {
-        if st.store.current(&key).is_none() {
-            return match rt.head(&key).await? {
-                Some(head) => Ok(super::passthrough::head(&head)),
-                None => Err(ApiError::NotFound(key)),
-            };
-        }
-    }
-    // A cold ranged GET is answered at once: from a fill under way that has reached it,
-    // else from the origin's range (and, with `--origin-fill whole`, the whole object is
-    // stored in the background).
-    let plain_range = method == Method::GET
-        && q.version.is_none()
-        && pre.is_empty()
-        && !peer_fill
-        && h.contains_key(header::RANGE);
-    if let (Some(rt), true) = (&st.origin, plain_range) {
-        if st.store.current(&key).is_none() {
-            return super::passthrough::cold_range(&st, rt, &method, &key, h).await;
-        }
-    }
-    let v = if let (Some(rt), true) = (&st.origin, streamable) {
-        match rt.lookup(&key, true).await {
-            Ok(Lookup::Stored(v)) => v,
-            Ok(Lookup::Filling(f)) => return Ok(super::passthrough::filling(f)),
-            Ok(Lookup::Missing) => return Err(ApiError::NotFound(key)),
-            Err(FetchError::TooLarge { .. }) => {
-                return super::passthrough::serve(&st, &method, &key, h).await;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    } else if peer_fill && q.version.is_none() {
-        st.store
-            .current(&key)
-            .ok_or_else(|| ApiError::NotFound(key.clone()))?
-    } else {
-        match lookup(&st, &key, &q).await {
-            // Too large to cache: streamed from the origin instead.
-            Err(ApiError::OriginTooLarge { .. }) if pre.is_empty() => {
-                return super::passthrough::serve(&st, &method, &key, h).await;
-            }
-            found => found?,
-        }
+    let intent = ReadIntent {
+        key: &key,
+        version: parse_version(&q)?,
+        body: method == Method::GET,
+        range: h.get(header::RANGE).map(|r| r.to_str().unwrap_or_default()),
+        if_range: h.contains_key(header::IF_RANGE),
+        conditional: !pre.is_empty(),
+        // Another member filling its cache from this one: memory only, never the origin.
+        peer_fill: h.contains_key(rasa_openapi::cluster::PEER_FILL_HEADER),
     };
+    let v = match st.objects.read(&intent).await? {
+        Read::Stored(v) => v,
+        Read::Filling(fill) => return Ok(super::passthrough::filling(fill)),
+        Read::FillingRange { fill, first, last } => {
+            return Ok(super::passthrough::filling_range(fill, first, last))
+        }
+        Read::OriginHead(head) => return Ok(super::passthrough::head(&head)),
+        Read::PassThrough(obj) => return Ok(super::passthrough::serve(&method, obj)),
+    };
+    let peer_fill = intent.peer_fill;
     let pinned = q.version.is_some();
     if pre.evaluate(Some(&v), true)? == Outcome::NotModified {
         let mut resp = StatusCode::NOT_MODIFIED.into_response();
@@ -418,14 +370,9 @@ pub async fn head_object(State(st): State<AppState>, req: Request) -> Result<Res
 pub async fn delete_object(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
     let key = key_from_uri(req.uri().path(), "/v1/objects/")?;
     let pre = Preconditions::from_headers(req.headers())?;
-    if let (Some(rt), WritePolicy::WriteThrough) = (&st.origin, st.config.write_policy) {
-        if !pre.is_empty() {
-            pre.evaluate(st.store.current(&key).as_deref(), false)?;
-        }
-        rt.origin().delete(&key).await?;
-    }
-    st.store
-        .delete(&key, |cur| pre.evaluate(cur, false).map(drop))?;
+    st.objects
+        .delete(&key, |cur| pre.evaluate(cur, false).map(drop))
+        .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -462,7 +409,7 @@ pub async fn list_objects(State(st): State<AppState>, req: Request) -> Result<Re
         )));
     }
     let prefix = q.prefix.unwrap_or_default();
-    let (page, more) = st.store.list(&prefix, q.after.as_deref(), limit);
+    let (page, more) = st.store().list(&prefix, q.after.as_deref(), limit);
     let next_after = if more {
         page.last().map(|v| v.key().to_string())
     } else {

@@ -51,7 +51,7 @@ pub async fn metrics(State(st): State<AppState>) -> Response {
 /// The exposition `/metrics` serves, gauges brought up to date first (empty without a
 /// recorder).
 pub(crate) fn render(st: &AppState) -> String {
-    st.store.observe();
+    st.store().memory().observe();
     let max = st.config.max_concurrent_requests;
     let active = max.saturating_sub(st.slots.available_permits());
     metrics::gauge!("rasa_http_requests_active").set(active as f64);
@@ -59,7 +59,7 @@ pub(crate) fn render(st: &AppState) -> String {
     let budget_kib = st.config.chunked_upload_memory.div_ceil(1024) as usize;
     let gathered_kib = budget_kib.saturating_sub(st.chunked_budget.available_permits());
     metrics::gauge!("rasa_http_chunked_upload_bytes").set((gathered_kib * 1024) as f64);
-    if let Some(rt) = &st.origin {
+    if let Some(rt) = st.objects.read_through() {
         metrics::gauge!("rasa_origin_fetches_in_flight").set(rt.in_flight() as f64);
     }
     st.metrics.as_ref().map(|h| h.render()).unwrap_or_default()

@@ -12,50 +12,18 @@ use futures_util::StreamExt;
 use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use rasa_openapi::PASS_THROUGH_HEADER;
 
-use super::preconditions::{resolve_range_for, RangeOutcome};
-use super::{ApiError, AppState};
-use crate::origin::Fetch;
+use crate::origin::filling::Filling;
+use crate::origin::{OriginHead, OriginObject};
 
-/// `key` (or the range the request names) straight from the origin.
-pub(crate) async fn serve(
-    st: &AppState,
-    method: &Method,
-    key: &str,
-    headers: &HeaderMap,
-) -> Result<Response, ApiError> {
-    let Some(rt) = &st.origin else {
-        return Err(ApiError::NotFound(key.to_owned()));
-    };
-    let range = headers
-        .get(header::RANGE)
-        .and_then(|v| v.to_str().ok())
-        .filter(|r| r.starts_with("bytes="));
-    let fetched = match range {
-        Some(r) => rt.origin().get_range(key, r).await,
-        None => rt.origin().get(key, None).await,
-    }?;
-    let obj = match fetched {
-        Fetch::Found(obj) => obj,
-        Fetch::NotFound => return Err(ApiError::NotFound(key.to_owned())),
-        Fetch::NotModified => {
-            return Err(ApiError::OriginUnavailable(
-                "the origin answered 304 to an unconditional request".into(),
-            ))
-        }
-    };
-    metrics::counter!("rasa_origin_pass_through_total").increment(1);
+/// An origin object streamed through, never stored (see [`crate::objects::read`]).
+pub(crate) fn serve(method: &Method, obj: OriginObject) -> Response {
     let partial = obj.content_range.is_some();
     let body = if method == Method::HEAD {
         Body::empty()
     } else {
-        let bytes = obj.body.map(|chunk| {
-            chunk
-                .inspect(|c| {
-                    metrics::counter!("rasa_origin_pass_through_bytes_total")
-                        .increment(c.len() as u64);
-                })
-                .map_err(|e| std::io::Error::other(e.to_string()))
-        });
+        let bytes = obj
+            .body
+            .map(|chunk| chunk.map_err(|e| std::io::Error::other(e.to_string())));
         Body::from_stream(bytes)
     };
     let mut resp = Response::new(body);
@@ -80,40 +48,11 @@ pub(crate) async fn serve(
     {
         h.insert(header::CONTENT_RANGE, v);
     }
-    Ok(resp)
+    resp
 }
 
-/// A ranged GET of `key`, which is not stored: from the fill under way when it has
-/// reached the range's first byte (the rest follows as it arrives, no second request to
-/// the origin), else the origin's range (starting a whole-object fill with
-/// `--origin-fill whole`).
-pub(crate) async fn cold_range(
-    st: &AppState,
-    rt: &std::sync::Arc<crate::origin::readthrough::ReadThrough>,
-    method: &Method,
-    key: &str,
-    h: &HeaderMap,
-) -> Result<Response, ApiError> {
-    let fill = rt
-        .filling(key)
-        .filter(|_| !h.contains_key(header::IF_RANGE));
-    if let Some(f) = fill {
-        if let RangeOutcome::Partial(first, last) = resolve_range_for(h, f.length) {
-            if first <= f.received() {
-                return Ok(filling_range(f, first, last));
-            }
-        }
-    }
-    rt.range_missed(key);
-    serve(st, method, key, h).await
-}
-
-fn filling_range(
-    f: std::sync::Arc<crate::origin::filling::Filling>,
-    first: u64,
-    last: u64,
-) -> Response {
-    metrics::counter!("rasa_cold_streams_total").increment(1);
+/// Bytes `first..=last` of a cold object, streamed as it fills from the origin.
+pub(crate) fn filling_range(f: std::sync::Arc<Filling>, first: u64, last: u64) -> Response {
     let (length, ctype) = (f.length, f.content_type.clone());
     let mut resp = Response::new(Body::from_stream(f.stream_range(first, last + 1)));
     *resp.status_mut() = StatusCode::PARTIAL_CONTENT;
@@ -141,8 +80,7 @@ fn filling_headers(h: &mut HeaderMap, ctype: &str) {
 
 /// A cold object streamed to the client as it fills from the origin: the whole object,
 /// `Content-Length` known up front; if the fetch fails midway the body ends early.
-pub(crate) fn filling(f: std::sync::Arc<crate::origin::filling::Filling>) -> Response {
-    metrics::counter!("rasa_cold_streams_total").increment(1);
+pub(crate) fn filling(f: std::sync::Arc<Filling>) -> Response {
     let (length, ctype) = (f.length, f.content_type.clone());
     let mut resp = Response::new(Body::from_stream(f.stream()));
     let h = resp.headers_mut();
@@ -153,7 +91,7 @@ pub(crate) fn filling(f: std::sync::Arc<crate::origin::filling::Filling>) -> Res
 
 /// The answer to a HEAD that missed: what the origin said, without fetching the object
 /// (no version or `ETag` here yet; the origin's entity tag in `Rasa-Origin-ETag`).
-pub(crate) fn head(head: &crate::origin::OriginHead) -> Response {
+pub(crate) fn head(head: &OriginHead) -> Response {
     let mut resp = Response::new(Body::empty());
     let h = resp.headers_mut();
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(head.length));

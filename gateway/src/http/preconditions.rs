@@ -7,12 +7,12 @@ use headers::{
     ETag, HeaderMapExt, IfMatch, IfModifiedSince, IfNoneMatch, IfRange, IfUnmodifiedSince,
     LastModified,
 };
-use http_range_header::{parse_range_header, EndPosition, RangeUnsatisfiableError, StartPosition};
 
 use rasa_fastpath::frame::FRAME_FORMAT;
 use rasa_openapi::{FRAME_CHECKSUM_HEADER, FRAME_FORMAT_HEADER, VERSION_HEADER};
 
 use super::ApiError;
+pub use crate::range::RangeOutcome;
 use crate::store::{StoreError, StoredVersion};
 
 /// `Last-Modified` of a version: its creation time, truncated to the second as HTTP dates are.
@@ -178,17 +178,6 @@ impl Preconditions {
     }
 }
 
-/// What a `Range` header asks of an object of a given length.
-#[derive(Debug, PartialEq, Eq)]
-pub enum RangeOutcome {
-    /// Serve everything (no range, an ignorable one, or several ranges).
-    Full,
-    /// Serve `start..=end`.
-    Partial(u64, u64),
-    /// Answer 416.
-    Unsatisfiable,
-}
-
 /// Resolves the request's `Range` for a version (GET only). Follows RFC 9110: a malformed
 /// or non-`bytes` range is ignored; a stale `If-Range` means the whole object; a suffix
 /// longer than the object means all of it. Several ranges are answered with the whole
@@ -203,47 +192,7 @@ pub fn resolve_range(h: &HeaderMap, v: &StoredVersion) -> RangeOutcome {
             return RangeOutcome::Full;
         }
     }
-    resolve_range_str(raw, v.len())
-}
-
-/// Resolves the request's `Range` against an object of `len` bytes that has no validators
-/// yet (a fill under way): as [`resolve_range`], the caller having excluded `If-Range`.
-pub fn resolve_range_for(h: &HeaderMap, len: u64) -> RangeOutcome {
-    match h.get(header::RANGE).and_then(|r| r.to_str().ok()) {
-        Some(raw) => resolve_range_str(raw, len),
-        None => RangeOutcome::Full,
-    }
-}
-
-fn resolve_range_str(raw: &str, len: u64) -> RangeOutcome {
-    let parsed = match parse_range_header(raw.trim()) {
-        Ok(p) => p,
-        // `bytes=-0` is well-formed but selects nothing.
-        Err(RangeUnsatisfiableError::ZeroSuffix) => return RangeOutcome::Unsatisfiable,
-        Err(_) => return RangeOutcome::Full,
-    };
-    let [range] = parsed.ranges.as_slice() else {
-        return RangeOutcome::Full;
-    };
-    match (range.start, range.end) {
-        (StartPosition::Index(start), end) => {
-            let last = match end {
-                EndPosition::Index(e) if e < start => return RangeOutcome::Full,
-                EndPosition::Index(e) => e,
-                EndPosition::LastByte => u64::MAX,
-            };
-            if start >= len {
-                return RangeOutcome::Unsatisfiable;
-            }
-            RangeOutcome::Partial(start, last.min(len - 1))
-        }
-        (StartPosition::FromLast(n), _) => {
-            if len == 0 {
-                return RangeOutcome::Unsatisfiable;
-            }
-            RangeOutcome::Partial(len.saturating_sub(n), len - 1)
-        }
-    }
+    crate::range::resolve(raw, v.len())
 }
 
 pub(super) fn hv(s: &str) -> HeaderValue {
@@ -294,7 +243,6 @@ pub(super) fn validators(h: &mut HeaderMap, v: &StoredVersion, pinned: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use RangeOutcome::*;
 
     #[test]
     fn hex_header_values_match_the_formatted_ones() {
@@ -356,29 +304,5 @@ mod tests {
         assert!(!is_entity_tag_list(r#""a" "b""#));
         assert!(!is_entity_tag_list("a"));
         assert!(!is_entity_tag_list(""));
-    }
-
-    #[test]
-    fn ranges_follow_rfc_9110() {
-        let cases = [
-            ("bytes=0-0", 10, Partial(0, 0)),
-            ("bytes=-10", 100, Partial(90, 99)),
-            ("bytes=-10", 4, Partial(0, 3)),
-            ("bytes=5-", 10, Partial(5, 9)),
-            ("bytes=5-1000", 10, Partial(5, 9)),
-            ("bytes=10-", 10, Unsatisfiable),
-            ("bytes=10-20", 10, Unsatisfiable),
-            ("bytes=0-0", 0, Unsatisfiable),
-            ("bytes=-1", 0, Unsatisfiable),
-            ("bytes=-0", 10, Unsatisfiable),
-            ("bytes=0-1,4-5", 10, Full),
-            ("bytes=5-3", 10, Full),
-            ("items=0-1", 10, Full),
-            ("bytes=abc", 10, Full),
-            ("bytes=", 10, Full),
-        ];
-        for (raw, len, want) in cases {
-            assert_eq!(resolve_range_str(raw, len), want, "{raw} of {len}");
-        }
     }
 }

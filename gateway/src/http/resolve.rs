@@ -27,32 +27,24 @@ pub struct VersionQuery {
     pub version: Option<String>,
 }
 
+/// The version `?version=` names, if any.
+pub(crate) fn parse_version(q: &VersionQuery) -> Result<Option<VersionId>, ApiError> {
+    q.version
+        .as_deref()
+        .map(|raw| {
+            raw.parse()
+                .map_err(|_| ApiError::InvalidVersion(raw.to_owned()))
+        })
+        .transpose()
+}
+
 /// Looks up the version a read asks for (through the origin on a miss, when there is one).
 pub(crate) async fn lookup(
     st: &AppState,
     key: &str,
     q: &VersionQuery,
 ) -> Result<Arc<StoredVersion>, ApiError> {
-    match &q.version {
-        None => {
-            let found = match &st.origin {
-                Some(rt) => rt.current(key).await?,
-                None => st.store.read_current(key),
-            };
-            found.ok_or_else(|| ApiError::NotFound(key.to_owned()))
-        }
-        Some(raw) => {
-            let id: VersionId = raw
-                .parse()
-                .map_err(|_| ApiError::InvalidVersion(raw.clone()))?;
-            st.store
-                .version(key, id)
-                .ok_or_else(|| ApiError::VersionNotFound {
-                    key: key.to_owned(),
-                    version: id.to_string(),
-                })
-        }
-    }
+    Ok(st.objects.lookup(key, parse_version(q)?).await?)
 }
 
 fn rfc3339(t: std::time::SystemTime) -> String {
@@ -61,8 +53,14 @@ fn rfc3339(t: std::time::SystemTime) -> String {
 
 /// The descriptor of `v`, granting a lease on it (recorded on its arena).
 pub fn descriptor(st: &AppState, v: &StoredVersion) -> Descriptor {
-    let deadline = st.store.lease(v);
-    let remote = st.store.remote(v);
+    descriptor_of(st, v, true)
+}
+
+/// The descriptor of `v`; with `remote` false (a caller that may not read) without the
+/// address and key that would open its memory one-sided.
+pub fn descriptor_of(st: &AppState, v: &StoredVersion, remote: bool) -> Descriptor {
+    let deadline = st.store().lease(v);
+    let remote = st.store().remote(v).filter(|_| remote);
     if remote.is_some() {
         // Bytes handed to the fast path: served by the NIC, invisible to the gateway after.
         metrics::counter!("rasa_fastpath_bytes_advertised_total").increment(v.len());
@@ -79,7 +77,7 @@ pub fn descriptor(st: &AppState, v: &StoredVersion) -> Descriptor {
         checksum_algorithm: CHECKSUM_ALGORITHM.to_owned(),
         content_type: v.content_type().to_owned(),
         created_at: rfc3339(v.created()),
-        lease_ms: st.store.config().lease.as_millis() as u64,
+        lease_ms: st.store().config().lease.as_millis() as u64,
         lease_expires_at: rfc3339(deadline),
         addr: remote.map(|(addr, _)| addr),
         rkey: remote.map(|(_, rkey)| rkey),
@@ -87,7 +85,7 @@ pub fn descriptor(st: &AppState, v: &StoredVersion) -> Descriptor {
         frame_format: FRAME_FORMAT,
         block_size: v.block_size(),
         block_table_offset: (v.block_size() > 0).then(|| frame::table_at(v.len())),
-        incarnation: format!("{:016x}", st.store.incarnation()),
+        incarnation: format!("{:016x}", st.store().incarnation()),
         node_id: st.cluster.as_ref().map(|c| c.node_id().to_owned()),
     }
 }

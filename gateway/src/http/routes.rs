@@ -142,6 +142,12 @@ pub(super) fn route_specs(test_hooks: bool) -> Vec<RouteSpec> {
             post(test_hooks::corrupt),
         ));
         routes.push(r(
+            Some(Method::GET),
+            "/v1/_test/region/{*key}",
+            Scope(Admin),
+            get(test_hooks::region),
+        ));
+        routes.push(r(
             Some(Method::POST),
             "/v1/_test/panic",
             Scope(Admin),

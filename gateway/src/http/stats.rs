@@ -91,7 +91,7 @@ pub(crate) fn sample(st: &AppState) -> StatsSample {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
     let mut s = read(&text, t_ms);
-    s.origin.enabled = st.origin.is_some();
+    s.origin.enabled = st.objects.read_through().is_some();
     s
 }
 

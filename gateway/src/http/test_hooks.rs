@@ -12,8 +12,21 @@ use super::{json_response, ApiError, AppState};
 pub async fn revoke(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
     let key = key_from_uri(req.uri().path(), "/v1/_test/revoke/")?;
     let v = lookup(&st, &key, &VersionQuery::default()).await?;
-    st.store.rotate_key(&v)?;
+    st.store().rotate_key(&v)?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// The memory region the key's current version lives in, as its descriptors open it:
+/// `{"addr", "len", "rkey"}` (404 when the version is not registered), for tests that read
+/// every byte a descriptor exposes.
+pub async fn region(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
+    let key = key_from_uri(req.uri().path(), "/v1/_test/region/")?;
+    let v = lookup(&st, &key, &VersionQuery::default()).await?;
+    let Some((addr, len, rkey)) = st.store().region_of(&v) else {
+        return Err(ApiError::NotFound(key));
+    };
+    let body = serde_json::json!({ "addr": addr, "len": len, "rkey": rkey });
+    Ok(json_response(StatusCode::OK, &body))
 }
 
 /// Answers a descriptor with the current version's identity and checksum but pointing at a
@@ -29,7 +42,7 @@ pub async fn corrupt(State(st): State<AppState>, req: Request) -> Result<Respons
         .split('&')
         .find_map(|p| p.strip_prefix("at=")?.parse::<u64>().ok());
     let v = lookup(&st, &key, &VersionQuery::default()).await?;
-    let bad = st.store.corrupt_copy(&v, at)?;
+    let bad = st.store().corrupt_copy(&v, at)?;
     let d = descriptor(&st, &bad);
     if serve {
         st.test_served

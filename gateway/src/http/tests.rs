@@ -15,10 +15,12 @@ fn test_app() -> Router {
             grace: std::time::Duration::from_millis(10),
             key_lifetime: None,
             block_size: rasa_fastpath::frame::DEFAULT_BLOCK_SIZE,
+            staging_memory: 256 << 20,
         },
         None,
     ));
-    app(AppState::new(store, HttpConfig::new(1024, 10)))
+    let objects = crate::objects::Objects::new(store, None, crate::origin::WritePolicy::CacheOnly);
+    app(AppState::new(objects, HttpConfig::new(1024, 10)))
 }
 
 proptest! {

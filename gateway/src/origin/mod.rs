@@ -6,6 +6,7 @@
 //! misses, freshness, negative caching.
 
 pub mod filling;
+pub mod flight;
 pub mod peers;
 pub mod readthrough;
 pub mod remembered;
@@ -106,6 +107,40 @@ pub enum OriginError {
     /// The origin could not be reached or failed.
     #[error("the origin failed: {0}")]
     Failed(String),
+}
+
+/// Why a read-through lookup failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum FetchError {
+    /// The origin failed or timed out.
+    #[error(transparent)]
+    Origin(#[from] OriginError),
+    /// The origin's object is larger than `--max-object-size` (it is streamed through,
+    /// never cached).
+    #[error(
+        "the origin's object is {length} bytes, over the maximum object size of {limit} bytes"
+    )]
+    TooLarge {
+        /// The object's length.
+        length: u64,
+        /// `--max-object-size`.
+        limit: u64,
+    },
+    /// The store could not take the object (memory full of leased values, …).
+    #[error("{0}")]
+    Store(String),
+    /// Memory is full of leased values; retry later.
+    #[error("memory is full of leased values; retry in {0:?}")]
+    Busy(std::time::Duration),
+}
+
+impl From<crate::store::StoreError> for FetchError {
+    fn from(e: crate::store::StoreError) -> Self {
+        match e {
+            crate::store::StoreError::Busy { retry_after } => Self::Busy(retry_after),
+            other => Self::Store(other.to_string()),
+        }
+    }
 }
 
 /// A source of truth behind the gateway.

@@ -1,67 +1,28 @@
 //! Read-through: the store as a cache in front of an origin.
 //!
-//! - A miss fetches the object **once**, however many requests wait for it (single-flight):
-//!   the first request starts the fetch, the others join it and get its result or its error.
-//!   The body streams from the origin straight into arena memory and becomes a normal
+//! - A miss fetches the object **once**, however many requests wait for it (single-flight,
+//!   [`super::flight`]). The body streams from the origin straight into arena memory and becomes a normal
 //!   version with its own SHA-256; the origin's entity tag and media type are kept.
 //! - After `--origin-ttl` a hit is revalidated with a conditional request: unchanged keeps
 //!   the version, changed becomes a new version, gone at the origin is deleted here. If the
 //!   origin cannot answer, the cached version is served (stale beats unavailable).
 //! - "Not found" answers are remembered for `--negative-ttl`, so a storm of misses for
-//!   absent keys does not hammer the bucket.
+//!   absent keys does not hammer the bucket ([`super::remembered`]).
+//! - After a membership change, a miss is first filled from the key's previous owner
+//!   ([`super::peers`]).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::future::{FutureExt, Shared};
 use futures_util::StreamExt;
 
-use tokio::sync::watch;
-
 use super::filling::Filling;
+use super::flight::{Flights, InFlight, Permit};
 use super::remembered::{Remembered, Verdict};
-use super::{BoxFuture, Fetch, Origin, OriginError};
+use super::{Fetch, Origin, OriginError};
 use crate::store::{Store, StoreError, StoredVersion};
 
-/// Why a read-through lookup failed.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum FetchError {
-    /// The origin failed or timed out.
-    #[error(transparent)]
-    Origin(#[from] OriginError),
-    /// The origin's object is larger than `--max-object-size` (it is streamed through,
-    /// never cached).
-    #[error(
-        "the origin's object is {length} bytes, over the maximum object size of {limit} bytes"
-    )]
-    TooLarge {
-        /// The object's length.
-        length: u64,
-        /// `--max-object-size`.
-        limit: u64,
-    },
-    /// The store could not take the object (memory full of leased values, …).
-    #[error("{0}")]
-    Store(String),
-    /// Memory is full of leased values; retry later.
-    #[error("memory is full of leased values; retry in {0:?}")]
-    Busy(Duration),
-}
-
-impl From<StoreError> for FetchError {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::Busy { retry_after } => Self::Busy(retry_after),
-            other => Self::Store(other.to_string()),
-        }
-    }
-}
-
-type Flight = Shared<BoxFuture<'static, Result<Option<Arc<StoredVersion>>, FetchError>>>;
-
-/// A fetch in flight, and the object it is filling once it has started storing it.
-type InFlight = (Flight, watch::Receiver<Option<Arc<Filling>>>);
+pub use super::FetchError;
 
 /// Objects at least this long stream to the first requests while they fill; shorter ones
 /// are answered once stored.
@@ -86,7 +47,7 @@ pub struct ReadThrough {
     /// Revalidate hits older than this (`None`: never).
     ttl: Option<Duration>,
     max_object_size: u64,
-    inflight: Mutex<HashMap<String, InFlight>>,
+    flights: Arc<Flights>,
     /// Keys the origin lately said it has not, or whose objects are too large to cache
     /// (their reads go straight to pass-through instead of opening the object first), for
     /// `--negative-ttl`, within `--negative-cache-size`.
@@ -95,6 +56,11 @@ pub struct ReadThrough {
     peers: std::sync::OnceLock<super::peers::Peers>,
     /// Whether a cold ranged read also fills the whole object (`--origin-fill`).
     range_fill: std::sync::atomic::AtomicBool,
+    /// Versions the origin confirmed before this instant are revalidated on their next
+    /// read, whatever their age ([`ReadThrough::revalidate_all`]).
+    /// (Nanoseconds after `born`; 0: never.) Read on every hit, so an atomic, not a lock.
+    stale_before: std::sync::atomic::AtomicU64,
+    born: Instant,
 }
 
 impl ReadThrough {
@@ -112,10 +78,12 @@ impl ReadThrough {
             store,
             ttl,
             max_object_size,
-            inflight: Mutex::default(),
+            flights: Arc::default(),
             remembered: Remembered::new(remembered_bytes, negative_ttl),
             peers: std::sync::OnceLock::new(),
             range_fill: std::sync::atomic::AtomicBool::new(true),
+            stale_before: std::sync::atomic::AtomicU64::new(0),
+            born: Instant::now(),
         })
     }
 
@@ -150,7 +118,7 @@ impl ReadThrough {
             let stale = match (self.ttl, v.origin.age()) {
                 (Some(ttl), Some(age)) => age >= ttl,
                 _ => false,
-            };
+            } || self.confirmed_before_all_stale(&v);
             if !stale {
                 metrics::counter!("rasa_cache_hits_total").increment(1);
                 return Ok(Lookup::Stored(v));
@@ -203,10 +171,29 @@ impl ReadThrough {
         }
     }
 
+    /// Makes every version held now be revalidated with the origin on its next read (a
+    /// conditional GET: unchanged keeps it, changed replaces it, gone deletes it): after
+    /// this cluster member was out and other members may have written its keys.
+    pub fn revalidate_all(&self) {
+        let at = u64::try_from(self.born.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.stale_before
+            .store(at.max(1), std::sync::atomic::Ordering::Release);
+        metrics::counter!("rasa_cache_revalidate_all_total").increment(1);
+    }
+
+    /// Whether `v` was last confirmed before [`ReadThrough::revalidate_all`].
+    fn confirmed_before_all_stale(&self, v: &StoredVersion) -> bool {
+        let at = self.stale_before.load(std::sync::atomic::Ordering::Acquire);
+        match (at, v.origin.age()) {
+            (0, _) | (_, None) => false,
+            // Confirmed `age` ago, before `born + at` when `age` exceeds the time since.
+            (at, Some(age)) => age >= self.born.elapsed().saturating_sub(Duration::from_nanos(at)),
+        }
+    }
+
     /// The fill of `key` under way, once it has started storing the object.
     pub fn filling(&self, key: &str) -> Option<Arc<Filling>> {
-        let inflight = self.inflight.lock().unwrap_or_else(PoisonError::into_inner);
-        inflight.get(key).and_then(|(_, rx)| rx.borrow().clone())
+        self.flights.filling(key)
     }
 
     /// Sets what a cold ranged read does besides fetching its range.
@@ -258,10 +245,7 @@ impl ReadThrough {
 
     /// Origin fetches running now (one per key however many requests wait for it).
     pub fn in_flight(&self) -> usize {
-        self.inflight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.flights.len()
     }
 
     /// Forgets a remembered "not found" or "too large" (after a PUT, say).
@@ -270,37 +254,25 @@ impl ReadThrough {
     }
 
     /// Joins the fetch of `key` in flight, or starts one: its result, and the object it
-    /// fills (once it starts storing one). The fetch runs on its own task, so it completes
-    /// (and the version is stored) even when every request that wanted it went away.
+    /// fills (once it starts storing one).
     fn flight(self: &Arc<Self>, key: &str, current: Option<Arc<StoredVersion>>) -> InFlight {
-        let mut inflight = self.inflight.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(f) = inflight.get(key) {
-            metrics::counter!("rasa_singleflight_joins_total").increment(1);
-            return f.clone();
-        }
-        let (tx, rx) = watch::channel(None);
-        let this = Arc::clone(self);
-        let owned = key.to_owned();
-        let fut: BoxFuture<'static, _> = Box::pin(async move {
-            let r = this.fill(&owned, current, &tx).await;
-            // Done: later lookups see the store (or the negative cache) instead.
-            this.inflight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&owned);
-            r
-        });
-        let f = fut.shared();
-        tokio::spawn(f.clone());
-        inflight.insert(key.to_owned(), (f.clone(), rx.clone()));
-        (f, rx)
+        self.flights.join_or_start(key, |permit| {
+            let this = Arc::clone(self);
+            let key = key.to_owned();
+            Box::pin(async move {
+                let r = this.fill(&key, current, &permit).await;
+                // Done: later lookups see the store (or the remembered answer) instead.
+                drop(permit);
+                r
+            })
+        })
     }
 
     async fn fill(
         &self,
         key: &str,
         current: Option<Arc<StoredVersion>>,
-        filling: &watch::Sender<Option<Arc<Filling>>>,
+        filling: &Permit,
     ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
         if current.is_none() {
             if let Some(peers) = self.peers.get() {
@@ -372,7 +344,7 @@ impl ReadThrough {
         key: &str,
         mut obj: super::OriginObject,
         current: Option<Arc<StoredVersion>>,
-        filling: &watch::Sender<Option<Arc<Filling>>>,
+        filling: &Permit,
     ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
         if obj.length > self.max_object_size {
             self.remembered.remember(key, Verdict::TooLarge(obj.length));
@@ -389,7 +361,7 @@ impl ReadThrough {
         up.from_origin(obj.etag.take());
         // Requests waiting for this object stream it from here on, as it arrives.
         let streamed = Arc::new(Filling::new(obj.length, ctype));
-        filling.send_replace(Some(Arc::clone(&streamed)));
+        filling.filling(Arc::clone(&streamed));
         let received: Result<(), FetchError> = async {
             while let Some(chunk) = obj.body.next().await {
                 let chunk = chunk?;

@@ -49,6 +49,9 @@ impl S3 for Rasa {
     async fn list_buckets(&self, _: S3Request<ListBucketsInput>) -> Answer<ListBucketsOutput> {
         Ok(listing::list_buckets(&self.0))
     }
+    async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> Answer<CreateBucketOutput> {
+        listing::create_bucket(&self.0, &req.input.bucket)
+    }
     async fn head_bucket(&self, req: S3Request<HeadBucketInput>) -> Answer<HeadBucketOutput> {
         listing::head_bucket(&self.0, &req.input.bucket)
     }

@@ -11,7 +11,8 @@ use s3s::{s3_error, S3Result};
 
 /// What a client said its body hashes to, and the hashers that will tell.
 pub struct Integrity {
-    content_md5: Option<String>,
+    /// `Content-MD5`, decoded (checked to be 16 bytes before the body is read).
+    content_md5: Option<[u8; 16]>,
     claimed: Checksum,
     md5: Option<Md5>,
     sums: ChecksumHasher,
@@ -83,9 +84,24 @@ impl Integrity {
                 }
             }
         }
+        let content_md5 = match claims.content_md5 {
+            None => None,
+            Some(text) => Some(
+                base64::engine::general_purpose::STANDARD
+                    .decode(text)
+                    .ok()
+                    .and_then(|b| <[u8; 16]>::try_from(b).ok())
+                    .ok_or_else(|| {
+                        s3_error!(
+                            InvalidDigest,
+                            "Content-MD5 must be the base64 of a 16-byte MD5 digest"
+                        )
+                    })?,
+            ),
+        };
         Ok(Self {
-            md5: (md5 || claims.content_md5.is_some()).then(Md5::new),
-            content_md5: claims.content_md5.cloned(),
+            md5: (md5 || content_md5.is_some()).then(Md5::new),
+            content_md5,
             claimed: claims.checksum,
             sums,
         })
@@ -104,10 +120,7 @@ impl Integrity {
     pub fn verify(self, trailers: Option<&http::HeaderMap>) -> S3Result<Option<[u8; 16]>> {
         let md5: Option<[u8; 16]> = self.md5.map(|m| m.finalize().into());
         if let Some(claimed) = &self.content_md5 {
-            let claimed = base64::engine::general_purpose::STANDARD
-                .decode(claimed)
-                .map_err(|_| s3_error!(InvalidDigest, "Content-MD5 is not base64"))?;
-            if md5.as_ref().map(|m| &m[..]) != Some(&claimed[..]) {
+            if md5.as_ref() != Some(claimed) {
                 return Err(s3_error!(
                     BadDigest,
                     "the body's MD5 does not match Content-MD5; nothing was stored"

@@ -10,11 +10,23 @@
 //! | presigned URL valid for more than 7 days (`X-Amz-Expires` > 604800) | `400 AuthorizationQueryParametersError` |
 
 use axum::extract::Request;
-use axum::response::Response;
-use http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use http::{header, Method, StatusCode};
 
-use super::listener::xml_error;
 use crate::browser::HostPolicy;
+
+/// An S3 error document with `status`.
+pub(super) fn xml_error(status: StatusCode, code: &str, message: &str) -> Response {
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{message}</Message></Error>"
+    );
+    let mut r = (status, body).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/xml"),
+    );
+    r
+}
 
 /// Largest `DeleteObjects` body: 1,000 keys of 1,024 bytes with their XML, and room to
 /// spare (S3 itself stops at 1,000 keys, which the handler checks).

@@ -10,7 +10,7 @@
 //!
 //! `rasa-gateway s3-key new NAME --scopes read,write --file F` makes a key, appends its
 //! line and prints the id and secret once (`new`, `list` and `revoke` are in
-//! `credentials.rs`). The file is read again on SIGHUP. Scopes map to operations: `read` for GET/HEAD/LIST, `write` for PUT/DELETE/multipart/copy; `admin`
+//! `credentials.rs`). The file is read again on SIGHUP. Scopes map to operations: `read` for GET/HEAD/LIST, `write` for PUT/DELETE/multipart, `write` and `read` for copy (it reads its source); `admin`
 //! implies both. SigV2 is refused.
 
 use std::collections::HashMap;
@@ -163,6 +163,16 @@ pub fn scope_of(operation: &str) -> Scope {
     }
 }
 
+/// Every scope an S3 operation needs: a copy also reads its source (as S3 requires),
+/// so a write-only key cannot copy what it may not read.
+pub fn scopes_of(operation: &str) -> &'static [Scope] {
+    match operation {
+        "CopyObject" | "UploadPartCopy" => &[Scope::Write, Scope::Read],
+        op if scope_of(op) == Scope::Read => &[Scope::Read],
+        _ => &[Scope::Write],
+    }
+}
+
 /// Whether the request is signed with SigV2 (header or query), which is refused.
 fn sig_v2(cx: &S3AccessContext<'_>) -> bool {
     let header = cx
@@ -194,13 +204,14 @@ impl S3Access for Access {
             return Err(s3_error!(InvalidAccessKeyId));
         };
         let op = cx.s3_op().name();
-        let need = scope_of(op);
-        if !key.allows(need) {
-            return Err(s3_error!(
-                AccessDenied,
-                "the access key '{}' lacks the '{need}' scope {op} needs",
-                key.name
-            ));
+        for need in scopes_of(op) {
+            if !key.allows(*need) {
+                return Err(s3_error!(
+                    AccessDenied,
+                    "the access key '{}' lacks the '{need}' scope {op} needs",
+                    key.name
+                ));
+            }
         }
         Ok(())
     }
@@ -269,6 +280,9 @@ mod tests {
         assert_eq!(scope_of("PutObject"), Scope::Write);
         assert_eq!(scope_of("CompleteMultipartUpload"), Scope::Write);
         assert_eq!(scope_of("DeleteObjects"), Scope::Write);
+        assert_eq!(scopes_of("CopyObject"), [Scope::Write, Scope::Read]);
+        assert_eq!(scopes_of("GetObject"), [Scope::Read]);
+        assert_eq!(scopes_of("PutObject"), [Scope::Write]);
         let id = new_key_id();
         assert!(id.len() == 20 && id.starts_with("RASA"));
         assert_eq!(new_secret().len(), 40);

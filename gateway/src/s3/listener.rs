@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::error_handling::HandleErrorLayer;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use http::{header, StatusCode};
 use tower::limit::GlobalConcurrencyLimitLayer;
 use tower::ServiceBuilder;
@@ -17,25 +17,11 @@ use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::TraceLayer;
 
 use super::args::S3Args;
+use super::edge::xml_error;
 use super::keys::S3Keys;
 use super::multipart::Uploads;
 use super::{router, S3Front};
-use crate::origin::readthrough::ReadThrough;
-use crate::origin::WritePolicy;
-use crate::store::Store;
-
-/// An S3 error document with `status`.
-pub(super) fn xml_error(status: StatusCode, code: &str, message: &str) -> Response {
-    let body = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{message}</Message></Error>"
-    );
-    let mut r = (status, body).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/xml"),
-    );
-    r
-}
+use crate::objects::Objects;
 
 /// What a connection past `--max-connections` gets on the S3 listener: `503 SlowDown` (it
 /// has no health routes; those are on the native listener).
@@ -82,14 +68,10 @@ fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 
 /// Everything the S3 listener shares with the rest of the gateway.
 pub struct Shared {
-    /// The versions.
-    pub store: Arc<Store>,
-    /// The origin, when there is one.
-    pub origin: Option<Arc<ReadThrough>>,
+    /// The object service.
+    pub objects: Arc<Objects>,
     /// Its location (the default bucket).
     pub origin_location: Option<crate::origin::s3::S3Location>,
-    /// What writes do with the origin.
-    pub write_policy: WritePolicy,
     /// `--max-object-size`.
     pub max_object_size: u64,
     /// `--max-concurrent-requests` (the S3 listener has as many slots of its own).
@@ -136,9 +118,7 @@ pub async fn prepare(args: &S3Args, shared: Shared) -> Result<Option<Prepared>, 
     ));
     tokio::spawn(Arc::clone(&uploads).run_reaper());
     let front = Arc::new(S3Front {
-        store: shared.store,
-        origin: shared.origin,
-        write_policy: shared.write_policy,
+        objects: shared.objects,
         buckets,
         etag: args.s3_etag,
         max_object_size: shared.max_object_size,
@@ -162,6 +142,7 @@ pub async fn prepare(args: &S3Args, shared: Shared) -> Result<Option<Prepared>, 
                 .layer(GlobalConcurrencyLimitLayer::with_semaphore(slots)),
         )
         .layer(axum::middleware::map_response(count))
+        .layer(axum::middleware::from_fn(request_id))
         .layer(CatchPanicLayer::custom(panicked))
         .layer(TraceLayer::new_for_http())
         .layer(SetSensitiveRequestHeadersLayer::new([
@@ -174,6 +155,44 @@ pub async fn prepare(args: &S3Args, shared: Shared) -> Result<Option<Prepared>, 
         app,
         open,
     }))
+}
+
+/// Largest error body [`request_id`] rewrites (S3 errors are a few hundred bytes).
+const ERROR_BODY_LIMIT: usize = 64 << 10;
+
+/// Names every answer with a request id, as S3 does: the `x-amz-request-id` header and,
+/// in an error's XML, `<RequestId>` (what clients print and users quote in reports; it
+/// is also logged with the error).
+async fn request_id(req: axum::extract::Request, next: axum::middleware::Next) -> Response<Body> {
+    let id = format!("{:016X}", rand::random::<u64>());
+    let resp = next.run(req).await;
+    let (mut parts, body) = resp.into_parts();
+    if let Ok(v) = http::HeaderValue::from_str(&id) {
+        parts.headers.insert("x-amz-request-id", v);
+    }
+    let xml = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/xml"));
+    if !(parts.status.is_client_error() || parts.status.is_server_error()) || !xml {
+        return Response::from_parts(parts, body);
+    }
+    let Ok(bytes) = axum::body::to_bytes(body, ERROR_BODY_LIMIT).await else {
+        return Response::from_parts(parts, Body::empty());
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let Some(at) = text
+        .rfind("</Error>")
+        .filter(|_| !text.contains("<RequestId>"))
+    else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    tracing::debug!(request_id = %id, status = %parts.status, "S3 error answered");
+    let stamped = format!("{}<RequestId>{id}</RequestId>{}", &text[..at], &text[at..]);
+    parts
+        .headers
+        .insert(header::CONTENT_LENGTH, stamped.len().into());
+    Response::from_parts(parts, Body::from(stamped))
 }
 
 async fn count(resp: Response<Body>) -> Response<Body> {

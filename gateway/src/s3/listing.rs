@@ -72,7 +72,7 @@ pub(super) async fn page(
     let Some(walk) = rasa_prefix(bucket, prefix) else {
         return Ok(Page::default());
     };
-    match &front.origin {
+    match front.objects.read_through() {
         Some(rt) => origin_page(rt, bucket, &walk, delimiter, after, max).await,
         None => Ok(store_page(
             front, bucket, prefix, &walk, delimiter, after, max,
@@ -138,7 +138,7 @@ fn store_page(
     });
     let mut taken = 0usize;
     loop {
-        let (batch, more) = front.store.list(rasa_prefix, cursor.as_deref(), BATCH);
+        let (batch, more) = front.store().list(rasa_prefix, cursor.as_deref(), BATCH);
         let mut jumped = false;
         for v in &batch {
             cursor = Some(v.key().to_string());
@@ -194,6 +194,12 @@ fn encode(s: String, url: bool) -> String {
     } else {
         s
     }
+}
+
+/// The delimiter as a listing answer echoes it: absent when none (or an empty one) was
+/// given, URL-encoded with `encoding-type=url` like the other key fields.
+fn echoed(delimiter: Option<String>, url: bool) -> Option<String> {
+    delimiter.filter(|d| !d.is_empty()).map(|d| encode(d, url))
 }
 
 fn objects(page: &mut Page, url: bool) -> (Vec<Object>, Vec<CommonPrefix>) {
@@ -285,7 +291,7 @@ pub(super) async fn list_objects_v2(
         continuation_token: i.continuation_token,
         start_after: i.start_after.map(|s| encode(s, url)),
         prefix: Some(encode(prefix, url)),
-        delimiter: i.delimiter,
+        delimiter: echoed(i.delimiter, url),
         max_keys: Some(max as i32),
         encoding_type: i.encoding_type,
         ..Default::default()
@@ -331,9 +337,10 @@ pub(super) async fn list_objects(
         common_prefixes: Some(prefixes),
         is_truncated: Some(truncated),
         next_marker: next_marker.map(|m| encode(m, url)),
-        marker: i.marker.map(|m| encode(m, url)),
+        // Always there in v1, empty when none was given (as S3 answers).
+        marker: Some(i.marker.map_or_else(String::new, |m| encode(m, url))),
         prefix: Some(encode(prefix, url)),
-        delimiter: i.delimiter,
+        delimiter: echoed(i.delimiter, url),
         max_keys: Some(max as i32),
         encoding_type: i.encoding_type,
         ..Default::default()
@@ -358,6 +365,24 @@ pub(super) fn list_buckets(front: &S3Front) -> S3Response<ListBucketsOutput> {
         }),
         ..Default::default()
     })
+}
+
+/// CreateBucket: the buckets are the operator's (`--s3-bucket`), so creating one that is
+/// served succeeds, as S3 answers its owner (tools such as rclone create the bucket before
+/// copying), and any other is refused, saying why.
+pub(super) fn create_bucket(
+    front: &S3Front,
+    bucket: &str,
+) -> S3Result<S3Response<CreateBucketOutput>> {
+    if front.bucket(bucket).is_err() {
+        return Err(s3_error!(
+            AccessDenied,
+            "this gateway serves the buckets its operator configured (--s3-bucket); {bucket:?} is not one of them and cannot be created through S3"
+        ));
+    }
+    Ok(S3Response::new(CreateBucketOutput {
+        location: Some(format!("/{bucket}")),
+    }))
 }
 
 pub(super) fn head_bucket(front: &S3Front, bucket: &str) -> S3Result<S3Response<HeadBucketOutput>> {

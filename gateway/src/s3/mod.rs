@@ -17,6 +17,7 @@
 
 pub mod args;
 mod backend;
+mod conditions;
 pub mod digest;
 pub mod edge;
 pub mod keys;
@@ -31,8 +32,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use s3s::service::S3ServiceBuilder;
 
-use crate::origin::readthrough::ReadThrough;
-use crate::origin::WritePolicy;
+use crate::objects::Objects;
 use crate::store::{Store, StoredVersion};
 
 /// How a bucket's object keys map to Rasa keys: an S3 key must start with `s3_prefix`;
@@ -107,12 +107,8 @@ pub enum EtagMode {
 /// Everything the S3 front needs.
 #[derive(Debug)]
 pub struct S3Front {
-    /// The versions.
-    pub store: Arc<Store>,
-    /// The origin, when the gateway caches a bucket.
-    pub origin: Option<Arc<ReadThrough>>,
-    /// What writes do with the origin.
-    pub write_policy: WritePolicy,
+    /// The object service: the versions, and the origin behind them.
+    pub objects: Arc<Objects>,
     /// The buckets served.
     pub buckets: Vec<Bucket>,
     /// ETags of uploads without an MD5.
@@ -148,6 +144,11 @@ pub fn payload_length(declared: Option<i64>, headers: &http::HeaderMap) -> s3s::
 }
 
 impl S3Front {
+    /// The versions.
+    pub fn store(&self) -> &Arc<Store> {
+        self.objects.store()
+    }
+
     /// The pace an upload starting now must keep.
     pub fn pace(&self) -> crate::pace::Pace {
         crate::pace::Pace::new(self.body_timeout, self.min_upload_rate)
@@ -212,13 +213,7 @@ impl S3Front {
 
     /// The entity tag S3 clients see for `v` (unquoted).
     pub fn etag(&self, v: &StoredVersion) -> String {
-        if let Some(e) = v.s3_etag() {
-            return e.to_string();
-        }
-        if let Some(e) = v.origin.etag() {
-            return e.trim_matches('"').to_owned();
-        }
-        v.sha256_hex()
+        s3_etag(v)
     }
 }
 
@@ -254,7 +249,7 @@ pub fn router(
                 Err(refusal) => return Ok(refusal),
             };
             if open && signed(&req) {
-                return Ok(listener::xml_error(
+                return Ok(edge::xml_error(
                     http::StatusCode::FORBIDDEN,
                     "AccessDenied",
                     "this gateway's S3 listener has no --s3-credentials-file, so it cannot check signatures: send unsigned requests (aws --no-sign-request; boto3 Config(signature_version=UNSIGNED)), or ask for an access key",
@@ -309,6 +304,18 @@ impl s3s::host::S3Host for Domains {
         };
         self.0.parse_host_header(bare)
     }
+}
+
+/// The ETag S3 clients see for `v` (unquoted): the one its upload set (an MD5, or a
+/// multipart MD5 of MD5s), else the origin's, else its SHA-256.
+pub(crate) fn s3_etag(v: &StoredVersion) -> String {
+    if let Some(e) = v.s3_etag() {
+        return e.to_string();
+    }
+    if let Some(e) = v.origin.etag() {
+        return e.trim_matches('"').to_owned();
+    }
+    v.sha256_hex()
 }
 
 #[cfg(test)]

@@ -7,10 +7,12 @@ use bytes::Bytes;
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3Request, S3Response, S3Result};
 
+use super::conditions::{not_modified, not_modified_error, WriteIf};
 use super::digest::{sha256_b64, Integrity};
 use super::{EtagMode, S3Front};
+use crate::objects::ObjectError;
 use crate::origin::readthrough::FetchError;
-use crate::origin::{OriginError, WritePolicy};
+use crate::origin::OriginError;
 use crate::store::{Sealed, StoreError, StoredVersion, VersionId};
 
 /// A store failure as S3 names it.
@@ -47,6 +49,19 @@ fn fetch_error(e: FetchError) -> S3Error {
     }
 }
 
+/// An object-service failure as S3 names it.
+pub(super) fn object_error(e: ObjectError) -> S3Error {
+    match e {
+        ObjectError::NotFound(_) => s3_error!(NoSuchKey),
+        ObjectError::VersionNotFound { version, .. } => {
+            s3_error!(NoSuchVersion, "version {version} is not retained")
+        }
+        ObjectError::Store(e) => store_error(e),
+        ObjectError::Origin(e) => origin_error(e),
+        ObjectError::Fetch(e) => fetch_error(e),
+    }
+}
+
 /// The version a read asks for: `version_id`, else the current one (through the origin on
 /// a miss).
 pub(super) async fn lookup(
@@ -54,67 +69,18 @@ pub(super) async fn lookup(
     key: &str,
     version_id: Option<&str>,
 ) -> S3Result<Arc<StoredVersion>> {
-    if let Some(raw) = version_id.filter(|v| *v != "null") {
-        let id: VersionId = raw
-            .parse()
-            .map_err(|_| s3_error!(InvalidArgument, "{raw:?} is not a version id"))?;
-        return front
-            .store
-            .version(key, id)
-            .ok_or_else(|| s3_error!(NoSuchVersion, "version {raw} is not retained"));
-    }
-    let found = match &front.origin {
-        Some(rt) => rt.current(key).await.map_err(fetch_error)?,
-        None => front.store.read_current(key),
+    let version = match version_id.filter(|v| *v != "null") {
+        Some(raw) => Some(
+            raw.parse::<VersionId>()
+                .map_err(|_| s3_error!(InvalidArgument, "{raw:?} is not a version id"))?,
+        ),
+        None => None,
     };
-    found.ok_or_else(|| s3_error!(NoSuchKey))
-}
-
-/// `If-Match` / `If-None-Match` / `If-(Un)Modified-Since` of a read: `Ok(true)` to answer
-/// 304 (Not Modified).
-fn not_modified(
-    etag: &str,
-    modified: std::time::SystemTime,
-    if_match: Option<&ETagCondition>,
-    if_none_match: Option<&ETagCondition>,
-    if_modified_since: Option<&Timestamp>,
-    if_unmodified_since: Option<&Timestamp>,
-) -> S3Result<bool> {
-    let matches = |c: &ETagCondition| match c {
-        ETagCondition::Any => true,
-        ETagCondition::ETag(e) => e.value() == etag,
-    };
-    let secs = |t: std::time::SystemTime| {
-        t.duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
-    };
-    let at = |t: &Timestamp| {
-        let t: time::OffsetDateTime = t.clone().into();
-        u64::try_from(t.unix_timestamp()).unwrap_or(0)
-    };
-    if let Some(c) = if_match {
-        if !matches(c) {
-            return Err(s3_error!(
-                PreconditionFailed,
-                "If-Match: the ETag is {etag:?}"
-            ));
-        }
-    } else if let Some(t) = if_unmodified_since {
-        if secs(modified) > at(t) {
-            return Err(s3_error!(
-                PreconditionFailed,
-                "modified since If-Unmodified-Since"
-            ));
-        }
-    }
-    if let Some(c) = if_none_match {
-        return Ok(matches(c));
-    }
-    Ok(if_modified_since.is_some_and(|t| secs(modified) <= at(t)))
-}
-
-fn not_modified_error() -> S3Error {
-    s3_error!(NotModified)
+    front
+        .objects
+        .lookup(key, version)
+        .await
+        .map_err(object_error)
 }
 
 pub(super) async fn get_object(
@@ -139,7 +105,7 @@ pub(super) async fn get_object(
         i.if_modified_since.as_ref(),
         i.if_unmodified_since.as_ref(),
     )? {
-        return Err(not_modified_error());
+        return Err(not_modified_error(&etag, v.created()));
     }
     let len = v.len();
     let (range, content_range) = match &i.range {
@@ -161,8 +127,10 @@ pub(super) async fn get_object(
         last_modified: Some(Timestamp::from(v.created())),
         e_tag: Some(ETag::Strong(etag)),
         version_id: Some(v.version().to_string()),
-        // Of the whole object only: S3 omits it on a part.
-        checksum_sha256: whole.then(|| sha256_b64(&v.sha256())),
+        // Asked for (x-amz-checksum-mode: ENABLED), and of the whole object only: S3 omits
+        // it on a part.
+        checksum_sha256: (whole && checksum_asked(i.checksum_mode.as_ref()))
+            .then(|| sha256_b64(&v.sha256())),
         content_type: Some(
             i.response_content_type
                 .unwrap_or_else(|| v.content_type().to_owned()),
@@ -193,7 +161,7 @@ pub(super) async fn head_object(
         i.if_modified_since.as_ref(),
         i.if_unmodified_since.as_ref(),
     )? {
-        return Err(not_modified_error());
+        return Err(not_modified_error(&etag, v.created()));
     }
     Ok(S3Response::new(HeadObjectOutput {
         content_length: Some(v.len() as i64),
@@ -202,9 +170,18 @@ pub(super) async fn head_object(
         last_modified: Some(Timestamp::from(v.created())),
         e_tag: Some(ETag::Strong(etag)),
         version_id: Some(v.version().to_string()),
-        checksum_sha256: Some(sha256_b64(&v.sha256())),
+        checksum_sha256: checksum_asked(i.checksum_mode.as_ref()).then(|| sha256_b64(&v.sha256())),
         ..Default::default()
     }))
+}
+
+/// Whether a read asked for the object's checksum (`x-amz-checksum-mode: ENABLED`); S3
+/// returns it only then.
+fn checksum_asked(mode: Option<&s3s::dto::ChecksumMode>) -> bool {
+    mode.is_some_and(|m| {
+        m.as_str()
+            .eq_ignore_ascii_case(s3s::dto::ChecksumMode::ENABLED)
+    })
 }
 
 /// The ETag a new upload gets: its MD5 when the client sent `Content-MD5` (or with
@@ -214,44 +191,18 @@ fn upload_etag(front: &S3Front, md5: Option<[u8; 16]>, asked: bool) -> Option<St
         .map(hex::encode)
 }
 
-/// Write-through (when configured), then publish if `check` accepts the current version.
+/// Publishes `sealed` through the object service (write-through first, when configured),
+/// if the key's current version (or its absence) meets `cond` at that moment.
 pub(super) async fn publish(
     front: &S3Front,
-    key: &str,
     sealed: Sealed,
-    if_none_match_any: bool,
+    cond: &WriteIf,
 ) -> S3Result<Arc<StoredVersion>> {
-    if if_none_match_any && front.store.current(key).is_some() {
-        return Err(s3_error!(
-            PreconditionFailed,
-            "the key exists (If-None-Match: *)"
-        ));
-    }
-    if let (Some(rt), WritePolicy::WriteThrough) = (&front.origin, front.write_policy) {
-        let v = sealed.version();
-        let body = Bytes::from_owner(v.payload());
-        let etag = rt
-            .origin()
-            .put(key, body, v.sha256(), v.content_type())
-            .await
-            .map_err(origin_error)?;
-        if let Some(e) = etag {
-            v.origin.set_etag(e);
-        }
-        v.origin.touch();
-    }
     let stored = front
-        .store
-        .publish(sealed, |cur| match cur {
-            Some(_) if if_none_match_any => Err(StoreError::PreconditionFailed(
-                "the key exists (If-None-Match: *)".into(),
-            )),
-            _ => Ok(()),
-        })
-        .map_err(store_error)?;
-    if let Some(rt) = &front.origin {
-        rt.forget_negative(key);
-    }
+        .objects
+        .put(sealed, |cur| cond.check(cur))
+        .await
+        .map_err(object_error)?;
     metrics::counter!("rasa_s3_objects_stored_total").increment(1);
     Ok(stored)
 }
@@ -264,19 +215,11 @@ pub(super) async fn put_object(
     let headers = req.headers;
     let i = req.input;
     let key = front.key(&i.bucket, &i.key)?;
-    if let Some(ETagCondition::ETag(_)) = &i.if_none_match {
-        return Err(s3_error!(
-            NotImplemented,
-            "If-None-Match takes only * on PutObject"
-        ));
-    }
-    let if_none_match_any = matches!(i.if_none_match, Some(ETagCondition::Any));
-    if if_none_match_any && front.store.current(&key).is_some() {
-        return Err(s3_error!(
-            PreconditionFailed,
-            "the key exists (If-None-Match: *)"
-        ));
-    }
+    let cond = WriteIf::new(i.if_match.as_ref(), i.if_none_match.as_ref());
+    front
+        .objects
+        .precheck(&key, |cur| cond.check(cur))
+        .map_err(store_error)?;
     let len = super::payload_length(i.content_length, &headers)?;
     if len > front.max_object_size {
         return Err(s3_error!(
@@ -292,7 +235,7 @@ pub(super) async fn put_object(
         .unwrap_or_else(|| crate::media::DEFAULT_CONTENT_TYPE.to_owned());
     let pace = front.pace();
     let mut upload = front
-        .store
+        .store()
         .begin_streaming(&key, &ctype, len)
         .await
         .map_err(store_error)?;
@@ -300,7 +243,7 @@ pub(super) async fn put_object(
         while let Some(chunk) = front.next_chunk(&mut body, &pace, upload.written()).await? {
             integrity.update(&chunk);
             front
-                .store
+                .store()
                 .write(&mut upload, &chunk)
                 .await
                 .map_err(store_error)?;
@@ -309,8 +252,8 @@ pub(super) async fn put_object(
     let trailers = trailers.and_then(|t| t.take());
     let md5 = integrity.verify(trailers.as_ref())?;
     upload.set_s3_etag(upload_etag(front, md5, i.content_md5.is_some()));
-    let sealed = front.store.seal(upload).map_err(store_error)?;
-    let v = publish(front, &key, sealed, if_none_match_any).await?;
+    let sealed = front.store().seal(upload).map_err(store_error)?;
+    let v = publish(front, sealed, &cond).await?;
     Ok(S3Response::new(PutObjectOutput {
         e_tag: Some(ETag::Strong(front.etag(&v))),
         version_id: Some(v.version().to_string()),
@@ -321,10 +264,11 @@ pub(super) async fn put_object(
 
 /// Deletes `key` (write-through: at the origin first). Absent keys are not an error.
 async fn delete_key(front: &S3Front, key: &str) -> S3Result<()> {
-    if let (Some(rt), WritePolicy::WriteThrough) = (&front.origin, front.write_policy) {
-        rt.origin().delete(key).await.map_err(origin_error)?;
-    }
-    front.store.delete(key, |_| Ok(())).map_err(store_error)?;
+    front
+        .objects
+        .delete(key, |_| Ok(()))
+        .await
+        .map_err(object_error)?;
     Ok(())
 }
 
@@ -428,19 +372,26 @@ pub(super) async fn copy_object(
         .metadata_directive
         .as_ref()
         .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+    if src == dst && !replace {
+        // S3's rule: a copy onto itself must change something; it would only churn memory.
+        return Err(s3_error!(
+            InvalidRequest,
+            "this copy request is illegal because it is trying to copy an object to itself without changing its metadata (x-amz-metadata-directive: REPLACE)"
+        ));
+    }
     let ctype = match (&i.content_type, replace) {
         (Some(t), true) => t.clone(),
         _ => v.content_type().to_owned(),
     };
     let mut upload = front
-        .store
+        .store()
         .begin(&dst, &ctype, v.len())
         .await
         .map_err(store_error)?;
     upload.write(v.payload().as_slice()).map_err(store_error)?;
     upload.set_s3_etag(v.s3_etag().map(str::to_owned));
-    let sealed = front.store.seal(upload).map_err(store_error)?;
-    let stored = publish(front, &dst, sealed, false).await?;
+    let sealed = front.store().seal(upload).map_err(store_error)?;
+    let stored = publish(front, sealed, &WriteIf::default()).await?;
     Ok(S3Response::new(CopyObjectOutput {
         copy_object_result: Some(CopyObjectResult {
             e_tag: Some(ETag::Strong(front.etag(&stored))),

@@ -9,7 +9,53 @@ use std::time::{Duration, SystemTime};
 use super::arena::{self, Arena};
 use super::{Store, StoredVersion};
 
+/// The store's memory, as the policy above sees it: [`Store::memory`]. Field access
+/// reaches the store it describes.
+#[derive(Clone, Copy)]
+pub struct Memory<'a>(&'a Store);
+
+impl std::ops::Deref for Memory<'_> {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        self.0
+    }
+}
+
 impl Store {
+    /// Its memory: making room, reclamation, and what it holds.
+    pub fn memory(&self) -> Memory<'_> {
+        Memory(self)
+    }
+
+    /// Runs [`Memory::reclaim`] every `interval` until the store is dropped by everyone else,
+    /// on tokio's blocking pool: revoking and registering memory (slow on EFA) must not
+    /// hold up a worker that serves requests.
+    pub async fn run_reclaimer(self: Arc<Self>, interval: Duration) {
+        let weak = Arc::downgrade(&self);
+        drop(self);
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(store) = weak.upgrade() else { return };
+            if let Err(e) = tokio::task::spawn_blocking(move || store.memory().reclaim()).await {
+                tracing::error!(error = %e, "a reclaim pass failed");
+            }
+        }
+    }
+}
+
+impl<'a> Memory<'a> {
+    /// When the last lease handed out so far ends (the epoch when none was).
+    pub fn leases_end(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_millis(self.latest_lease_ms.load(Ordering::Relaxed))
+    }
+
+    /// Bytes of arena memory allocated now.
+    pub fn allocated(&self) -> u64 {
+        self.arenas.allocated()
+    }
+
     /// Makes unreachable what no longer needs to be reachable so its arenas can drain:
     /// sealed arenas without current versions first; if none is draining after that, the
     /// sparsest sealed arena is compacted (its current versions copied to the open arena,
@@ -54,35 +100,6 @@ impl Store {
         freed
     }
 
-    /// Runs [`Store::reclaim`] every `interval` until the store is dropped by everyone else,
-    /// on tokio's blocking pool: revoking and registering memory (slow on EFA) must not
-    /// hold up a worker that serves requests.
-    pub async fn run_reclaimer(self: Arc<Self>, interval: Duration) {
-        let weak = Arc::downgrade(&self);
-        drop(self);
-        let mut tick = tokio::time::interval(interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            let Some(store) = weak.upgrade() else { return };
-            if let Err(e) = tokio::task::spawn_blocking(move || store.reclaim()).await {
-                tracing::error!(error = %e, "a reclaim pass failed");
-            }
-        }
-    }
-
-    /// Runs `f` (which may register memory) without blocking the other tasks of this tokio
-    /// worker: on a multi-threaded runtime the worker hands its tasks to others first.
-    pub(super) fn off_worker<R>(f: impl FnOnce() -> R) -> R {
-        use tokio::runtime::{Handle, RuntimeFlavor};
-        match Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
-                tokio::task::block_in_place(f)
-            }
-            _ => f(),
-        }
-    }
-
     /// Publishes gauges that are cheaper to compute when scraped than to keep current:
     /// arenas by state, memory allocated and budget, bytes of current versions, arenas
     /// under a live lease, and the fast path's progress-thread activity.
@@ -111,8 +128,8 @@ impl Store {
     }
 
     /// Arena life-cycle counters.
-    pub fn arena_stats(&self) -> &arena::ArenaStats {
-        &self.arenas.stats
+    pub fn arena_stats(&self) -> &'a arena::ArenaStats {
+        &self.0.arenas.stats
     }
 
     /// Arena counts by state.
@@ -207,5 +224,15 @@ impl Store {
             metrics::counter!("rasa_compacted_total").increment(moved);
             tracing::info!(arena = arena.id, moved, "compacted a sparse arena");
         }
+    }
+}
+
+/// Runs `f` (which may register memory) without blocking the other tasks of this tokio
+/// worker: on a multi-threaded runtime the worker hands its tasks to others first.
+pub(super) fn off_worker<R>(f: impl FnOnce() -> R) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
     }
 }

@@ -6,8 +6,9 @@
 //! makes one-sided reads safe.
 //!
 //! - Writes stream: [`Store::begin`] reserves the whole frame up front, [`Upload::write`]
-//!   copies each body chunk straight into arena memory while SHA-256 and the frame checksum
-//!   are computed, and [`Store::commit`] seals the header and publishes. An upload dropped
+//!   copies each body chunk into staging memory (or a dedicated arena not yet registered)
+//!   while SHA-256 and the frame checksum are computed, and [`Store::commit`] seals the
+//!   frame into its arena and publishes. An upload dropped
 //!   before commit (client gone, body too long or short) publishes nothing: its slot is
 //!   unreachable garbage until its arena is reused.
 //! - Older versions of a key stay readable by version id until reclaimed; a delete makes
@@ -22,6 +23,7 @@ mod upload;
 mod version;
 
 pub use error::StoreError;
+pub use memory::Memory;
 pub use upload::{Sealed, Upload};
 pub use version::{BadVersionId, OriginMeta, StoredVersion, VersionId, VERSION_PATTERN};
 
@@ -51,6 +53,9 @@ pub struct StoreConfig {
     pub key_lifetime: Option<Duration>,
     /// Block size of each frame's table of block checksums (0: no table).
     pub block_size: u32,
+    /// Memory that values being uploaded for shared arenas may hold together, outside
+    /// advertised memory, until each is sealed (at least one arena's worth is allowed).
+    pub staging_memory: u64,
 }
 
 /// Keys → versions, over arenas.
@@ -66,6 +71,8 @@ pub struct Store {
     room: tokio::sync::Notify,
     /// The latest lease deadline handed out, in milliseconds since the Unix epoch.
     latest_lease_ms: AtomicU64,
+    /// Staging memory for uploads ([`StoreConfig::staging_memory`]).
+    staging: upload::Staging,
 }
 
 impl Store {
@@ -73,6 +80,7 @@ impl Store {
     /// registered for one-sided reads.
     pub fn new(config: StoreConfig, fabric: Option<Arc<FabricServer>>) -> Self {
         Self {
+            staging: upload::Staging::new(config.staging_memory, config.arena_size as u64),
             incarnation: rand::random(),
             counter: AtomicU64::new(1),
             arenas: Arenas::new(
@@ -122,6 +130,14 @@ impl Store {
         }
     }
 
+    /// Test support: the whole memory region `v`'s descriptors open — its remote address,
+    /// length and key — when registered: what a descriptor holder can read, frame or not.
+    pub fn region_of(&self, v: &StoredVersion) -> Option<(u64, u64, u64)> {
+        let fabric = self.fabric.as_ref()?;
+        let (addr, rkey) = v.arena.remote(fabric, 0)?;
+        Some((addr, v.arena.buffer.capacity() as u64, rkey))
+    }
+
     /// Test support: a copy of `v`'s frame, in arena memory, with one byte flipped (payload
     /// byte `at`, by default the last, or a reserved header byte of an empty value), under
     /// `v`'s identity and checksum. A whole read given it must reject it, and so must a
@@ -146,16 +162,6 @@ impl Store {
             arena,
             origin: v.origin.duplicate(false),
         }))
-    }
-
-    /// When the last lease handed out so far ends (the epoch when none was).
-    pub fn leases_end(&self) -> SystemTime {
-        SystemTime::UNIX_EPOCH + Duration::from_millis(self.latest_lease_ms.load(Ordering::Relaxed))
-    }
-
-    /// Bytes of arena memory allocated now.
-    pub fn allocated(&self) -> u64 {
-        self.arenas.allocated()
     }
 
     /// Grants a lease on `version`: returns its deadline and records it on the arena, which

@@ -16,6 +16,7 @@ fn store_with(budget: u64, arena: usize, lease: Duration, grace: Duration) -> St
             grace,
             key_lifetime: None,
             block_size: rasa_fastpath::frame::DEFAULT_BLOCK_SIZE,
+            staging_memory: 256 << 20,
         },
         None,
     )
@@ -108,12 +109,15 @@ async fn eviction_and_recycling_keep_memory_within_budget() {
         let body = vec![(i % 251) as u8; 20 << 10];
         let v = put(&s, &format!("k{}", i % 50), &body).await.unwrap();
         s.lease(&v);
-        assert!(s.allocated() <= 256 << 10, "over budget after {i} puts");
+        assert!(
+            s.memory().allocated() <= 256 << 10,
+            "over budget after {i} puts"
+        );
         last = body;
     }
     // The most recent value is readable; older ones were evicted or overwritten.
     assert_eq!(s.current("k49").unwrap().payload().as_slice(), &last[..]);
-    let st = s.arena_stats();
+    let st = s.memory().arena_stats();
     assert!(st.recycled.load(Ordering::Relaxed) > 0, "{st:?}");
     assert!(
         st.keys_revoked.load(Ordering::Relaxed) == 0,
@@ -123,7 +127,7 @@ async fn eviction_and_recycling_keep_memory_within_budget() {
     let big = vec![9u8; 150 << 10];
     let v = put(&s, "big", &big).await.unwrap();
     assert!(v.arena.dedicated);
-    assert!(s.allocated() <= 256 << 10);
+    assert!(s.memory().allocated() <= 256 << 10);
     assert_eq!(s.current("big").unwrap().payload().as_slice(), &big[..]);
 }
 
@@ -143,8 +147,8 @@ async fn arenas_wait_for_leases_and_local_readers_before_reuse() {
     put(&s, "b", &[2u8; 40 << 10]).await.unwrap(); // seals the first arena
     put(&s, "a", &[3u8; 10]).await.unwrap(); // overwrites the only value in it
     drop(first);
-    s.drain_dead();
-    assert_eq!(s.arena_counts().draining, 1);
+    s.memory().drain_dead();
+    assert_eq!(s.memory().arena_counts().draining, 1);
     // Not before the lease deadline plus grace...
     assert_eq!(s.arenas.reclaim(deadline), 0);
     assert_eq!(s.arenas.reclaim(deadline + Duration::from_millis(99)), 0);
@@ -154,7 +158,7 @@ async fn arenas_wait_for_leases_and_local_readers_before_reuse() {
     assert_eq!(reader.as_slice()[0], 1, "bytes unchanged under a reader");
     drop(reader);
     assert_eq!(s.arenas.reclaim(after), 1);
-    let counts = s.arena_counts();
+    let counts = s.memory().arena_counts();
     assert_eq!(
         (counts.draining, counts.free),
         (0, 1),
@@ -192,7 +196,7 @@ async fn compaction_moves_live_values_out_of_sparse_arenas() {
             .unwrap();
     }
     let mut spin = 0;
-    while s.arena_stats().compacted.load(Ordering::Relaxed) == 0 {
+    while s.memory().arena_stats().compacted.load(Ordering::Relaxed) == 0 {
         put(&s, &format!("more{spin}"), &[2u8; 40 << 10])
             .await
             .unwrap();
@@ -297,9 +301,9 @@ async fn a_streaming_dedicated_upload_is_charged_as_its_bytes_arrive() {
         crawling.push(up);
     }
     assert!(
-        s.allocated() <= 4 * arena::CHARGE_STEP + (4 << 20),
+        s.memory().allocated() <= 4 * arena::CHARGE_STEP + (4 << 20),
         "{}",
-        s.allocated()
+        s.memory().allocated()
     );
     // An honest upload still fits, and is charged in full when its last byte is in.
     let body = vec![7u8; 20 << 20];
@@ -319,20 +323,52 @@ async fn a_streaming_dedicated_upload_is_charged_as_its_bytes_arrive() {
         .write(&vec![0u8; (arena::CHARGE_STEP as usize) * 2])
         .is_err());
     // Abandoned, the crawlers give back exactly what they were charged.
-    let before = s.allocated();
+    let before = s.memory().allocated();
     let held: u64 = crawling.iter().map(|u| u.charged()).sum();
     drop(crawling);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while s.allocated() > before - held {
-        s.make_room();
-        s.reclaim();
+    while s.memory().allocated() > before - held {
+        s.memory().make_room();
+        s.memory().reclaim();
         assert!(
             std::time::Instant::now() < deadline,
             "allocated {} of {}",
-            s.allocated(),
+            s.memory().allocated(),
             before - held
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(s.allocated(), before - held);
+    assert_eq!(s.memory().allocated(), before - held);
+}
+
+/// Uploads for shared arenas hold staging memory until they finish: with all of it in use
+/// the next one waits, and is answered Busy once the wait has lasted a lease plus twice
+/// the grace; as soon as an upload finishes (stored or dropped) the next one goes ahead.
+#[tokio::test]
+async fn staging_memory_bounds_uploads_in_progress() {
+    let arena = 64 << 10;
+    let mut s = store_with(
+        8 << 20,
+        arena,
+        Duration::from_millis(100),
+        Duration::from_millis(10),
+    );
+    s.config.staging_memory = 0; // at least one arena's worth is allowed anyway
+    let s = Arc::new(Store::new(s.config, None));
+    let first = s.begin("a", "x", 60 << 10).await.unwrap();
+    let waited = std::time::Instant::now();
+    let second = s.begin("b", "x", 60 << 10).await;
+    assert!(matches!(second, Err(StoreError::Busy { .. })), "{second:?}");
+    assert!(waited.elapsed() >= Duration::from_millis(120));
+    let next = {
+        let s = Arc::clone(&s);
+        tokio::spawn(async move { s.begin("c", "x", 60 << 10).await.map(|_| ()) })
+    };
+    drop(first);
+    next.await
+        .unwrap()
+        .expect("staging memory freed by the dropped upload");
+    // A value larger than an arena is written in place and takes no staging memory.
+    let _big = s.begin("d", "x", 1 << 20).await.unwrap();
+    let _small = s.begin("e", "x", 60 << 10).await.unwrap();
 }

@@ -1,6 +1,12 @@
 //! Uploads: reserve a frame ([`Store::begin`]), stream the body into it
 //! ([`Upload::write`]), seal the header ([`Store::seal`]) and publish ([`Store::publish`]).
 //! Nothing is visible before the publish; a dropped upload publishes nothing.
+//!
+//! Nothing unpublished is readable one-sided either: a value for a shared arena is
+//! written into staging memory and copied into the arena at the seal (a memcpy, a few
+//! percent of the SHA-256 already computed over the same bytes); a value with an arena of
+//! its own is written in place, and that arena is registered — given a remote key — only
+//! at the seal. An upload that fails leaves no byte in advertised memory.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -9,6 +15,7 @@ use std::time::Duration;
 use rasa_fastpath::buffer::WriteSlot;
 use rasa_fastpath::frame::{self, FrameHasher, FrameIdentity, HEADER_LEN};
 use sha2::{Digest, Sha256};
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::arena::{Arena, ReserveError};
 use super::version::{MediaType, Trailer};
@@ -26,7 +33,7 @@ impl Store {
     /// [`crate::key::MAX_KEY_LEN`] bytes): reserves its frame.
     ///
     /// When memory is full, makes room (compacting a sparse arena or evicting the least
-    /// recently used one; see [`Store::make_room`]) and waits for reclamation, at most a
+    /// recently used one; see [`super::Memory::make_room`]) and waits for reclamation, at most a
     /// lease plus the grace period; then answers [`StoreError::Busy`]. A value that can
     /// never fit is refused at once.
     pub async fn begin(
@@ -59,7 +66,7 @@ impl Store {
     ) -> Result<Upload, StoreError> {
         let never = || StoreError::InsufficientStorage {
             needed: len,
-            allocated: self.allocated(),
+            allocated: self.memory().allocated(),
             budget: self.config.memory_budget,
         };
         let block_size = self.config.block_size;
@@ -70,12 +77,27 @@ impl Store {
         let frame_len = frame::frame_len(len, block_size)
             .and_then(|n| n.checked_add(Trailer::len(key.len())))
             .ok_or_else(never)?;
+        // A value for a shared arena arrives in staging memory no remote key covers and is
+        // copied into the arena when sealed: the arena's key opens published frames only.
+        // (A value with an arena of its own is written in place; its arena is registered
+        // when sealed.)
+        let staging = match frame_len <= self.config.arena_size {
+            true => Some(
+                self.staging
+                    .take(frame_len, self.config.lease + self.config.grace * 2)
+                    .await
+                    .ok_or(StoreError::Busy {
+                        retry_after: self.config.lease + self.config.grace,
+                    })?,
+            ),
+            false => None,
+        };
         let (arena, slot) = self
             .with_room(|| {
                 let reserved = match self.arenas.reserve_upload(frame_len, false, growing) {
-                    Err(ReserveError::NeedAllocation) => {
-                        Self::off_worker(|| self.arenas.reserve_upload(frame_len, true, growing))
-                    }
+                    Err(ReserveError::NeedAllocation) => super::memory::off_worker(|| {
+                        self.arenas.reserve_upload(frame_len, true, growing)
+                    }),
                     other => other,
                 };
                 match reserved {
@@ -103,6 +125,7 @@ impl Store {
             frame: FrameHasher::new(),
             arena,
             slot: Some(slot),
+            staged: staging.map(|permit| (vec![0u8; frame_len], permit)),
             origin: OriginMeta::default(),
             s3_etag: None,
         })
@@ -110,7 +133,7 @@ impl Store {
 
     /// Runs `attempt` until it gives a result: when memory is full (it answers `None`),
     /// makes room (compacting a sparse arena or evicting the least recently used one; see
-    /// [`Store::make_room`]) and waits for reclamation, at most a lease plus twice the
+    /// [`super::Memory::make_room`]) and waits for reclamation, at most a lease plus twice the
     /// grace period; then [`StoreError::Busy`].
     async fn with_room<T>(
         &self,
@@ -122,8 +145,8 @@ impl Store {
             if let Some(got) = attempt()? {
                 return Ok(got);
             }
-            self.make_room();
-            if Self::off_worker(|| self.reclaim()) > 0 {
+            self.memory().make_room();
+            if super::memory::off_worker(|| self.memory().reclaim()) > 0 {
                 continue;
             }
             let now = std::time::Instant::now();
@@ -180,6 +203,15 @@ impl Store {
             });
         }
         let mut slot = upload.slot.take().expect("an upload is sealed once");
+        if let Some((staged, _permit)) = upload.staged.take() {
+            slot.as_mut_slice().copy_from_slice(&staged);
+        } else if let Some(fabric) = &self.fabric {
+            // Its own arena, written in place: its key opens it only from now on.
+            upload
+                .arena
+                .register_sealed(fabric)
+                .map_err(|e| StoreError::Fabric(e.to_string()))?;
+        }
         let hasher = std::mem::take(&mut upload.frame);
         let (header, _) = hasher.seal(upload.id, upload.block_size);
         let sha256: [u8; 32] = std::mem::take(&mut upload.sha256).finalize().into();
@@ -241,6 +273,9 @@ pub struct Upload {
     frame: FrameHasher,
     arena: Arc<Arena>,
     slot: Option<WriteSlot>,
+    /// The frame being written, outside advertised memory (values for a shared arena),
+    /// and the staging memory it holds.
+    staged: Option<(Vec<u8>, OwnedSemaphorePermit)>,
     origin: OriginMeta,
     s3_etag: Option<Box<str>>,
 }
@@ -271,7 +306,8 @@ impl Upload {
         self.s3_etag = etag.map(String::into_boxed_str);
     }
 
-    /// Appends the next body chunk: copies it into arena memory, feeds both digests and
+    /// Appends the next body chunk: copies it into its frame (staged, or in its own
+    /// unregistered arena), feeds both digests and
     /// writes the table entries of the blocks it completes (hashed while in cache).
     pub fn write(&mut self, chunk: &[u8]) -> Result<(), StoreError> {
         let declared = self.id.payload_len;
@@ -287,13 +323,18 @@ impl Upload {
                 budget: self.arena.buffer.capacity() as u64,
             });
         }
-        let slot = self.slot.as_mut().expect("writing a committed upload");
-        let (_, rest) = slot.as_mut_slice().split_at_mut(HEADER_LEN);
+        let frame = match (&mut self.staged, &mut self.slot) {
+            (Some((staged, _)), _) => &mut staged[..],
+            (None, Some(slot)) => slot.as_mut_slice(),
+            (None, None) => unreachable!("writing a sealed upload"),
+        };
+        let (_, rest) = frame.split_at_mut(HEADER_LEN);
         let (payload, after) = rest.split_at_mut(declared as usize);
         payload[self.written as usize..end as usize].copy_from_slice(chunk);
         self.sha256.update(chunk);
         self.frame.update(chunk);
         self.written = end;
+        metrics::gauge!("rasa_upload_bytes_in_progress").increment(chunk.len() as f64);
         self.blocks_done = frame::fill_table(
             &self.id,
             self.block_size,
@@ -336,6 +377,7 @@ impl Drop for Upload {
     fn drop(&mut self) {
         // Committed or not, this upload no longer holds its arena open.
         self.arena.finish_pending();
+        metrics::gauge!("rasa_upload_bytes_in_progress").decrement(self.written as f64);
         if let Some(slot) = &self.slot {
             metrics::counter!("rasa_uploads_abandoned_total").increment(1);
             tracing::debug!(
@@ -346,5 +388,34 @@ impl Drop for Upload {
                 "upload abandoned; nothing published"
             );
         }
+    }
+}
+
+/// Memory that uploads for shared arenas are written into before they are sealed (outside
+/// every remote key), bounded by [`super::StoreConfig::staging_memory`] in KiB permits.
+#[derive(Debug)]
+pub(super) struct Staging {
+    permits: Arc<tokio::sync::Semaphore>,
+    kib: u64,
+}
+
+impl Staging {
+    /// `bytes` of staging memory (at least `floor`: one arena's worth must fit).
+    pub(super) fn new(bytes: u64, floor: u64) -> Self {
+        let kib = bytes
+            .max(floor)
+            .div_ceil(1024)
+            .min(tokio::sync::Semaphore::MAX_PERMITS as u64);
+        Self {
+            permits: Arc::new(tokio::sync::Semaphore::new(kib as usize)),
+            kib,
+        }
+    }
+
+    /// Waits up to `within` for room for a frame of `frame_len` bytes; `None` after that.
+    async fn take(&self, frame_len: usize, within: Duration) -> Option<OwnedSemaphorePermit> {
+        let kib = (frame_len.div_ceil(1024) as u64).min(self.kib) as u32;
+        let permit = Arc::clone(&self.permits).acquire_many_owned(kib);
+        tokio::time::timeout(within, permit).await.ok()?.ok()
     }
 }

@@ -1,8 +1,8 @@
 """Type stubs of the extension module (the Rust half of rasa_client)."""
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from os import PathLike
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from typing_extensions import Buffer
 
@@ -11,8 +11,11 @@ __version__: str
 FastPathMode = Literal["auto", "off", "required"]
 
 class Object:
-    """A value read from the gateway; read-only buffer protocol (zero-copy)."""
+    """A value read from the gateway, bytes-like: read-only buffer protocol (zero-copy),
+    ``==`` with bytes, slicing, ``decode()``, hashing like bytes, pickling."""
 
+    key: str
+    """The key it was read under."""
     version: str
     """The version id."""
     sha256: str
@@ -21,9 +24,28 @@ class Object:
     """Its media type."""
     path: Literal["fabric", "http"]
     """How the bytes travelled: one-sided (``"fabric"``) or ``"http"``."""
+    etag: str
+    """The entity tag the gateway answers for it (its SHA-256, quoted)."""
+    def __new__(
+        cls,
+        data: bytes,
+        key: str,
+        version: str,
+        sha256: str,
+        content_type: str,
+        path: Literal["fabric", "http"],
+    ) -> Object: ...
     def __len__(self) -> int: ...
     def __bytes__(self) -> bytes: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> bytes: ...
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        """The value decoded as text (``bytes.decode``)."""
 
 class RegisteredBuffer:
     """Memory one-sided reads land in with no copy (``Client.register``); a writable buffer
@@ -73,6 +95,8 @@ class ObjectList:
     next_after: str | None
     """Pass as ``after`` for the next page; ``None`` on the last one."""
     def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[ObjectSummary]: ...
+    def __getitem__(self, index: int) -> ObjectSummary: ...
 
 class Client:
     """A blocking client; the GIL is released while it waits."""

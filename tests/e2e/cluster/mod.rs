@@ -3,6 +3,7 @@
 //! cluster, filling from the previous owner after a join; failures are in [`failures`].
 
 mod failures;
+mod heal;
 
 use std::process::Command;
 use std::sync::Arc;
@@ -17,8 +18,14 @@ use rasa_tests::{pattern, sha256_hex, Gateway, S3Server, S3_BUCKET};
 
 pub(super) fn member(etcd: &Etcd, name: &str, node: &str, ttl: &str, extra: &[String]) -> Gateway {
     let mut args = member_args(etcd, name, node, ttl);
-    args.extend(["--fast-path", "on", "--fabric-provider", "tcp;ofi_rxm"].map(str::to_owned));
     args.extend_from_slice(extra);
+    member_with(&args)
+}
+
+/// A member started with `args` (its cluster flags), on the fast path.
+pub(super) fn member_with(args: &[String]) -> Gateway {
+    let mut args = args.to_vec();
+    args.extend(["--fast-path", "on", "--fabric-provider", "tcp;ofi_rxm"].map(str::to_owned));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     Gateway::start_with_s3(&args)
 }

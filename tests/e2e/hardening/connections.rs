@@ -90,9 +90,16 @@ async fn silent_sockets_are_closed_and_healthz_answers_meanwhile() {
         "rasa_connections_closed_total{listener=\"http\",reason=\"displaced\"}",
     )
     .await;
+    // On a loaded machine opening them takes longer than the timeout: the first ones
+    // may then be closed by it rather than displaced — closed all the same.
+    let timed_out = metric(
+        &gw,
+        "rasa_connections_closed_total{listener=\"http\",reason=\"first_byte_timeout\"}",
+    )
+    .await;
     assert!(
-        displaced >= (SILENT - 1000) as f64,
-        "displaced: {displaced}"
+        displaced > 0.0 && displaced + timed_out >= (SILENT - 1000) as f64,
+        "displaced: {displaced}, timed out: {timed_out}"
     );
     // Counted once the sweep that shut them down returns.
     let fabric_closed =

@@ -13,6 +13,7 @@ use md5::{Digest, Md5};
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
+use super::conditions::WriteIf;
 use super::digest::Integrity;
 use super::objects::{publish, store_error};
 use super::S3Front;
@@ -71,6 +72,11 @@ pub struct Uploads {
 struct State {
     used: u64,
     uploads: HashMap<String, Staged>,
+    /// Uploads completed lately (at most `max_uploads`, none older than the expiry), so
+    /// that a Complete retried after a lost answer gets the same answer while the version
+    /// it wrote is current — not `NoSuchUpload` for a write that succeeded.
+    completed: HashMap<String, Completed>,
+    completed_order: std::collections::VecDeque<(Instant, String)>,
 }
 
 impl std::fmt::Debug for State {
@@ -143,7 +149,9 @@ impl Uploads {
     }
 }
 
+mod completed;
 mod listing;
+use completed::{completed_again, completion, Completed};
 pub(in crate::s3) use listing::{list_parts, list_uploads};
 
 /// The upload `id` of `bucket`/`s3_key` may be used by `who`.
@@ -329,6 +337,11 @@ pub(super) async fn complete(
     // Take the upload out while it is assembled: a second Complete finds nothing.
     let staged = {
         let mut st = front.uploads.state();
+        if !st.uploads.contains_key(&i.upload_id) {
+            if let Some(done) = st.completed.get(&i.upload_id) {
+                return completed_again(front, done, &i.bucket, &i.key, owner.as_deref());
+            }
+        }
         check_owner(&st, &i.upload_id, &i.bucket, &i.key, owner.as_deref())?;
         st.uploads.remove(&i.upload_id).expect("checked above")
     };
@@ -337,22 +350,27 @@ pub(super) async fn complete(
         front,
         &staged,
         &asked,
-        matches!(i.if_none_match, Some(ETagCondition::Any)),
+        &WriteIf::new(i.if_match.as_ref(), i.if_none_match.as_ref()),
     )
     .await;
     match result {
         Ok(v) => {
+            let done = Completed {
+                bucket: i.bucket,
+                s3_key: i.key,
+                key: staged.key,
+                owner: staged.owner,
+                version: v.version().to_string(),
+                etag: front.etag(&v),
+            };
+            let answer = completion(&done);
             let mut st = front.uploads.state();
             st.used -= staged_bytes;
             metrics::gauge!("rasa_s3_multipart_bytes").set(st.used as f64);
+            let (max, expiry) = (front.uploads.max_uploads, front.uploads.expiry);
+            st.remember(i.upload_id, done, max, expiry);
             drop(st);
-            Ok(S3Response::new(CompleteMultipartUploadOutput {
-                bucket: Some(i.bucket),
-                key: Some(i.key),
-                e_tag: Some(ETag::Strong(front.etag(&v))),
-                version_id: Some(v.version().to_string()),
-                ..Default::default()
-            }))
+            Ok(answer)
         }
         Err(e) => {
             // A list the client can fix (or a busy store): the upload stays.
@@ -371,7 +389,7 @@ async fn assemble(
     front: &S3Front,
     staged: &Staged,
     asked: &[CompletedPart],
-    if_none_match_any: bool,
+    cond: &WriteIf,
 ) -> S3Result<Arc<crate::store::StoredVersion>> {
     // Order first (S3 reports a misordered list before anything about its parts).
     let numbers: Vec<i32> = asked
@@ -418,7 +436,7 @@ async fn assemble(
         ));
     }
     let mut upload = front
-        .store
+        .store()
         .begin(&staged.key, &staged.content_type, total)
         .await
         .map_err(store_error)?;
@@ -433,8 +451,8 @@ async fn assemble(
         hex::encode(md5s.finalize()),
         parts.len()
     )));
-    let sealed = front.store.seal(upload).map_err(store_error)?;
-    publish(front, &staged.key, sealed, if_none_match_any).await
+    let sealed = front.store().seal(upload).map_err(store_error)?;
+    publish(front, sealed, cond).await
 }
 
 pub(super) async fn abort(

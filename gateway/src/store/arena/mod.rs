@@ -282,10 +282,14 @@ impl Arenas {
         if extra > 0 {
             self.table().allocated += extra;
         }
-        let region = self.register(&buffer).map_err(|e| {
-            self.table().allocated -= extra;
-            undo(e)
-        })?;
+        // A dedicated arena is registered once its value is written (Arena::register_sealed).
+        let region = match dedicated {
+            true => None,
+            false => self.register(&buffer).map_err(|e| {
+                self.table().allocated -= extra;
+                undo(e)
+            })?,
+        };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         metrics::counter!("rasa_arenas_created_total").increment(1);
         tracing::debug!(

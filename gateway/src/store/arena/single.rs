@@ -157,6 +157,15 @@ impl Arena {
         Ok(true)
     }
 
+    /// Registers a dedicated arena whose value has just been written (it was allocated
+    /// unregistered, so that no key opened it while its bytes were arriving).
+    pub fn register_sealed(&self, fabric: &FabricServer) -> Result<(), FabricError> {
+        let fresh = fabric.register(Arc::clone(&self.buffer))?;
+        *self.region.write().unwrap_or_else(PoisonError::into_inner) = Some(fresh);
+        self.key_since_ms.store(now_ms(), Ordering::Release);
+        Ok(())
+    }
+
     /// How long the current key has been in force.
     pub fn key_age(&self) -> Duration {
         Duration::from_millis(now_ms().saturating_sub(self.key_since_ms.load(Ordering::Acquire)))

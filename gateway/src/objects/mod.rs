@@ -1,0 +1,181 @@
+//! The object service: what looking up, reading, writing and deleting a key means, once,
+//! for both fronts. The HTTP API ([`crate::http`]) and the S3 listener ([`crate::s3`])
+//! parse their requests, call [`Objects`] and translate its answer into HTTP or S3; the
+//! store ([`crate::store`]), the optional read-through origin ([`crate::origin`]) and the
+//! write policy stand behind this one handle.
+//!
+//! - [`Objects::lookup`]: the version a read names, or the current one (through the
+//!   origin on a miss).
+//! - [`Objects::read`] ([`read`]): what a read resolves to — a stored version, a fill
+//!   under way, the origin's HEAD, or a pass-through — so cache policy is decided here,
+//!   not by a front.
+//! - [`Objects::put`]: a sealed upload goes to the origin (write-through) and is then
+//!   published; [`Objects::delete`] likewise. Writes of one key take turns
+//!   ([`order`]), so the origin and the gateway agree on which write was last.
+
+pub mod order;
+pub mod read;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::origin::readthrough::{FetchError, ReadThrough};
+use crate::origin::{Origin, OriginError, WritePolicy};
+use crate::store::{Sealed, Store, StoreError, StoredVersion, VersionId};
+
+/// Why an object operation failed; each front names it in its own terms.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    /// The key has no current version (here or at the origin).
+    #[error("no object {0:?}")]
+    NotFound(String),
+    /// The version asked for is not retained (reclaimed, or its key deleted).
+    #[error("version {version} of {key:?} is not retained")]
+    VersionNotFound {
+        /// The key.
+        key: String,
+        /// The version asked for.
+        version: VersionId,
+    },
+    /// The store refused (a precondition, memory, a length).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The origin failed a write-through or a pass-through.
+    #[error(transparent)]
+    Origin(#[from] OriginError),
+    /// A read-through miss could not be filled.
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+}
+
+/// A check of a key's current version (`None`: it has none) that a write must pass:
+/// the preconditions of the request, in the store's terms.
+pub trait Check: Fn(Option<&StoredVersion>) -> Result<(), StoreError> {}
+impl<F: Fn(Option<&StoredVersion>) -> Result<(), StoreError>> Check for F {}
+
+/// The store, the origin behind it and what writes do with the origin: the handle both
+/// fronts hold.
+#[derive(Debug)]
+pub struct Objects {
+    store: Arc<Store>,
+    origin: Option<Arc<ReadThrough>>,
+    write_policy: WritePolicy,
+    order: order::KeyOrder,
+}
+
+impl Objects {
+    /// The service over `store`, reading through `origin` when there is one; writes follow
+    /// `write_policy` (which matters only with an origin).
+    pub fn new(
+        store: Arc<Store>,
+        origin: Option<Arc<ReadThrough>>,
+        write_policy: WritePolicy,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            origin,
+            write_policy,
+            order: order::KeyOrder::default(),
+        })
+    }
+
+    /// The versions.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// The read-through origin, when the gateway caches a bucket.
+    pub fn read_through(&self) -> Option<&Arc<ReadThrough>> {
+        self.origin.as_ref()
+    }
+
+    /// The origin that writes go to first (`--write-policy write-through`).
+    fn write_through(&self) -> Option<&Arc<dyn Origin>> {
+        match (&self.origin, self.write_policy) {
+            (Some(rt), WritePolicy::WriteThrough) => Some(rt.origin()),
+            _ => None,
+        }
+    }
+
+    /// Version `version` of `key` while retained, or (`None`) the current version — from
+    /// the origin on a miss or a stale hit, when there is one.
+    pub async fn lookup(
+        &self,
+        key: &str,
+        version: Option<VersionId>,
+    ) -> Result<Arc<StoredVersion>, ObjectError> {
+        let found = match (version, &self.origin) {
+            (Some(version), _) => {
+                return self.store.version(key, version).ok_or_else(|| {
+                    ObjectError::VersionNotFound {
+                        key: key.to_owned(),
+                        version,
+                    }
+                })
+            }
+            (None, Some(rt)) => rt.current(key).await?,
+            (None, None) => self.store.read_current(key),
+        };
+        found.ok_or_else(|| ObjectError::NotFound(key.to_owned()))
+    }
+
+    /// `check` against the current version of `key` as it stands: a write fails fast with
+    /// this before its body is read (it is checked again, atomically, when published).
+    pub fn precheck(&self, key: &str, check: impl Check) -> Result<(), StoreError> {
+        check(self.store.current(key).as_deref())
+    }
+
+    /// Makes `sealed` the current version of its key if `check` accepts the version it
+    /// replaces. With write-through the origin stores it first (with its SHA-256 as the
+    /// checksum) and nothing is published if the origin fails. Writes of one key take
+    /// turns, so the last one published is the last one the origin stored.
+    pub async fn put(
+        &self,
+        sealed: Sealed,
+        check: impl Check,
+    ) -> Result<Arc<StoredVersion>, ObjectError> {
+        let v = Arc::clone(sealed.version());
+        let key = v.key().to_string();
+        let turn = self.origin_turn(&key, &check).await?;
+        if let Some((origin, _)) = &turn {
+            let body = Bytes::from_owner(v.payload());
+            let etag = origin.put(&key, body, v.sha256(), v.content_type()).await?;
+            if let Some(e) = etag {
+                v.origin.set_etag(e);
+            }
+            v.origin.touch();
+        }
+        let stored = self.store.publish(sealed, check)?;
+        if let Some(rt) = &self.origin {
+            rt.forget_negative(&key);
+        }
+        Ok(stored)
+    }
+
+    /// Deletes `key` if `check` accepts its current version (an absent key is deleted
+    /// too); with write-through, at the origin first. Whether a version was removed here.
+    pub async fn delete(&self, key: &str, check: impl Check) -> Result<bool, ObjectError> {
+        let turn = self.origin_turn(key, &check).await?;
+        if let Some((origin, _)) = &turn {
+            origin.delete(key).await?;
+        }
+        Ok(self.store.delete(key, check)?)
+    }
+
+    /// With write-through, the origin a write of `key` goes to first and the write's turn
+    /// at the key (held until the write is published), once `check` still passes: no
+    /// origin write for a write that cannot be published. `None` without write-through.
+    async fn origin_turn(
+        &self,
+        key: &str,
+        check: &impl Check,
+    ) -> Result<Option<(&Arc<dyn Origin>, order::Turn<'_>)>, ObjectError> {
+        let Some(origin) = self.write_through() else {
+            return Ok(None);
+        };
+        let turn = self.order.turn(key).await;
+        self.precheck(key, check)?;
+        Ok(Some((origin, turn)))
+    }
+}
