@@ -35,6 +35,11 @@ struct Cli {
     #[arg(long, env = "RASA_TOKEN", global = true, hide_env_values = true)]
     token: Option<String>,
 
+    /// The namespace the keys are in (a gateway run with --namespaces); default: the
+    /// default namespace.
+    #[arg(long, env = "RASA_NAMESPACE", global = true)]
+    namespace: Option<String>,
+
     /// Extra CA certificates (PEM) to trust for an https:// endpoint.
     #[arg(long, env = "RASA_CA_FILE", global = true)]
     ca_file: Option<PathBuf>,
@@ -279,6 +284,9 @@ async fn run(cli: Cli) -> Result<(), String> {
         .verify_sha256(verify);
     if let Some(a) = &cli.fabric_addr {
         builder = builder.fabric_addr(a);
+    }
+    if let Some(ns) = &cli.namespace {
+        builder = builder.namespace(ns);
     }
     if let Some(t) = &cli.token {
         builder = builder.token(t);

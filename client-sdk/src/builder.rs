@@ -27,6 +27,7 @@ pub struct ClientBuilder {
     retries_when_busy: u32,
     discover_cluster: bool,
     fabric_endpoints: usize,
+    namespace: Option<String>,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -45,6 +46,14 @@ impl ClientBuilder {
     /// with `--token-file`. The token is marked sensitive and never printed.
     pub fn token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(token.into());
+        self
+    }
+
+    /// The namespace this client's keys are in (a gateway run with `--namespaces`): its
+    /// requests go to `/v1/ns/{namespace}/…`. Default: the default namespace
+    /// (`/v1/objects/…`). A name is 3–63 characters of `a-z`, `0-9` and `-`.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
         self
     }
 
@@ -126,6 +135,7 @@ impl ClientBuilder {
 
     /// The client.
     pub fn build(self) -> Result<Client, Error> {
+        self.check()?;
         let seeds = self.seeds()?;
         let first = seeds[0].clone();
         let https = seeds.iter().any(|s| s.starts_with("https://"));
@@ -145,6 +155,19 @@ impl ClientBuilder {
     /// Checks the endpoint (one or more comma-separated `http://` or `https://` URLs)
     /// without building anything: what [`ClientBuilder::build`] would refuse it for.
     pub fn check(&self) -> Result<(), Error> {
+        if let Some(ns) = &self.namespace {
+            let ok = (3..=63).contains(&ns.len())
+                && ns
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !ns.starts_with('-')
+                && !ns.ends_with('-');
+            if !ok {
+                return Err(Error::Config(format!(
+                    "namespace {ns:?} is not a namespace name (3 to 63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit)"
+                )));
+            }
+        }
         self.seeds().map(|_| ())
     }
 
@@ -187,6 +210,10 @@ impl ClientBuilder {
         let http = Arc::new(Transport {
             http,
             endpoint: endpoint.to_owned(),
+            space: self
+                .namespace
+                .as_ref()
+                .map_or_else(String::new, |ns| format!("/ns/{ns}")),
             connect_timeout: self.connect_timeout,
             request_timeout: self.request_timeout,
             retries_when_busy: self.retries_when_busy,
@@ -255,6 +282,7 @@ impl Client {
             verify_sha256: false,
             read_timeout: Duration::from_secs(5),
             fabric_endpoints: 4,
+            namespace: None,
             connect_timeout: Duration::from_secs(3),
             request_timeout: Duration::from_secs(30),
             token: None,

@@ -100,7 +100,7 @@ impl Transport {
         let resp = self
             .send(
                 self.http
-                    .post(format!("{}/v1/descriptors", self.endpoint))
+                    .post(format!("{}/v1{}/descriptors", self.endpoint, self.space))
                     .json(&body),
             )
             .await?;

@@ -69,6 +69,8 @@ impl Payload {
 pub(crate) struct Transport {
     pub(crate) http: reqwest::Client,
     pub(crate) endpoint: String,
+    /// What keyed paths have after `/v1`: `/ns/{namespace}`, or nothing (the default one).
+    pub(crate) space: String,
     /// Longest wait for a connection.
     pub(crate) connect_timeout: Duration,
     /// Longest an HTTP exchange may go without progress.
@@ -233,8 +235,9 @@ impl Transport {
     pub(crate) fn url(&self, route: &str, key: &str) -> Result<String, Error> {
         rasa_openapi::key::validate(key).map_err(|why| Error::invalid_key(key, &why))?;
         Ok(format!(
-            "{}/v1/{route}/{}",
+            "{}/v1{}/{route}/{}",
             self.endpoint,
+            self.space,
             rasa_openapi::key_to_path(key)
         ))
     }
@@ -361,7 +364,7 @@ impl Transport {
         let resp = self
             .send(
                 self.http
-                    .get(format!("{}/v1/objects", self.endpoint))
+                    .get(format!("{}/v1{}/objects", self.endpoint, self.space))
                     .query(&q),
             )
             .await?;

@@ -65,6 +65,11 @@ pub const METRICS: &[Metric] = &[
     m("rasa_http_uploads_too_slow_total", C, &[], "PUT bodies ended with 408 for arriving slower than --min-upload-rate."),
     m("rasa_http_chunked_upload_bytes", G, &[], "Memory held gathering bodies sent without Content-Length."),
     m("rasa_token_reloads_total", C, &["result"], "Token file reloads (SIGHUP)."),
+    m("rasa_namespace_reloads_total", C, &["result"], "Namespaces file reloads (SIGHUP)."),
+    m("rasa_namespace_quota_bytes", G, &["namespace"], "A namespace's quota (the default one: what --memory leaves after the others)."),
+    m("rasa_namespace_bytes_allocated", G, &["namespace"], "Arena memory a namespace holds."),
+    m("rasa_namespace_live_bytes", G, &["namespace"], "Bytes of a namespace's current versions."),
+    m("rasa_namespace_evictions_total", C, &["namespace"], "Current versions a namespace evicted to stay within its quota."),
     // Store
     m("rasa_cache_hits_total", C, &[], "Reads answered from memory."),
     m("rasa_cache_misses_total", C, &[], "Reads that found nothing in memory."),

@@ -141,6 +141,13 @@ pub struct Args {
     #[arg(long, env = "RASA_ORIGIN_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub origin_timeout: Duration,
 
+    /// Namespaces file: one `NAME QUOTA` line per namespace (`train 4GiB`), each with
+    /// arenas, a memory budget and keys of its own, at `/v1/ns/{ns}/…` and as the S3
+    /// bucket of its name; read again on SIGHUP. The default namespace gets what --memory
+    /// leaves after the quotas. Without it there is only the default namespace.
+    #[arg(long, env = "RASA_NAMESPACES")]
+    pub namespaces: Option<PathBuf>,
+
     /// Token file: one `NAME SCOPES sha256:HEX` line per token (make one with
     /// `rasa-gateway token new`). With it every `/v1` route needs `Authorization: Bearer`;
     /// without it the gateway is open to anyone who can reach it.
@@ -289,9 +296,10 @@ pub enum TokenCommand {
     New {
         /// The token's name, as logs and errors show it.
         name: String,
-        /// Comma-separated scopes: read, write, admin (admin implies the others).
+        /// Comma-separated scopes: read, write, admin (admin implies the others), each for
+        /// every namespace or, as NAMESPACE:SCOPE (`ml:read`), for one.
         #[arg(long)]
-        scopes: crate::tokens::ScopeList,
+        scopes: crate::grants::Grants,
         /// The token file to append to (created if missing, mode 0600).
         #[arg(long, env = "RASA_TOKEN_FILE")]
         file: PathBuf,

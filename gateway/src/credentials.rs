@@ -7,14 +7,15 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::config::TokenCommand;
+use crate::grants::Grants;
 use crate::s3::args::S3KeyCommand;
 use crate::s3::keys::{self, S3Key, S3Keys};
-use crate::tokens::{self, Scope, TokenSet};
+use crate::tokens::{self, TokenSet};
 
 /// Runs a `token` subcommand.
 pub fn token(cmd: &TokenCommand) -> Result<(), String> {
     match cmd {
-        TokenCommand::New { name, scopes, file } => new_token(name, &scopes.0, file),
+        TokenCommand::New { name, scopes, file } => new_token(name, scopes, file),
         TokenCommand::List { file } => list_tokens(file),
         TokenCommand::Revoke { name, file } => revoke(file, name, "token", |_| Ok(())),
     }
@@ -23,7 +24,7 @@ pub fn token(cmd: &TokenCommand) -> Result<(), String> {
 /// Runs an `s3-key` subcommand.
 pub fn s3_key(cmd: &S3KeyCommand) -> Result<(), String> {
     match cmd {
-        S3KeyCommand::New { name, scopes, file } => new_s3_key(name, &scopes.0, file),
+        S3KeyCommand::New { name, scopes, file } => new_s3_key(name, scopes, file),
         S3KeyCommand::List { file } => list_s3_keys(file),
         S3KeyCommand::Revoke { name, file } => {
             revoke(file, name, "S3 key", |left| keys::parse(left).map(drop))
@@ -33,7 +34,7 @@ pub fn s3_key(cmd: &S3KeyCommand) -> Result<(), String> {
 
 /// `token new`: appends the token's line to `file` (created 0600 if missing) and prints
 /// the secret, once, on stdout.
-fn new_token(name: &str, scopes: &[Scope], file: &Path) -> Result<(), String> {
+fn new_token(name: &str, scopes: &Grants, file: &Path) -> Result<(), String> {
     let secret = tokens::new_secret();
     let line = tokens::file_line(name, scopes, &secret)?;
     if file.exists() {
@@ -60,15 +61,14 @@ fn list_tokens(file: &Path) -> Result<(), String> {
     let set = TokenSet::load(file)?;
     let mut out = std::io::stdout().lock();
     for t in set.iter() {
-        writeln!(out, "{}\t{}", t.name, tokens::join_scopes(&t.scopes))
-            .map_err(|e| e.to_string())?;
+        writeln!(out, "{}\t{}", t.name, t.scopes).map_err(|e| e.to_string())?;
     }
     Ok(())
 }
 
 /// `s3-key new`: appends a new key's line to `file` (created 0600 if missing) and prints
 /// its id and secret, once, on stdout.
-fn new_s3_key(name: &str, scopes: &[Scope], file: &Path) -> Result<(), String> {
+fn new_s3_key(name: &str, scopes: &Grants, file: &Path) -> Result<(), String> {
     if scopes.is_empty() {
         return Err("a key needs at least one scope".into());
     }
@@ -83,7 +83,7 @@ fn new_s3_key(name: &str, scopes: &[Scope], file: &Path) -> Result<(), String> {
         }
     }
     let (id, secret) = (keys::new_key_id(), keys::new_secret());
-    let line = format!("{name} {} {id} {secret}", tokens::join_scopes(scopes));
+    let line = format!("{name} {scopes} {id} {secret}");
     crate::credfile::append_line(file, &line)?;
     eprintln!(
         "rasa-gateway: added S3 key '{name}' to {}; its access key id and secret (shown only now) follow",
@@ -101,14 +101,7 @@ fn list_s3_keys(file: &Path) -> Result<(), String> {
     keys.sort_by(|a, b| a.name.cmp(&b.name));
     let mut out = std::io::stdout().lock();
     for k in keys {
-        writeln!(
-            out,
-            "{}\t{}\t{}",
-            k.name,
-            tokens::join_scopes(&k.scopes),
-            k.id
-        )
-        .map_err(|e| e.to_string())?;
+        writeln!(out, "{}\t{}\t{}", k.name, k.scopes, k.id).map_err(|e| e.to_string())?;
     }
     Ok(())
 }
@@ -140,8 +133,8 @@ mod tests {
 
     #[test]
     fn revoking_removes_exactly_that_line() {
-        let a = tokens::file_line("a", &[Scope::Read], "1").unwrap();
-        let ab = tokens::file_line("ab", &[Scope::Write], "2").unwrap();
+        let a = tokens::file_line("a", &"read".parse().unwrap(), "1").unwrap();
+        let ab = tokens::file_line("ab", &"write".parse().unwrap(), "2").unwrap();
         let text = format!("# tokens\n{a}\n{ab} # uploader\n");
         let left = crate::credfile::without_name(&text, "a", "token").unwrap();
         assert_eq!(left, format!("# tokens\n{ab} # uploader\n"));

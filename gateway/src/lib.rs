@@ -42,6 +42,7 @@ pub mod cluster;
 pub mod config;
 pub mod credentials;
 pub mod credfile;
+pub mod grants;
 pub mod http;
 pub mod key;
 pub mod media;

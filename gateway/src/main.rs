@@ -10,6 +10,7 @@ use rasa_fastpath::server::FabricServer;
 use rasa_gateway::cluster::Cluster;
 use rasa_gateway::config::{Args, Command, FabricCommand, FastPathMode, TlsCommand};
 use rasa_gateway::http::{doc, AppState, HttpConfig};
+use rasa_gateway::objects::namespaces::{self, Namespaces};
 use rasa_gateway::objects::Objects;
 use rasa_gateway::server::{self, ServeOptions};
 use rasa_gateway::store::Store;
@@ -157,11 +158,19 @@ async fn serve(args: Args) -> Result<(), String> {
         _ => None,
     };
     if let Some(file) = &tokens {
-        reload_tokens_on_sighup(Arc::clone(file))?;
+        let file = Arc::clone(file);
+        let count = |r| metrics::counter!("rasa_token_reloads_total", "result" => r).increment(1);
+        reload_on_sighup("token file", count, move || file.reload())?;
     }
     let fabric = start_fast_path(&args)?;
     let recorder = rasa_gateway::http::stats::install_recorder()?;
-    let store = Arc::new(Store::new(args.store_config(), fabric));
+    let mut store_config = args.store_config();
+    if let Some(file) = &args.namespaces {
+        // The default namespace's arenas fit what the quotas leave it.
+        let size = namespaces::default_arena_size(file, args.memory, args.arena_size)?;
+        store_config.arena_size = size as usize;
+    }
+    let store = Arc::new(Store::new(store_config, fabric));
     let tick = (args.lease_grace / 2).clamp(Duration::from_millis(10), Duration::from_millis(250));
     tokio::spawn(Arc::clone(&store).run_reclaimer(tick));
     let origin = match args.s3_config() {
@@ -169,6 +178,19 @@ async fn serve(args: Args) -> Result<(), String> {
         None => None,
     };
     let objects = Objects::new(store, origin, args.effective_write_policy());
+    let namespaces = match &args.namespaces {
+        None => Namespaces::single(Arc::clone(&objects)),
+        Some(file) => {
+            let ns = Namespaces::load_beside(Arc::clone(&objects), file, args.arena_size, tick)?;
+            let count =
+                |r| metrics::counter!("rasa_namespace_reloads_total", "result" => r).increment(1);
+            reload_on_sighup("namespaces file", count, {
+                let ns = Arc::clone(&ns);
+                move || ns.reload()
+            })?;
+            ns
+        }
+    };
     let mut state = AppState::new(
         Arc::clone(&objects),
         HttpConfig {
@@ -185,6 +207,7 @@ async fn serve(args: Args) -> Result<(), String> {
         },
     );
     state.metrics = Some(recorder);
+    state.namespaces = Arc::clone(&namespaces);
     // Bound now (the port, and its number, are ours), listening only once the node can
     // serve: a cluster member joining refuses connections instead of leaving them queued.
     let socket = rasa_gateway::net::reserve(args.listen)
@@ -247,6 +270,7 @@ async fn serve(args: Args) -> Result<(), String> {
         &args.s3,
         rasa_gateway::s3::listener::Shared {
             objects: Arc::clone(&objects),
+            namespaces: Arc::clone(&namespaces),
             origin_location: args.origin.clone(),
             max_object_size: args.max_object_size,
             max_concurrent_requests: args.max_concurrent_requests,
@@ -348,23 +372,28 @@ async fn drain(cluster: &Cluster, store: &Store, grace: Duration) {
     }
 }
 
-/// Reloads the token file on every SIGHUP (add or revoke tokens without losing the values
-/// held in memory). A file that does not parse is reported and changes nothing.
+/// Reads `what` again (`reload`, which answers how many entries it holds) on every SIGHUP
+/// (add or revoke tokens, add or resize namespaces, without losing the values in memory).
+/// A file that fails to parse changes nothing and is logged.
 #[cfg(unix)]
-fn reload_tokens_on_sighup(file: Arc<TokenFile>) -> Result<(), String> {
+fn reload_on_sighup(
+    what: &'static str,
+    count: fn(&'static str),
+    reload: impl Fn() -> Result<usize, String> + Send + 'static,
+) -> Result<(), String> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut hangup = signal(SignalKind::hangup())
         .map_err(|e| format!("cannot install a SIGHUP handler: {e}"))?;
     tokio::spawn(async move {
         while hangup.recv().await.is_some() {
-            match file.reload() {
+            match reload() {
                 Ok(n) => {
-                    metrics::counter!("rasa_token_reloads_total", "result" => "ok").increment(1);
-                    tracing::info!(tokens = n, "SIGHUP: token file reloaded");
+                    count("ok");
+                    tracing::info!(entries = n, "SIGHUP: {what} reloaded");
                 }
                 Err(e) => {
-                    metrics::counter!("rasa_token_reloads_total", "result" => "error").increment(1);
-                    tracing::error!(error = %e, "SIGHUP: token file not reloaded; the tokens in force stay");
+                    count("error");
+                    tracing::error!(error = %e, "SIGHUP: {what} not reloaded; what is in force stays");
                 }
             }
         }
@@ -373,7 +402,11 @@ fn reload_tokens_on_sighup(file: Arc<TokenFile>) -> Result<(), String> {
 }
 
 #[cfg(not(unix))]
-fn reload_tokens_on_sighup(_: Arc<TokenFile>) -> Result<(), String> {
+fn reload_on_sighup(
+    _: &'static str,
+    _: fn(&'static str),
+    _: impl Fn() -> Result<usize, String> + Send + 'static,
+) -> Result<(), String> {
     Ok(())
 }
 

@@ -7,7 +7,10 @@
 //! # name      scopes        sha256 of the secret
 //! uploader    read,write    sha256:5f1c…(64 hex digits)
 //! prometheus  admin         sha256:9a07…
+//! trainer     ml:read       sha256:0c4e…
 //! ```
+//!
+//! Scopes are for every namespace or, as `NAMESPACE:SCOPE`, for one ([`crate::grants`]).
 //!
 //! `rasa-gateway token new NAME --scopes read,write --file FILE` makes a secret, appends
 //! its line to the file and prints the secret once. Secrets are 256 random bits, so a
@@ -15,72 +18,33 @@
 //! secrets, which these are not). A presented secret is hashed and compared with every
 //! stored hash in constant time; the secret itself is never stored or logged.
 
-use std::fmt;
 use std::path::Path;
 
 use base64::Engine;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::grants::Grants;
+
 /// Prefix of every secret the gateway makes, so secret scanners can recognise them.
 pub const SECRET_PREFIX: &str = "rasa_";
 
-/// What a token may do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Scope {
-    /// GET/HEAD objects, list, descriptors, the fabric address.
-    Read,
-    /// PUT and DELETE objects.
-    Write,
-    /// `/metrics` (unless public) and operator routes; implies `read` and `write`.
-    Admin,
-}
-
-impl Scope {
-    /// The scope's name in token files and `WWW-Authenticate`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Read => "read",
-            Self::Write => "write",
-            Self::Admin => "admin",
-        }
-    }
-}
-
-impl fmt::Display for Scope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Scope {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "read" => Ok(Self::Read),
-            "write" => Ok(Self::Write),
-            "admin" => Ok(Self::Admin),
-            other => Err(format!(
-                "unknown scope '{other}' (scopes are read, write, admin)"
-            )),
-        }
-    }
-}
+pub use crate::grants::Scope;
 
 /// One token: who it is and what it may do. The secret is not here, only its hash.
 #[derive(Clone, Debug)]
 pub struct Token {
     /// The name logs and errors use for this token.
     pub name: String,
-    /// Its scopes.
-    pub scopes: Vec<Scope>,
+    /// Its scopes, each for every namespace or for one.
+    pub scopes: Grants,
     hash: [u8; 32],
 }
 
 impl Token {
-    /// Whether this token may act with `scope` (`admin` may do everything).
+    /// Whether this token may act with `scope` gateway-wide (`admin` may do everything).
     pub fn allows(&self, scope: Scope) -> bool {
-        self.scopes.contains(&scope) || self.scopes.contains(&Scope::Admin)
+        self.scopes.allows(scope)
     }
 }
 
@@ -115,7 +79,7 @@ impl TokenSet {
                 )));
             };
             check_name(name).map_err(at)?;
-            let scopes = parse_scopes(scopes).map_err(at)?;
+            let scopes: Grants = scopes.parse().map_err(at)?;
             let hash = parse_hash(hash).map_err(at)?;
             if tokens.iter().any(|t| t.name == name) {
                 return Err(at(format!("the name '{name}' is used twice")));
@@ -185,19 +149,6 @@ fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// Parses `read,write` into scopes (at least one, no repeats).
-pub fn parse_scopes(s: &str) -> Result<Vec<Scope>, String> {
-    let mut scopes = Vec::new();
-    for part in s.split(',') {
-        let scope: Scope = part.trim().parse()?;
-        if !scopes.contains(&scope) {
-            scopes.push(scope);
-        }
-    }
-    scopes.sort();
-    Ok(scopes)
-}
-
 fn parse_hash(s: &str) -> Result<[u8; 32], String> {
     let hex_digits = s.strip_prefix("sha256:").ok_or_else(|| {
         "the third field must be 'sha256:' and 64 hex digits (the hash of the secret, never the secret)".to_owned()
@@ -243,17 +194,6 @@ impl TokenFile {
     }
 }
 
-/// Scopes as written on a command line (`read,write`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScopeList(pub Vec<Scope>);
-
-impl std::str::FromStr for ScopeList {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        parse_scopes(s).map(Self)
-    }
-}
-
 /// A new secret: the prefix and 256 random bits, base64url.
 pub fn new_secret() -> String {
     let bytes: [u8; 32] = rand::random();
@@ -263,21 +203,14 @@ pub fn new_secret() -> String {
     )
 }
 
-/// Scopes as files and listings write them: `read,write`.
-pub fn join_scopes(scopes: &[Scope]) -> String {
-    let names: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
-    names.join(",")
-}
-
 /// The token file line for a token named `name` with `scopes` and `secret`.
-pub fn file_line(name: &str, scopes: &[Scope], secret: &str) -> Result<String, String> {
+pub fn file_line(name: &str, scopes: &Grants, secret: &str) -> Result<String, String> {
     check_name(name)?;
     if scopes.is_empty() {
         return Err("a token needs at least one scope".into());
     }
     Ok(format!(
-        "{name} {} sha256:{}",
-        join_scopes(scopes),
+        "{name} {scopes} sha256:{}",
         hex::encode(Sha256::digest(secret.as_bytes()))
     ))
 }
@@ -290,7 +223,12 @@ mod tests {
     fn a_new_token_round_trips_through_its_file_line() {
         let secret = new_secret();
         assert!(secret.starts_with(SECRET_PREFIX) && secret.len() == 5 + 43);
-        let line = file_line("ci", &[Scope::Read, Scope::Write], &secret).unwrap();
+        let line = file_line(
+            "ci",
+            &Grants::everywhere(&[Scope::Read, Scope::Write]),
+            &secret,
+        )
+        .unwrap();
         assert!(
             !line.contains(&secret[5..]),
             "the line must not hold the secret"
@@ -308,10 +246,18 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("rasa-tokens-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("tokens");
-        std::fs::write(&path, file_line("a", &[Scope::Read], "first").unwrap()).unwrap();
+        std::fs::write(
+            &path,
+            file_line("a", &Grants::everywhere(&[Scope::Read]), "first").unwrap(),
+        )
+        .unwrap();
         let file = TokenFile::load(&path).unwrap();
         assert!(file.current().authenticate("first").is_some());
-        std::fs::write(&path, file_line("b", &[Scope::Read], "second").unwrap()).unwrap();
+        std::fs::write(
+            &path,
+            file_line("b", &Grants::everywhere(&[Scope::Read]), "second").unwrap(),
+        )
+        .unwrap();
         assert_eq!(file.reload(), Ok(1));
         assert!(
             file.current().authenticate("first").is_none(),
@@ -329,7 +275,7 @@ mod tests {
 
     #[test]
     fn admin_implies_every_scope() {
-        let line = file_line("ops", &[Scope::Admin], "s").unwrap();
+        let line = file_line("ops", &Grants::everywhere(&[Scope::Admin]), "s").unwrap();
         let set = TokenSet::parse(&line).unwrap();
         let t = set.authenticate("s").unwrap();
         assert!(t.allows(Scope::Read) && t.allows(Scope::Write) && t.allows(Scope::Admin));
@@ -337,7 +283,7 @@ mod tests {
 
     #[test]
     fn bad_files_are_refused_with_the_line() {
-        let good = file_line("a", &[Scope::Read], "x").unwrap();
+        let good = file_line("a", &Grants::everywhere(&[Scope::Read]), "x").unwrap();
         let hash = good.split(' ').nth(2).unwrap();
         for (text, needle) in [
             ("", "no tokens"),

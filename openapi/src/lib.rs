@@ -134,6 +134,8 @@ pub enum ProblemCode {
     NotFound,
     /// No route matches the path.
     NoSuchRoute,
+    /// `/v1/ns/{ns}/…` names a namespace the gateway does not have (`404`).
+    NoSuchNamespace,
     /// The route exists but not for this method.
     MethodNotAllowed,
     /// An `If-Match` / `If-None-Match` / `If-Unmodified-Since` precondition failed.
@@ -183,6 +185,7 @@ impl ProblemCode {
             Self::InvalidRequest => "invalid_request",
             Self::NotFound => "not_found",
             Self::NoSuchRoute => "no_such_route",
+            Self::NoSuchNamespace => "no_such_namespace",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::PreconditionFailed => "precondition_failed",
             Self::RangeNotSatisfiable => "range_not_satisfiable",
@@ -357,6 +360,7 @@ mod tests {
         for code in [
             ProblemCode::InvalidKey,
             ProblemCode::NoSuchRoute,
+            ProblemCode::NoSuchNamespace,
             ProblemCode::RangeNotSatisfiable,
             ProblemCode::InsufficientStorage,
             ProblemCode::Unauthorized,

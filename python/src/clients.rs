@@ -54,6 +54,7 @@ macro_rules! methods {
                                                 fabric_addr = None,
                                                 retries_when_busy = 2,
                                                 discover_cluster = true,
+                                                namespace = None,
                                             ))]
             #[allow(clippy::too_many_arguments)]
             fn new(
@@ -68,6 +69,7 @@ macro_rules! methods {
                 fabric_addr: Option<String>,
                 retries_when_busy: u32,
                 discover_cluster: bool,
+                namespace: Option<String>,
             ) -> PyResult<Self> {
                 let config = Config {
                     endpoint,
@@ -81,6 +83,7 @@ macro_rules! methods {
                     fabric_addr,
                     retries_when_busy,
                     discover_cluster,
+                    namespace,
                 }
                 .checked()?;
                 Ok(Self {

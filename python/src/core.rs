@@ -29,6 +29,7 @@ pub(crate) struct Config {
     pub(crate) fabric_addr: Option<String>,
     pub(crate) retries_when_busy: u32,
     pub(crate) discover_cluster: bool,
+    pub(crate) namespace: Option<String>,
 }
 
 /// A positive, finite number of seconds named `what`.
@@ -49,9 +50,11 @@ impl Config {
         seconds("read_timeout", self.read_timeout)?;
         seconds("connect_timeout", self.connect_timeout)?;
         // A bad endpoint is refused here, not at the first call as a builder error.
-        rasa_client::Client::builder(self.endpoint.clone())
-            .check()
-            .py()?;
+        let mut b = rasa_client::Client::builder(self.endpoint.clone());
+        if let Some(ns) = &self.namespace {
+            b = b.namespace(ns.clone());
+        }
+        b.check().py()?;
         Ok(self)
     }
 
@@ -84,6 +87,9 @@ impl Config {
         if let Some(a) = &self.fabric_addr {
             b = b.fabric_addr(a.clone());
         }
+        if let Some(ns) = &self.namespace {
+            b = b.namespace(ns.clone());
+        }
         b.build().py()
     }
 
@@ -101,6 +107,7 @@ impl Config {
         d.set_item("fabric_addr", &self.fabric_addr)?;
         d.set_item("retries_when_busy", self.retries_when_busy)?;
         d.set_item("discover_cluster", self.discover_cluster)?;
+        d.set_item("namespace", &self.namespace)?;
         Ok(d)
     }
 

@@ -152,6 +152,33 @@ def test_tokens_and_scopes(own_gateway, tmp_token_file):
         del os.environ["RASA_ENDPOINT"], os.environ["RASA_TOKEN"]
 
 
+def test_a_client_of_a_namespace_sees_only_its_keys(own_gateway, tmp_token_file):
+    """``namespace=`` sends a client's requests to ``/v1/ns/{ns}/…``: the same key names
+    another value in each namespace, reads are one-sided, and a token of one namespace is
+    refused in another (``Forbidden``)."""
+    ns_file = tmp_token_file.with_name("namespaces")
+    ns_file.write_text("alpha 16MiB\nbravo 16MiB\n")
+    alpha = new_token(tmp_token_file, "alpha", "alpha:read,alpha:write")
+    bravo = new_token(tmp_token_file, "bravo", "bravo:read,bravo:write")
+    gw = own_gateway(
+        "--token-file", str(tmp_token_file), "--namespaces", str(ns_file),
+        "--memory", "64MiB", "--max-object-size", "8MiB", *FAST,
+    )
+    a = rasa_client.Client(gw.url, token=alpha, namespace="alpha", fast_path="required")
+    b = rasa_client.Client(gw.url, token=bravo, namespace="bravo", fast_path="required")
+    a.put("same/key", b"alpha's")
+    b.put("same/key", b"bravo's")
+    assert bytes(a.get("same/key")) == b"alpha's"
+    assert bytes(b.get("same/key")) == b"bravo's"
+    assert [o.key for o in a.list("same/")] == ["same/key"]
+    intruder = rasa_client.Client(gw.url, token=alpha, namespace="bravo")
+    with pytest.raises(rasa_client.Forbidden):
+        intruder.get("same/key")
+    assert pickle.loads(pickle.dumps(a)).get("same/key") == b"alpha's"
+    with pytest.raises(rasa_client.ConfigError):
+        rasa_client.Client(gw.url, namespace="Not A Name")
+
+
 @pytest.mark.parametrize("endpoint", ["localhost:1234", "not a url", "ftp://h:1", ""])
 def test_a_bad_endpoint_is_refused_by_the_constructor(endpoint):
     """Not at the first call, as a builder error: at once, saying what an endpoint is."""

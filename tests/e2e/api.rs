@@ -164,6 +164,13 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/objects"),
     ("get", "/v1/descriptors/{key}"),
     ("post", "/v1/descriptors"),
+    ("put", "/v1/ns/{ns}/objects/{key}"),
+    ("get", "/v1/ns/{ns}/objects/{key}"),
+    ("head", "/v1/ns/{ns}/objects/{key}"),
+    ("delete", "/v1/ns/{ns}/objects/{key}"),
+    ("get", "/v1/ns/{ns}/objects"),
+    ("get", "/v1/ns/{ns}/descriptors/{key}"),
+    ("post", "/v1/ns/{ns}/descriptors"),
     ("get", "/v1/fabric"),
     ("get", "/v1/cluster"),
     ("get", "/v1/stats"),
@@ -199,7 +206,7 @@ async fn openapi_lists_every_route_and_matches_the_checked_in_file() {
     );
     // Each documented route is really served (no fallback 404 for any of them).
     for (method, path) in ROUTES {
-        let url = gw.url(&path.replace("{key}", "k"));
+        let url = gw.url(&path.replace("{key}", "k").replace("{ns}", "default"));
         let m = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
         let r = c
             .request(m, url)

@@ -15,6 +15,7 @@ mod into;
 mod layers;
 mod library;
 mod misses;
+mod namespaces;
 mod objects;
 mod race;
 mod ranges;

@@ -103,12 +103,18 @@ impl Caller {
 fn concrete(path: &str) -> String {
     path.replace("{*key}", "matrix/key")
         .replace("{file}", "app.js")
+        .replace("{ns}", "default")
 }
 
 /// The access policy, written down independently of the router: reads need `read`,
 /// writes `write`, operator routes `admin`; only the listed operational routes are public.
 /// A new route that fits none of these fails the matrix until someone decides.
 fn policy(method: Option<&Method>, path: &str) -> Access {
+    // A namespace's routes are the default namespace's, in that namespace.
+    let unnested = path
+        .strip_prefix("/v1/ns/{ns}")
+        .map(|rest| format!("/v1{rest}"));
+    let path = unnested.as_deref().unwrap_or(path);
     match (method, path) {
         (Some(&Method::GET), "/healthz" | "/readyz" | "/openapi.json" | "/docs/") => Access::Public,
         // The status page is public; the figures it shows are not.

@@ -65,6 +65,9 @@ impl Caller {
 pub(crate) struct Guard {
     pub tokens: Arc<TokenFile>,
     pub access: Access,
+    /// Whether the route acts in a namespace: then the scope is needed there; otherwise
+    /// `admin` is needed gateway-wide and other scopes in some namespace.
+    pub namespaced: bool,
 }
 
 /// The realm named in `WWW-Authenticate`.
@@ -75,7 +78,13 @@ pub(crate) async fn authorize(State(guard): State<Guard>, req: Request, next: Ne
     if guard.access == Access::Public {
         return next.run(req).await;
     }
-    let what = || format!("{} {}", req.method(), req.uri().path());
+    let what = || {
+        let uri = req
+            .extensions()
+            .get::<axum::extract::OriginalUri>()
+            .map_or(req.uri(), |o| &o.0);
+        format!("{} {}", req.method(), uri.path())
+    };
     let Some(value) = req.headers().get(header::AUTHORIZATION) else {
         metrics::counter!("rasa_http_auth_failures_total", "reason" => "missing").increment(1);
         let needs = match guard.access.scope() {
@@ -102,21 +111,27 @@ pub(crate) async fn authorize(State(guard): State<Guard>, req: Request, next: Ne
         }
         .into_response();
     };
+    let ns = super::NamespaceName::of(req.extensions());
     if let Some(scope) = guard.access.scope() {
-        if !token.allows(scope) {
+        let allowed = match (guard.namespaced, scope) {
+            (true, _) => token.scopes.allows_in(ns, scope),
+            (false, Scope::Admin) => token.allows(scope),
+            (false, _) => token.scopes.allows_somewhere(scope),
+        };
+        if !allowed {
             metrics::counter!("rasa_http_auth_failures_total", "reason" => "scope").increment(1);
             tracing::info!(request = %what(), token = %token.name, needs = %scope, "refused: scope too small");
+            let place = match guard.namespaced {
+                true => format!(" in namespace '{ns}'"),
+                false if scope == Scope::Admin => " gateway-wide".to_owned(),
+                false => String::new(),
+            };
             return ApiError::Forbidden {
                 detail: format!(
-                    "{}: token '{}' lacks scope '{scope}' (it has {})",
+                    "{}: token '{}' lacks scope '{scope}'{place} (it has {})",
                     what(),
                     token.name,
-                    token
-                        .scopes
-                        .iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    token.scopes
                 ),
                 challenge: format!(
                     "Bearer realm=\"{REALM}\", error=\"insufficient_scope\", scope=\"{scope}\""
@@ -127,7 +142,7 @@ pub(crate) async fn authorize(State(guard): State<Guard>, req: Request, next: Ne
     }
     tracing::debug!(token = %token.name, "authorised");
     let caller = Caller {
-        reads: token.allows(Scope::Read),
+        reads: token.scopes.allows_in(ns, Scope::Read),
     };
     let mut req = req;
     req.extensions_mut().insert(caller);

@@ -1,5 +1,7 @@
 //! `/v1/descriptors`: what a fast-path client needs to read a version one-sided.
 
+use std::sync::Arc;
+
 use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -31,14 +33,18 @@ pub async fn get_descriptor(
     State(st): State<AppState>,
     req: Request,
 ) -> Result<Response, ApiError> {
+    let objects = st.objects_in(req.extensions())?;
     let key = key_from_uri(req.uri().path(), "/v1/descriptors/")?;
     let Query(q) = Query::<VersionQuery>::try_from_uri(req.uri())
         .map_err(|e| ApiError::InvalidRequest(e.body_text()))?;
     let v = match super::test_hooks::served_corrupt(&st, &key) {
         Some(bad) if q.version.is_none() => bad,
-        _ => lookup(&st, &key, &q).await?,
+        _ => lookup(&objects, &key, &q).await?,
     };
-    Ok(json_response(StatusCode::OK, &descriptor(&st, &v)))
+    Ok(json_response(
+        StatusCode::OK,
+        &descriptor(&st, objects.store(), &v),
+    ))
 }
 
 /// Resolve many keys in one round trip.
@@ -58,9 +64,12 @@ pub async fn get_descriptor(
 )]
 pub async fn batch_descriptors(
     State(st): State<AppState>,
+    ns: Option<axum::Extension<super::NamespaceName>>,
     headers: HeaderMap,
     Json(req): Json<DescriptorBatchRequest>,
 ) -> Result<Response, ApiError> {
+    let ns = ns.map(|axum::Extension(n)| n);
+    let objects = st.objects_of(ns.as_ref())?;
     let limit = st.config.max_batch_keys;
     if req.keys.len() > limit {
         return Err(ApiError::TooManyKeys {
@@ -75,8 +84,12 @@ pub async fn batch_descriptors(
             .into_iter()
             .map(|(owner, idx)| {
                 let (st, headers) = (&st, &headers);
+                let prefix = super::NamespaceName::prefix_of(ns.as_ref());
                 let keys: Vec<String> = idx.iter().map(|&i| req.keys[i].clone()).collect();
-                async move { (idx, fanout::ask_owner(st, headers, &owner, keys).await) }
+                async move {
+                    let answer = fanout::ask_owner(st, headers, &prefix, &owner, keys).await;
+                    (idx, answer)
+                }
             });
         for (idx, answer) in futures_util::future::join_all(asks).await {
             for (i, r) in idx.into_iter().zip(answer.into_iter().flatten()) {
@@ -91,15 +104,15 @@ pub async fn batch_descriptors(
         .filter(|(i, _)| results[*i].is_none())
         .collect();
     let lookups = here.into_iter().map(|(i, k)| {
-        let st = st.clone();
+        let (st, objects) = (st.clone(), Arc::clone(&objects));
         async move {
             let found = match key::validate(&k) {
-                Ok(()) => lookup(&st, &k, &VersionQuery::default()).await,
+                Ok(()) => lookup(&objects, &k, &VersionQuery::default()).await,
                 Err(e) => Err(ApiError::from(e)),
             };
             let r = match found {
                 Ok(v) => DescriptorResult {
-                    descriptor: Some(descriptor(&st, &v)),
+                    descriptor: Some(descriptor(&st, objects.store(), &v)),
                     error: None,
                     key: k,
                 },

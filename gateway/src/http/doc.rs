@@ -15,7 +15,7 @@ use super::{route_table, Access, HttpConfig};
 #[openapi(
     info(
         title = "Rasa gateway",
-        description = "Object-store-style HTTP gateway with an RDMA fast path. Every PUT stores a new immutable version and returns a descriptor (address, remote key, length, checksums, lease) that libfabric clients can read one-sided; every other client reads the same bytes over HTTP.\n\nUpdates and deletes are lazy for one-sided readers: a reader holding a descriptor may read the version it names until the descriptor's lease ends. HTTP readers always see the current version.\n\nErrors are `application/problem+json` (RFC 9457) with a stable `code`.\n\n**Authentication.** A gateway started with `--token-file` requires `Authorization: Bearer <token>` on every `/v1` route (scope `read` for reads and descriptors, `write` for PUT and DELETE, `admin` for everything including `/metrics`) and answers `401` (missing or unknown token, with `WWW-Authenticate`) or `403` (scope too small). `/healthz`, `/readyz`, `/openapi.json` and `/docs` are always public. In Swagger UI, use **Authorize** to send a token.\n\n**Limits.** Excess concurrent `/v1` requests get `503` (`overloaded`) with `Retry-After`; a request head larger than the limit gets `431`; a body that stalls gets `408`.\n\n**Clusters.** Gateways started with `--cluster` share keys by rendezvous hashing over the members `GET /v1/cluster` lists. A request for a key another member owns is forwarded to it (the answer carries `Rasa-Served-By`) or, with `--cluster-routing redirect`, answered `307`. A request carrying `Rasa-Hop` is served by the node that receives it.",
+        description = "Object-store-style HTTP gateway with an RDMA fast path. Every PUT stores a new immutable version and returns a descriptor (address, remote key, length, checksums, lease) that libfabric clients can read one-sided; every other client reads the same bytes over HTTP.\n\nUpdates and deletes are lazy for one-sided readers: a reader holding a descriptor may read the version it names until the descriptor's lease ends. HTTP readers always see the current version.\n\nErrors are `application/problem+json` (RFC 9457) with a stable `code`.\n\n**Authentication.** A gateway started with `--token-file` requires `Authorization: Bearer <token>` on every `/v1` route (scope `read` for reads and descriptors, `write` for PUT and DELETE, `admin` for everything including `/metrics`) and answers `401` (missing or unknown token, with `WWW-Authenticate`) or `403` (scope too small). `/healthz`, `/readyz`, `/openapi.json` and `/docs` are always public. In Swagger UI, use **Authorize** to send a token.\n\n**Namespaces.** With `--namespaces`, each namespace has its own memory quota and its own arenas (a descriptor opens only its namespace's memory) and its routes under `/v1/ns/{ns}/` (`/v1/ns/{ns}/objects/{key}`, `/v1/ns/{ns}/descriptors/{key}`, …); `/v1/objects/…` is the `default` namespace. A token's scopes are for every namespace (`read`) or for one (`ns:read`); a token without `read` in the namespace gets no remote key with its PUT answer. An unknown namespace is `404` (`no_such_namespace`).\n\n**Limits.** Excess concurrent `/v1` requests get `503` (`overloaded`) with `Retry-After`; a request head larger than the limit gets `431`; a body that stalls gets `408`.\n\n**Clusters.** Gateways started with `--cluster` share keys by rendezvous hashing over the members `GET /v1/cluster` lists. A request for a key another member owns is forwarded to it (the answer carries `Rasa-Served-By`) or, with `--cluster-routing redirect`, answered `307`. A request carrying `Rasa-Hop` is served by the node that receives it.",
         license(name = "Apache-2.0"),
     ),
     paths(
@@ -35,7 +35,7 @@ use super::{route_table, Access, HttpConfig};
         super::ops::openapi_json,
     ),
     components(schemas(rasa_openapi::Problem, rasa_openapi::ProblemCode)),
-    modifiers(&BearerAuth, &Rules),
+    modifiers(&InNamespaces, &BearerAuth, &Rules),
     tags(
         (name = "objects", description = "Store and read values over HTTP."),
         (name = "descriptors", description = "Resolve keys to descriptors for one-sided reads."),
@@ -45,6 +45,70 @@ use super::{route_table, Access, HttpConfig};
     )
 )]
 pub struct ApiDoc;
+
+/// The object and descriptor routes again under `/v1/ns/{ns}`: the same operations in
+/// namespace `ns` (`--namespaces`), each with the `ns` path parameter and its `404`.
+struct InNamespaces;
+
+impl Modify for InNamespaces {
+    fn modify(&self, doc: &mut Document) {
+        use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        use utoipa::openapi::Required;
+        let ns = ParameterBuilder::new()
+            .name("ns")
+            .parameter_in(ParameterIn::Path)
+            .required(Required::True)
+            .description(Some(
+                "A namespace of the gateway's --namespaces file (`default` is the default namespace, also served without /v1/ns/{ns}).",
+            ))
+            .schema(Some(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .pattern(Some(crate::key::NAMESPACE_PATTERN))
+                    .min_length(Some(3))
+                    .max_length(Some(63)),
+            ))
+            .build();
+        let missing = ResponseBuilder::new()
+            .description("No object, or (`no_such_namespace`) no such namespace.")
+            .content(
+                rasa_openapi::PROBLEM_JSON,
+                Content::new(Some(Ref::from_schema_name("Problem"))),
+            )
+            .build();
+        let copies: Vec<(String, PathItem)> = doc
+            .paths
+            .paths
+            .iter()
+            .filter(|(path, _)| super::namespaced(path))
+            .map(|(path, item)| {
+                let mut item = item.clone();
+                let ops = [
+                    item.get.as_mut(),
+                    item.head.as_mut(),
+                    item.put.as_mut(),
+                    item.post.as_mut(),
+                    item.delete.as_mut(),
+                ];
+                for op in ops.into_iter().flatten() {
+                    op.operation_id = op
+                        .operation_id
+                        .take()
+                        .map(|id| format!("{id}_in_namespace"));
+                    op.parameters
+                        .get_or_insert_with(Vec::new)
+                        .insert(0, ns.clone());
+                    let responses = &mut op.responses.responses;
+                    responses.insert("404".into(), missing.clone().into());
+                }
+                let rest = path.strip_prefix("/v1").unwrap_or(path);
+                (format!("/v1/ns/{{ns}}{rest}"), item)
+            })
+            .collect();
+        doc.paths.paths.extend(copies);
+    }
+}
 
 /// Declares the bearer scheme and, from the router's own route table, which scope each
 /// operation needs, with its `401` and `403` answers.

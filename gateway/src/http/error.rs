@@ -26,6 +26,9 @@ pub enum ApiError {
     /// No current version under the key.
     #[error("no object under key '{0}'")]
     NotFound(String),
+    /// `/v1/ns/{ns}/…` names no namespace of this gateway.
+    #[error("no namespace '{0}' (namespaces are listed in the gateway's --namespaces file)")]
+    NoSuchNamespace(String),
     /// No such version (never existed, deleted, or reclaimed).
     #[error("no version {version} of key '{key}' (never stored, deleted or reclaimed)")]
     VersionNotFound {
@@ -145,7 +148,9 @@ impl ApiError {
             | Self::InvalidRequest(_)
             | Self::IncompleteBody(_)
             | Self::TooManyKeys { .. } => StatusCode::BAD_REQUEST,
-            Self::NotFound(_) | Self::VersionNotFound { .. } => StatusCode::NOT_FOUND,
+            Self::NotFound(_) | Self::VersionNotFound { .. } | Self::NoSuchNamespace(_) => {
+                StatusCode::NOT_FOUND
+            }
             Self::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
             Self::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             Self::PayloadTooLarge { .. }
@@ -171,6 +176,7 @@ impl ApiError {
             Self::InvalidVersion(_) => ProblemCode::InvalidVersion,
             Self::InvalidRequest(_) => ProblemCode::InvalidRequest,
             Self::NotFound(_) | Self::VersionNotFound { .. } => ProblemCode::NotFound,
+            Self::NoSuchNamespace(_) => ProblemCode::NoSuchNamespace,
             Self::PreconditionFailed(_) => ProblemCode::PreconditionFailed,
             Self::RangeNotSatisfiable { .. } => ProblemCode::RangeNotSatisfiable,
             Self::PayloadTooLarge { .. }

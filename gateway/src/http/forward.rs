@@ -78,10 +78,16 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
         }
         return next.run(req).await;
     };
+    // Nested routes (`/v1/ns/{ns}/…`) see their path without the prefix: forward the
+    // path as the client sent it.
+    let sent = req
+        .extensions()
+        .get::<axum::extract::OriginalUri>()
+        .map_or(req.uri(), |o| &o.0);
     let target = format!(
         "{}{}",
         owner.url.trim_end_matches('/'),
-        req.uri().path_and_query().map_or(path, |p| p.as_str())
+        sent.path_and_query().map_or(path, |p| p.as_str())
     );
     match cluster.config().routing {
         Routing::Redirect => {

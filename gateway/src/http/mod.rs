@@ -60,6 +60,7 @@ use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
+use crate::objects::namespaces::{Namespaces, DEFAULT as DEFAULT_NAMESPACE};
 use crate::store::Store;
 use crate::tokens::TokenFile;
 pub use auth::Access;
@@ -137,8 +138,11 @@ impl std::ops::DerefMut for AppState {
 /// The fields of [`AppState`].
 #[derive(Clone)]
 pub struct Shared {
-    /// The object service: the versions, and the origin behind them.
+    /// The object service of the default namespace: the versions, and the origin behind
+    /// them.
     pub objects: Arc<crate::objects::Objects>,
+    /// Every namespace (`/v1/ns/{ns}/…`), the default one included.
+    pub namespaces: Arc<Namespaces>,
     /// HTTP limits.
     pub config: Arc<HttpConfig>,
     /// Renders `/metrics`; `None` when no recorder is installed (then `/metrics` is empty).
@@ -164,16 +168,111 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// The versions.
+    /// The versions of the default namespace.
     pub fn store(&self) -> &Arc<Store> {
         self.objects.store()
     }
+
+    /// The object service of the namespace a request is in (`/v1/ns/{ns}/…`, the default
+    /// one otherwise); `404 no_such_namespace` when it names none.
+    pub(crate) fn objects_in(
+        &self,
+        ext: &axum::http::Extensions,
+    ) -> Result<Arc<crate::objects::Objects>, ApiError> {
+        self.objects_of(ext.get::<NamespaceName>())
+    }
+
+    /// The object service of namespace `ns` (`None`: the default one).
+    pub(crate) fn objects_of(
+        &self,
+        ns: Option<&NamespaceName>,
+    ) -> Result<Arc<crate::objects::Objects>, ApiError> {
+        match ns {
+            None => Ok(Arc::clone(&self.objects)),
+            Some(NamespaceName(name)) => self
+                .namespaces
+                .get(name)
+                .map(|ns| Arc::clone(&ns.objects))
+                .ok_or_else(|| ApiError::NoSuchNamespace(name.to_string())),
+        }
+    }
+}
+
+/// The namespace `/v1/ns/{ns}/…` names: a request extension, set before authorisation
+/// (absent on the default namespace's routes).
+#[derive(Clone, Debug)]
+pub struct NamespaceName(pub Arc<str>);
+
+impl NamespaceName {
+    /// The namespace a request is in, by name.
+    pub(crate) fn of(ext: &axum::http::Extensions) -> &str {
+        ext.get::<Self>().map_or(DEFAULT_NAMESPACE, |n| &n.0)
+    }
+
+    /// What the paths of a request's namespace start with: `/v1/ns/{ns}`, or nothing.
+    pub(crate) fn path_prefix(ext: &axum::http::Extensions) -> String {
+        Self::prefix_of(ext.get::<Self>())
+    }
+
+    /// What the paths of namespace `ns` start with (`None`, the default one: nothing).
+    pub(crate) fn prefix_of(ns: Option<&Self>) -> String {
+        ns.map_or_else(String::new, |n| format!("/v1/ns/{}", n.0))
+    }
+}
+
+/// The pattern of a namespaced route under `/v1/ns/{ns}`: `/v1/objects/{*key}` →
+/// `/v1/ns/{ns}/objects/{*key}` (made once per route when the router is built).
+pub(crate) fn in_namespace(path: &'static str) -> &'static str {
+    static MADE: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let rest = path.strip_prefix("/v1").unwrap_or(path);
+    let wanted = format!("/v1/ns/{{ns}}{rest}");
+    let mut made = MADE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(p) = made.iter().find(|p| **p == wanted) {
+        return p;
+    }
+    let p: &'static str = Box::leak(wanted.into_boxed_str());
+    made.push(p);
+    p
+}
+
+/// Names the request's namespace (`/v1/ns/{ns}/…`) and gives the handlers the path they
+/// parse, as on the default namespace's routes (`/v1/…`); `OriginalUri` keeps the path sent.
+async fn name_namespace(mut req: Request, next: Next) -> Response {
+    let uri = req.uri();
+    let Some(rest) = uri.path().strip_prefix("/v1/ns/") else {
+        return next.run(req).await;
+    };
+    let (ns, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    let ns = NamespaceName(Arc::from(ns));
+    let mut path = format!("/v1/{tail}");
+    if let Some(q) = uri.query() {
+        path.push('?');
+        path.push_str(q);
+    }
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = path.parse().ok();
+    if let Ok(stripped) = Uri::from_parts(parts) {
+        *req.uri_mut() = stripped;
+    }
+    req.extensions_mut().insert(ns);
+    next.run(req).await
+}
+
+/// Whether a route acts in a namespace (and is served under `/v1/ns/{ns}` too).
+pub(crate) fn namespaced(path: &str) -> bool {
+    ["/v1/objects", "/v1/descriptors", "/v1/_test/"]
+        .iter()
+        .any(|p| path.starts_with(p))
+        && path != "/v1/_test/panic"
 }
 
 impl AppState {
     /// State over `objects` with `config`, without a metrics recorder.
     pub fn new(objects: Arc<crate::objects::Objects>, config: HttpConfig) -> Self {
         Self(Arc::new(Shared {
+            namespaces: Namespaces::single(Arc::clone(&objects)),
             objects,
             slots: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_requests)),
             chunked_budget: Arc::new(tokio::sync::Semaphore::new(
@@ -197,7 +296,18 @@ impl AppState {
 pub fn app(state: AppState) -> Router {
     let config = Arc::clone(&state.config);
     let mut api = Router::new();
-    for spec in route_specs(config.test_hooks) {
+    // The namespaced routes twice: as they are (the default namespace) and under
+    // /v1/ns/{ns} (each built with its own layers).
+    let specs = route_specs(config.test_hooks)
+        .into_iter()
+        .map(|s| (s, false))
+        .chain(
+            route_specs(config.test_hooks)
+                .into_iter()
+                .filter(|s| namespaced(s.info.path))
+                .map(|s| (s, true)),
+        );
+    for (spec, nested) in specs {
         let info = effective(spec.info, &config);
         // Without a token file every route is open, and public routes always are: no guard.
         let guard = config
@@ -209,6 +319,7 @@ pub fn app(state: AppState) -> Router {
                     auth::Guard {
                         tokens,
                         access: info.access,
+                        namespaced: namespaced(info.path),
                     },
                     auth::authorize,
                 )
@@ -234,14 +345,21 @@ pub fn app(state: AppState) -> Router {
         // a slot is taken here).
         let to_owner = (state.cluster.is_some() && info.path.ends_with("{*key}"))
             .then(|| middleware::from_fn_with_state(state.clone(), forward::to_owner));
+        // Under /v1/ns/{ns}: the namespace named first, and the path the handlers parse.
+        let in_ns = nested.then(|| middleware::from_fn(name_namespace));
         let handler = spec.handler.route_layer(
             ServiceBuilder::new()
+                .option_layer(in_ns)
                 .option_layer(guard)
                 .option_layer(to_owner)
                 .option_layer(limit)
                 .option_layer(body_timeout),
         );
-        api = api.route(info.path, handler);
+        let path = match nested {
+            true => in_namespace(info.path),
+            false => info.path,
+        };
+        api = api.route(path, handler);
     }
     let api = api.fallback(no_such_route).with_state(state);
     let edge_checks = EdgeChecks {

@@ -17,6 +17,7 @@ use super::{json_response, ApiError, AppState};
 use crate::key::{self, KeyError};
 use crate::media::DEFAULT_CONTENT_TYPE;
 use crate::objects::read::{Read, ReadIntent};
+use crate::store::Store;
 use crate::store::Upload;
 
 const MAX_CONTENT_TYPE_LEN: usize = 256;
@@ -64,6 +65,7 @@ fn body_error(e: axum::Error) -> ApiError {
 /// declared, else gathered first (as received, without copying) and then copied once.
 async fn receive(
     st: &AppState,
+    store: &Store,
     key: &str,
     ctype: &str,
     h: &HeaderMap,
@@ -84,13 +86,13 @@ async fn receive(
             return Err(too_large);
         }
         // Charged to the budget as the body arrives (a stalled upload holds little).
-        let mut upload = st.store().begin_streaming(key, ctype, declared).await?;
+        let mut upload = store.begin_streaming(key, ctype, declared).await?;
         while let Some(chunk) = pace
             .within(upload.written(), stream.next())
             .await
             .ok_or_else(too_slow)?
         {
-            st.store()
+            store
                 .write(&mut upload, &chunk.map_err(body_error)?)
                 .await?;
         }
@@ -137,7 +139,7 @@ async fn receive(
         }
         parts.push(chunk);
     }
-    let mut upload = st.store().begin(key, ctype, total).await?;
+    let mut upload = store.begin(key, ctype, total).await?;
     for part in &parts {
         upload.write(part)?;
     }
@@ -182,26 +184,27 @@ async fn receive(
 )]
 pub async fn put_object(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
     let (parts, body) = req.into_parts();
+    let objects = st.objects_in(&parts.extensions)?;
     let key = key_from_uri(parts.uri.path(), "/v1/objects/")?;
     let ctype = content_type(&parts.headers)?;
     let pre = Preconditions::from_headers(&parts.headers)?;
     if !pre.is_empty() {
         // Fail fast, before the body is read; checked again atomically at commit.
-        st.objects
-            .precheck(&key, |cur| pre.evaluate(cur, false).map(drop))?;
+        objects.precheck(&key, |cur| pre.evaluate(cur, false).map(drop))?;
     }
-    let upload = receive(&st, &key, &ctype, &parts.headers, body).await?;
-    let sealed = st.store().seal(upload)?;
-    let stored = st
-        .objects
+    let store = objects.store();
+    let upload = receive(&st, store, &key, &ctype, &parts.headers, body).await?;
+    let sealed = store.seal(upload)?;
+    let stored = objects
         .put(sealed, |cur| pre.evaluate(cur, false).map(drop))
         .await?;
     // A remote key opens memory: only for a caller that may read (not a write-only token).
-    let d = descriptor_of(&st, &stored, super::auth::Caller::reads(&parts));
+    let d = descriptor_of(&st, store, &stored, super::auth::Caller::reads(&parts));
     let mut resp = json_response(StatusCode::CREATED, &d);
     let h = resp.headers_mut();
     let location = format!(
-        "/v1/objects/{}?version={}",
+        "{}/v1/objects/{}?version={}",
+        super::NamespaceName::path_prefix(&parts.extensions),
         key::to_path(&key),
         stored.version()
     );
@@ -215,6 +218,7 @@ pub async fn put_object(State(st): State<AppState>, req: Request) -> Result<Resp
 }
 
 async fn read_object(st: AppState, method: Method, req: Request) -> Result<Response, ApiError> {
+    let objects = st.objects_in(req.extensions())?;
     let key = key_from_uri(req.uri().path(), "/v1/objects/")?;
     let Query(q) = Query::<VersionQuery>::try_from_uri(req.uri())
         .map_err(|e| ApiError::InvalidRequest(e.body_text()))?;
@@ -230,7 +234,7 @@ async fn read_object(st: AppState, method: Method, req: Request) -> Result<Respo
         // Another member filling its cache from this one: memory only, never the origin.
         peer_fill: h.contains_key(rasa_openapi::cluster::PEER_FILL_HEADER),
     };
-    let v = match st.objects.read(&intent).await? {
+    let v = match objects.read(&intent).await? {
         Read::Stored(v) => v,
         Read::Filling(fill) => return Ok(super::passthrough::filling(fill)),
         Read::FillingRange { fill, first, last } => {
@@ -368,9 +372,10 @@ pub async fn head_object(State(st): State<AppState>, req: Request) -> Result<Res
     )
 )]
 pub async fn delete_object(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
+    let objects = st.objects_in(req.extensions())?;
     let key = key_from_uri(req.uri().path(), "/v1/objects/")?;
     let pre = Preconditions::from_headers(req.headers())?;
-    st.objects
+    objects
         .delete(&key, |cur| pre.evaluate(cur, false).map(drop))
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
@@ -400,6 +405,7 @@ pub struct ListQuery {
     )
 )]
 pub async fn list_objects(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
+    let objects = st.objects_in(req.extensions())?;
     let Query(q) = Query::<ListQuery>::try_from_uri(req.uri())
         .map_err(|e| ApiError::InvalidRequest(e.body_text()))?;
     let limit = q.limit.unwrap_or(MAX_LIST_LIMIT);
@@ -409,7 +415,7 @@ pub async fn list_objects(State(st): State<AppState>, req: Request) -> Result<Re
         )));
     }
     let prefix = q.prefix.unwrap_or_default();
-    let (page, more) = st.store().list(&prefix, q.after.as_deref(), limit);
+    let (page, more) = objects.store().list(&prefix, q.after.as_deref(), limit);
     let next_after = if more {
         page.last().map(|v| v.key().to_string())
     } else {
@@ -427,7 +433,8 @@ pub async fn list_objects(State(st): State<AppState>, req: Request) -> Result<Re
     let mut list = ObjectList { items, next_after };
     if super::fanout::cluster_wide(&st, req.headers()) {
         let query = req.uri().query().unwrap_or_default();
-        list = super::fanout::merge_lists(&st, req.headers(), query, limit, list).await?;
+        let ns = super::NamespaceName::path_prefix(req.extensions());
+        list = super::fanout::merge_lists(&st, req.headers(), &ns, query, limit, list).await?;
     }
     Ok(json_response(StatusCode::OK, &list))
 }

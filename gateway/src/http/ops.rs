@@ -52,6 +52,7 @@ pub async fn metrics(State(st): State<AppState>) -> Response {
 /// recorder).
 pub(crate) fn render(st: &AppState) -> String {
     st.store().memory().observe();
+    st.namespaces.observe();
     let max = st.config.max_concurrent_requests;
     let active = max.saturating_sub(st.slots.available_permits());
     metrics::gauge!("rasa_http_requests_active").set(active as f64);

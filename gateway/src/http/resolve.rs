@@ -10,7 +10,8 @@ use utoipa::IntoParams;
 
 use super::{ApiError, AppState};
 use crate::key;
-use crate::store::{StoredVersion, VersionId};
+use crate::objects::Objects;
+use crate::store::{Store, StoredVersion, VersionId};
 
 /// The key part of `/v1/objects/{key}` or `/v1/descriptors/{key}`, decoded and validated.
 pub(crate) fn key_from_uri(path: &str, prefix: &str) -> Result<String, ApiError> {
@@ -40,27 +41,28 @@ pub(crate) fn parse_version(q: &VersionQuery) -> Result<Option<VersionId>, ApiEr
 
 /// Looks up the version a read asks for (through the origin on a miss, when there is one).
 pub(crate) async fn lookup(
-    st: &AppState,
+    objects: &Objects,
     key: &str,
     q: &VersionQuery,
 ) -> Result<Arc<StoredVersion>, ApiError> {
-    Ok(st.objects.lookup(key, parse_version(q)?).await?)
+    Ok(objects.lookup(key, parse_version(q)?).await?)
 }
 
 fn rfc3339(t: std::time::SystemTime) -> String {
     humantime::format_rfc3339_millis(t).to_string()
 }
 
-/// The descriptor of `v`, granting a lease on it (recorded on its arena).
-pub fn descriptor(st: &AppState, v: &StoredVersion) -> Descriptor {
-    descriptor_of(st, v, true)
+/// The descriptor of `v` (a version of `store`), granting a lease on it (recorded on its
+/// arena).
+pub fn descriptor(st: &AppState, store: &Store, v: &StoredVersion) -> Descriptor {
+    descriptor_of(st, store, v, true)
 }
 
 /// The descriptor of `v`; with `remote` false (a caller that may not read) without the
 /// address and key that would open its memory one-sided.
-pub fn descriptor_of(st: &AppState, v: &StoredVersion, remote: bool) -> Descriptor {
-    let deadline = st.store().lease(v);
-    let remote = st.store().remote(v).filter(|_| remote);
+pub fn descriptor_of(st: &AppState, store: &Store, v: &StoredVersion, remote: bool) -> Descriptor {
+    let deadline = store.lease(v);
+    let remote = store.remote(v).filter(|_| remote);
     if remote.is_some() {
         // Bytes handed to the fast path: served by the NIC, invisible to the gateway after.
         metrics::counter!("rasa_fastpath_bytes_advertised_total").increment(v.len());
@@ -77,7 +79,7 @@ pub fn descriptor_of(st: &AppState, v: &StoredVersion, remote: bool) -> Descript
         checksum_algorithm: CHECKSUM_ALGORITHM.to_owned(),
         content_type: v.content_type().to_owned(),
         created_at: rfc3339(v.created()),
-        lease_ms: st.store().config().lease.as_millis() as u64,
+        lease_ms: store.config().lease.as_millis() as u64,
         lease_expires_at: rfc3339(deadline),
         addr: remote.map(|(addr, _)| addr),
         rkey: remote.map(|(_, rkey)| rkey),
@@ -85,7 +87,7 @@ pub fn descriptor_of(st: &AppState, v: &StoredVersion, remote: bool) -> Descript
         frame_format: FRAME_FORMAT,
         block_size: v.block_size(),
         block_table_offset: (v.block_size() > 0).then(|| frame::table_at(v.len())),
-        incarnation: format!("{:016x}", st.store().incarnation()),
+        incarnation: format!("{:016x}", store.incarnation()),
         node_id: st.cluster.as_ref().map(|c| c.node_id().to_owned()),
     }
 }

@@ -181,6 +181,16 @@ pub fn route_table(config: &HttpConfig) -> Vec<RouteInfo> {
         .into_iter()
         .map(|s| effective(s.info, config))
         .collect();
+    // The namespaced ones again under /v1/ns/{ns}, with the same access (in that namespace).
+    let nested: Vec<RouteInfo> = table
+        .iter()
+        .filter(|r| super::namespaced(r.path))
+        .map(|r| RouteInfo {
+            path: super::in_namespace(r.path),
+            ..r.clone()
+        })
+        .collect();
+    table.extend(nested);
     table.push(RouteInfo {
         method: Some(Method::GET),
         path: "/docs/",

@@ -10,9 +10,10 @@ use super::{json_response, ApiError, AppState};
 
 /// Revokes the remote key of the arena holding the key's current version (key rotation).
 pub async fn revoke(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
+    let objects = st.objects_in(req.extensions())?;
     let key = key_from_uri(req.uri().path(), "/v1/_test/revoke/")?;
-    let v = lookup(&st, &key, &VersionQuery::default()).await?;
-    st.store().rotate_key(&v)?;
+    let v = lookup(&objects, &key, &VersionQuery::default()).await?;
+    objects.store().testing().rotate_key(&v)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -20,9 +21,10 @@ pub async fn revoke(State(st): State<AppState>, req: Request) -> Result<Response
 /// `{"addr", "len", "rkey"}` (404 when the version is not registered), for tests that read
 /// every byte a descriptor exposes.
 pub async fn region(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
+    let objects = st.objects_in(req.extensions())?;
     let key = key_from_uri(req.uri().path(), "/v1/_test/region/")?;
-    let v = lookup(&st, &key, &VersionQuery::default()).await?;
-    let Some((addr, len, rkey)) = st.store().region_of(&v) else {
+    let v = lookup(&objects, &key, &VersionQuery::default()).await?;
+    let Some((addr, len, rkey)) = objects.store().testing().region_of(&v) else {
         return Err(ApiError::NotFound(key));
     };
     let body = serde_json::json!({ "addr": addr, "len": len, "rkey": rkey });
@@ -41,9 +43,10 @@ pub async fn corrupt(State(st): State<AppState>, req: Request) -> Result<Respons
     let at = query
         .split('&')
         .find_map(|p| p.strip_prefix("at=")?.parse::<u64>().ok());
-    let v = lookup(&st, &key, &VersionQuery::default()).await?;
-    let bad = st.store().corrupt_copy(&v, at)?;
-    let d = descriptor(&st, &bad);
+    let objects = st.objects_in(req.extensions())?;
+    let v = lookup(&objects, &key, &VersionQuery::default()).await?;
+    let bad = objects.store().testing().corrupt_copy(&v, at)?;
+    let d = descriptor(&st, objects.store(), &bad);
     if serve {
         st.test_served
             .lock()

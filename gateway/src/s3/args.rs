@@ -64,9 +64,10 @@ pub enum S3KeyCommand {
         /// The key's name, as logs show it.
         name: String,
         /// Comma-separated scopes: read (GET, HEAD, LIST), write (PUT, DELETE, multipart,
-        /// copy), admin (both).
+        /// copy), admin (both); each for every bucket (namespace) or, as NAMESPACE:SCOPE
+        /// (`ml:read`), for one.
         #[arg(long)]
-        scopes: crate::tokens::ScopeList,
+        scopes: crate::grants::Grants,
         /// The credentials file to append to.
         #[arg(long, env = "RASA_S3_CREDENTIALS_FILE")]
         file: PathBuf,

@@ -21,23 +21,25 @@ use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{S3Auth, SecretKey};
 use s3s::{s3_error, S3Result};
 
-use crate::tokens::{parse_scopes, Scope};
+use crate::grants::Grants;
+use crate::tokens::Scope;
 
 /// One access key.
 #[derive(Clone, Debug)]
 pub struct S3Key {
     /// The name logs use.
     pub name: String,
-    /// What it may do.
-    pub scopes: Vec<Scope>,
+    /// What it may do, and in which namespaces (buckets).
+    pub scopes: Grants,
     /// The access key id.
     pub id: String,
     secret: String,
 }
 
 impl S3Key {
-    fn allows(&self, scope: Scope) -> bool {
-        self.scopes.contains(&scope) || self.scopes.contains(&Scope::Admin)
+    /// Whether this key may act with `scope` in namespace `ns` (a bucket).
+    pub fn allows_in(&self, ns: &str, scope: Scope) -> bool {
+        self.scopes.allows_in(ns, scope)
     }
 }
 
@@ -65,7 +67,7 @@ pub fn parse(text: &str) -> Result<HashMap<String, S3Key>, String> {
                 fields.len()
             )));
         };
-        let scopes = parse_scopes(scopes).map_err(at)?;
+        let scopes: Grants = scopes.parse().map_err(at)?;
         if !names.insert(name.to_owned()) {
             return Err(at(format!("a second key named '{name}'")));
         }
@@ -130,9 +132,32 @@ impl S3Keys {
 
 /// Both halves of access control, for `s3s`: [`S3Auth`] gives the secret of an access key
 /// (so signatures can be checked), [`S3Access`] decides whether the key may run the
-/// operation.
+/// operation, in the namespace of the bucket it names. The second field: the
+/// `--s3-bucket` buckets (in the default namespace; any other bucket is a namespace).
 #[derive(Clone, Debug)]
-pub struct Access(pub Arc<S3Keys>);
+pub struct Access(pub Arc<S3Keys>, pub Arc<Vec<String>>);
+
+impl Access {
+    /// The namespace bucket `bucket` is in.
+    fn namespace<'a>(&self, bucket: &'a str) -> &'a str {
+        if self.1.iter().any(|b| b == bucket) {
+            crate::objects::namespaces::DEFAULT
+        } else {
+            bucket
+        }
+    }
+}
+
+/// The bucket of a copy's source (`x-amz-copy-source: BUCKET/KEY`, maybe URL-encoded and
+/// with a leading `/`).
+fn copy_source_bucket(headers: &http::HeaderMap) -> Option<String> {
+    let raw = headers.get("x-amz-copy-source")?.to_str().ok()?;
+    let decoded = percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .ok()?;
+    let path = decoded.trim_start_matches('/');
+    Some(path.split('/').next()?.to_owned())
+}
 
 #[async_trait::async_trait]
 impl S3Auth for Access {
@@ -204,11 +229,28 @@ impl S3Access for Access {
             return Err(s3_error!(InvalidAccessKeyId));
         };
         let op = cx.s3_op().name();
+        let bucket = match cx.s3_path() {
+            s3s::path::S3Path::Root => None,
+            s3s::path::S3Path::Bucket { bucket } | s3s::path::S3Path::Object { bucket, .. } => {
+                Some(bucket.to_string())
+            }
+        };
+        let source = copy_source_bucket(cx.headers());
         for need in scopes_of(op) {
-            if !key.allows(*need) {
+            // A copy reads its source's bucket and writes its own.
+            let at = match (need, &source) {
+                (Scope::Read, Some(src)) if scopes_of(op).len() > 1 => Some(src.as_str()),
+                _ => bucket.as_deref(),
+            };
+            let allowed = match at {
+                Some(b) => key.allows_in(self.namespace(b), *need),
+                None => key.scopes.allows_somewhere(*need),
+            };
+            if !allowed {
+                let place = at.map_or_else(String::new, |b| format!(" on bucket {b:?}"));
                 return Err(s3_error!(
                     AccessDenied,
-                    "the access key '{}' lacks the '{need}' scope {op} needs",
+                    "the access key '{}' lacks the '{need}' scope {op} needs{place}",
                     key.name
                 ));
             }
@@ -260,7 +302,10 @@ mod tests {
     fn parses_keys_and_refuses_bad_lines() {
         let keys = parse("# c\nbob read AKID1 sec1\n\nann read,write AKID2 sec2 # x\n").unwrap();
         assert_eq!(keys.len(), 2);
-        assert_eq!(keys["AKID2"].scopes, vec![Scope::Read, Scope::Write]);
+        assert_eq!(
+            keys["AKID2"].scopes,
+            Grants::everywhere(&[Scope::Read, Scope::Write])
+        );
         assert!(parse("bob read AKID1").unwrap_err().contains("line 1"));
         assert!(parse("bob reed AKID1 s")
             .unwrap_err()

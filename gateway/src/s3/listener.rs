@@ -70,6 +70,8 @@ fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 pub struct Shared {
     /// The object service.
     pub objects: Arc<Objects>,
+    /// Every namespace (each but the default one is the bucket of its name).
+    pub namespaces: Arc<crate::objects::namespaces::Namespaces>,
     /// Its location (the default bucket).
     pub origin_location: Option<crate::origin::s3::S3Location>,
     /// `--max-object-size`.
@@ -119,6 +121,7 @@ pub async fn prepare(args: &S3Args, shared: Shared) -> Result<Option<Prepared>, 
     tokio::spawn(Arc::clone(&uploads).run_reaper());
     let front = Arc::new(S3Front {
         objects: shared.objects,
+        namespaces: shared.namespaces,
         buckets,
         etag: args.s3_etag,
         max_object_size: shared.max_object_size,

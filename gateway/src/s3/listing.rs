@@ -72,10 +72,17 @@ pub(super) async fn page(
     let Some(walk) = rasa_prefix(bucket, prefix) else {
         return Ok(Page::default());
     };
-    match front.objects.read_through() {
+    let objects = front.objects_of(&bucket.name)?;
+    match objects.read_through() {
         Some(rt) => origin_page(rt, bucket, &walk, delimiter, after, max).await,
         None => Ok(store_page(
-            front, bucket, prefix, &walk, delimiter, after, max,
+            objects.store(),
+            bucket,
+            prefix,
+            &walk,
+            delimiter,
+            after,
+            max,
         )),
     }
 }
@@ -120,7 +127,7 @@ async fn origin_page(
 
 #[allow(clippy::too_many_arguments)]
 fn store_page(
-    front: &S3Front,
+    store: &crate::store::Store,
     bucket: &Bucket,
     prefix: &str,
     rasa_prefix: &str,
@@ -138,7 +145,7 @@ fn store_page(
     });
     let mut taken = 0usize;
     loop {
-        let (batch, more) = front.store().list(rasa_prefix, cursor.as_deref(), BATCH);
+        let (batch, more) = store.list(rasa_prefix, cursor.as_deref(), BATCH);
         let mut jumped = false;
         for v in &batch {
             cursor = Some(v.key().to_string());
@@ -162,7 +169,7 @@ fn store_page(
                 out.contents.push(Listed {
                     key: s3_key,
                     size: v.len(),
-                    etag: front.etag(v),
+                    etag: super::s3_etag(v),
                     modified: v.created(),
                 });
                 continue;
@@ -269,7 +276,7 @@ pub(super) async fn list_objects_v2(
     let prefix = i.prefix.clone().unwrap_or_default();
     let mut page = page(
         front,
-        bucket,
+        &bucket,
         &prefix,
         i.delimiter.as_deref(),
         after.as_deref(),
@@ -314,7 +321,7 @@ pub(super) async fn list_objects(
     });
     let mut page = page(
         front,
-        bucket,
+        &bucket,
         &prefix,
         i.delimiter.as_deref(),
         after.as_deref(),
@@ -348,11 +355,18 @@ pub(super) async fn list_objects(
 }
 
 pub(super) fn list_buckets(front: &S3Front) -> S3Response<ListBucketsOutput> {
+    let namespaces = front.namespaces.all();
+    let named = namespaces
+        .iter()
+        .filter(|ns| ns.name != crate::objects::namespaces::DEFAULT)
+        .map(|ns| ns.name.clone());
     let buckets = front
         .buckets
         .iter()
-        .map(|b| s3s::dto::Bucket {
-            name: Some(b.name.clone()),
+        .map(|b| b.name.clone())
+        .chain(named)
+        .map(|name| s3s::dto::Bucket {
+            name: Some(name),
             creation_date: Some(Timestamp::from(front.started)),
             ..Default::default()
         })
@@ -367,7 +381,7 @@ pub(super) fn list_buckets(front: &S3Front) -> S3Response<ListBucketsOutput> {
     })
 }
 
-/// CreateBucket: the buckets are the operator's (`--s3-bucket`), so creating one that is
+/// CreateBucket: the buckets are the operator's (`--s3-bucket`, `--namespaces`), so creating one that is
 /// served succeeds, as S3 answers its owner (tools such as rclone create the bucket before
 /// copying), and any other is refused, saying why.
 pub(super) fn create_bucket(
@@ -377,7 +391,7 @@ pub(super) fn create_bucket(
     if front.bucket(bucket).is_err() {
         return Err(s3_error!(
             AccessDenied,
-            "this gateway serves the buckets its operator configured (--s3-bucket); {bucket:?} is not one of them and cannot be created through S3"
+            "this gateway serves the buckets its operator configured (--s3-bucket, and a namespace of --namespaces each); {bucket:?} is not one of them and cannot be created through S3"
         ));
     }
     Ok(S3Response::new(CreateBucketOutput {

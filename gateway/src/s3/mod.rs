@@ -32,6 +32,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use s3s::service::S3ServiceBuilder;
 
+use crate::objects::namespaces::{Namespace, Namespaces};
 use crate::objects::Objects;
 use crate::store::{Store, StoredVersion};
 
@@ -107,9 +108,12 @@ pub enum EtagMode {
 /// Everything the S3 front needs.
 #[derive(Debug)]
 pub struct S3Front {
-    /// The object service: the versions, and the origin behind them.
+    /// The object service of the default namespace (the `--s3-bucket` buckets'): the
+    /// versions, and the origin behind them.
     pub objects: Arc<Objects>,
-    /// The buckets served.
+    /// Every namespace: each but the default one is also the bucket of its name.
+    pub namespaces: Arc<Namespaces>,
+    /// The buckets served in the default namespace.
     pub buckets: Vec<Bucket>,
     /// ETags of uploads without an MD5.
     pub etag: EtagMode,
@@ -123,6 +127,27 @@ pub struct S3Front {
     pub body_timeout: std::time::Duration,
     /// `--min-upload-rate`, bytes a second (0: none).
     pub min_upload_rate: u64,
+}
+
+/// A Rasa key and the object service (the namespace) it is in.
+#[derive(Debug, Clone)]
+pub struct Located {
+    /// The namespace's object service.
+    pub objects: Arc<Objects>,
+    /// The Rasa key.
+    pub key: String,
+}
+
+impl Located {
+    /// The namespace's store.
+    pub fn store(&self) -> &Arc<Store> {
+        self.objects.store()
+    }
+
+    /// Whether `other` is the same key in the same namespace.
+    pub fn same_as(&self, other: &Located) -> bool {
+        self.key == other.key && Arc::ptr_eq(&self.objects, &other.objects)
+    }
 }
 
 /// The length of an upload's payload: `Content-Length` (which `s3s` sets to the decoded
@@ -144,11 +169,6 @@ pub fn payload_length(declared: Option<i64>, headers: &http::HeaderMap) -> s3s::
 }
 
 impl S3Front {
-    /// The versions.
-    pub fn store(&self) -> &Arc<Store> {
-        self.objects.store()
-    }
-
     /// The pace an upload starting now must keep.
     pub fn pace(&self) -> crate::pace::Pace {
         crate::pace::Pace::new(self.body_timeout, self.min_upload_rate)
@@ -188,16 +208,39 @@ impl S3Front {
 }
 
 impl S3Front {
-    /// The bucket named `name`, or `NoSuchBucket`.
-    pub fn bucket(&self, name: &str) -> s3s::S3Result<&Bucket> {
-        self.buckets
-            .iter()
-            .find(|b| b.name == name)
+    /// The bucket named `name` (a `--s3-bucket`, or a namespace's, which maps keys as they
+    /// are), or `NoSuchBucket`.
+    pub fn bucket(&self, name: &str) -> s3s::S3Result<std::borrow::Cow<'_, Bucket>> {
+        if let Some(b) = self.buckets.iter().find(|b| b.name == name) {
+            return Ok(std::borrow::Cow::Borrowed(b));
+        }
+        self.namespace_of(name).map(|_| {
+            std::borrow::Cow::Owned(Bucket {
+                name: name.to_owned(),
+                s3_prefix: String::new(),
+                rasa_prefix: String::new(),
+            })
+        })
+    }
+
+    /// The object service bucket `name` is in, or `NoSuchBucket`.
+    pub fn objects_of(&self, name: &str) -> s3s::S3Result<Arc<Objects>> {
+        if self.buckets.iter().any(|b| b.name == name) {
+            return Ok(Arc::clone(&self.objects));
+        }
+        self.namespace_of(name).map(|ns| Arc::clone(&ns.objects))
+    }
+
+    fn namespace_of(&self, name: &str) -> s3s::S3Result<Arc<Namespace>> {
+        self.namespaces
+            .get(name)
+            .filter(|ns| ns.name != crate::objects::namespaces::DEFAULT)
             .ok_or_else(|| s3s::s3_error!(NoSuchBucket, "this gateway serves no bucket {name:?}"))
     }
 
-    /// `bucket`/`key` as a Rasa key, or an error naming why it cannot be one.
-    pub fn key(&self, bucket: &str, key: &str) -> s3s::S3Result<String> {
+    /// `bucket`/`key` as a Rasa key in its namespace's object service, or an error naming
+    /// why it cannot be one.
+    pub fn key(&self, bucket: &str, key: &str) -> s3s::S3Result<Located> {
         let b = self.bucket(bucket)?;
         let k = b.rasa_key(key).ok_or_else(|| {
             s3s::s3_error!(
@@ -206,9 +249,11 @@ impl S3Front {
                 b.s3_prefix
             )
         })?;
-        crate::key::validate(&k)
-            .map_err(|e| s3s::s3_error!(KeyTooLongError, "{e}"))
-            .map(|()| k)
+        crate::key::validate(&k).map_err(|e| s3s::s3_error!(KeyTooLongError, "{e}"))?;
+        Ok(Located {
+            objects: self.objects_of(bucket)?,
+            key: k,
+        })
     }
 
     /// The entity tag S3 clients see for `v` (unquoted).
@@ -225,11 +270,13 @@ pub fn router(
     domains: &[String],
     edge: edge::Edge,
 ) -> Result<axum::Router, String> {
-    let mut b = S3ServiceBuilder::new(backend::Rasa(front));
+    let mut b = S3ServiceBuilder::new(backend::Rasa(Arc::clone(&front)));
     match keys.clone() {
         Some(k) => {
-            b.set_auth(keys::Access(Arc::clone(&k)));
-            b.set_access(keys::Access(k));
+            let buckets: Arc<Vec<String>> =
+                Arc::new(front.buckets.iter().map(|b| b.name.clone()).collect());
+            b.set_auth(keys::Access(Arc::clone(&k), Arc::clone(&buckets)));
+            b.set_access(keys::Access(k, buckets));
         }
         None => b.set_access(keys::Open),
     }

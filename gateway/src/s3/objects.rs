@@ -9,7 +9,7 @@ use s3s::{s3_error, S3Error, S3Request, S3Response, S3Result};
 
 use super::conditions::{not_modified, not_modified_error, WriteIf};
 use super::digest::{sha256_b64, Integrity};
-use super::{EtagMode, S3Front};
+use super::{EtagMode, Located, S3Front};
 use crate::objects::ObjectError;
 use crate::origin::readthrough::FetchError;
 use crate::origin::OriginError;
@@ -64,11 +64,7 @@ pub(super) fn object_error(e: ObjectError) -> S3Error {
 
 /// The version a read asks for: `version_id`, else the current one (through the origin on
 /// a miss).
-pub(super) async fn lookup(
-    front: &S3Front,
-    key: &str,
-    version_id: Option<&str>,
-) -> S3Result<Arc<StoredVersion>> {
+pub(super) async fn lookup(at: &Located, version_id: Option<&str>) -> S3Result<Arc<StoredVersion>> {
     let version = match version_id.filter(|v| *v != "null") {
         Some(raw) => Some(
             raw.parse::<VersionId>()
@@ -76,9 +72,8 @@ pub(super) async fn lookup(
         ),
         None => None,
     };
-    front
-        .objects
-        .lookup(key, version)
+    at.objects
+        .lookup(&at.key, version)
         .await
         .map_err(object_error)
 }
@@ -94,8 +89,8 @@ pub(super) async fn get_object(
             "partNumber reads are not supported"
         ));
     }
-    let key = front.key(&i.bucket, &i.key)?;
-    let v = lookup(front, &key, i.version_id.as_deref()).await?;
+    let at = front.key(&i.bucket, &i.key)?;
+    let v = lookup(&at, i.version_id.as_deref()).await?;
     let etag = front.etag(&v);
     if not_modified(
         &etag,
@@ -150,8 +145,8 @@ pub(super) async fn head_object(
     req: S3Request<HeadObjectInput>,
 ) -> S3Result<S3Response<HeadObjectOutput>> {
     let i = req.input;
-    let key = front.key(&i.bucket, &i.key)?;
-    let v = lookup(front, &key, i.version_id.as_deref()).await?;
+    let at = front.key(&i.bucket, &i.key)?;
+    let v = lookup(&at, i.version_id.as_deref()).await?;
     let etag = front.etag(&v);
     if not_modified(
         &etag,
@@ -194,11 +189,11 @@ fn upload_etag(front: &S3Front, md5: Option<[u8; 16]>, asked: bool) -> Option<St
 /// Publishes `sealed` through the object service (write-through first, when configured),
 /// if the key's current version (or its absence) meets `cond` at that moment.
 pub(super) async fn publish(
-    front: &S3Front,
+    at: &Located,
     sealed: Sealed,
     cond: &WriteIf,
 ) -> S3Result<Arc<StoredVersion>> {
-    let stored = front
+    let stored = at
         .objects
         .put(sealed, |cur| cond.check(cur))
         .await
@@ -214,11 +209,10 @@ pub(super) async fn put_object(
     let trailers = req.trailing_headers;
     let headers = req.headers;
     let i = req.input;
-    let key = front.key(&i.bucket, &i.key)?;
+    let at = front.key(&i.bucket, &i.key)?;
     let cond = WriteIf::new(i.if_match.as_ref(), i.if_none_match.as_ref());
-    front
-        .objects
-        .precheck(&key, |cur| cond.check(cur))
+    at.objects
+        .precheck(&at.key, |cur| cond.check(cur))
         .map_err(store_error)?;
     let len = super::payload_length(i.content_length, &headers)?;
     if len > front.max_object_size {
@@ -234,16 +228,15 @@ pub(super) async fn put_object(
         .clone()
         .unwrap_or_else(|| crate::media::DEFAULT_CONTENT_TYPE.to_owned());
     let pace = front.pace();
-    let mut upload = front
+    let mut upload = at
         .store()
-        .begin_streaming(&key, &ctype, len)
+        .begin_streaming(&at.key, &ctype, len)
         .await
         .map_err(store_error)?;
     if let Some(mut body) = i.body {
         while let Some(chunk) = front.next_chunk(&mut body, &pace, upload.written()).await? {
             integrity.update(&chunk);
-            front
-                .store()
+            at.store()
                 .write(&mut upload, &chunk)
                 .await
                 .map_err(store_error)?;
@@ -252,8 +245,8 @@ pub(super) async fn put_object(
     let trailers = trailers.and_then(|t| t.take());
     let md5 = integrity.verify(trailers.as_ref())?;
     upload.set_s3_etag(upload_etag(front, md5, i.content_md5.is_some()));
-    let sealed = front.store().seal(upload).map_err(store_error)?;
-    let v = publish(front, sealed, &cond).await?;
+    let sealed = at.store().seal(upload).map_err(store_error)?;
+    let v = publish(&at, sealed, &cond).await?;
     Ok(S3Response::new(PutObjectOutput {
         e_tag: Some(ETag::Strong(front.etag(&v))),
         version_id: Some(v.version().to_string()),
@@ -263,10 +256,9 @@ pub(super) async fn put_object(
 }
 
 /// Deletes `key` (write-through: at the origin first). Absent keys are not an error.
-async fn delete_key(front: &S3Front, key: &str) -> S3Result<()> {
-    front
-        .objects
-        .delete(key, |_| Ok(()))
+async fn delete_key(at: &Located) -> S3Result<()> {
+    at.objects
+        .delete(&at.key, |_| Ok(()))
         .await
         .map_err(object_error)?;
     Ok(())
@@ -283,8 +275,7 @@ pub(super) async fn delete_object(
             "deleting one version is not supported (old versions go when reclaimed)"
         ));
     }
-    let key = front.key(&i.bucket, &i.key)?;
-    delete_key(front, &key).await?;
+    delete_key(&front.key(&i.bucket, &i.key)?).await?;
     Ok(S3Response::new(DeleteObjectOutput::default()))
 }
 
@@ -309,7 +300,7 @@ pub(super) async fn delete_objects(
     let mut errors = Vec::new();
     for o in i.delete.objects {
         let done = match front.key(&i.bucket, &o.key) {
-            Ok(key) => delete_key(front, &key).await,
+            Ok(at) => delete_key(&at).await,
             Err(e) => Err(e),
         };
         match done {
@@ -348,7 +339,7 @@ pub(super) async fn copy_object(
     };
     let src = front.key(bucket, src_key)?;
     let dst = front.key(&i.bucket, &i.key)?;
-    let v = lookup(front, &src, version_id.as_deref()).await?;
+    let v = lookup(&src, version_id.as_deref()).await?;
     let etag = front.etag(&v);
     not_modified(
         &etag,
@@ -372,7 +363,7 @@ pub(super) async fn copy_object(
         .metadata_directive
         .as_ref()
         .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
-    if src == dst && !replace {
+    if src.same_as(&dst) && !replace {
         // S3's rule: a copy onto itself must change something; it would only churn memory.
         return Err(s3_error!(
             InvalidRequest,
@@ -383,15 +374,15 @@ pub(super) async fn copy_object(
         (Some(t), true) => t.clone(),
         _ => v.content_type().to_owned(),
     };
-    let mut upload = front
+    let mut upload = dst
         .store()
-        .begin(&dst, &ctype, v.len())
+        .begin(&dst.key, &ctype, v.len())
         .await
         .map_err(store_error)?;
     upload.write(v.payload().as_slice()).map_err(store_error)?;
     upload.set_s3_etag(v.s3_etag().map(str::to_owned));
-    let sealed = front.store().seal(upload).map_err(store_error)?;
-    let stored = publish(front, sealed, &WriteIf::default()).await?;
+    let sealed = dst.store().seal(upload).map_err(store_error)?;
+    let stored = publish(&dst, sealed, &WriteIf::default()).await?;
     Ok(S3Response::new(CopyObjectOutput {
         copy_object_result: Some(CopyObjectResult {
             e_tag: Some(ETag::Strong(front.etag(&stored))),

@@ -56,6 +56,22 @@ impl<'a> Memory<'a> {
         self.arenas.allocated()
     }
 
+    /// Bytes of the current versions it holds.
+    pub fn live_bytes(&self) -> u64 {
+        self.arenas.observe(SystemTime::now()).1
+    }
+
+    /// Bytes of arena memory the store may allocate now.
+    pub fn budget(&self) -> u64 {
+        self.arenas.budget()
+    }
+
+    /// Changes the store's budget (a namespace's quota): reclamation gives back what is
+    /// over it, evicting the least recently used values first.
+    pub fn set_budget(&self, budget: u64) {
+        self.arenas.set_budget(budget);
+    }
+
     /// Makes unreachable what no longer needs to be reachable so its arenas can drain:
     /// sealed arenas without current versions first; if none is draining after that, the
     /// sparsest sealed arena is compacted (its current versions copied to the open arena,
@@ -90,6 +106,11 @@ impl<'a> Memory<'a> {
     /// periodically ([`Store::run_reclaimer`]); PUTs waiting for room run it too.
     pub fn reclaim(&self) -> usize {
         self.drain_dead();
+        // A budget made smaller (a namespace's quota, or the default namespace's share):
+        // give back what is recycled, then make room as a full budget would.
+        if !self.arenas.release_over_budget() {
+            self.make_room();
+        }
         if let Some(lifetime) = self.config.key_lifetime {
             self.arenas.refresh_keys(SystemTime::now(), lifetime);
         }
@@ -114,7 +135,7 @@ impl<'a> Memory<'a> {
             metrics::gauge!("rasa_arenas", "state" => state).set(n as f64);
         }
         metrics::gauge!("rasa_arena_bytes_allocated").set(c.allocated as f64);
-        metrics::gauge!("rasa_memory_budget_bytes").set(self.config.memory_budget as f64);
+        metrics::gauge!("rasa_memory_budget_bytes").set(self.arenas.budget() as f64);
         let (leased, live) = self.arenas.observe(SystemTime::now());
         metrics::gauge!("rasa_arenas_leased").set(leased as f64);
         metrics::gauge!("rasa_live_bytes").set(live as f64);

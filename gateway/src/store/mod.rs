@@ -19,11 +19,13 @@ pub mod arena;
 mod error;
 mod index;
 mod memory;
+mod testing;
 mod upload;
 mod version;
 
 pub use error::StoreError;
 pub use memory::Memory;
+pub use testing::Testing;
 pub use upload::{Sealed, Upload};
 pub use version::{BadVersionId, OriginMeta, StoredVersion, VersionId, VERSION_PATTERN};
 
@@ -63,7 +65,8 @@ pub struct StoreConfig {
 pub struct Store {
     config: StoreConfig,
     incarnation: u64,
-    counter: AtomicU64,
+    /// Version ids count up from the incarnation; namespaces' stores share the counter.
+    counter: Arc<AtomicU64>,
     arenas: Arenas,
     fabric: Option<Arc<FabricServer>>,
     index: Index,
@@ -82,7 +85,7 @@ impl Store {
         Self {
             staging: upload::Staging::new(config.staging_memory, config.arena_size as u64),
             incarnation: rand::random(),
-            counter: AtomicU64::new(1),
+            counter: Arc::new(AtomicU64::new(1)),
             arenas: Arenas::new(
                 config.arena_size,
                 config.memory_budget,
@@ -90,6 +93,28 @@ impl Store {
                 fabric.clone(),
             ),
             fabric,
+            room: tokio::sync::Notify::new(),
+            latest_lease_ms: AtomicU64::new(0),
+            index: Index::default(),
+            config,
+        }
+    }
+
+    /// A store of its own for a namespace: its own arenas (of `config`'s size and budget),
+    /// index and reclamation, sharing this one's incarnation and version counter (version
+    /// ids stay unique across namespaces), fabric and staging memory.
+    pub fn sibling(&self, config: StoreConfig) -> Self {
+        Self {
+            staging: self.staging.clone(),
+            incarnation: self.incarnation,
+            counter: Arc::clone(&self.counter),
+            arenas: Arenas::new(
+                config.arena_size,
+                config.memory_budget,
+                config.grace,
+                self.fabric.clone(),
+            ),
+            fabric: self.fabric.clone(),
             room: tokio::sync::Notify::new(),
             latest_lease_ms: AtomicU64::new(0),
             index: Index::default(),
@@ -116,52 +141,6 @@ impl Store {
     pub fn remote(&self, v: &StoredVersion) -> Option<(u64, u64)> {
         let fabric = self.fabric.as_ref()?;
         v.arena.remote(fabric, v.frame.offset())
-    }
-
-    /// Rotates the remote key of the arena holding `v` (revoking the key every descriptor
-    /// of that arena carried so far).
-    pub fn rotate_key(&self, v: &StoredVersion) -> Result<(), StoreError> {
-        match &self.fabric {
-            Some(fabric) => v
-                .arena
-                .rotate_key(fabric)
-                .map_err(|e| StoreError::Fabric(e.to_string())),
-            None => Ok(()),
-        }
-    }
-
-    /// Test support: the whole memory region `v`'s descriptors open — its remote address,
-    /// length and key — when registered: what a descriptor holder can read, frame or not.
-    pub fn region_of(&self, v: &StoredVersion) -> Option<(u64, u64, u64)> {
-        let fabric = self.fabric.as_ref()?;
-        let (addr, rkey) = v.arena.remote(fabric, 0)?;
-        Some((addr, v.arena.buffer.capacity() as u64, rkey))
-    }
-
-    /// Test support: a copy of `v`'s frame, in arena memory, with one byte flipped (payload
-    /// byte `at`, by default the last, or a reserved header byte of an empty value), under
-    /// `v`'s identity and checksum. A whole read given it must reject it, and so must a
-    /// range read covering that byte's block.
-    pub fn corrupt_copy(
-        &self,
-        v: &StoredVersion,
-        at: Option<u64>,
-    ) -> Result<Arc<StoredVersion>, StoreError> {
-        let (arena, mut slot) = self.arenas.reserve(v.frame.len())?;
-        let bytes = slot.as_mut_slice();
-        bytes.copy_from_slice(v.frame.as_slice());
-        let header = rasa_fastpath::frame::HEADER_LEN as u64;
-        let flip = match (at, v.len()) {
-            (_, 0) => 40, // no payload: a reserved header byte
-            (Some(at), len) => header + at.min(len - 1),
-            (None, len) => header + len - 1,
-        };
-        bytes[flip as usize] ^= 0x01;
-        Ok(Arc::new(StoredVersion {
-            frame: slot.freeze(),
-            arena,
-            origin: v.origin.duplicate(false),
-        }))
     }
 
     /// Grants a lease on `version`: returns its deadline and records it on the arena, which

@@ -67,7 +67,7 @@ impl Store {
         let never = || StoreError::InsufficientStorage {
             needed: len,
             allocated: self.memory().allocated(),
-            budget: self.config.memory_budget,
+            budget: self.arenas.budget(),
         };
         let block_size = self.config.block_size;
         assert!(
@@ -199,7 +199,7 @@ impl Store {
             return Err(StoreError::InsufficientStorage {
                 needed: upload.arena.buffer.capacity() as u64,
                 allocated: upload.arena.charged(),
-                budget: self.config.memory_budget,
+                budget: self.arenas.budget(),
             });
         }
         let mut slot = upload.slot.take().expect("an upload is sealed once");
@@ -393,7 +393,7 @@ impl Drop for Upload {
 
 /// Memory that uploads for shared arenas are written into before they are sealed (outside
 /// every remote key), bounded by [`super::StoreConfig::staging_memory`] in KiB permits.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Staging {
     permits: Arc<tokio::sync::Semaphore>,
     kib: u64,

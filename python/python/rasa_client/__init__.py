@@ -57,6 +57,8 @@ def _env_settings() -> dict[str, Any]:
         kw["fabric_addr"] = os.environ["RASA_FABRIC_ADDR"]
     if "RASA_TIMEOUT" in os.environ:
         kw["timeout"] = float(os.environ["RASA_TIMEOUT"].removesuffix("s"))
+    if "RASA_NAMESPACE" in os.environ:
+        kw["namespace"] = os.environ["RASA_NAMESPACE"]
     return kw
 
 
@@ -78,12 +80,14 @@ class Client(_native.Client):
         retries_when_busy: how often a ``503`` with ``Retry-After`` is retried.
         discover_cluster: learn a cluster's members from the endpoint and send each key
             to its owner.
+        namespace: the namespace the keys are in (a gateway run with ``--namespaces``);
+            default: the default namespace.
     """
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Client:
         """A client configured by ``RASA_ENDPOINT``, ``RASA_TOKEN``, ``RASA_CA_FILE``,
-        ``RASA_FAST_PATH``, ``RASA_FABRIC_ADDR`` and ``RASA_TIMEOUT`` (seconds)."""
+        ``RASA_FAST_PATH``, ``RASA_FABRIC_ADDR``, ``RASA_TIMEOUT`` (seconds) and ``RASA_NAMESPACE``."""
         return cls(**{**_env_settings(), **overrides})
 
     def iter_keys(self, prefix: str = "", *, page_size: int = 1000) -> Iterator[ObjectSummary]:

@@ -115,6 +115,7 @@ class Client:
         fabric_addr: str | None = None,
         retries_when_busy: int = 2,
         discover_cluster: bool = True,
+        namespace: str | None = None,
     ) -> Client: ...
     def put(self, key: str, data: Buffer, content_type: str | None = None) -> Descriptor:
         """Stores ``data`` as a new version of ``key``."""
@@ -167,6 +168,7 @@ class AsyncClient:
         fabric_addr: str | None = None,
         retries_when_busy: int = 2,
         discover_cluster: bool = True,
+        namespace: str | None = None,
     ) -> AsyncClient: ...
     def put(self, key: str, data: Buffer, content_type: str | None = None) -> Awaitable[Descriptor]:
         """Stores ``data`` as a new version of ``key``."""

@@ -57,10 +57,12 @@ pub(super) fn completed_again(
     if done.bucket != bucket || done.s3_key != s3_key || done.owner.as_deref() != who {
         return Err(s3_error!(NoSuchUpload));
     }
-    let still_current = front.objects.precheck(&done.key, |cur| match cur {
-        Some(v) if v.version().to_string() == done.version => Ok(()),
-        _ => Err(crate::store::StoreError::PreconditionFailed(String::new())),
-    });
+    let still_current = front
+        .objects_of(bucket)?
+        .precheck(&done.key, |cur| match cur {
+            Some(v) if v.version().to_string() == done.version => Ok(()),
+            _ => Err(crate::store::StoreError::PreconditionFailed(String::new())),
+        });
     if still_current.is_err() {
         return Err(s3_error!(
             NoSuchUpload,

@@ -187,7 +187,7 @@ pub(super) async fn create(
 ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
     let owner = who(&req);
     let i = req.input;
-    let key = front.key(&i.bucket, &i.key)?;
+    let key = front.key(&i.bucket, &i.key)?.key;
     let id = hex::encode(rand::random::<[u8; 16]>());
     let staged = Staged {
         bucket: i.bucket.clone(),
@@ -435,9 +435,13 @@ async fn assemble(
             "{total} bytes is over the gateway's maximum object size"
         ));
     }
-    let mut upload = front
+    let at = super::Located {
+        objects: front.objects_of(&staged.bucket)?,
+        key: staged.key.clone(),
+    };
+    let mut upload = at
         .store()
-        .begin(&staged.key, &staged.content_type, total)
+        .begin(&at.key, &staged.content_type, total)
         .await
         .map_err(store_error)?;
     let mut md5s = Md5::new();
@@ -451,8 +455,8 @@ async fn assemble(
         hex::encode(md5s.finalize()),
         parts.len()
     )));
-    let sealed = front.store().seal(upload).map_err(store_error)?;
-    publish(front, sealed, cond).await
+    let sealed = at.store().seal(upload).map_err(store_error)?;
+    publish(&at, sealed, cond).await
 }
 
 pub(super) async fn abort(

@@ -39,7 +39,7 @@ impl Arenas {
         if upto <= have {
             return true;
         }
-        if !Self::make_budget(&mut t, upto - have, self.budget, &self.stats) {
+        if !Self::make_budget(&mut t, upto - have, self.budget(), &self.stats) {
             return false;
         }
         t.allocated += upto - have;

@@ -89,7 +89,8 @@ pub enum ReserveError {
 #[derive(Debug)]
 pub struct Arenas {
     arena_size: usize,
-    budget: u64,
+    /// Bytes of arena memory this set may allocate (a namespace's quota can change).
+    budget: AtomicU64,
     grace: Duration,
     next_id: AtomicU64,
     table: Mutex<Table>,
@@ -111,7 +112,7 @@ impl Arenas {
     ) -> Self {
         Self {
             arena_size,
-            budget,
+            budget: AtomicU64::new(budget),
             grace,
             next_id: AtomicU64::new(1),
             table: Mutex::new(Table::default()),
@@ -128,6 +129,24 @@ impl Arenas {
     /// Bytes of arena memory allocated now.
     pub fn allocated(&self) -> u64 {
         self.table().allocated
+    }
+
+    /// Bytes of arena memory this set may allocate.
+    pub fn budget(&self) -> u64 {
+        self.budget.load(Ordering::Relaxed)
+    }
+
+    /// Changes the budget. Below what is allocated, new reservations give recycled arenas
+    /// back and make room first; [`Arenas::release_over_budget`] gives back what it can now.
+    pub fn set_budget(&self, budget: u64) {
+        self.budget.store(budget, Ordering::Relaxed);
+    }
+
+    /// Releases recycled arenas while more is allocated than the budget; whether the budget
+    /// holds what is left.
+    pub fn release_over_budget(&self) -> bool {
+        let mut t = self.table();
+        Self::make_budget(&mut t, 0, self.budget(), &self.stats)
     }
 
     /// Arena counts by state.
@@ -152,7 +171,7 @@ impl Arenas {
 
     /// Whether a frame this long could ever be stored.
     pub fn fits(&self, frame_len: usize) -> bool {
-        self.size_of(frame_len) <= self.budget
+        self.size_of(frame_len) <= self.budget()
     }
 
     /// Claims `frame_len` bytes for one frame, without waiting.
@@ -185,7 +204,7 @@ impl Arenas {
             return Err(ReserveError::Never(StoreError::InsufficientStorage {
                 needed: frame_len as u64,
                 allocated: self.allocated(),
-                budget: self.budget,
+                budget: self.budget(),
             }));
         }
         let claim = |arena: &Arc<Arena>| {
@@ -198,7 +217,7 @@ impl Arenas {
             let size = self.size_of(frame_len);
             let charge = if growing { size.min(CHARGE_STEP) } else { size };
             // Recycled shared arenas give their memory back for a dedicated one.
-            if !Self::make_budget(&mut t, charge, self.budget, &self.stats) {
+            if !Self::make_budget(&mut t, charge, self.budget(), &self.stats) {
                 return Err(ReserveError::NeedRoom);
             }
             if !may_allocate {
@@ -216,10 +235,10 @@ impl Arenas {
         }
         let next = match t.free.pop() {
             Some(a) => a,
-            None if !may_allocate && t.allocated + self.arena_size as u64 <= self.budget => {
+            None if !may_allocate && t.allocated + self.arena_size as u64 <= self.budget() => {
                 return Err(ReserveError::NeedAllocation)
             }
-            None if t.allocated + self.arena_size as u64 <= self.budget => {
+            None if t.allocated + self.arena_size as u64 <= self.budget() => {
                 // Accounted now, allocated and registered without the lock.
                 t.allocated += self.arena_size as u64;
                 drop(t);
@@ -269,7 +288,7 @@ impl Arenas {
             undo(StoreError::InsufficientStorage {
                 needed: size as u64,
                 allocated: self.allocated(),
-                budget: self.budget,
+                budget: self.budget(),
             })
         })?;
         // The buffer is `size` rounded up to a page; account what it really holds (a

@@ -1,0 +1,362 @@
+//! Namespaces: the unit of isolation and of quota. Each namespace is an object service of
+//! its own ([`Objects`]) over a store of its own: its own arenas (so a descriptor, whose
+//! remote key opens one arena, exposes only its namespace's frames), its own memory budget
+//! (its quota: filling it evicts its own cold values, never another namespace's) and its
+//! own index.
+//!
+//! The namespaces file (`--namespaces FILE`, read again on SIGHUP) has one namespace per
+//! line, a name and a quota:
+//!
+//! ```text
+//! # name    quota
+//! train        4GiB
+//! web       16MiB
+//! ```
+//!
+//! The `default` namespace always exists: the native API's `/v1/objects/…` and the S3
+//! listener's `--s3-bucket` buckets are in it, and it gets what `--memory` leaves after the
+//! quotas. Another namespace is `/v1/ns/{ns}/objects/…` and, on the S3 listener, the bucket
+//! of its name.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use super::Objects;
+
+/// The namespace that always exists.
+pub const DEFAULT: &str = "default";
+
+/// At most this many namespaces in a file (they are metric labels: the count stays bounded).
+pub const MAX_NAMESPACES: usize = 1000;
+
+/// The smallest quota a namespace may have.
+pub const MIN_QUOTA: u64 = 1 << 20;
+
+pub use crate::key::{check_namespace as check_name, NAMESPACE_PATTERN as NAME_PATTERN};
+
+/// One line of the namespaces file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Spec {
+    /// Its name.
+    pub name: String,
+    /// Bytes of arena memory it may hold.
+    pub quota: u64,
+}
+
+/// Parses the namespaces file format (see the module documentation).
+pub fn parse(text: &str) -> Result<Vec<Spec>, String> {
+    let mut specs: Vec<Spec> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or_default().trim();
+        if line.is_empty() {
+            continue;
+        }
+        let at = |why: String| format!("line {}: {why}", n + 1);
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [name, quota] = fields[..] else {
+            return Err(at(format!(
+                "expected 'NAME QUOTA' (e.g. 'train 4GiB'), found {} fields",
+                fields.len()
+            )));
+        };
+        check_name(name).map_err(at)?;
+        if name == DEFAULT {
+            return Err(at(format!(
+                "'{DEFAULT}' always exists and gets what --memory leaves after the quotas"
+            )));
+        }
+        let quota = crate::units::parse_size(quota).map_err(|e| at(format!("quota: {e}")))?;
+        if quota < MIN_QUOTA {
+            return Err(at(format!(
+                "quota {quota} bytes of {name} is below the minimum of 1MiB"
+            )));
+        }
+        if specs.iter().any(|s| s.name == name) {
+            return Err(at(format!("{name} is listed twice")));
+        }
+        specs.push(Spec {
+            name: name.to_owned(),
+            quota,
+        });
+    }
+    if specs.len() > MAX_NAMESPACES {
+        return Err(format!(
+            "{} namespaces: at most {MAX_NAMESPACES}",
+            specs.len()
+        ));
+    }
+    Ok(specs)
+}
+
+/// Reads and parses the namespaces file at `path`; the error names the file and line.
+pub fn read(path: &Path) -> Result<Vec<Spec>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the namespaces file {}: {e}", path.display()))?;
+    parse(&text).map_err(|e| format!("namespaces file {}: {e}", path.display()))
+}
+
+/// What `memory` (`--memory`) leaves the default namespace after the quotas of `specs`
+/// (from `path`), or why they do not fit.
+fn left_for_default(specs: &[Spec], memory: u64, path: &Path) -> Result<u64, String> {
+    let total: u64 = specs.iter().map(|s| s.quota).sum();
+    memory.checked_sub(total).ok_or_else(|| {
+        format!(
+            "namespaces file {}: the quotas add up to {total} bytes, more than --memory ({memory} bytes)",
+            path.display()
+        )
+    })
+}
+
+/// The default namespace's arena size beside the namespaces of `path`: sized for what
+/// `--memory` leaves it, as any namespace's ([`arena_size_for`]).
+pub fn default_arena_size(path: &Path, memory: u64, arena_size: u64) -> Result<u64, String> {
+    let specs = read(path)?;
+    Ok(arena_size_for(
+        left_for_default(&specs, memory, path)?,
+        arena_size,
+    ))
+}
+
+/// One namespace: its name and its object service.
+#[derive(Debug)]
+pub struct Namespace {
+    /// Its name.
+    pub name: String,
+    /// Its object service (its store's budget is its quota).
+    pub objects: Arc<Objects>,
+}
+
+/// Makes the object service of a new namespace (its store, arenas sized for its quota, and
+/// its reclaimer).
+pub type Maker = Box<dyn Fn(&Spec) -> Arc<Objects> + Send + Sync>;
+
+/// The namespaces in force: the default one, and those of the namespaces file.
+pub struct Namespaces {
+    default: Arc<Namespace>,
+    named: RwLock<Arc<BTreeMap<String, Arc<Namespace>>>>,
+    /// `--memory`: the quotas' total must fit; the default namespace gets the rest.
+    memory: u64,
+    file: Option<(PathBuf, Maker)>,
+}
+
+impl std::fmt::Debug for Namespaces {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Namespaces")
+            .field("default", &self.default)
+            .field("named", &self.named)
+            .field("memory", &self.memory)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Namespaces {
+    /// Only the default namespace, over `objects` (no `--namespaces`).
+    pub fn single(objects: Arc<Objects>) -> Arc<Self> {
+        let memory = objects.store().memory().budget();
+        Arc::new(Self {
+            default: Arc::new(Namespace {
+                name: DEFAULT.to_owned(),
+                objects,
+            }),
+            named: RwLock::default(),
+            memory,
+            file: None,
+        })
+    }
+
+    /// The default namespace over `default` and those of `file`, each made by `make`;
+    /// `memory` is `--memory`. Refused with a one-line reason when the file is invalid or
+    /// its quotas do not fit.
+    pub fn load(default: Arc<Objects>, file: &Path, make: Maker) -> Result<Arc<Self>, String> {
+        let memory = default.store().memory().budget();
+        let this = Arc::new(Self {
+            default: Arc::new(Namespace {
+                name: DEFAULT.to_owned(),
+                objects: default,
+            }),
+            named: RwLock::default(),
+            memory,
+            file: Some((file.to_owned(), make)),
+        });
+        this.reload()?;
+        Ok(this)
+    }
+
+    /// The default namespace over `default` and those of `file`, each a store of its own
+    /// beside the default one's ([`crate::store::Store::sibling`]: arenas sized by
+    /// [`arena_size_for`] under `arena_size`, reclaimed every `tick`), memory only (no
+    /// read-through origin).
+    pub fn load_beside(
+        default: Arc<Objects>,
+        file: &Path,
+        arena_size: u64,
+        tick: std::time::Duration,
+    ) -> Result<Arc<Self>, String> {
+        let base = Arc::clone(default.store());
+        let make: Maker = Box::new(move |spec: &Spec| {
+            let mut config = *base.config();
+            config.memory_budget = spec.quota;
+            config.arena_size = arena_size_for(spec.quota, arena_size) as usize;
+            let store = Arc::new(base.sibling(config));
+            tokio::spawn(Arc::clone(&store).run_reclaimer(tick));
+            Objects::new(store, None, crate::origin::WritePolicy::CacheOnly)
+        });
+        Self::load(default, file, make)
+    }
+
+    /// The default namespace.
+    pub fn default_ns(&self) -> &Arc<Namespace> {
+        &self.default
+    }
+
+    /// The namespace named `name`, if it exists.
+    pub fn get(&self, name: &str) -> Option<Arc<Namespace>> {
+        if name == DEFAULT {
+            return Some(Arc::clone(&self.default));
+        }
+        self.current().get(name).cloned()
+    }
+
+    /// Every namespace, the default one first, then by name.
+    pub fn all(&self) -> Vec<Arc<Namespace>> {
+        let named = self.current();
+        std::iter::once(Arc::clone(&self.default))
+            .chain(named.values().cloned())
+            .collect()
+    }
+
+    fn current(&self) -> Arc<BTreeMap<String, Arc<Namespace>>> {
+        Arc::clone(&self.named.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Reads the namespaces file again and puts it in force: new namespaces are made,
+    /// changed quotas applied (a smaller one evicts that namespace's least recently used
+    /// values), removed namespaces dropped (their remote keys are revoked as their memory
+    /// is freed). On error nothing changes. Returns how many named namespaces are in force.
+    pub fn reload(&self) -> Result<usize, String> {
+        let Some((path, make)) = &self.file else {
+            return Ok(0);
+        };
+        let specs = read(path)?;
+        let left = left_for_default(&specs, self.memory, path)?;
+        // A budget must hold at least one of its store's arenas.
+        let small = |name: &str, budget: u64, objects: &Objects| {
+            let arena = objects.store().config().arena_size as u64;
+            (budget < arena).then(|| {
+                format!(
+                    "namespaces file {}: {name} would get {budget} bytes, less than one of its arenas ({arena} bytes); restart to resize its arenas",
+                    path.display()
+                )
+            })
+        };
+        let mut named = self.named.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(why) = small(DEFAULT, left, &self.default.objects) {
+            return Err(why);
+        }
+        for spec in &specs {
+            if let Some(why) = named
+                .get(&spec.name)
+                .and_then(|ns| small(&spec.name, spec.quota, &ns.objects))
+            {
+                return Err(why);
+            }
+        }
+        let mut next = BTreeMap::new();
+        for spec in &specs {
+            let ns = match named.get(&spec.name) {
+                Some(ns) => {
+                    ns.objects.store().memory().set_budget(spec.quota);
+                    Arc::clone(ns)
+                }
+                None => Arc::new(Namespace {
+                    name: spec.name.clone(),
+                    objects: make(spec),
+                }),
+            };
+            next.insert(spec.name.clone(), ns);
+        }
+        self.default.objects.store().memory().set_budget(left);
+        *named = Arc::new(next);
+        Ok(specs.len())
+    }
+
+    /// Publishes each namespace's quota, memory and evictions (labelled by name: at most
+    /// [`MAX_NAMESPACES`] + 1 series each) and, with named namespaces, the gateway-wide
+    /// memory gauges as totals over all of them (the default store sets them alone).
+    pub fn observe(&self) {
+        let all = self.all();
+        let (mut budget, mut allocated, mut live) = (0, 0, 0);
+        for ns in &all {
+            let memory = ns.objects.store().memory();
+            let name = ns.name.clone();
+            let (b, a, l) = (memory.budget(), memory.allocated(), memory.live_bytes());
+            (budget, allocated, live) = (budget + b, allocated + a, live + l);
+            metrics::gauge!("rasa_namespace_quota_bytes", "namespace" => name.clone())
+                .set(b as f64);
+            metrics::gauge!("rasa_namespace_bytes_allocated", "namespace" => name.clone())
+                .set(a as f64);
+            metrics::gauge!("rasa_namespace_live_bytes", "namespace" => name.clone()).set(l as f64);
+            metrics::counter!("rasa_namespace_evictions_total", "namespace" => name).absolute(
+                memory
+                    .arena_stats()
+                    .evicted
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            );
+        }
+        if all.len() > 1 {
+            metrics::gauge!("rasa_memory_budget_bytes").set(budget as f64);
+            metrics::gauge!("rasa_arena_bytes_allocated").set(allocated as f64);
+            metrics::gauge!("rasa_live_bytes").set(live as f64);
+        }
+    }
+}
+
+/// The arena size for a namespace of `quota` under `--arena-size` `arena_size`: a quarter of
+/// the quota (at least 64 KiB, a multiple of 64 KiB), never more than `arena_size`, so a
+/// small namespace does not pin a whole default arena.
+pub fn arena_size_for(quota: u64, arena_size: u64) -> u64 {
+    const STEP: u64 = 64 << 10;
+    ((quota / 4) / STEP * STEP).clamp(STEP, arena_size.max(STEP))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_file_parses_and_bad_lines_are_named() {
+        let specs = parse("# c\ntrain 4GiB\n\nweb 16MiB # small\n").unwrap();
+        assert_eq!(
+            specs,
+            [
+                Spec {
+                    name: "train".into(),
+                    quota: 4 << 30
+                },
+                Spec {
+                    name: "web".into(),
+                    quota: 16 << 20
+                }
+            ]
+        );
+        for (text, needle) in [
+            ("train", "line 1: expected"),
+            ("Ml 1GiB", "namespace name"),
+            ("default 1GiB", "always exists"),
+            ("train 1KiB", "below the minimum"),
+            ("train lots", "quota"),
+            ("train 1GiB\ntrain 2GiB", "line 2: train is listed twice"),
+        ] {
+            let err = parse(text).unwrap_err();
+            assert!(err.contains(needle), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn small_namespaces_get_small_arenas() {
+        assert_eq!(arena_size_for(16 << 20, 64 << 20), 4 << 20);
+        assert_eq!(arena_size_for(4 << 30, 64 << 20), 64 << 20);
+        assert_eq!(arena_size_for(1 << 20, 64 << 20), 256 << 10);
+    }
+}
