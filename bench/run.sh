@@ -131,6 +131,8 @@ echo "cold reads next to Varnish..." >&2
 varnish=$(./bench/cold.sh)
 echo "small objects next to memcached..." >&2
 small=$(./bench/small.sh)
+echo "namespaces on and off..." >&2
+namespaces=$(./bench/namespaces.sh)
 
 row() { # name rasa nginx
   read -r rr rb rp50 rp99 rbad <<<"$2"; read -r nr nb np50 np99 nbad <<<"$3"
@@ -209,5 +211,7 @@ read -r sr sb sp50 sp99 sbad <<<"$put_steady"
   echo "$varnish"
   echo
   echo "$small"
+  echo
+  echo "$namespaces"
 } >bench/results.md
 cat bench/results.md

@@ -134,6 +134,26 @@ function renderCluster(c, thisNode) {
   }
 }
 
+// Shown only with named namespaces (a gateway run with --namespaces).
+function renderNamespaces(list) {
+  const named = (list || []).length > 1;
+  $("#namespaces-section").hidden = !named;
+  if (!named) return;
+  const body = $("#namespaces tbody");
+  body.replaceChildren();
+  for (const ns of list) {
+    const tr = document.createElement("tr");
+    const cells = [ns.name, fmtBytes(ns.quota_bytes), fmtBytes(ns.allocated_bytes),
+      fmtBytes(ns.live_bytes), String(ns.evictions)];
+    for (const v of cells) {
+      const td = document.createElement("td");
+      td.append(v);
+      tr.append(td);
+    }
+    body.append(tr);
+  }
+}
+
 // ---- charts ----
 function rates(samples, f) {
   const out = [null];
@@ -311,6 +331,7 @@ function show(stats) {
     `v${stats.version} · up ${fmtDuration(stats.uptime_seconds)}`;
   renderTiles(stats.now, prev && prev.t_ms < stats.now.t_ms ? prev : undefined);
   renderCluster(c, c.this_node);
+  renderNamespaces(stats.namespaces);
   drawCharts();
   setStatus("live · " + new Date(stats.now.t_ms).toLocaleTimeString(), "ok");
   document.body.dataset.shown = String(stats.now.t_ms);

@@ -29,6 +29,24 @@ pub struct Stats {
     /// The cluster's members as this gateway sees them (`enabled: false` for a single
     /// gateway).
     pub cluster: ClusterView,
+    /// Every namespace (`--namespaces`; the default one first): quota and memory now.
+    #[serde(default)]
+    pub namespaces: Vec<NamespaceStats>,
+}
+
+/// One namespace's memory at the time of the answer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct NamespaceStats {
+    /// Its name (`default` for the default namespace).
+    pub name: String,
+    /// Bytes of arena memory it may hold (the default one: what the others leave).
+    pub quota_bytes: u64,
+    /// Bytes of arena memory it holds.
+    pub allocated_bytes: u64,
+    /// Bytes of its current versions.
+    pub live_bytes: u64,
+    /// Current versions it evicted to stay within its quota (a counter).
+    pub evictions: u64,
 }
 
 /// The figures at one moment. Counters are totals since start; gauges are current.

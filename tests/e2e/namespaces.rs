@@ -393,6 +393,17 @@ async fn a_namespace_over_its_quota_evicts_only_its_own_values() {
     assert!(metric(gw, &evicted("alpha")).await > 0.0);
     assert_eq!(metric(gw, &evicted("bravo")).await, 0.0);
     assert!(metric(gw, &allocated("alpha")).await <= (8 << 20) as f64);
+    // The status page's figures say the same.
+    let stats: rasa_openapi::stats::Stats =
+        get(gw, &s.admin, "/v1/stats").await.json().await.unwrap();
+    let names: Vec<&str> = stats.namespaces.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["default", "alpha", "bravo"]);
+    let alpha = &stats.namespaces[1];
+    assert!(
+        alpha.evictions > 0 && alpha.quota_bytes == 8 << 20,
+        "{alpha:?}"
+    );
+    assert_eq!(stats.namespaces[2].evictions, 0);
 }
 
 /// SIGHUP with a changed namespaces file adds a namespace and changes a quota without a

@@ -98,6 +98,10 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
     }
 }
 
+/// A forwarded read that failed faster than this (a refused or reset connection, not an
+/// owner that does not answer) is sent once more before the owner is suspected.
+const STALE_CONNECTION_FAILS_WITHIN: Duration = Duration::from_millis(250);
+
 /// Longest wait for a forwarded read's answer to start before it is served here.
 pub const FORWARDED_READ_ANSWER_WITHIN: Duration = Duration::from_secs(2);
 
@@ -144,10 +148,23 @@ async fn forward(
         metrics::counter!("rasa_cluster_forwards_total", "result" => "owner_suspect").increment(1);
         format!("it did not answer within the last {SUSPECT_FOR:?}")
     } else {
-        match send(target, body).await {
+        // A read fails over to another member; but a read refused at once is first sent
+        // once more, on a new connection: a pooled one may be to the owner's previous
+        // process (restarted at the same address), which says nothing about the owner now.
+        // (An owner that does not answer is not asked twice.)
+        let started = std::time::Instant::now();
+        let mut sent = send(target, body).await;
+        if read && sent.is_err() && started.elapsed() < STALE_CONNECTION_FAILS_WITHIN {
+            sent = send(target, None).await;
+        }
+        match sent {
             Ok(resp) => return answer(resp, owner),
             Err(cause) => {
-                cluster.suspects().suspect(owner);
+                // Only a read that failed twice makes the owner a suspect; a write is
+                // refused with Retry-After, and its client's retry finds the owner again.
+                if read {
+                    cluster.suspects().suspect(owner);
+                }
                 metrics::counter!("rasa_cluster_forwards_total", "result" => "owner_unreachable")
                     .increment(1);
                 cause

@@ -213,6 +213,7 @@ pub async fn get_stats(
         now: sample(&st),
         history: st.stats.since(since),
         cluster: super::cluster::view(&st),
+        namespaces: st.namespaces.stats(),
     };
     Ok(json_response(StatusCode::OK, &stats))
 }

@@ -281,6 +281,26 @@ impl Namespaces {
         Ok(specs.len())
     }
 
+    /// Each namespace's quota and memory now, the default one first (for `/v1/stats`).
+    pub fn stats(&self) -> Vec<rasa_openapi::stats::NamespaceStats> {
+        self.all()
+            .iter()
+            .map(|ns| {
+                let memory = ns.objects.store().memory();
+                rasa_openapi::stats::NamespaceStats {
+                    name: ns.name.clone(),
+                    quota_bytes: memory.budget(),
+                    allocated_bytes: memory.allocated(),
+                    live_bytes: memory.live_bytes(),
+                    evictions: memory
+                        .arena_stats()
+                        .evicted
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                }
+            })
+            .collect()
+    }
+
     /// Publishes each namespace's quota, memory and evictions (labelled by name: at most
     /// [`MAX_NAMESPACES`] + 1 series each) and, with named namespaces, the gateway-wide
     /// memory gauges as totals over all of them (the default store sets them alone).
