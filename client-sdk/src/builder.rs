@@ -156,17 +156,7 @@ impl ClientBuilder {
     /// without building anything: what [`ClientBuilder::build`] would refuse it for.
     pub fn check(&self) -> Result<(), Error> {
         if let Some(ns) = &self.namespace {
-            let ok = (3..=63).contains(&ns.len())
-                && ns
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !ns.starts_with('-')
-                && !ns.ends_with('-');
-            if !ok {
-                return Err(Error::Config(format!(
-                    "namespace {ns:?} is not a namespace name (3 to 63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit)"
-                )));
-            }
+            rasa_openapi::key::check_namespace(ns).map_err(Error::Config)?;
         }
         self.seeds().map(|_| ())
     }

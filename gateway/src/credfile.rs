@@ -1,10 +1,33 @@
 //! Files that hold credentials (the token file, the S3 credentials file): written only with
 //! mode 0600, rewritten through a temporary file and a rename (a gateway reloading
 //! meanwhile reads the old or the new file, never half of one), and a warning when one is
-//! readable by other users.
+//! readable by other users. Their format, one entry a line, is read by [`entries`] (the
+//! namespaces file's too).
 
 use std::io::Write;
 use std::path::Path;
+
+/// The entries of a file of one entry a line, `N` fields each, separated by white space
+/// (blank lines and `#` comments skipped): each with its line number, or an error naming
+/// the line and the expected `form` (e.g. `NAME QUOTA`).
+pub fn entries<'a, const N: usize>(
+    text: &'a str,
+    form: &'a str,
+) -> impl Iterator<Item = Result<(usize, [&'a str; N]), String>> + 'a {
+    text.lines().enumerate().filter_map(move |(n, line)| {
+        let line = line.split('#').next().unwrap_or_default().trim();
+        if line.is_empty() {
+            return None;
+        }
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let found = fields.len();
+        Some(
+            <[&str; N]>::try_from(fields)
+                .map(|f| (n + 1, f))
+                .map_err(|_| format!("line {}: expected '{form}', found {found} fields", n + 1)),
+        )
+    })
+}
 
 fn private_options() -> std::fs::OpenOptions {
     let mut options = std::fs::OpenOptions::new();

@@ -16,26 +16,7 @@ pub fn from_path(raw: &str) -> Result<String, KeyError> {
 
 pub use rasa_openapi::key_to_path as to_path;
 
-/// The pattern of a namespace name ([`check_namespace`]).
-pub const NAMESPACE_PATTERN: &str = "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$";
-
-/// A namespace name, usable as an S3 bucket name too: 3 to 63 characters of `a-z`, `0-9`
-/// and `-`, starting and ending with a letter or digit.
-pub fn check_namespace(name: &str) -> Result<(), String> {
-    let ok = (3..=63).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "namespace name {name:?} must be 3 to 63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit"
-        ))
-    }
-}
+pub use rasa_openapi::key::{check_namespace, NAMESPACE_PATTERN};
 
 #[cfg(test)]
 mod tests {

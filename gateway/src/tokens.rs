@@ -65,19 +65,9 @@ impl TokenSet {
     /// Parses the token file format (see the module documentation).
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut tokens: Vec<Token> = Vec::new();
-        for (n, line) in text.lines().enumerate() {
-            let line = line.split('#').next().unwrap_or_default().trim();
-            if line.is_empty() {
-                continue;
-            }
-            let at = |why: String| format!("line {}: {why}", n + 1);
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let [name, scopes, hash] = fields[..] else {
-                return Err(at(format!(
-                    "expected 'NAME SCOPES sha256:HEX', found {} fields",
-                    fields.len()
-                )));
-            };
+        for entry in crate::credfile::entries::<3>(text, "NAME SCOPES sha256:HEX") {
+            let (n, [name, scopes, hash]) = entry?;
+            let at = |why: String| format!("line {n}: {why}");
             check_name(name).map_err(at)?;
             let scopes: Grants = scopes.parse().map_err(at)?;
             let hash = parse_hash(hash).map_err(at)?;

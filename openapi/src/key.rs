@@ -51,3 +51,25 @@ pub fn validate(key: &str) -> Result<(), KeyError> {
     }
     Ok(())
 }
+
+/// The pattern of a namespace name ([`check_namespace`]).
+pub const NAMESPACE_PATTERN: &str = "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$";
+
+/// A namespace name, usable as an S3 bucket name too: 3 to 63 characters of `a-z`, `0-9`
+/// and `-`, starting and ending with a letter or digit. The gateway and the SDK check
+/// names with this.
+pub fn check_namespace(name: &str) -> Result<(), String> {
+    let ok = (3..=63).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "namespace name {name:?} must be 3 to 63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit"
+        ))
+    }
+}

@@ -2,12 +2,8 @@
 //! credentials are scoped to namespaces over HTTP and S3, a namespace over its quota
 //! evicts only its own values, and the namespaces file is read again on SIGHUP.
 
-use std::time::Duration;
-
-use base64::prelude::*;
-use rasa_fastpath::fabric::FabricConfig;
-use rasa_fastpath::reader::{LandingBuffer, Reader};
 use rasa_openapi::{Descriptor, FabricInfo, Problem, ProblemCode};
+use rasa_tests::raw::{contains, marker, read_region};
 use rasa_tests::{metric, new_s3_key, new_token, temp_dir, wait_for_metric, Gateway};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -100,45 +96,16 @@ async fn get(gw: &Gateway, token: &str, path: &str) -> reqwest::Response {
         .unwrap()
 }
 
-fn marker(tag: &str, len: usize) -> Vec<u8> {
-    format!("<{tag}>")
-        .into_bytes()
-        .into_iter()
-        .cycle()
-        .take(len)
-        .collect()
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
-}
-
-/// Every byte the memory region behind `path`'s descriptor covers (`/v1/ns/{ns}/…` key
-/// path after `_test/region/`), read one-sided as any holder of that descriptor can.
-async fn exposed_by(s: &Setup, ns_path: &str) -> Vec<u8> {
-    let region: serde_json::Value = get(&s.gw, &s.admin, ns_path).await.json().await.unwrap();
-    let (addr, len, rkey) = (
-        region["addr"].as_u64().expect("a registered region"),
-        region["len"].as_u64().unwrap() as usize,
-        region["rkey"].as_u64().unwrap(),
-    );
-    let info: FabricInfo = get(&s.gw, &s.admin, "/v1/fabric")
+/// Every byte the memory region behind a descriptor covers (`path`: the region test
+/// hook of its key), read one-sided as any holder of that descriptor can.
+async fn exposed_by(s: &Setup, path: &str) -> Vec<u8> {
+    let region: serde_json::Value = get(&s.gw, &s.admin, path).await.json().await.unwrap();
+    let fabric: FabricInfo = get(&s.gw, &s.admin, "/v1/fabric")
         .await
         .json()
         .await
         .unwrap();
-    let address = BASE64_STANDARD.decode(info.address.unwrap()).unwrap();
-    tokio::task::spawn_blocking(move || {
-        let cfg = FabricConfig::new("tcp;ofi_rxm", Some("127.0.0.1".into()));
-        let mut reader = Reader::connect(cfg, address).unwrap();
-        let mut dst = LandingBuffer::new(len).unwrap();
-        reader
-            .read_raw(addr, rkey, len, &mut dst, Duration::from_secs(10))
-            .expect("the whole region reads");
-        dst.as_slice().to_vec()
-    })
-    .await
-    .unwrap()
+    read_region(&region, &fabric).await
 }
 
 /// With a descriptor of namespace `alpha`, every byte its remote key covers holds none of
@@ -427,13 +394,7 @@ async fn the_namespaces_file_is_read_again_on_sighup() {
     );
     let hangup = |result: &'static str| async move {
         let name = format!("rasa_namespace_reloads_total{{result=\"{result}\"}}");
-        let before = metric(gw, &name).await;
-        let status = std::process::Command::new("kill")
-            .args(["-HUP", &gw.pid().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        wait_for_metric(gw, &name, before + 1.0).await;
+        rasa_tests::hangup_and_wait(gw, &name).await;
     };
     std::fs::write(&s.ns_file, "alpha 8MiB\nbravo 16MiB\n").unwrap();
     hangup("ok").await;

@@ -697,13 +697,7 @@ async fn sighup_reloads_the_token_file() {
 /// Sends SIGHUP and waits until the gateway counts one more reload with `result`.
 async fn hangup_and_wait(gw: &Gateway, result: &str) {
     let name = format!("rasa_token_reloads_total{{result=\"{result}\"}}");
-    let before = metric(gw, &name).await;
-    let status = std::process::Command::new("kill")
-        .args(["-HUP", &gw.pid().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    wait_for_metric(gw, &name, before + 1.0).await;
+    rasa_tests::hangup_and_wait(gw, &name).await;
 }
 
 /// The SDK waits out a `503` with `Retry-After` and retries (nothing was done by the

@@ -1,12 +1,8 @@
 //! What a descriptor lets its holder read (issue 31): descriptors — a remote address and
 //! key that open memory one-sided — go only to callers that may read.
 
-use std::time::Duration;
-
-use base64::prelude::*;
-use rasa_fastpath::fabric::FabricConfig;
-use rasa_fastpath::reader::{LandingBuffer, Reader};
 use rasa_openapi::{Descriptor, FabricInfo};
+use rasa_tests::raw::{contains, read_region};
 use rasa_tests::{json_of, new_token, temp_dir, wait_for_metric, Gateway};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -49,28 +45,8 @@ async fn a_write_only_token_gets_no_remote_key() {
 /// holder of that descriptor can (no frame check).
 async fn exposed_by(gw: &Gateway, key: &str) -> Vec<u8> {
     let region: serde_json::Value = gw.get_json(&format!("/v1/_test/region/{key}")).await;
-    let (addr, len, rkey) = (
-        region["addr"].as_u64().unwrap(),
-        region["len"].as_u64().unwrap() as usize,
-        region["rkey"].as_u64().unwrap(),
-    );
-    let info: FabricInfo = gw.get_json("/v1/fabric").await;
-    let address = BASE64_STANDARD.decode(info.address.unwrap()).unwrap();
-    tokio::task::spawn_blocking(move || {
-        let cfg = FabricConfig::new("tcp;ofi_rxm", Some("127.0.0.1".into()));
-        let mut reader = Reader::connect(cfg, address).unwrap();
-        let mut dst = LandingBuffer::new(len).unwrap();
-        reader
-            .read_raw(addr, rkey, len, &mut dst, Duration::from_secs(10))
-            .expect("the whole region reads");
-        dst.as_slice().to_vec()
-    })
-    .await
-    .unwrap()
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
+    let fabric: FabricInfo = gw.get_json("/v1/fabric").await;
+    read_region(&region, &fabric).await
 }
 
 /// Bytes that were never stored are not readable one-sided: with a descriptor of a stored

@@ -6,6 +6,7 @@
 //! see the gateway's logs (`RASA_TEST_RUST_LOG` sets their filter, `debug` by default).
 
 pub mod etcd;
+pub mod raw;
 pub mod relay;
 mod s3;
 
@@ -451,4 +452,16 @@ impl Gateway {
             .await
             .unwrap_or_else(|e| panic!("GET {path}: not the expected JSON: {e}"))
     }
+}
+
+/// Sends the gateway SIGHUP and waits until the counter `name` (with its labels, e.g.
+/// `rasa_token_reloads_total{result="ok"}`) has counted one more reload.
+pub async fn hangup_and_wait(gw: &Gateway, name: &str) {
+    let before = metric(gw, name).await;
+    let status = Command::new("kill")
+        .args(["-HUP", &gw.pid().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -HUP failed");
+    wait_for_metric(gw, name, before + 1.0).await;
 }

@@ -84,14 +84,7 @@ impl Modify for InNamespaces {
             .filter(|(path, _)| super::namespaced(path))
             .map(|(path, item)| {
                 let mut item = item.clone();
-                let ops = [
-                    item.get.as_mut(),
-                    item.head.as_mut(),
-                    item.put.as_mut(),
-                    item.post.as_mut(),
-                    item.delete.as_mut(),
-                ];
-                for op in ops.into_iter().flatten() {
+                for op in operations(&mut item) {
                     op.operation_id = op
                         .operation_id
                         .take()
@@ -192,14 +185,7 @@ impl Modify for Rules {
                 .pattern(Some(pattern))
         };
         for item in doc.paths.paths.values_mut() {
-            let ops = [
-                item.get.as_mut(),
-                item.head.as_mut(),
-                item.put.as_mut(),
-                item.post.as_mut(),
-                item.delete.as_mut(),
-            ];
-            for op in ops.into_iter().flatten() {
+            for op in operations(item) {
                 for p in op.parameters.iter_mut().flatten() {
                     let schema = match (&p.parameter_in, p.name.as_str()) {
                         (ParameterIn::Path, "key") => text(crate::key::KEY_PATTERN)
@@ -235,6 +221,19 @@ impl Modify for Rules {
 
 /// The name of the bearer security scheme in the document.
 const SCHEME: &str = "bearer";
+
+/// Every operation of `item` (the methods the API uses).
+fn operations(item: &mut PathItem) -> impl Iterator<Item = &mut utoipa::openapi::path::Operation> {
+    [
+        item.get.as_mut(),
+        item.head.as_mut(),
+        item.put.as_mut(),
+        item.post.as_mut(),
+        item.delete.as_mut(),
+    ]
+    .into_iter()
+    .flatten()
+}
 
 fn operation<'a>(
     item: &'a mut PathItem,

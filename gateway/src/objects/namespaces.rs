@@ -47,19 +47,9 @@ pub struct Spec {
 /// Parses the namespaces file format (see the module documentation).
 pub fn parse(text: &str) -> Result<Vec<Spec>, String> {
     let mut specs: Vec<Spec> = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let line = line.split('#').next().unwrap_or_default().trim();
-        if line.is_empty() {
-            continue;
-        }
-        let at = |why: String| format!("line {}: {why}", n + 1);
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let [name, quota] = fields[..] else {
-            return Err(at(format!(
-                "expected 'NAME QUOTA' (e.g. 'train 4GiB'), found {} fields",
-                fields.len()
-            )));
-        };
+    for entry in crate::credfile::entries::<2>(text, "NAME QUOTA") {
+        let (n, [name, quota]) = entry?;
+        let at = |why: String| format!("line {n}: {why}");
         check_name(name).map_err(at)?;
         if name == DEFAULT {
             return Err(at(format!(

@@ -54,19 +54,9 @@ pub struct S3Keys {
 pub fn parse(text: &str) -> Result<HashMap<String, S3Key>, String> {
     let mut keys = HashMap::new();
     let mut names = std::collections::HashSet::new();
-    for (n, line) in text.lines().enumerate() {
-        let line = line.split('#').next().unwrap_or_default().trim();
-        if line.is_empty() {
-            continue;
-        }
-        let at = |why: String| format!("line {}: {why}", n + 1);
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let [name, scopes, id, secret] = fields[..] else {
-            return Err(at(format!(
-                "expected 'NAME SCOPES ACCESS_KEY_ID SECRET', found {} fields",
-                fields.len()
-            )));
-        };
+    for entry in crate::credfile::entries::<4>(text, "NAME SCOPES ACCESS_KEY_ID SECRET") {
+        let (n, [name, scopes, id, secret]) = entry?;
+        let at = |why: String| format!("line {n}: {why}");
         let scopes: Grants = scopes.parse().map_err(at)?;
         if !names.insert(name.to_owned()) {
             return Err(at(format!("a second key named '{name}'")));
