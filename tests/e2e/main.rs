@@ -17,6 +17,7 @@ mod library;
 mod misses;
 mod namespaces;
 mod objects;
+mod providers;
 mod race;
 mod ranges;
 mod s3;

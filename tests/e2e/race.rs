@@ -54,6 +54,18 @@ fn valid_start(key: &str, bytes: &[u8]) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn readers_never_see_torn_stale_or_foreign_bytes_while_memory_is_recycled() {
+    race_on("tcp;ofi_rxm").await;
+}
+
+/// The same on `shm`, whose fast path checks no remote key: a reader holding a descriptor
+/// whose arena was revoked and reused reads other frames' bytes there, and frame
+/// validation alone must turn them into a clean miss.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_shm_too_readers_never_see_torn_stale_or_foreign_bytes() {
+    race_on("shm").await;
+}
+
+async fn race_on(provider: &str) {
     let target: u64 = std::env::var("RASA_STRESS_READS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -64,6 +76,10 @@ async fn readers_never_see_torn_stale_or_foreign_bytes_while_memory_is_recycled(
     println!("race: gateway log at {}", log.display());
     let gw = Arc::new(Gateway::start_logged(
         &[
+            "--fast-path",
+            "on",
+            "--fabric-provider",
+            provider,
             "--memory",
             "4MiB",
             "--arena-size",

@@ -1,0 +1,115 @@
+//! What every provider must do whatever the gateway does (issue 33): a one-sided read ends
+//! within its timeout even when the gateway is frozen, and on `shm`, whose fast path
+//! checks no remote key, a reader holding a descriptor whose arena was revoked and reused
+//! gets a clean miss (its frame no longer validates), never another value's bytes.
+
+use std::time::{Duration, Instant};
+
+use base64::prelude::*;
+use rasa_fastpath::fabric::FabricConfig;
+use rasa_fastpath::reader::{ReadError, Reader};
+use rasa_openapi::{Descriptor, FabricInfo};
+use rasa_tests::{pattern, put_value, sha256_hex, Gateway};
+
+use crate::faults::Frozen;
+
+async fn reader_of(gw: &Gateway, provider: &str) -> Reader {
+    let info: FabricInfo = gw.get_json("/v1/fabric").await;
+    assert_eq!(info.provider.as_deref(), Some(provider));
+    let address = BASE64_STANDARD.decode(info.address.unwrap()).unwrap();
+    let cfg = FabricConfig::new(provider, Some("127.0.0.1".into()));
+    tokio::task::spawn_blocking(move || Reader::connect(cfg, address).unwrap())
+        .await
+        .unwrap()
+}
+
+/// With the gateway stopped (SIGSTOP), a one-sided read of a 1 MiB value returns within
+/// its timeout on every provider here: done (shm's reader copies by itself) or a timeout
+/// (tcp;ofi_rxm and sockets need the gateway's progress), never later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_ends_within_its_timeout_on_every_provider_with_the_gateway_frozen() {
+    const WITHIN: Duration = Duration::from_secs(1);
+    for provider in ["tcp;ofi_rxm", "sockets", "shm"] {
+        let gw = Gateway::start(&["--fast-path", "on", "--fabric-provider", provider]);
+        let body = pattern(1 << 20, 9);
+        let d: Descriptor = put_value(&gw, "frozen/v", &body).await;
+        let mut reader = reader_of(&gw, provider).await;
+        let frame = rasa_tests::remote(&d);
+        // Warm: the connection exists before the gateway stops.
+        tokio::task::block_in_place(|| reader.read(&frame, WITHIN)).unwrap();
+        let frozen = Frozen::stop(gw.pid());
+        let started = Instant::now();
+        let got = tokio::task::block_in_place(|| reader.read(&frame, WITHIN));
+        let took = started.elapsed();
+        drop(frozen);
+        println!(
+            "{provider}: a read with the gateway frozen took {took:?}: {got:?}",
+            got = got.as_ref().map(Vec::len)
+        );
+        assert!(
+            took < WITHIN + Duration::from_millis(500),
+            "{provider}: a read with a {WITHIN:?} timeout took {took:?}"
+        );
+        match got {
+            Ok(bytes) => assert_eq!(sha256_hex(&bytes), d.sha256, "{provider}"),
+            Err(ReadError::Timeout(_)) => {}
+            Err(e) => panic!("{provider}: {e}"),
+        }
+    }
+}
+
+/// On shm a revoked key still reads (no key check): while the arena is not reused the old
+/// frame is read as it was (right bytes); once the arena is recycled and refilled with
+/// other values, the same descriptor's read is refused by frame validation, never
+/// answered with the new bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_shm_a_straggler_misses_cleanly_once_its_arena_is_reused() {
+    let gw = Gateway::start(&[
+        "--fast-path",
+        "on",
+        "--fabric-provider",
+        "shm",
+        "--memory",
+        "1MiB",
+        "--arena-size",
+        "64KiB",
+        "--max-object-size",
+        "512KiB",
+        "--lease",
+        "200ms",
+        "--lease-grace",
+        "50ms",
+    ]);
+    let v1 = pattern(40 << 10, 1);
+    let d1: Descriptor = put_value(&gw, "doc", &v1).await;
+    let mut reader = reader_of(&gw, "shm").await;
+    let frame = rasa_tests::remote(&d1);
+    let read = |reader: &mut Reader| {
+        tokio::task::block_in_place(|| reader.read(&frame, Duration::from_secs(5)))
+    };
+    assert_eq!(read(&mut reader).unwrap(), v1);
+    // Replaced, then its arena drained, revoked and recycled; then refilled by others.
+    put_value(&gw, "doc", &pattern(40 << 10, 2)).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while rasa_tests::metric(&gw, "rasa_arenas_recycled_total").await < 1.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the old arena was never recycled"
+        );
+        // Writes need room: they drive reclamation too.
+        put_value(&gw, "filler", &pattern(40 << 10, 3)).await;
+    }
+    let mut refused = 0;
+    for i in 0..40u64 {
+        put_value(&gw, &format!("new/{i}"), &pattern(40 << 10, 100 + i)).await;
+        match read(&mut reader) {
+            Ok(bytes) => assert_eq!(bytes, v1, "a straggler got another value's bytes"),
+            Err(ReadError::Frame(_)) | Err(ReadError::KeyRevoked(_)) => refused += 1,
+            Err(e) => panic!("an unexpected error: {e}"),
+        }
+    }
+    assert!(
+        refused > 0,
+        "the old descriptor's memory was never reused in 40 writes"
+    );
+}
