@@ -152,6 +152,20 @@ def test_tokens_and_scopes(own_gateway, tmp_token_file):
         del os.environ["RASA_ENDPOINT"], os.environ["RASA_TOKEN"]
 
 
+def test_reads_over_shm_are_one_sided_and_exact(own_gateway):
+    """On libfabric's ``shm`` (the same host), reads are one-sided — the reader copies
+    from the gateway's memory itself — and byte for byte, into bytes and into a buffer."""
+    gw = own_gateway("--fast-path", "on", "--fabric-provider", "shm")
+    c = rasa_client.Client(gw.url, fast_path="required")
+    value = os.urandom(3 << 20)
+    c.put("shm/v", value)
+    assert bytes(c.get("shm/v")) == value
+    out = bytearray(len(value))
+    assert c.get_into("shm/v", out) == len(value)
+    assert out == value
+    assert c.stats()["fabric_reads"] >= 2
+
+
 def test_a_client_of_a_namespace_sees_only_its_keys(own_gateway, tmp_token_file):
     """``namespace=`` sends a client's requests to ``/v1/ns/{ns}/…``: the same key names
     another value in each namespace, reads are one-sided, and a token of one namespace is
