@@ -269,6 +269,51 @@ def test_buckets(s3):
     assert code(e) == "NotImplemented"
 
 
+def test_metadata_and_stored_headers_travel_with_the_object(s3, prefix):
+    """x-amz-meta-* and Cache-Control, Content-Disposition, Content-Encoding,
+    Content-Language and Expires are kept with the version (PutObject, multipart, copy
+    with COPY or REPLACE), given back by GET and HEAD, and bounded as S3 bounds them."""
+    c = s3.boto3()
+    k = f"{prefix}meta"
+    expires = "Wed, 21 Oct 2037 07:28:00 GMT"
+    c.put_object(
+        Bucket="data", Key=k, Body=b"x", Metadata={"Owner": "ml", "run": "42"},
+        CacheControl="max-age=60", ContentDisposition='attachment; filename="x.bin"',
+        ContentEncoding="identity", ContentLanguage="en", Expires=expires,
+    )
+    for got in (c.head_object(Bucket="data", Key=k), c.get_object(Bucket="data", Key=k)):
+        assert got["Metadata"] == {"owner": "ml", "run": "42"}
+        assert got["CacheControl"] == "max-age=60"
+        assert got["ContentDisposition"] == 'attachment; filename="x.bin"'
+        assert got["ContentEncoding"] == "identity"
+        assert got["ContentLanguage"] == "en"
+        assert got["ResponseMetadata"]["HTTPHeaders"]["expires"] == expires
+    # response-* parameters still win on GET.
+    got = c.get_object(Bucket="data", Key=k, ResponseCacheControl="no-store")
+    assert got["CacheControl"] == "no-store"
+    # Copy: COPY keeps the source's, REPLACE takes the request's.
+    c.copy_object(Bucket="data", Key=f"{k}-copy", CopySource=f"data/{k}")
+    assert c.head_object(Bucket="data", Key=f"{k}-copy")["Metadata"] == {"owner": "ml", "run": "42"}
+    c.copy_object(Bucket="data", Key=f"{k}-new", CopySource=f"data/{k}",
+                  MetadataDirective="REPLACE", Metadata={"fresh": "yes"})
+    replaced = c.head_object(Bucket="data", Key=f"{k}-new")
+    assert replaced["Metadata"] == {"fresh": "yes"} and "CacheControl" not in replaced
+    # Multipart: given at create, carried by the completed object.
+    up = c.create_multipart_upload(Bucket="data", Key=f"{k}-mp", Metadata={"part": "ly"},
+                                   ContentLanguage="de")["UploadId"]
+    e1 = c.upload_part(Bucket="data", Key=f"{k}-mp", UploadId=up, PartNumber=1, Body=b"p")["ETag"]
+    c.complete_multipart_upload(Bucket="data", Key=f"{k}-mp", UploadId=up,
+                                MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1}]})
+    mp = c.head_object(Bucket="data", Key=f"{k}-mp")
+    assert mp["Metadata"] == {"part": "ly"} and mp["ContentLanguage"] == "de"
+    # More than 2 KiB of user metadata is refused, and nothing is stored.
+    with pytest.raises(ClientError) as e:
+        c.put_object(Bucket="data", Key=f"{k}-big", Body=b"x", Metadata={"k": "v" * 2100})
+    assert code(e) == "MetadataTooLarge"
+    with pytest.raises(ClientError):
+        c.head_object(Bucket="data", Key=f"{k}-big")
+
+
 def test_multipart_bookkeeping(s3, prefix):
     c = s3.boto3()
     k = f"{prefix}mp"

@@ -20,6 +20,7 @@ mod backend;
 mod conditions;
 pub mod digest;
 pub mod edge;
+mod headers;
 pub mod keys;
 pub mod listener;
 mod listing;

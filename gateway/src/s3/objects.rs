@@ -9,11 +9,11 @@ use s3s::{s3_error, S3Error, S3Request, S3Response, S3Result};
 
 use super::conditions::{not_modified, not_modified_error, WriteIf};
 use super::digest::{sha256_b64, Integrity};
-use super::{EtagMode, Located, S3Front};
+use super::{headers, EtagMode, Located, S3Front};
 use crate::objects::ObjectError;
 use crate::origin::readthrough::FetchError;
 use crate::origin::OriginError;
-use crate::store::{Sealed, StoreError, StoredVersion, VersionId};
+use crate::store::{ObjectHeaders, Sealed, StoreError, StoredVersion, VersionId};
 
 /// A store failure as S3 names it.
 pub(super) fn store_error(e: StoreError) -> S3Error {
@@ -112,6 +112,7 @@ pub(super) async fn get_object(
         }
     };
     let whole = content_range.is_none();
+    let kept = |f: fn(&ObjectHeaders) -> &Option<String>| v.headers().and_then(|h| f(h).clone());
     let body = Bytes::from_owner(v.payload().slice(range.start as usize, range.end as usize));
     metrics::counter!("rasa_s3_bytes_served_total").increment(range.end - range.start);
     let output = GetObjectOutput {
@@ -130,11 +131,21 @@ pub(super) async fn get_object(
             i.response_content_type
                 .unwrap_or_else(|| v.content_type().to_owned()),
         ),
-        cache_control: i.response_cache_control,
-        content_disposition: i.response_content_disposition,
-        content_encoding: i.response_content_encoding,
-        content_language: i.response_content_language,
-        expires: i.response_expires,
+        // Stored headers, unless the request asks for others (response-*).
+        metadata: headers::metadata(v.headers()),
+        cache_control: i
+            .response_cache_control
+            .or_else(|| kept(|h| &h.cache_control)),
+        content_disposition: i
+            .response_content_disposition
+            .or_else(|| kept(|h| &h.content_disposition)),
+        content_encoding: i
+            .response_content_encoding
+            .or_else(|| kept(|h| &h.content_encoding)),
+        content_language: i
+            .response_content_language
+            .or_else(|| kept(|h| &h.content_language)),
+        expires: i.response_expires.or_else(|| headers::expires(v.headers())),
         ..Default::default()
     };
     Ok(S3Response::new(output))
@@ -166,6 +177,12 @@ pub(super) async fn head_object(
         e_tag: Some(ETag::Strong(etag)),
         version_id: Some(v.version().to_string()),
         checksum_sha256: checksum_asked(i.checksum_mode.as_ref()).then(|| sha256_b64(&v.sha256())),
+        metadata: headers::metadata(v.headers()),
+        cache_control: v.headers().and_then(|h| h.cache_control.clone()),
+        content_disposition: v.headers().and_then(|h| h.content_disposition.clone()),
+        content_encoding: v.headers().and_then(|h| h.content_encoding.clone()),
+        content_language: v.headers().and_then(|h| h.content_language.clone()),
+        expires: headers::expires(v.headers()),
         ..Default::default()
     }))
 }
@@ -210,6 +227,7 @@ pub(super) async fn put_object(
     let headers = req.headers;
     let i = req.input;
     let at = front.key(&i.bucket, &i.key)?;
+    let keep = headers::headers_of!(i)?;
     let cond = WriteIf::new(i.if_match.as_ref(), i.if_none_match.as_ref());
     at.objects
         .precheck(&at.key, |cur| cond.check(cur))
@@ -245,6 +263,7 @@ pub(super) async fn put_object(
     let trailers = trailers.and_then(|t| t.take());
     let md5 = integrity.verify(trailers.as_ref())?;
     upload.set_s3_etag(upload_etag(front, md5, i.content_md5.is_some()));
+    upload.set_headers(keep);
     let sealed = at.store().seal(upload).map_err(store_error)?;
     let v = publish(&at, sealed, &cond).await?;
     Ok(S3Response::new(PutObjectOutput {
@@ -374,6 +393,12 @@ pub(super) async fn copy_object(
         (Some(t), true) => t.clone(),
         _ => v.content_type().to_owned(),
     };
+    // COPY (the default) keeps the source's metadata and headers; REPLACE takes the
+    // request's.
+    let keep = match replace {
+        true => headers::headers_of!(i)?,
+        false => v.headers().cloned().unwrap_or_default(),
+    };
     let mut upload = dst
         .store()
         .begin(&dst.key, &ctype, v.len())
@@ -381,6 +406,7 @@ pub(super) async fn copy_object(
         .map_err(store_error)?;
     upload.write(v.payload().as_slice()).map_err(store_error)?;
     upload.set_s3_etag(v.s3_etag().map(str::to_owned));
+    upload.set_headers(keep);
     let sealed = dst.store().seal(upload).map_err(store_error)?;
     let stored = publish(&dst, sealed, &WriteIf::default()).await?;
     Ok(S3Response::new(CopyObjectOutput {

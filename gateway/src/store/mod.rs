@@ -17,6 +17,7 @@
 
 pub mod arena;
 mod error;
+mod headers;
 mod index;
 mod memory;
 mod testing;
@@ -24,6 +25,7 @@ mod upload;
 mod version;
 
 pub use error::StoreError;
+pub use headers::{ObjectHeaders, MAX_USER_METADATA};
 pub use memory::Memory;
 pub use testing::Testing;
 pub use upload::{Sealed, Upload};

@@ -128,6 +128,7 @@ impl Store {
             staged: staging.map(|permit| (vec![0u8; frame_len], permit)),
             origin: OriginMeta::default(),
             s3_etag: None,
+            headers: None,
         })
     }
 
@@ -216,6 +217,9 @@ impl Store {
         let (header, _) = hasher.seal(upload.id, upload.block_size);
         let sha256: [u8; 32] = std::mem::take(&mut upload.sha256).finalize().into();
         let origin = std::mem::take(&mut upload.origin);
+        if let Some(headers) = upload.headers.take() {
+            origin.set_headers(*headers);
+        }
         if let Some(etag) = upload.s3_etag.take() {
             origin.set_s3_etag(etag.into());
         }
@@ -278,6 +282,7 @@ pub struct Upload {
     staged: Option<(Vec<u8>, OwnedSemaphorePermit)>,
     origin: OriginMeta,
     s3_etag: Option<Box<str>>,
+    headers: Option<Box<super::ObjectHeaders>>,
 }
 
 /// A finished, immutable version that is not visible yet (see [`Store::seal`]). Dropping it
@@ -304,6 +309,11 @@ impl Upload {
     /// Sets the entity tag S3 clients will see (see [`StoredVersion::s3_etag`]).
     pub fn set_s3_etag(&mut self, etag: Option<String>) {
         self.s3_etag = etag.map(String::into_boxed_str);
+    }
+
+    /// Sets the user metadata and stored headers the version will carry.
+    pub fn set_headers(&mut self, headers: super::ObjectHeaders) {
+        self.headers = (!headers.is_empty()).then(|| Box::new(headers));
     }
 
     /// Appends the next body chunk: copies it into its frame (staged, or in its own

@@ -118,6 +118,8 @@ struct OriginState {
     s3_etag: std::sync::OnceLock<Box<str>>,
     /// The media type, when the intern table was full ([`MediaType::RARE`]).
     media_type: std::sync::OnceLock<Box<str>>,
+    /// User metadata and stored headers, when the upload had any.
+    headers: std::sync::OnceLock<Box<super::ObjectHeaders>>,
 }
 
 /// Now, in milliseconds since the epoch.
@@ -180,6 +182,18 @@ impl OriginMeta {
         let _ = self.state().s3_etag.set(etag.into_boxed_str());
     }
 
+    /// User metadata and stored headers, when the version has any.
+    pub fn headers(&self) -> Option<&super::ObjectHeaders> {
+        self.0.get()?.headers.get().map(|h| &**h)
+    }
+
+    /// Records the version's user metadata and stored headers (the first given stay).
+    pub fn set_headers(&self, headers: super::ObjectHeaders) {
+        if !headers.is_empty() {
+            let _ = self.state().headers.set(Box::new(headers));
+        }
+    }
+
     fn rare_media_type(&self) -> Option<&str> {
         self.0.get()?.media_type.get().map(|t| &**t)
     }
@@ -202,6 +216,9 @@ impl OriginMeta {
             }
             if let Some(t) = s.media_type.get() {
                 let _ = m.state().media_type.set(t.clone());
+            }
+            if let Some(h) = s.headers.get() {
+                let _ = m.state().headers.set(h.clone());
             }
         }
         m
@@ -275,6 +292,11 @@ impl StoredVersion {
     /// was checked against), unquoted.
     pub fn s3_etag(&self) -> Option<&str> {
         self.origin.s3_etag()
+    }
+
+    /// Its user metadata and stored headers, when it has any.
+    pub fn headers(&self) -> Option<&super::ObjectHeaders> {
+        self.origin.headers()
     }
 }
 

@@ -40,6 +40,8 @@ struct Staged {
     s3_key: String,
     key: String,
     content_type: String,
+    /// User metadata and headers the object will carry.
+    headers: crate::store::ObjectHeaders,
     owner: Option<String>,
     started: Instant,
     initiated: SystemTime,
@@ -51,6 +53,7 @@ impl Staged {
     fn held(&self) -> u64 {
         RECORD
             + (self.bucket.len() + self.s3_key.len() + self.key.len()) as u64
+            + self.headers.metadata_len() as u64
             + self
                 .parts
                 .values()
@@ -188,11 +191,13 @@ pub(super) async fn create(
     let owner = who(&req);
     let i = req.input;
     let key = front.key(&i.bucket, &i.key)?.key;
+    let headers = super::headers::headers_of!(i)?;
     let id = hex::encode(rand::random::<[u8; 16]>());
     let staged = Staged {
         bucket: i.bucket.clone(),
         s3_key: i.key.clone(),
         key,
+        headers,
         content_type: i
             .content_type
             .unwrap_or_else(|| crate::media::DEFAULT_CONTENT_TYPE.to_owned()),
@@ -455,6 +460,7 @@ async fn assemble(
         hex::encode(md5s.finalize()),
         parts.len()
     )));
+    upload.set_headers(staged.headers.clone());
     let sealed = at.store().seal(upload).map_err(store_error)?;
     publish(&at, sealed, cond).await
 }
