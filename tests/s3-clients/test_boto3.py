@@ -314,6 +314,34 @@ def test_metadata_and_stored_headers_travel_with_the_object(s3, prefix):
         c.head_object(Bucket="data", Key=f"{k}-big")
 
 
+def test_list_object_versions_lists_current_versions_and_pages(s3, prefix):
+    """ListObjectVersions answers each key's current version (IsLatest), pages with key
+    markers, groups by delimiter, and a clean-up that deletes what it lists (as tools and
+    ceph/s3-tests' teardown do) empties the prefix; a read-only key may list."""
+    c = s3.boto3()
+    keys = [f"{prefix}v/{i:02}" for i in range(7)] + [f"{prefix}v/sub/x"]
+    ids = {k: c.put_object(Bucket="data", Key=k, Body=k.encode())["VersionId"] for k in keys}
+    ids[keys[0]] = c.put_object(Bucket="data", Key=keys[0], Body=b"newer")["VersionId"]
+    seen, marker = [], None
+    while True:
+        kw = {"KeyMarker": marker} if marker else {}
+        page = s3.boto3(s3.reader).list_object_versions(
+            Bucket="data", Prefix=f"{prefix}v/", MaxKeys=3, **kw)
+        for v in page.get("Versions", []):
+            assert v["IsLatest"] and v["VersionId"] == ids[v["Key"]]
+            seen.append(v["Key"])
+        if not page["IsTruncated"]:
+            break
+        marker = page["NextKeyMarker"]
+    assert seen == sorted(keys)
+    grouped = c.list_object_versions(Bucket="data", Prefix=f"{prefix}v/", Delimiter="/")
+    assert [p["Prefix"] for p in grouped["CommonPrefixes"]] == [f"{prefix}v/sub/"]
+    assert len(grouped["Versions"]) == 7
+    for v in c.list_object_versions(Bucket="data", Prefix=f"{prefix}v/")["Versions"]:
+        c.delete_object(Bucket="data", Key=v["Key"])
+    assert "Versions" not in c.list_object_versions(Bucket="data", Prefix=f"{prefix}v/")
+
+
 def test_multipart_bookkeeping(s3, prefix):
     c = s3.boto3()
     k = f"{prefix}mp"

@@ -46,6 +46,12 @@ impl S3 for Rasa {
     async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> Answer<ListObjectsOutput> {
         listing::list_objects(&self.0, req).await
     }
+    async fn list_object_versions(
+        &self,
+        req: S3Request<ListObjectVersionsInput>,
+    ) -> Answer<ListObjectVersionsOutput> {
+        super::versions::list_object_versions(&self.0, req).await
+    }
     async fn list_buckets(&self, _: S3Request<ListBucketsInput>) -> Answer<ListBucketsOutput> {
         Ok(listing::list_buckets(&self.0))
     }

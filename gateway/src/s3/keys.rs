@@ -169,6 +169,7 @@ pub fn scope_of(operation: &str) -> Scope {
         | "HeadObject"
         | "ListObjects"
         | "ListObjectsV2"
+        | "ListObjectVersions"
         | "HeadBucket"
         | "ListBuckets"
         | "GetBucketLocation"

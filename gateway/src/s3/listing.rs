@@ -28,6 +28,8 @@ pub(super) struct Listed {
     pub(super) size: u64,
     pub(super) etag: String,
     pub(super) modified: std::time::SystemTime,
+    /// Its version id, when the gateway holds it (not for an origin's listing).
+    pub(super) version: Option<String>,
 }
 
 /// A page of a listing.
@@ -41,7 +43,7 @@ pub(super) struct Page {
 
 /// The largest string that starts with `p`, as an exclusive bound: every key under `p`
 /// sorts before it.
-fn past(p: &str) -> String {
+pub(super) fn past(p: &str) -> String {
     format!("{p}\u{10FFFF}")
 }
 
@@ -109,6 +111,7 @@ async fn origin_page(
                 size: o.size,
                 etag: o.etag,
                 modified: o.modified,
+                version: None,
             });
         }
     }
@@ -171,6 +174,7 @@ fn store_page(
                     size: v.len(),
                     etag: super::s3_etag(v),
                     modified: v.created(),
+                    version: Some(v.version().to_string()),
                 });
                 continue;
             };
@@ -195,7 +199,7 @@ fn store_page(
     }
 }
 
-fn encode(s: String, url: bool) -> String {
+pub(super) fn encode(s: String, url: bool) -> String {
     if url {
         utf8_percent_encode(&s, URL_SAFE).to_string()
     } else {
@@ -205,7 +209,7 @@ fn encode(s: String, url: bool) -> String {
 
 /// The delimiter as a listing answer echoes it: absent when none (or an empty one) was
 /// given, URL-encoded with `encoding-type=url` like the other key fields.
-fn echoed(delimiter: Option<String>, url: bool) -> Option<String> {
+pub(super) fn echoed(delimiter: Option<String>, url: bool) -> Option<String> {
     delimiter.filter(|d| !d.is_empty()).map(|d| encode(d, url))
 }
 
@@ -234,7 +238,7 @@ fn objects(page: &mut Page, url: bool) -> (Vec<Object>, Vec<CommonPrefix>) {
     (contents, prefixes)
 }
 
-fn max_keys(asked: Option<i32>) -> S3Result<usize> {
+pub(super) fn max_keys(asked: Option<i32>) -> S3Result<usize> {
     match asked {
         None => Ok(MAX_KEYS),
         Some(n) if n < 0 => Err(s3_error!(InvalidArgument, "max-keys must not be negative")),
@@ -242,7 +246,7 @@ fn max_keys(asked: Option<i32>) -> S3Result<usize> {
     }
 }
 
-fn wants_url(e: Option<&EncodingType>) -> S3Result<bool> {
+pub(super) fn wants_url(e: Option<&EncodingType>) -> S3Result<bool> {
     match e.map(|e| e.as_str()) {
         None => Ok(false),
         Some(EncodingType::URL) => Ok(true),

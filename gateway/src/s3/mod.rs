@@ -26,6 +26,7 @@ pub mod listener;
 mod listing;
 pub mod multipart;
 mod objects;
+mod versions;
 
 use std::convert::Infallible;
 use std::sync::Arc;
