@@ -479,3 +479,54 @@ def test_copying_needs_read_on_the_source(tmp_path_factory_dir):
         assert admin.get_object(Bucket="data", Key="copied")["Body"].read() == b"the reader's secret"
     finally:
         setup.gw.stop()
+
+
+def test_buckets_that_tools_create_are_namespaces(tmp_path_factory_dir):
+    """With --s3-create-buckets, CreateBucket by a key with write everywhere makes a
+    namespace (a line in the namespaces file the gateway owns, a quota of
+    --s3-bucket-quota), again is success, and DeleteBucket removes it once empty; a key
+    scoped to one namespace cannot make buckets; bad names and quotas past --memory are
+    refused and leave the file as it was."""
+    tmp = tmp_path_factory_dir
+    ns_file = tmp / "namespaces"
+    ns_file.write_text("team 16MiB\n")
+    scoped = new_key(tmp / "s3-keys", "scoped", "team:read,team:write")
+    setup = start(tmp, "--namespaces", str(ns_file), "--s3-create-buckets",
+                  "--s3-bucket-quota", "16MiB", "--memory", "64MiB", "--max-object-size", "8MiB")
+    try:
+        c = setup.boto3()
+        c.create_bucket(Bucket="made-by-a-tool")
+        c.create_bucket(Bucket="made-by-a-tool")  # again: success, as S3 answers its owner
+        assert "made-by-a-tool 16MiB" in ns_file.read_text()
+        names = [b["Name"] for b in c.list_buckets()["Buckets"]]
+        assert {"data", "team", "made-by-a-tool"} <= set(names)
+        c.put_object(Bucket="made-by-a-tool", Key="k", Body=b"v")
+        assert c.get_object(Bucket="made-by-a-tool", Key="k")["Body"].read() == b"v"
+        with pytest.raises(ClientError) as e:
+            c.delete_bucket(Bucket="made-by-a-tool")
+        assert code(e) == "BucketNotEmpty"
+        c.delete_object(Bucket="made-by-a-tool", Key="k")
+        c.delete_bucket(Bucket="made-by-a-tool")
+        assert "made-by-a-tool" not in ns_file.read_text()
+        with pytest.raises(ClientError) as e:
+            c.head_bucket(Bucket="made-by-a-tool")
+        assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+        with pytest.raises(ClientError) as e:
+            setup.boto3(scoped).create_bucket(Bucket="not-for-you")
+        assert code(e) == "AccessDenied"
+        before = ns_file.read_text()
+        for bucket in ("b1", "b2", "b3"):  # 16 MiB each: the third leaves no room
+            try:
+                c.create_bucket(Bucket=f"quota-{bucket}")
+            except ClientError as e:
+                assert e.response["Error"]["Code"] == "TooManyBuckets", e.response
+                assert "cannot be made" in e.response["Error"]["Message"], e.response
+                break
+        else:
+            pytest.fail("64 MiB held four 16 MiB namespaces and a default one")
+        assert ns_file.read_text().count("\n") == before.count("\n") + 2
+        with pytest.raises(ClientError) as e:
+            c.delete_bucket(Bucket="data")
+        assert code(e) == "AccessDenied"
+    finally:
+        setup.gw.stop()

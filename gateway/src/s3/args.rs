@@ -50,6 +50,18 @@ pub struct S3Args {
     #[arg(long, env = "RASA_MULTIPART_MAX_UPLOADS", default_value_t = 10_000)]
     pub multipart_max_uploads: usize,
 
+    /// Let S3 keys with `write` (or `admin`) for every namespace create and delete buckets:
+    /// CreateBucket adds a namespace of --s3-bucket-quota to the --namespaces file (which
+    /// the gateway then owns) and DeleteBucket removes an empty one. Without it buckets are
+    /// the operator's (CreateBucket of an existing one still succeeds, as S3 answers its
+    /// owner).
+    #[arg(long, env = "RASA_S3_CREATE_BUCKETS", requires = "namespaces")]
+    pub s3_create_buckets: bool,
+
+    /// The quota of a bucket made by CreateBucket (--s3-create-buckets).
+    #[arg(long, env = "RASA_S3_BUCKET_QUOTA", default_value = "256MiB", value_parser = parse_size)]
+    pub s3_bucket_quota: u64,
+
     /// A multipart upload not completed within this long is abandoned and its parts freed.
     #[arg(long, env = "RASA_MULTIPART_EXPIRY", default_value = "1h", value_parser = parse_duration)]
     pub multipart_expiry: Duration,

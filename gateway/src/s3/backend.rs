@@ -55,6 +55,9 @@ impl S3 for Rasa {
     async fn list_buckets(&self, _: S3Request<ListBucketsInput>) -> Answer<ListBucketsOutput> {
         Ok(listing::list_buckets(&self.0))
     }
+    async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> Answer<DeleteBucketOutput> {
+        listing::delete_bucket(&self.0, &req.input.bucket)
+    }
     async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> Answer<CreateBucketOutput> {
         listing::create_bucket(&self.0, &req.input.bucket)
     }

@@ -129,6 +129,7 @@ pub async fn prepare(args: &S3Args, shared: Shared) -> Result<Option<Prepared>, 
         started: std::time::SystemTime::now(),
         body_timeout: shared.body_timeout,
         min_upload_rate: shared.min_upload_rate,
+        bucket_quota: args.s3_create_buckets.then_some(args.s3_bucket_quota),
     });
     let open = keys.is_none();
     let slots = Arc::new(tokio::sync::Semaphore::new(shared.max_concurrent_requests));

@@ -385,22 +385,57 @@ pub(super) fn list_buckets(front: &S3Front) -> S3Response<ListBucketsOutput> {
     })
 }
 
-/// CreateBucket: the buckets are the operator's (`--s3-bucket`, `--namespaces`), so creating one that is
-/// served succeeds, as S3 answers its owner (tools such as rclone create the bucket before
-/// copying), and any other is refused, saying why.
+/// CreateBucket: a bucket that exists (a `--s3-bucket`, a namespace's) succeeds, as S3
+/// answers its owner (tools such as rclone create the bucket before copying); with
+/// `--s3-create-buckets` another becomes a new namespace; else it is refused, saying why.
 pub(super) fn create_bucket(
     front: &S3Front,
     bucket: &str,
 ) -> S3Result<S3Response<CreateBucketOutput>> {
-    if front.bucket(bucket).is_err() {
+    let made = || {
+        Ok(S3Response::new(CreateBucketOutput {
+            location: Some(format!("/{bucket}")),
+        }))
+    };
+    if front.bucket(bucket).is_ok() {
+        return made();
+    }
+    let Some(quota) = front.bucket_quota else {
         return Err(s3_error!(
             AccessDenied,
-            "this gateway serves the buckets its operator configured (--s3-bucket, and a namespace of --namespaces each); {bucket:?} is not one of them and cannot be created through S3"
+            "this gateway serves the buckets its operator configured (--s3-bucket, and a namespace of --namespaces each); {bucket:?} is not one of them, and it runs without --s3-create-buckets"
+        ));
+    };
+    match front.namespaces.create(bucket, quota) {
+        Ok(_) => made(),
+        Err(why) if why.contains("namespace name") => Err(s3_error!(InvalidBucketName, "{why}")),
+        Err(why) => Err(s3_error!(
+            TooManyBuckets,
+            "{bucket:?} cannot be made: {why}"
+        )),
+    }
+}
+
+/// DeleteBucket: removes an empty bucket made by CreateBucket (`--s3-create-buckets`);
+/// the operator's buckets stay.
+pub(super) fn delete_bucket(
+    front: &S3Front,
+    bucket: &str,
+) -> S3Result<S3Response<DeleteBucketOutput>> {
+    use crate::objects::namespaces::RemoveError;
+    if front.buckets.iter().any(|b| b.name == bucket) || front.bucket_quota.is_none() {
+        front.bucket(bucket)?;
+        return Err(s3_error!(
+            AccessDenied,
+            "{bucket:?} is one of the operator's buckets; it cannot be deleted through S3"
         ));
     }
-    Ok(S3Response::new(CreateBucketOutput {
-        location: Some(format!("/{bucket}")),
-    }))
+    match front.namespaces.remove(bucket) {
+        Ok(()) => Ok(S3Response::new(DeleteBucketOutput::default())),
+        Err(RemoveError::NotFound(_)) => Err(s3_error!(NoSuchBucket)),
+        Err(RemoveError::NotEmpty(_)) => Err(s3_error!(BucketNotEmpty)),
+        Err(RemoveError::Refused(why)) => Err(s3_error!(InternalError, "{why}")),
+    }
 }
 
 pub(super) fn head_bucket(front: &S3Front, bucket: &str) -> S3Result<S3Response<HeadBucketOutput>> {

@@ -129,6 +129,9 @@ pub struct S3Front {
     pub body_timeout: std::time::Duration,
     /// `--min-upload-rate`, bytes a second (0: none).
     pub min_upload_rate: u64,
+    /// `--s3-create-buckets`: the quota of a bucket CreateBucket makes (`None`: buckets are
+    /// the operator's).
+    pub bucket_quota: Option<u64>,
 }
 
 /// A Rasa key and the object service (the namespace) it is in.
