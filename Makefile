@@ -5,7 +5,7 @@ CARGO ?= cargo
 # Extra flags for the gateway, e.g. `make run ARGS="--memory 4GiB --listen 0.0.0.0:8080"`.
 ARGS ?=
 
-.PHONY: setup run build test lint openapi bench stress docker-check fuzz-api python
+.PHONY: setup run build test lint openapi bench stress docker-check fuzz-api python s3-tests
 
 setup:
 	@./scripts/setup.sh
@@ -36,6 +36,11 @@ test: setup
 ## `. .venv/bin/activate`. (make test tests a debug build: see the README.)
 python: setup
 	./scripts/python.sh --release
+
+## ceph/s3-tests (a checkout given as S3_TESTS_DIR=…) against a fresh S3 listener: the pass
+## count by feature group (see scripts/s3-tests.sh).
+s3-tests: setup
+	./scripts/s3-tests.sh
 
 ## Fuzz the HTTP API with schemathesis (no 5xx, no violation of our own OpenAPI document).
 fuzz-api: setup
