@@ -51,7 +51,8 @@ impl ClientBuilder {
 
     /// The namespace this client's keys are in (a gateway run with `--namespaces`): its
     /// requests go to `/v1/ns/{namespace}/…`. Default: the default namespace
-    /// (`/v1/objects/…`). A name is 3–63 characters of `a-z`, `0-9` and `-`.
+    /// (`/v1/objects/…`). A name is an S3 bucket name
+    /// (3–63 characters of `a-z`, `0-9`, `-` and `.`).
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
         self.namespace = Some(namespace.into());
         self

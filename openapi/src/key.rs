@@ -53,23 +53,30 @@ pub fn validate(key: &str) -> Result<(), KeyError> {
 }
 
 /// The pattern of a namespace name ([`check_namespace`]).
-pub const NAMESPACE_PATTERN: &str = "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$";
+pub const NAMESPACE_PATTERN: &str = "^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$";
 
-/// A namespace name, usable as an S3 bucket name too: 3 to 63 characters of `a-z`, `0-9`
-/// and `-`, starting and ending with a letter or digit. The gateway and the SDK check
-/// names with this.
+/// A namespace name, usable as an S3 bucket name too: 3 to 63 characters of `a-z`, `0-9`,
+/// `-` and `.`, starting and ending with a letter or digit, no `..` (S3's rules, less
+/// names that look like IP addresses, which are refused too). The gateway and the SDK
+/// check names with this.
 pub fn check_namespace(name: &str) -> Result<(), String> {
+    let ip_like = name.split('.').count() == 4
+        && name
+            .split('.')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
     let ok = (3..=63).contains(&name.len())
         && name
             .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && !name.starts_with(['-', '.'])
+        && !name.ends_with(['-', '.'])
+        && !name.contains("..")
+        && !ip_like;
     if ok {
         Ok(())
     } else {
         Err(format!(
-            "namespace name {name:?} must be 3 to 63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit"
+            "namespace name {name:?} must be 3 to 63 characters of a-z, 0-9, '-' and '.', starting and ending with a letter or digit, without '..' and not like an IP address"
         ))
     }
 }

@@ -73,9 +73,14 @@ def test_if_match_writes_replace_only_the_version_they_name(s3, prefix):
     conditional writes): a condition not met is 412 and the stored body stays as it was."""
     c = s3.boto3()
     k = f"{prefix}cw"
+    # No such key: nothing to match, and S3 says so (404 NoSuchKey, not 412).
+    for cond in ('"0123"', "*"):
+        with pytest.raises(ClientError) as e:
+            c.put_object(Bucket="data", Key=k, Body=b"none", IfMatch=cond)
+        assert code(e) == "NoSuchKey", cond
     with pytest.raises(ClientError) as e:
-        c.put_object(Bucket="data", Key=k, Body=b"none", IfMatch='"0123"')
-    assert code(e) == "PreconditionFailed"  # no such key: nothing to match
+        c.get_object(Bucket="data", Key=k)
+    assert code(e) == "NoSuchKey"
     etag = c.put_object(Bucket="data", Key=k, Body=b"one")["ETag"]
     with pytest.raises(ClientError) as e:
         c.put_object(Bucket="data", Key=k, Body=b"two", IfMatch='"0123"')
@@ -497,6 +502,14 @@ def test_buckets_that_tools_create_are_namespaces(tmp_path_factory_dir):
         c = setup.boto3()
         c.create_bucket(Bucket="made-by-a-tool")
         c.create_bucket(Bucket="made-by-a-tool")  # again: success, as S3 answers its owner
+        c.create_bucket(Bucket="with.periods")  # S3's names may hold periods
+        c.put_object(Bucket="with.periods", Key="k", Body=b"p")
+        c.delete_object(Bucket="with.periods", Key="k")
+        c.delete_bucket(Bucket="with.periods")
+        for bad in ("a..b", "10.0.0.1", "Upper"):
+            with pytest.raises(ClientError) as e:
+                c.create_bucket(Bucket=bad)
+            assert code(e) == "InvalidBucketName", bad
         assert "made-by-a-tool 16MiB" in ns_file.read_text()
         names = [b["Name"] for b in c.list_buckets()["Buckets"]]
         assert {"data", "team", "made-by-a-tool"} <= set(names)

@@ -208,7 +208,9 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::InsufficientStorage { .. } => Self::InsufficientStorage(e.to_string()),
             StoreError::LengthMismatch { .. } => Self::IncompleteBody(e.to_string()),
-            StoreError::PreconditionFailed(d) => Self::PreconditionFailed(d),
+            StoreError::PreconditionFailed(d) | StoreError::NoCurrentVersion(d) => {
+                Self::PreconditionFailed(d)
+            }
             StoreError::Busy { retry_after } => Self::Unavailable {
                 detail: e.to_string(),
                 retry_after: retry_after.as_secs().max(1),

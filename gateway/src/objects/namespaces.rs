@@ -436,6 +436,9 @@ mod tests {
         for (text, needle) in [
             ("train", "line 1: expected"),
             ("Ml 1GiB", "namespace name"),
+            ("a..b 1GiB", "namespace name"),
+            ("10.0.0.1 1GiB", "namespace name"),
+            (".ab 1GiB", "namespace name"),
             ("default 1GiB", "always exists"),
             ("train 1KiB", "below the minimum"),
             ("train lots", "quota"),

@@ -93,7 +93,11 @@ impl WriteIf {
         let failed = |why: String| Err(StoreError::PreconditionFailed(why));
         let etag = cur.map(super::s3_etag);
         match (&self.if_match, &etag) {
-            (Some(_), None) => return failed("If-Match: the key does not exist".into()),
+            (Some(_), None) => {
+                return Err(StoreError::NoCurrentVersion(
+                    "If-Match: the key does not exist".into(),
+                ))
+            }
             (Some(ETagCondition::ETag(want)), Some(have)) if want.value() != have => {
                 return failed(format!("If-Match: the current ETag is {have:?}"));
             }

@@ -24,6 +24,7 @@ pub(super) fn store_error(e: StoreError) -> S3Error {
         StoreError::Busy { .. } => s3_error!(SlowDown, "{e}"),
         StoreError::LengthMismatch { .. } => s3_error!(IncompleteBody, "{e}"),
         StoreError::PreconditionFailed(why) => s3_error!(PreconditionFailed, "{why}"),
+        StoreError::NoCurrentVersion(why) => s3_error!(NoSuchKey, "{why}"),
         StoreError::Fabric(_) => s3_error!(InternalError, "{e}"),
     }
 }

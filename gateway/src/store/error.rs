@@ -37,6 +37,10 @@ pub enum StoreError {
     /// A conditional write's precondition did not hold at commit.
     #[error("precondition failed: {0}")]
     PreconditionFailed(String),
+    /// A conditional write named a current version (`If-Match`) and the key has none:
+    /// HTTP answers 412 (RFC 9110), S3 `404 NoSuchKey`.
+    #[error("precondition failed: {0}")]
+    NoCurrentVersion(String),
 }
 
 impl From<ReserveError> for StoreError {
