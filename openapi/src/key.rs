@@ -56,7 +56,7 @@ pub fn validate(key: &str) -> Result<(), KeyError> {
 pub const NAMESPACE_PATTERN: &str = "^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$";
 
 /// A namespace name, usable as an S3 bucket name too: 3 to 63 characters of `a-z`, `0-9`,
-/// `-` and `.`, starting and ending with a letter or digit, no `..` (S3's rules, less
+/// `-` and `.`, starting and ending with a letter or digit, no `..`, `.-` or `-.` (S3's rules, less
 /// names that look like IP addresses, which are refused too). The gateway and the SDK
 /// check names with this.
 pub fn check_namespace(name: &str) -> Result<(), String> {
@@ -71,6 +71,8 @@ pub fn check_namespace(name: &str) -> Result<(), String> {
         && !name.starts_with(['-', '.'])
         && !name.ends_with(['-', '.'])
         && !name.contains("..")
+        && !name.contains(".-")
+        && !name.contains("-.")
         && !ip_like;
     if ok {
         Ok(())

@@ -506,7 +506,7 @@ def test_buckets_that_tools_create_are_namespaces(tmp_path_factory_dir):
         c.put_object(Bucket="with.periods", Key="k", Body=b"p")
         c.delete_object(Bucket="with.periods", Key="k")
         c.delete_bucket(Bucket="with.periods")
-        for bad in ("a..b", "10.0.0.1", "Upper"):
+        for bad in ("a..b", "a.-b", "a-.b", "10.0.0.1", "Upper"):
             with pytest.raises(ClientError) as e:
                 c.create_bucket(Bucket=bad)
             assert code(e) == "InvalidBucketName", bad
