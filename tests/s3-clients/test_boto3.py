@@ -4,6 +4,7 @@ awkward keys, integrity checks, access control, multipart bookkeeping."""
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
 import http.client
 import os
@@ -104,6 +105,36 @@ def test_if_match_writes_replace_only_the_version_they_name(s3, prefix):
     current = c.head_object(Bucket="data", Key=k)["ETag"]
     c.complete_multipart_upload(Bucket="data", Key=k, UploadId=up, MultipartUpload=parts, IfMatch=current)
     assert c.get_object(Bucket="data", Key=k)["Body"].read() == b"mp"
+
+
+def test_conditional_deletes(s3, prefix):
+    """DeleteObject with If-Match, x-amz-if-match-last-modified-time or -size deletes only
+    the version they describe (412 and the object stays otherwise); an absent key is
+    deleted all the same (204); DeleteObjects applies each key's ETag, time and size."""
+    c = s3.boto3()
+    k = f"{prefix}cd"
+    etag = c.put_object(Bucket="data", Key=k, Body=b"12345")["ETag"]
+    head = c.head_object(Bucket="data", Key=k)
+    for bad in ({"IfMatch": '"0123"'}, {"IfMatchSize": 4},
+                {"IfMatchLastModifiedTime": head["LastModified"] - datetime.timedelta(seconds=5)}):
+        with pytest.raises(ClientError) as e:
+            c.delete_object(Bucket="data", Key=k, **bad)
+        assert code(e) == "PreconditionFailed", bad
+    assert c.get_object(Bucket="data", Key=k)["Body"].read() == b"12345"
+    c.delete_object(Bucket="data", Key=k, IfMatch=etag, IfMatchSize=5,
+                    IfMatchLastModifiedTime=head["LastModified"])
+    with pytest.raises(ClientError) as e:
+        c.head_object(Bucket="data", Key=k)
+    got = c.delete_object(Bucket="data", Key=k, IfMatch='"0123"')  # absent: deleted anyway
+    assert got["ResponseMetadata"]["HTTPStatusCode"] == 204
+    a, b = f"{prefix}cd-a", f"{prefix}cd-b"
+    ea = c.put_object(Bucket="data", Key=a, Body=b"a")["ETag"]
+    c.put_object(Bucket="data", Key=b, Body=b"b")
+    out = c.delete_objects(Bucket="data", Delete={"Objects": [
+        {"Key": a, "ETag": ea}, {"Key": b, "ETag": '"0123"'}]})
+    assert [d["Key"] for d in out.get("Deleted", [])] == [a]
+    assert [(e["Key"], e["Code"]) for e in out["Errors"]] == [(b, "PreconditionFailed")]
+    assert c.get_object(Bucket="data", Key=b)["Body"].read() == b"b"
 
 
 def test_conformance_details_ceph_s3_tests_found(s3, prefix):

@@ -114,3 +114,64 @@ impl WriteIf {
         }
     }
 }
+
+/// The conditions of a DeleteObject (`If-Match`, `x-amz-if-match-last-modified-time`,
+/// `x-amz-if-match-size`) or of one key of DeleteObjects (its `ETag`, `LastModifiedTime`,
+/// `Size`): an existing version that does not meet them stays (412); an absent key is
+/// deleted all the same (S3 answers 204).
+#[derive(Debug, Default)]
+pub(super) struct DeleteIf {
+    etag: Option<ETagCondition>,
+    modified: Option<u64>,
+    size: Option<i64>,
+}
+
+impl DeleteIf {
+    /// The conditions a delete carries.
+    pub(super) fn new(
+        etag: Option<ETagCondition>,
+        modified: Option<&Timestamp>,
+        size: Option<i64>,
+    ) -> Self {
+        let modified = modified.map(|t| {
+            let t: time::OffsetDateTime = t.clone().into();
+            u64::try_from(t.unix_timestamp()).unwrap_or(0)
+        });
+        Self {
+            etag,
+            modified,
+            size,
+        }
+    }
+
+    /// Whether `cur`, the key's current version, may be deleted.
+    pub(super) fn check(&self, cur: Option<&StoredVersion>) -> Result<(), StoreError> {
+        let Some(v) = cur else { return Ok(()) };
+        let failed = |why: String| Err(StoreError::PreconditionFailed(why));
+        let etag = super::s3_etag(v);
+        if let Some(ETagCondition::ETag(want)) = &self.etag {
+            if want.value() != etag {
+                return failed(format!("If-Match: the current ETag is {etag:?}"));
+            }
+        }
+        let secs = v
+            .created()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if self.modified.is_some_and(|m| m != secs) {
+            return failed(
+                "x-amz-if-match-last-modified-time: the object was modified at another time".into(),
+            );
+        }
+        if self
+            .size
+            .is_some_and(|s| u64::try_from(s).ok() != Some(v.len()))
+        {
+            return failed(format!(
+                "x-amz-if-match-size: the object has {} bytes",
+                v.len()
+            ));
+        }
+        Ok(())
+    }
+}

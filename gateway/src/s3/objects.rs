@@ -7,7 +7,7 @@ use bytes::Bytes;
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3Request, S3Response, S3Result};
 
-use super::conditions::{not_modified, not_modified_error, WriteIf};
+use super::conditions::{not_modified, not_modified_error, DeleteIf, WriteIf};
 use super::digest::{sha256_b64, Integrity};
 use super::{headers, EtagMode, Located, S3Front};
 use crate::objects::ObjectError;
@@ -275,10 +275,11 @@ pub(super) async fn put_object(
     }))
 }
 
-/// Deletes `key` (write-through: at the origin first). Absent keys are not an error.
-async fn delete_key(at: &Located) -> S3Result<()> {
+/// Deletes `key` if `cond` holds (write-through: at the origin first). Absent keys are
+/// not an error.
+async fn delete_key(at: &Located, cond: &DeleteIf) -> S3Result<()> {
     at.objects
-        .delete(&at.key, |_| Ok(()))
+        .delete(&at.key, |cur| cond.check(cur))
         .await
         .map_err(object_error)?;
     Ok(())
@@ -295,7 +296,12 @@ pub(super) async fn delete_object(
             "deleting one version is not supported (old versions go when reclaimed)"
         ));
     }
-    delete_key(&front.key(&i.bucket, &i.key)?).await?;
+    let cond = DeleteIf::new(
+        i.if_match.clone(),
+        i.if_match_last_modified_time.as_ref(),
+        i.if_match_size,
+    );
+    delete_key(&front.key(&i.bucket, &i.key)?, &cond).await?;
     Ok(S3Response::new(DeleteObjectOutput::default()))
 }
 
@@ -320,7 +326,14 @@ pub(super) async fn delete_objects(
     let mut errors = Vec::new();
     for o in i.delete.objects {
         let done = match front.key(&i.bucket, &o.key) {
-            Ok(at) => delete_key(&at).await,
+            Ok(at) => {
+                let cond = DeleteIf::new(
+                    o.e_tag.clone().map(ETagCondition::ETag),
+                    o.last_modified_time.as_ref(),
+                    o.size,
+                );
+                delete_key(&at, &cond).await
+            }
             Err(e) => Err(e),
         };
         match done {
