@@ -15,7 +15,7 @@ ROUNDS=${ROUNDS:-3}
 cargo build -q --release --locked -p rasa-gateway --bins >&2
 tmp=$(mktemp -d)
 pids=()
-trap 'kill ${pids[@]+"${pids[@]}"} 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill ${pids[@]+"${pids[@]}"} 2>/dev/null || true; rm -rf "$tmp"' EXIT
 rss_mib() { awk '/^VmRSS:/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
 first_line() { timeout 30 sed -n "/$2/{s/.*$2//p;q}" <(tail -f "$1"); }
 metric() { curl -sf "$1/metrics" | awk -v m="$2" '$1 == m {print $2}'; }

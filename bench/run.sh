@@ -133,6 +133,8 @@ echo "small objects next to memcached..." >&2
 small=$(./bench/small.sh)
 echo "namespaces on and off..." >&2
 namespaces=$(./bench/namespaces.sh)
+echo "one-sided reads over shm..." >&2
+shm=$(./bench/shm.sh)
 
 row() { # name rasa nginx
   read -r rr rb rp50 rp99 rbad <<<"$2"; read -r nr nb np50 np99 nbad <<<"$3"
@@ -213,5 +215,7 @@ read -r sr sb sp50 sp99 sbad <<<"$put_steady"
   echo "$small"
   echo
   echo "$namespaces"
+  echo
+  echo "$shm"
 } >bench/results.md
 cat bench/results.md
