@@ -228,14 +228,17 @@ fn objects(page: &mut Page, url: bool) -> (Vec<Object>, Vec<CommonPrefix>) {
             ..Default::default()
         })
         .collect();
-    let prefixes = page
-        .prefixes
+    (contents, common_prefixes(page, url))
+}
+
+/// The page's common prefixes, as S3 lists them.
+pub(super) fn common_prefixes(page: &mut Page, url: bool) -> Vec<CommonPrefix> {
+    page.prefixes
         .drain(..)
         .map(|p| CommonPrefix {
             prefix: Some(encode(p, url)),
         })
-        .collect();
-    (contents, prefixes)
+        .collect()
 }
 
 pub(super) fn max_keys(asked: Option<i32>) -> S3Result<usize> {

@@ -6,7 +6,7 @@
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result};
 
-use super::listing::{echoed, encode, max_keys, page, wants_url};
+use super::listing::{common_prefixes, echoed, encode, max_keys, page, wants_url};
 use super::S3Front;
 
 pub(super) async fn list_object_versions(
@@ -57,13 +57,7 @@ pub(super) async fn list_object_versions(
             ..Default::default()
         })
         .collect();
-    let prefixes = page
-        .prefixes
-        .drain(..)
-        .map(|p| CommonPrefix {
-            prefix: Some(encode(p, url)),
-        })
-        .collect();
+    let prefixes = common_prefixes(&mut page, url);
     Ok(S3Response::new(ListObjectVersionsOutput {
         name: Some(i.bucket),
         prefix: Some(encode(prefix, url)),
