@@ -26,6 +26,7 @@ use rasa_fastpath::frame::FRAME_ALIGN;
 use rasa_fastpath::server::FabricServer;
 
 mod charge;
+mod reclaim;
 mod single;
 
 pub use charge::CHARGE_STEP;
@@ -394,123 +395,5 @@ impl Arenas {
     /// Whether any arena is draining (so room will come without evicting more).
     pub fn draining(&self) -> usize {
         self.table().draining.len() + self.reclaiming.load(Ordering::Acquire)
-    }
-
-    /// Refreshes the key of every arena whose key is older than `lifetime` (new descriptors
-    /// get the new key), and closes superseded keys whose leases have ended. Returns
-    /// (keys refreshed, old keys closed).
-    pub fn refresh_keys(&self, now: SystemTime, lifetime: Duration) -> (usize, usize) {
-        let Some(fabric) = &self.fabric else {
-            return (0, 0);
-        };
-        let (current, all): (Vec<Arc<Arena>>, Vec<Arc<Arena>>) = {
-            let t = self.table();
-            let current = t.open.iter().chain(&t.sealed).cloned().collect();
-            let all = t
-                .open
-                .iter()
-                .chain(&t.sealed)
-                .chain(&t.draining)
-                .cloned()
-                .collect();
-            (current, all)
-        };
-        let mut refreshed = 0;
-        for a in current
-            .iter()
-            .filter(|a| a.key_age() >= lifetime.mul_f64(a.key_jitter))
-        {
-            match a.refresh_key(fabric, self.grace) {
-                Ok(true) => refreshed += 1,
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::warn!(arena = a.id, error = %e, "key refresh failed; the current key stays")
-                }
-            }
-        }
-        let closed: usize = all.iter().map(|a| a.close_retired(now)).sum();
-        if refreshed > 0 {
-            metrics::counter!("rasa_keys_refreshed_total").increment(refreshed as u64);
-        }
-        if closed > 0 {
-            metrics::counter!("rasa_keys_retired_total").increment(closed as u64);
-        }
-        (refreshed, closed)
-    }
-
-    /// Recycles draining arenas whose leases (plus grace) have ended: revokes their keys,
-    /// waits for local readers, resets and re-registers them under fresh keys (dedicated
-    /// arenas are released instead). Returns how many became reusable.
-    ///
-    /// Revoking and registering (tens to hundreds of milliseconds per arena on EFA) happen
-    /// outside the table lock, so PUTs and descriptor requests do not wait for them.
-    pub fn reclaim(&self, now: SystemTime) -> usize {
-        let ready: Vec<Arc<Arena>> = {
-            let mut t = self.table();
-            let (ready, waiting) = std::mem::take(&mut t.draining)
-                .into_iter()
-                .partition(|a| now >= a.lease_deadline() + self.grace);
-            t.draining = waiting;
-            self.reclaiming.fetch_add(ready.len(), Ordering::AcqRel);
-            ready
-        };
-        let taken = ready.len();
-        let mut waiting = Vec::new();
-        let mut fresh = Vec::new();
-        let mut released = 0u64;
-        for arena in ready {
-            if arena.revoke() {
-                self.stats.keys_revoked.fetch_add(1, Ordering::Relaxed);
-                metrics::counter!("rasa_keys_revoked_total").increment(1);
-            }
-            // Local holders (an index entry on its way out, a request that looked the value
-            // up) keep the arena; try again next time.
-            let arena = match Arc::try_unwrap(arena) {
-                Ok(a) => a,
-                Err(shared) => {
-                    waiting.push(shared);
-                    continue;
-                }
-            };
-            let Arena {
-                id,
-                mut buffer,
-                dedicated,
-                lease_deadline_ms,
-                charged,
-                ..
-            } = arena;
-            if !ArenaBuffer::reset(&mut buffer) {
-                // An HTTP body still reads it: keep waiting, unregistered.
-                let a = Arena::new(id, buffer, dedicated, None);
-                a.lease_deadline_ms
-                    .store(lease_deadline_ms.into_inner(), Ordering::Release);
-                a.charged.store(charged.into_inner(), Ordering::Release);
-                waiting.push(Arc::new(a));
-                continue;
-            }
-            if dedicated {
-                released += charged.into_inner();
-                self.stats.released.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(arena = id, "dedicated arena released");
-                continue;
-            }
-            match self.register(&buffer) {
-                Ok(region) => {
-                    let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-                    fresh.push(Arc::new(Arena::new(id, buffer, false, region)));
-                    self.stats.recycled.fetch_add(1, Ordering::Relaxed);
-                    metrics::counter!("rasa_arenas_recycled_total").increment(1);
-                }
-                Err(_) => released += buffer.capacity() as u64,
-            }
-        }
-        let freed = taken - waiting.len();
-        let mut t = self.table();
-        t.allocated -= released;
-        t.free.extend(fresh);
-        t.draining.extend(waiting);
-        self.reclaiming.fetch_sub(taken, Ordering::AcqRel);
-        freed
     }
 }
