@@ -113,3 +113,83 @@ async fn on_shm_a_straggler_misses_cleanly_once_its_arena_is_reused() {
         "the old descriptor's memory was never reused in 40 writes"
     );
 }
+
+/// A process whose first shm read went unanswered (the gateway frozen) and which then
+/// exits normally must not take the gateway down: libfabric 1.17's gateway maps a new
+/// reader's region by name when it gets to the reader's first contact and crashes
+/// (SIGSEGV) if the region is gone. The reader (this test binary again, below) never
+/// closes an endpoint whose first contact is unanswered; the resumed gateway serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_shm_a_reader_exiting_before_its_first_contact_is_answered_leaves_the_gateway_up() {
+    let gw = Gateway::start(&["--fast-path", "on", "--fabric-provider", "shm"]);
+    let body = pattern(64 << 10, 5);
+    let d: Descriptor = put_value(&gw, "contact/v", &body).await;
+    let info: FabricInfo = gw.get_json("/v1/fabric").await;
+    let frozen = Frozen::stop(gw.pid());
+    let helper = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "providers::helper_reads_once_on_a_fresh_shm_endpoint",
+            "--nocapture",
+        ])
+        .env("RASA_HELPER_ADDRESS", info.address.unwrap())
+        .env("RASA_HELPER_DESCRIPTOR", serde_json::to_string(&d).unwrap())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&helper.stdout);
+    assert!(helper.status.success(), "helper: {out}");
+    assert!(out.contains("helper read: timeout"), "helper: {out}");
+    drop(frozen);
+    // A new endpoint's first read is answered after the helper's first contact (the
+    // gateway takes them in order): once it reads, the gateway has handled the helper's.
+    let mut reader = reader_of(&gw, "shm").await;
+    let frame = rasa_tests::remote(&d);
+    let got = tokio::task::block_in_place(|| reader.read(&frame, Duration::from_secs(5)));
+    let region = |pid: &str| {
+        std::fs::read_dir("/dev/shm")
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(&format!("rasa-{pid}-"))
+            })
+            .map(|e| e.path())
+            .collect::<Vec<_>>()
+    };
+    let helper_pid = out
+        .lines()
+        .find_map(|l| l.strip_prefix("helper pid: "))
+        .expect("the helper says its pid")
+        .trim()
+        .to_owned();
+    let kept = region(&helper_pid);
+    for f in &kept {
+        let _ = std::fs::remove_file(f);
+    }
+    assert_eq!(gw.exit_status(), None, "{}", gw.postmortem());
+    assert_eq!(got.unwrap(), body);
+    assert_eq!(kept.len(), 1, "the unanswered endpoint's region is kept");
+}
+
+/// Not a test on its own: run by the test above in a child process (it does nothing
+/// without `RASA_HELPER_ADDRESS`). Opens a fresh shm endpoint and reads once with a short
+/// timeout, then returns, so the process exits normally.
+#[test]
+fn helper_reads_once_on_a_fresh_shm_endpoint() {
+    let Ok(address) = std::env::var("RASA_HELPER_ADDRESS") else {
+        return;
+    };
+    let d: Descriptor =
+        serde_json::from_str(&std::env::var("RASA_HELPER_DESCRIPTOR").unwrap()).unwrap();
+    let address = BASE64_STANDARD.decode(address).unwrap();
+    println!("helper pid: {}", std::process::id());
+    let mut reader = Reader::connect(FabricConfig::new("shm", None), address).unwrap();
+    match reader.read(&rasa_tests::remote(&d), Duration::from_millis(300)) {
+        Err(ReadError::Timeout(_)) => println!("helper read: timeout"),
+        other => println!("helper read: {:?}", other.map(|b| b.len())),
+    }
+    // What a client does after a failed read: drops its endpoint (then exits).
+    drop(reader);
+    assert_eq!(rasa_fastpath::reader::abandoned_shm_endpoints(), 1);
+}

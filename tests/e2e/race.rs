@@ -57,6 +57,14 @@ async fn readers_never_see_torn_stale_or_foreign_bytes_while_memory_is_recycled(
     race_on("tcp;ofi_rxm").await;
 }
 
+/// The same on `shm`, whose fast path checks no remote key: a reader holding a descriptor
+/// whose arena was revoked and reused reads other frames' bytes there, and frame
+/// validation alone must turn them into a clean miss.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_shm_too_readers_never_see_torn_stale_or_foreign_bytes() {
+    race_on("shm").await;
+}
+
 async fn race_on(provider: &str) {
     let target: u64 = std::env::var("RASA_STRESS_READS")
         .ok()
@@ -85,7 +93,7 @@ async fn race_on(provider: &str) {
             "--block-size",
             "4KiB",
         ],
-        &[("RUST_LOG", "info")],
+        &[("RUST_LOG", "info"), ("FI_LOG_LEVEL", "warn")],
         &log,
     ));
     let stop = Arc::new(AtomicBool::new(false));

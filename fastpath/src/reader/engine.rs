@@ -174,6 +174,7 @@ pub(super) fn run(
             }
         }
         if let Polled::Completed(n) = polled {
+            conn.contacted = true;
             in_flight -= n;
             idle_polls = 0;
             for e in &entries[..n] {
@@ -198,6 +199,7 @@ pub(super) fn run(
         }
         if let Polled::ErrorPending = polled {
             // The error entry is one of ours: it completes that read.
+            conn.contacted = true;
             in_flight -= 1;
             let e = classify(conn.node.completion_error("fi_read"));
             match (&failed, &e) {

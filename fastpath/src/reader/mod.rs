@@ -9,8 +9,10 @@ use crate::fabric::plan::{self, ReadFailure};
 use crate::fabric::{FabricConfig, FabricError, MemoryRegion, Node};
 use crate::frame::{self, FrameError, FrameIdentity, HEADER_LEN};
 
+pub use contact::{abandoned as abandoned_shm_endpoints, MAX_ABANDONED};
 pub use landing::LandingBuffer;
 
+mod contact;
 mod engine;
 mod landing;
 mod range;
@@ -144,6 +146,9 @@ struct Conn {
     node: Node,
     peer: crate::fabric::queue::PeerAddr,
     scratch: Option<(WriteSlot, MemoryRegion)>,
+    /// Whether a read of this endpoint has completed (so the gateway has answered its
+    /// first contact): an `shm` endpoint without one is never closed ([`contact`]).
+    contacted: bool,
 }
 
 impl Conn {
@@ -214,13 +219,34 @@ impl Reader {
     }
 
     fn open(&self) -> Result<Conn, FabricError> {
+        if plan::is_shm(&self.config.provider) && !contact::may_open() {
+            return Err(FabricError::Call {
+                call: "open an shm endpoint",
+                errno: libc::EAGAIN,
+                text: format!(
+                    "the gateway never answered the first contact of {} shm endpoints of this process; no more are opened",
+                    contact::MAX_ABANDONED
+                ),
+            });
+        }
         let node = Node::open(&self.config)?;
         let peer = node.insert_peer(&self.target)?;
         Ok(Conn {
             node,
             peer,
             scratch: None,
+            contacted: false,
         })
+    }
+
+    /// Closes the endpoint, unless it is an `shm` one whose first contact was never
+    /// answered: that one is kept open for good ([`contact`]).
+    fn close(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            if !conn.contacted && plan::is_shm(&self.config.provider) {
+                contact::abandon(conn);
+            }
+        }
     }
 
     /// The gateway endpoint address this reader reads from.
@@ -234,7 +260,7 @@ impl Reader {
     pub fn retarget(&mut self, target: Vec<u8>) {
         if target != self.target {
             self.target = target;
-            self.conn = None;
+            self.close();
         }
     }
 
@@ -249,12 +275,12 @@ impl Reader {
                 if matches!(failed.error, ReadError::KeyRevoked(_))
                     && !plan::survives_revoked_key(&self.config.provider)
                 {
-                    self.conn = None;
+                    self.close();
                 }
                 Err(failed.error)
             }
             Err(failed) => {
-                self.conn = None;
+                self.close();
                 Err(failed.error)
             }
         }
@@ -310,7 +336,7 @@ impl Reader {
                 // The provider may have torn the connection down (tcp;ofi_rxm does after a
                 // revoked key) or reads may still be in flight: drop the endpoint, which
                 // cancels them, and build a new one next time.
-                self.conn = None;
+                self.close();
                 Err(error)
             }
         }
@@ -347,6 +373,12 @@ impl Reader {
                 frame::validate(&bytes[at..at + len], f.identity, f.checksum).map(<[u8]>::to_vec)
             })
             .collect())
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 
