@@ -54,6 +54,12 @@ struct Cli {
     #[arg(long, env = "RASA_FABRIC_ADDR", global = true)]
     fabric_addr: Option<String>,
 
+    /// The gateway fabric endpoint to read through, by provider (`shm`, `tcp;ofi_rxm`,
+    /// `efa`), for a gateway serving several. Default: `shm` when the gateway is on this
+    /// host and cross-memory attach works, else its other provider.
+    #[arg(long, env = "RASA_READ_PROVIDER", global = true)]
+    read_provider: Option<String>,
+
     /// Machine-readable output: one JSON object (or array) on standard output.
     #[arg(long, global = true)]
     json: bool,
@@ -199,6 +205,13 @@ fn bar(len: u64, json: bool, what: &str) -> Option<ProgressBar> {
     Some(pb)
 }
 
+/// The fabric provider a read over `path` went through (`null` over HTTP).
+fn provider_of(client: &Client, path: rasa_client::ReadPath) -> Option<String> {
+    (path == rasa_client::ReadPath::Fabric)
+        .then(|| client.stats().fabric_provider)
+        .flatten()
+}
+
 fn print_json(v: &serde_json::Value) {
     println!("{v}");
 }
@@ -284,6 +297,9 @@ async fn run(cli: Cli) -> Result<(), String> {
         .verify_sha256(verify);
     if let Some(a) = &cli.fabric_addr {
         builder = builder.fabric_addr(a);
+    }
+    if let Some(p) = &cli.read_provider {
+        builder = builder.fabric_provider(p);
     }
     if let Some(ns) = &cli.namespace {
         builder = builder.namespace(ns);
@@ -385,6 +401,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                     "length": written.length,
                     "sha256": sha256,
                     "path": written.path.as_str(),
+                    "provider": provider_of(&client, written.path),
                 }));
             } else if output.is_some() && std::io::stderr().is_terminal() {
                 eprintln!("{} bytes via {}", written.length, written.path.as_str());

@@ -94,6 +94,7 @@ pub(crate) async fn get(
             "length": obj.bytes.len(),
             "sha256": hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&obj.bytes)),
             "path": obj.path.as_str(),
+            "provider": crate::provider_of(client, obj.path),
         }));
     }
     Ok(())

@@ -18,6 +18,7 @@ pub struct ClientBuilder {
     endpoint: String,
     fast_path: FastPath,
     fabric_addr: Option<String>,
+    fabric_provider: Option<String>,
     verify_sha256: bool,
     read_timeout: Duration,
     connect_timeout: Duration,
@@ -84,6 +85,16 @@ impl ClientBuilder {
     /// gateway is on loopback, else the provider's choice).
     pub fn fabric_addr(mut self, addr: impl Into<String>) -> Self {
         self.fabric_addr = Some(addr.into());
+        self
+    }
+
+    /// The gateway fabric endpoint to read through, by provider (`shm`, `tcp;ofi_rxm`,
+    /// `efa`): for a gateway serving several at once. Default: `shm` when the gateway is on
+    /// this host and cross-memory attach works, else its other provider. A provider the
+    /// gateway does not serve (or `shm` that cannot work from here) means HTTP reads
+    /// (with [`FastPath::Required`], an error saying why).
+    pub fn fabric_provider(mut self, provider: impl Into<String>) -> Self {
+        self.fabric_provider = Some(provider.into());
         self
     }
 
@@ -218,6 +229,7 @@ impl ClientBuilder {
             next: Default::default(),
             rebuilding: Arc::default(),
             fabric_addr,
+            provider: self.fabric_provider.clone(),
             fast_path: self.fast_path,
             read_timeout: self.read_timeout,
             verify_sha256: self.verify_sha256,
@@ -270,6 +282,7 @@ impl Client {
             endpoint: endpoint.into(),
             fast_path: FastPath::Auto,
             fabric_addr: None,
+            fabric_provider: None,
             verify_sha256: false,
             read_timeout: Duration::from_secs(5),
             fabric_endpoints: 4,

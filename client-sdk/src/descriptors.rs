@@ -26,7 +26,21 @@ fn lease_margin(lease: Duration) -> Duration {
 /// what it must contain. `None` when the descriptor has no fabric address (HTTP only) or
 /// names a frame format this SDK does not know (read it over HTTP).
 pub fn remote_frame(d: &Descriptor) -> Result<Option<RemoteFrame>, Error> {
-    let (Some(addr), Some(rkey), FRAME_FORMAT) = (d.addr, d.rkey, d.frame_format) else {
+    remote_frame_on(d, 0)
+}
+
+/// [`remote_frame`] on the gateway's fabric endpoint number `endpoint` (in
+/// `GET /v1/fabric`'s `endpoints`; 0 is the primary, whose address and key are the
+/// descriptor's own). `None` also when the descriptor names no address there.
+pub fn remote_frame_on(d: &Descriptor, endpoint: usize) -> Result<Option<RemoteFrame>, Error> {
+    let (addr, rkey) = match endpoint {
+        0 => (d.addr, d.rkey),
+        n => match d.endpoints.get(n - 1) {
+            Some(r) => (d.addr.map(|_| r.addr), d.rkey.map(|_| r.rkey)),
+            None => (None, None),
+        },
+    };
+    let (Some(addr), Some(rkey), FRAME_FORMAT) = (addr, rkey, d.frame_format) else {
         return Ok(None);
     };
     let blocks = d

@@ -17,6 +17,25 @@ use crate::http::Transport;
 use crate::stats::Counters;
 use crate::{Error, Fallback, FastPath, Object, ReadPath};
 
+/// What `ds` promise, addressed on the gateway endpoint `state` reads from.
+pub(crate) fn frames_on<'a>(
+    state: &FabricState,
+    ds: impl Iterator<Item = &'a Descriptor>,
+) -> Result<Vec<rasa_fastpath::reader::RemoteFrame>, Error> {
+    let endpoint = match state {
+        FabricState::Ready { endpoint, .. } => *endpoint,
+        _ => 0,
+    };
+    ds.map(|d| {
+        crate::descriptors::remote_frame_on(d, endpoint)?.ok_or_else(|| {
+            Error::FastPath(format!(
+                "the descriptor names no address on the gateway's fabric endpoint {endpoint}"
+            ))
+        })
+    })
+    .collect()
+}
+
 pub(crate) enum FabricState {
     /// Not asked yet.
     Unknown,
@@ -26,6 +45,9 @@ pub(crate) enum FabricState {
     Ready {
         /// The endpoint.
         reader: Box<Reader>,
+        /// Which of the gateway's endpoints it reads from (its index in `GET /v1/fabric`'s
+        /// `endpoints`), and that endpoint's provider.
+        endpoint: usize,
         /// The gateway's incarnation when its address was read (`GET /v1/fabric`).
         incarnation: String,
     },
@@ -43,6 +65,8 @@ pub(crate) struct FabricPool {
     pub(crate) rebuilding: Arc<std::sync::atomic::AtomicBool>,
     /// The local address endpoints bind to.
     pub(crate) fabric_addr: Option<String>,
+    /// The provider to insist on, if any ([`crate::ClientBuilder::fabric_provider`]).
+    pub(crate) provider: Option<String>,
     pub(crate) fast_path: FastPath,
     pub(crate) read_timeout: std::time::Duration,
     pub(crate) verify_sha256: bool,
@@ -139,18 +163,17 @@ impl FabricPool {
         if ds.is_empty() {
             return Ok(Vec::new());
         }
-        let mut frames = Vec::with_capacity(ds.len());
         let mut earliest = None::<Instant>;
         for (d, deadline) in ds {
-            let Some(frame) = remote_frame(d)? else {
+            if remote_frame(d)?.is_none() {
                 self.counters.fallback(Fallback::Unavailable);
                 return Err(Error::FastPath(crate::descriptors::why_http_only(d)));
-            };
-            frames.push(frame);
+            }
             earliest = Some(earliest.map_or(*deadline, |e: Instant| e.min(*deadline)));
         }
         let earliest = earliest.expect("non-empty");
         let state = self.ready_endpoint(earliest).await?;
+        let frames = frames_on(&state, ds.iter().map(|(d, _)| *d))?;
         let timeout = earliest
             .saturating_duration_since(Instant::now())
             .min(self.read_timeout);
@@ -286,11 +309,20 @@ impl FabricPool {
                 FabricState::Ready {
                     reader,
                     incarnation,
+                    endpoint,
                 },
                 Some(info),
             ) = (&mut *state, now)
             {
-                let address = info.address.and_then(|a| BASE64_STANDARD.decode(a).ok());
+                // The same provider's endpoint, wherever the restarted gateway lists it.
+                let same = crate::choose::endpoints(&info)
+                    .into_iter()
+                    .enumerate()
+                    .find(|(_, e)| e.provider == reader.provider());
+                let address = same.and_then(|(i, e)| {
+                    *endpoint = i;
+                    BASE64_STANDARD.decode(e.address).ok()
+                });
                 if info.incarnation != *incarnation {
                     tracing::info!(
                         old = %incarnation,
@@ -328,16 +360,19 @@ impl FabricPool {
             FabricState::Unknown => {}
         }
         let info = self.http.fabric_info().await?;
-        let incarnation = info.incarnation;
-        let (Some(provider), Some(address), true) = (info.provider, info.address, info.enabled)
-        else {
-            let why = "the gateway's fast path is off".to_owned();
-            *state = FabricState::Unavailable(why.clone());
-            return Err(Error::FastPath(why));
+        let (endpoint, chosen) = match crate::choose::choose(&info, self.provider.as_deref()) {
+            Ok(c) => c,
+            Err(why) => {
+                *state = FabricState::Unavailable(why.clone());
+                return Err(Error::FastPath(why));
+            }
         };
+        let incarnation = info.incarnation;
         let address = BASE64_STANDARD
-            .decode(address)
+            .decode(&chosen.address)
             .map_err(|_| Error::Protocol("fabric address is not base64".into()))?;
+        let provider = chosen.provider;
+        self.counters.provider(&provider);
         let cfg = FabricConfig::new(provider, self.fabric_addr.clone());
         let connected = tokio::task::spawn_blocking(move || Reader::connect(cfg, address))
             .await
@@ -347,6 +382,7 @@ impl FabricPool {
                 *state = FabricState::Ready {
                     reader: Box::new(r),
                     incarnation,
+                    endpoint,
                 };
                 self.counters.endpoint_opened();
                 Ok(())

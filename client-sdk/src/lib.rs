@@ -44,6 +44,7 @@
 //! for one in turn.
 
 mod builder;
+mod choose;
 mod client;
 mod cluster;
 mod descriptors;
@@ -63,7 +64,7 @@ mod verify;
 
 pub use builder::{default_fabric_addr, ClientBuilder};
 pub use client::Client;
-pub use descriptors::remote_frame;
+pub use descriptors::{remote_frame, remote_frame_on};
 pub use error::{with_causes, Error};
 pub use http::MAX_BUSY_WAIT;
 pub use into::BufResult;

@@ -82,6 +82,9 @@ pub struct Stats {
     /// scratch memory, or out of HTTP body chunks. A value delivered with one copy adds its
     /// length; a single-chunk HTTP body handed over as it came adds nothing.
     pub bytes_copied: u64,
+    /// The provider one-sided reads go over (`shm` for a gateway on this host, else the
+    /// gateway's remote provider), once an endpoint was opened.
+    pub fabric_provider: Option<String>,
 }
 
 /// The counters of a client, shared by a cluster client and its per-node clients.
@@ -101,6 +104,11 @@ impl Counters {
     /// A one-sided attempt failed for `why`.
     pub(crate) fn fallback(&self, why: Fallback) {
         self.with(|st| *st.fallbacks.entry(why.as_str()).or_default() += 1);
+    }
+
+    /// One-sided reads go over `provider`.
+    pub(crate) fn provider(&self, provider: &str) {
+        self.with(|st| st.fabric_provider = Some(provider.to_owned()));
     }
 
     /// `n` bytes copied on their way to the caller.

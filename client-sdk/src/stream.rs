@@ -286,11 +286,12 @@ impl FabricPool {
         d: &Descriptor,
         deadline: Instant,
     ) -> Result<(RemoteFrame, OwnedMutexGuard<FabricState>), Error> {
-        let Some(frame) = remote_frame(d)? else {
+        if remote_frame(d)?.is_none() {
             self.counters.fallback(Fallback::Unavailable);
             return Err(Error::FastPath(crate::descriptors::why_http_only(d)));
-        };
+        }
         let state = self.ready_endpoint(deadline).await?;
+        let frame = crate::fabric::frames_on(&state, std::iter::once(d))?.remove(0);
         Ok((frame, state))
     }
 }

@@ -11,6 +11,9 @@
 //! - [`frame`]: the layout of one stored version (header + payload) and its validation,
 //!   shared by the gateway (writer) and every fast-path reader.
 //! - [`silent`]: closing connections that send nothing to a socket provider's fabric port.
+//! - [`fabrics`]: several endpoints at once (`shm` for local readers beside a remote
+//!   provider), every arena registered in each domain.
+//! - [`local`]: whether a reader shares its gateway's host and may read it over `shm`.
 //! - [`library`]: libfabric, opened at run time the first time the fast path is used
 //!   (nothing links it).
 //!
@@ -25,8 +28,10 @@ pub mod buffer;
 pub mod check;
 pub mod counting;
 pub mod fabric;
+pub mod fabrics;
 pub mod frame;
 pub mod library;
+pub mod local;
 pub mod reader;
 pub mod server;
 pub mod silent;

@@ -76,7 +76,9 @@ pub struct Args {
     pub fast_path: FastPathMode,
 
     /// libfabric provider for the fast path: `efa` on AWS, `tcp;ofi_rxm` or `sockets`
-    /// elsewhere. Without this flag, `FI_PROVIDER` is honoured, then `tcp;ofi_rxm`.
+    /// elsewhere, `shm` for readers on this host; several at once separated by commas
+    /// (`efa,shm`: local readers over shm, remote ones over EFA; the first is the primary).
+    /// Without this flag, `FI_PROVIDER` is honoured, then `tcp;ofi_rxm`.
     #[arg(long, env = "RASA_FABRIC_PROVIDER")]
     pub fabric_provider: Option<String>,
 
@@ -411,9 +413,12 @@ impl Args {
         Ok(())
     }
 
-    /// The fabric endpoint configuration.
-    pub fn fabric_config(&self) -> rasa_fastpath::fabric::FabricConfig {
-        let provider = self
+    /// The fabric endpoint configurations, one per provider of `--fabric-provider` (a
+    /// comma-separated list, e.g. `tcp;ofi_rxm,shm`; the first is the primary, whose
+    /// address and keys descriptors carry in their top-level fields). `--fabric-domain`
+    /// applies to every provider but `shm` (whose one domain is `shm`).
+    pub fn fabric_configs(&self) -> Vec<rasa_fastpath::fabric::FabricConfig> {
+        let providers = self
             .fabric_provider
             .clone()
             .or_else(|| std::env::var("FI_PROVIDER").ok().filter(|p| !p.is_empty()))
@@ -422,8 +427,30 @@ impl Args {
             let ip = self.listen.ip();
             (!ip.is_unspecified()).then(|| ip.to_string())
         });
-        rasa_fastpath::fabric::FabricConfig::new(provider, node)
-            .with_domain(self.fabric_domain.clone())
+        let configs: Vec<_> = providers
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|provider| {
+                let domain = (!rasa_fastpath::fabric::plan::is_shm(provider))
+                    .then(|| self.fabric_domain.clone())
+                    .flatten();
+                rasa_fastpath::fabric::FabricConfig::new(provider, node.clone()).with_domain(domain)
+            })
+            .collect();
+        if configs.is_empty() {
+            vec![rasa_fastpath::fabric::FabricConfig::new(
+                DEFAULT_PROVIDER,
+                node,
+            )]
+        } else {
+            configs
+        }
+    }
+
+    /// The primary fabric endpoint's configuration (the first of [`Args::fabric_configs`]).
+    pub fn fabric_config(&self) -> rasa_fastpath::fabric::FabricConfig {
+        self.fabric_configs().remove(0)
     }
 
     /// The effective write policy.

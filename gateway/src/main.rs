@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use rasa_fastpath::server::FabricServer;
+use rasa_fastpath::fabrics::Fabrics;
 use rasa_gateway::cluster::Cluster;
 use rasa_gateway::config::{Args, Command, FabricCommand, FastPathMode, TlsCommand};
 use rasa_gateway::http::{doc, AppState, HttpConfig};
@@ -314,7 +314,10 @@ async fn serve(args: Args) -> Result<(), String> {
             refuse: rasa_gateway::http::ops::connection_limit_refusal,
         },
     };
-    if let Some(port) = state.store().fabric().and_then(|f| f.tcp_port()) {
+    let fabric_ports = state.store().fabric().map_or(Vec::new(), |f| {
+        f.servers().iter().filter_map(|s| s.tcp_port()).collect()
+    });
+    for port in fabric_ports {
         let timeout = args.edge.first_byte_timeout;
         tokio::spawn(server::silent::close_silent_fabric_connections(
             port, timeout,
@@ -453,39 +456,45 @@ fn check_memlock(args: &Args, efa: bool) -> Result<bool, String> {
     }
 }
 
-fn start_fast_path(args: &Args) -> Result<Option<Arc<FabricServer>>, String> {
+fn start_fast_path(args: &Args) -> Result<Option<Arc<Fabrics>>, String> {
     if args.fast_path == FastPathMode::Off {
         tracing::info!("fast path off: serving HTTP only");
         return Ok(None);
     }
-    let cfg = args.fabric_config();
-    if !check_memlock(args, rasa_fastpath::fabric::plan::is_efa(&cfg.provider))? {
+    let configs = args.fabric_configs();
+    let pins = configs
+        .iter()
+        .any(|c| rasa_fastpath::fabric::plan::is_efa(&c.provider));
+    if !check_memlock(args, pins)? {
         return Ok(None);
     }
-    match FabricServer::start(&cfg) {
-        Ok(server) => {
-            let node = server.node();
-            if node.emulated_read() == Some(true) {
-                tracing::warn!(
-                    "the provider emulates RDMA read in software: one-sided reads cost this gateway's CPU (see rasa-gateway fabric check)"
+    match Fabrics::start(&configs) {
+        Ok(fabrics) => {
+            for server in fabrics.servers() {
+                let node = server.node();
+                if node.emulated_read() == Some(true) {
+                    tracing::warn!(
+                        provider = node.provider(),
+                        "the provider emulates RDMA read in software: one-sided reads cost this gateway's CPU (see rasa-gateway fabric check)"
+                    );
+                }
+                tracing::info!(
+                    provider = node.provider(),
+                    fabric = node.fabric_name(),
+                    domain = node.domain_name(),
+                    libfabric = %rasa_fastpath::check::versions(),
+                    library = rasa_fastpath::library::loaded().map_or("", |l| l.path.as_str()),
+                    address_format = %node.address_format(),
+                    virtual_addressing = node.virtual_addressing(),
+                    provider_keys = node.provider_keys(),
+                    progress = if node.waitable() { "blocking" } else { "polling" },
+                    "fast path on"
                 );
             }
-            tracing::info!(
-                provider = node.provider(),
-                fabric = node.fabric_name(),
-                domain = node.domain_name(),
-                libfabric = %rasa_fastpath::check::versions(),
-                library = rasa_fastpath::library::loaded().map_or("", |l| l.path.as_str()),
-                address_format = %node.address_format(),
-                virtual_addressing = node.virtual_addressing(),
-                provider_keys = node.provider_keys(),
-                progress = if node.waitable() { "blocking" } else { "polling" },
-                "fast path on"
-            );
-            Ok(Some(Arc::new(server)))
+            Ok(Some(Arc::new(fabrics)))
         }
         Err(e) if args.fast_path == FastPathMode::Auto => {
-            tracing::warn!(error = %e, provider = %cfg.provider, "fast path unavailable; serving HTTP only (use --fast-path on to make this fatal)");
+            tracing::warn!(error = %e, "fast path unavailable; serving HTTP only (use --fast-path on to make this fatal)");
             Ok(None)
         }
         Err(e) => Err(format!("cannot start the fast path (--fast-path on): {e}")),

@@ -21,6 +21,8 @@ fn member(i: usize) -> ClusterMember {
             address_format: None,
             virtual_addressing: None,
             incarnation: "0000000000000001".into(),
+            endpoints: Vec::new(),
+            host: None,
         },
     }
 }

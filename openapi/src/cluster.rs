@@ -155,6 +155,8 @@ mod tests {
                 address_format: None,
                 virtual_addressing: None,
                 incarnation: "0000000000000001".into(),
+                endpoints: Vec::new(),
+                host: None,
             },
         }
     }

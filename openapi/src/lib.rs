@@ -113,6 +113,20 @@ pub struct Descriptor {
     /// One-sided reads of this descriptor go to that node's fabric endpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_id: Option<String>,
+    /// Where the frame is on the gateway's further fabric endpoints (`GET /v1/fabric`'s
+    /// `endpoints` after the first, in that order), when it serves several providers at
+    /// once: `addr` and `rkey` above are the first endpoint's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<RemoteRegion>,
+}
+
+/// Where a frame is on one fabric endpoint: its remote address and key there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RemoteRegion {
+    /// Remote address of the frame on this endpoint.
+    pub addr: u64,
+    /// Remote key of the memory region holding the frame, in this endpoint's domain.
+    pub rkey: u64,
 }
 
 fn format_one() -> u16 {
@@ -341,6 +355,48 @@ pub struct FabricInfo {
     /// Random id of this gateway process (16 hex digits), drawn at every start; the version
     /// ids it assigns count up from it.
     pub incarnation: String,
+    /// Every fabric endpoint, the one above first: a gateway may serve local readers over
+    /// `shm` and remote ones over `efa` or `tcp;ofi_rxm` at once. A descriptor's
+    /// `endpoints` give a frame's address and key on the second and later ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<FabricEndpoint>,
+    /// The gateway's host, when one of its endpoints is `shm` (which only readers on that
+    /// host, in its PID namespace and allowed to ptrace it, can use).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<FabricHost>,
+}
+
+/// One fabric endpoint of the gateway.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct FabricEndpoint {
+    /// libfabric provider name (`efa`, `tcp;ofi_rxm`, `shm`, …).
+    pub provider: String,
+    /// The endpoint's address (`fi_getname`), base64.
+    pub address: String,
+    /// libfabric address format of `address`.
+    pub address_format: String,
+    /// Whether descriptor addresses on this endpoint are virtual addresses (`true`) or
+    /// offsets into the memory region (`false`).
+    pub virtual_addressing: bool,
+}
+
+/// Where the gateway runs, for readers deciding whether they can use `shm`: the same boot
+/// id and PID namespace, and the probe read with `process_vm_readv` from `pid`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct FabricHost {
+    /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`).
+    #[schema(example = "0f3c9a52-6d8e-4b1f-9a7d-2c5e8b1d4f60")]
+    pub boot_id: String,
+    /// The gateway's PID namespace (`/proc/self/ns/pid`).
+    #[schema(example = "pid:[4026531836]")]
+    pub pid_namespace: String,
+    /// The gateway's process id in that namespace.
+    pub pid: u32,
+    /// Address, in the gateway's memory, of `probe`'s bytes.
+    pub probe_addr: u64,
+    /// What a reader finds at `probe_addr` when cross-memory attach works (ASCII).
+    #[schema(example = "rasa-probe 5f3a9c0e00000000")]
+    pub probe: String,
 }
 
 /// Liveness / readiness answer.

@@ -27,6 +27,7 @@ pub(crate) struct Config {
     pub(crate) connect_timeout: f64,
     pub(crate) verify_sha256: bool,
     pub(crate) fabric_addr: Option<String>,
+    pub(crate) fabric_provider: Option<String>,
     pub(crate) retries_when_busy: u32,
     pub(crate) discover_cluster: bool,
     pub(crate) namespace: Option<String>,
@@ -87,6 +88,9 @@ impl Config {
         if let Some(a) = &self.fabric_addr {
             b = b.fabric_addr(a.clone());
         }
+        if let Some(p) = &self.fabric_provider {
+            b = b.fabric_provider(p.clone());
+        }
         if let Some(ns) = &self.namespace {
             b = b.namespace(ns.clone());
         }
@@ -105,6 +109,7 @@ impl Config {
         d.set_item("connect_timeout", self.connect_timeout)?;
         d.set_item("verify_sha256", self.verify_sha256)?;
         d.set_item("fabric_addr", &self.fabric_addr)?;
+        d.set_item("fabric_provider", &self.fabric_provider)?;
         d.set_item("retries_when_busy", self.retries_when_busy)?;
         d.set_item("discover_cluster", self.discover_cluster)?;
         d.set_item("namespace", &self.namespace)?;
@@ -187,6 +192,7 @@ impl Core {
         d.set_item("http_reads", s.http_reads)?;
         d.set_item("busy_retries", s.busy_retries)?;
         d.set_item("bytes_copied", s.bytes_copied)?;
+        d.set_item("fabric_provider", s.fabric_provider)?;
         let f = PyDict::new(py);
         for (why, n) in s.fallbacks {
             f.set_item(why, n)?;

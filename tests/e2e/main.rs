@@ -26,4 +26,5 @@ mod setup;
 mod stream;
 mod tls;
 mod trust;
+mod two_providers;
 mod ui;

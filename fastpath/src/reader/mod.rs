@@ -249,6 +249,11 @@ impl Reader {
         }
     }
 
+    /// The provider this reader reads over.
+    pub fn provider(&self) -> &str {
+        &self.config.provider
+    }
+
     /// The gateway endpoint address this reader reads from.
     pub fn target(&self) -> &[u8] {
         &self.target

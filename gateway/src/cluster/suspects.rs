@@ -68,6 +68,8 @@ mod tests {
                 address_format: None,
                 virtual_addressing: None,
                 incarnation: incarnation.into(),
+                endpoints: Vec::new(),
+                host: None,
             },
         }
     }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use rasa_fastpath::frame::{self, CHECKSUM_ALGORITHM, FRAME_FORMAT, HEADER_LEN};
-use rasa_openapi::Descriptor;
+use rasa_openapi::{Descriptor, RemoteRegion};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
@@ -81,13 +81,19 @@ pub fn descriptor_of(st: &AppState, store: &Store, v: &StoredVersion, remote: bo
         created_at: rfc3339(v.created()),
         lease_ms: store.config().lease.as_millis() as u64,
         lease_expires_at: rfc3339(deadline),
-        addr: remote.map(|(addr, _)| addr),
-        rkey: remote.map(|(_, rkey)| rkey),
+        addr: remote.as_ref().map(|r| r[0].0),
+        rkey: remote.as_ref().map(|r| r[0].1),
         frame_header_len: HEADER_LEN as u32,
         frame_format: FRAME_FORMAT,
         block_size: v.block_size(),
         block_table_offset: (v.block_size() > 0).then(|| frame::table_at(v.len())),
         incarnation: format!("{:016x}", store.incarnation()),
         node_id: st.cluster.as_ref().map(|c| c.node_id().to_owned()),
+        endpoints: remote
+            .iter()
+            .flatten()
+            .skip(1)
+            .map(|&(addr, rkey)| RemoteRegion { addr, rkey })
+            .collect(),
     }
 }

@@ -139,11 +139,11 @@ impl<'a> Memory<'a> {
         let (leased, live) = self.arenas.observe(SystemTime::now());
         metrics::gauge!("rasa_arenas_leased").set(leased as f64);
         metrics::gauge!("rasa_live_bytes").set(live as f64);
-        if let Some(f) = &self.fabric {
-            let st = f.stats();
-            metrics::counter!("rasa_fabric_progress_wakeups_total")
+        for f in self.fabric.iter().flat_map(|f| f.servers()) {
+            let (st, provider) = (f.stats(), f.node().provider().to_owned());
+            metrics::counter!("rasa_fabric_progress_wakeups_total", "provider" => provider.clone())
                 .absolute(st.wakeups.load(Ordering::Relaxed));
-            metrics::counter!("rasa_fabric_progress_errors_total")
+            metrics::counter!("rasa_fabric_progress_errors_total", "provider" => provider)
                 .absolute(st.errors.load(Ordering::Relaxed));
         }
     }

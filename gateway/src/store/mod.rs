@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use rasa_fastpath::server::FabricServer;
+use rasa_fastpath::fabrics::Fabrics;
 
 use arena::Arenas;
 use index::Index;
@@ -70,7 +70,7 @@ pub struct Store {
     /// Version ids count up from the incarnation; namespaces' stores share the counter.
     counter: Arc<AtomicU64>,
     arenas: Arenas,
-    fabric: Option<Arc<FabricServer>>,
+    fabric: Option<Arc<Fabrics>>,
     index: Index,
     /// Woken whenever reclamation makes memory reusable (PUTs waiting for room).
     room: tokio::sync::Notify,
@@ -83,7 +83,7 @@ pub struct Store {
 impl Store {
     /// An empty store with a fresh random incarnation. With `fabric`, every arena is
     /// registered for one-sided reads.
-    pub fn new(config: StoreConfig, fabric: Option<Arc<FabricServer>>) -> Self {
+    pub fn new(config: StoreConfig, fabric: Option<Arc<Fabrics>>) -> Self {
         Self {
             staging: upload::Staging::new(config.staging_memory, config.arena_size as u64),
             incarnation: rand::random(),
@@ -134,13 +134,14 @@ impl Store {
         &self.config
     }
 
-    /// The fabric endpoint serving one-sided reads, when the fast path is on.
-    pub fn fabric(&self) -> Option<&Arc<FabricServer>> {
+    /// The fabric endpoints serving one-sided reads, when the fast path is on.
+    pub fn fabric(&self) -> Option<&Arc<Fabrics>> {
         self.fabric.as_ref()
     }
 
-    /// Where `v`'s frame can be read one-sided: (remote address, remote key).
-    pub fn remote(&self, v: &StoredVersion) -> Option<(u64, u64)> {
+    /// Where `v`'s frame can be read one-sided: (remote address, remote key) on each fabric
+    /// endpoint, the primary first.
+    pub fn remote(&self, v: &StoredVersion) -> Option<Vec<(u64, u64)>> {
         let fabric = self.fabric.as_ref()?;
         v.arena.remote(fabric, v.frame.offset())
     }

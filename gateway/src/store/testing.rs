@@ -33,7 +33,7 @@ impl Testing<'_> {
     /// length and key — when registered: what a descriptor holder can read, frame or not.
     pub fn region_of(&self, v: &StoredVersion) -> Option<(u64, u64, u64)> {
         let fabric = self.0.fabric.as_ref()?;
-        let (addr, rkey) = v.arena.remote(fabric, 0)?;
+        let (addr, rkey) = v.arena.remote(fabric, 0)?[0];
         Some((addr, v.arena.buffer.capacity() as u64, rkey))
     }
 

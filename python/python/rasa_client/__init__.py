@@ -55,6 +55,8 @@ def _env_settings() -> dict[str, Any]:
         kw["fast_path"] = os.environ["RASA_FAST_PATH"]
     if "RASA_FABRIC_ADDR" in os.environ:
         kw["fabric_addr"] = os.environ["RASA_FABRIC_ADDR"]
+    if "RASA_READ_PROVIDER" in os.environ:
+        kw["fabric_provider"] = os.environ["RASA_READ_PROVIDER"]
     if "RASA_TIMEOUT" in os.environ:
         kw["timeout"] = float(os.environ["RASA_TIMEOUT"].removesuffix("s"))
     if "RASA_NAMESPACE" in os.environ:
@@ -77,6 +79,9 @@ class Client(_native.Client):
         verify_sha256: also check each one-sided read's SHA-256 (frames are always
             checked against their checksum).
         fabric_addr: the local address of this side's fabric endpoint.
+        fabric_provider: the gateway fabric endpoint to read through, by provider
+            (``"shm"``, ``"tcp;ofi_rxm"``, ``"efa"``); default: ``shm`` when the gateway
+            is on this host and cross-memory attach works, else its other provider.
         retries_when_busy: how often a ``503`` with ``Retry-After`` is retried.
         discover_cluster: learn a cluster's members from the endpoint and send each key
             to its owner.
@@ -87,7 +92,8 @@ class Client(_native.Client):
     @classmethod
     def from_env(cls, **overrides: Any) -> Client:
         """A client configured by ``RASA_ENDPOINT``, ``RASA_TOKEN``, ``RASA_CA_FILE``,
-        ``RASA_FAST_PATH``, ``RASA_FABRIC_ADDR``, ``RASA_TIMEOUT`` (seconds) and ``RASA_NAMESPACE``."""
+        ``RASA_FAST_PATH``, ``RASA_FABRIC_ADDR``, ``RASA_READ_PROVIDER``, ``RASA_TIMEOUT`` (seconds)
+        and ``RASA_NAMESPACE``."""
         return cls(**{**_env_settings(), **overrides})
 
     def iter_keys(self, prefix: str = "", *, page_size: int = 1000) -> Iterator[ObjectSummary]:

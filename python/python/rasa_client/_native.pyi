@@ -113,6 +113,7 @@ class Client:
         connect_timeout: float = 3.0,
         verify_sha256: bool = False,
         fabric_addr: str | None = None,
+        fabric_provider: str | None = None,
         retries_when_busy: int = 2,
         discover_cluster: bool = True,
         namespace: str | None = None,
@@ -146,7 +147,8 @@ class Client:
     def resolve(self, key: str) -> Descriptor:
         """The descriptor of ``key``'s current version."""
     def stats(self) -> dict[str, Any]:
-        """Read counters: fabric_reads, http_reads, busy_retries, fallbacks."""
+        """Read counters: fabric_reads, http_reads, busy_retries, bytes_copied, fabric_provider
+        (the provider one-sided reads go over), fallbacks."""
     def close(self) -> None:
         """Closes connections and the fabric endpoint; later calls raise."""
     def _config(self) -> dict[str, Any]: ...
@@ -166,6 +168,7 @@ class AsyncClient:
         connect_timeout: float = 3.0,
         verify_sha256: bool = False,
         fabric_addr: str | None = None,
+        fabric_provider: str | None = None,
         retries_when_busy: int = 2,
         discover_cluster: bool = True,
         namespace: str | None = None,
@@ -201,7 +204,8 @@ class AsyncClient:
     def resolve(self, key: str) -> Awaitable[Descriptor]:
         """The descriptor of ``key``'s current version."""
     def stats(self) -> dict[str, Any]:
-        """Read counters: fabric_reads, http_reads, busy_retries, fallbacks."""
+        """Read counters: fabric_reads, http_reads, busy_retries, bytes_copied, fabric_provider
+        (the provider one-sided reads go over), fallbacks."""
     def close(self) -> None:
         """Closes connections and the fabric endpoint; later calls raise."""
     def _config(self) -> dict[str, Any]: ...

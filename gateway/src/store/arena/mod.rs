@@ -21,9 +21,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use rasa_fastpath::buffer::{ArenaBuffer, WriteSlot, BUFFER_ALIGN};
-use rasa_fastpath::fabric::MemoryRegion;
+use rasa_fastpath::fabrics::{Fabrics, Regions};
 use rasa_fastpath::frame::FRAME_ALIGN;
-use rasa_fastpath::server::FabricServer;
 
 mod charge;
 mod reclaim;
@@ -95,7 +94,7 @@ pub struct Arenas {
     grace: Duration,
     next_id: AtomicU64,
     table: Mutex<Table>,
-    fabric: Option<Arc<FabricServer>>,
+    fabric: Option<Arc<Fabrics>>,
     /// Arenas taken out of `draining` by a reclaim pass that is revoking, resetting or
     /// re-registering them outside the table lock; still counted as draining.
     reclaiming: AtomicUsize,
@@ -109,7 +108,7 @@ impl Arenas {
         arena_size: usize,
         budget: u64,
         grace: Duration,
-        fabric: Option<Arc<FabricServer>>,
+        fabric: Option<Arc<Fabrics>>,
     ) -> Self {
         Self {
             arena_size,
@@ -261,7 +260,7 @@ impl Arenas {
         Ok(got)
     }
 
-    fn register(&self, buffer: &Arc<ArenaBuffer>) -> Result<Option<MemoryRegion>, StoreError> {
+    fn register(&self, buffer: &Arc<ArenaBuffer>) -> Result<Option<Regions>, StoreError> {
         match &self.fabric {
             Some(fabric) => fabric.register(Arc::clone(buffer)).map(Some).map_err(|e| {
                 tracing::error!(error = %e, "arena registration failed");

@@ -1,4 +1,4 @@
-//! One arena: a buffer registered as one memory region with one remote key, the latest
+//! One arena: a buffer registered as one memory region (per fabric endpoint) with one remote key, the latest
 //! lease deadline it handed out, the versions living in it, and its keys (current and
 //! retired). The life cycle that uses these facts is in [`super`].
 
@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rasa_fastpath::buffer::ArenaBuffer;
-use rasa_fastpath::fabric::{FabricError, MemoryRegion};
-use rasa_fastpath::server::FabricServer;
+use rasa_fastpath::fabric::FabricError;
+use rasa_fastpath::fabrics::{Fabrics, Regions};
 
 use crate::store::StoredVersion;
 
@@ -30,7 +30,7 @@ pub struct Arena {
     pub dedicated: bool,
     /// The registration with the fabric (one memory region, one remote key), when the
     /// fast path is on. Closed (key revoked) before the memory is reused.
-    pub(super) region: RwLock<Option<MemoryRegion>>,
+    pub(super) region: RwLock<Option<Regions>>,
     /// When the current region was registered (ms since the epoch), for `--key-lifetime`.
     key_since_ms: AtomicU64,
     /// This arena's share of `--key-lifetime`, in [0.8, 1.0): arenas made together do not
@@ -39,7 +39,7 @@ pub struct Arena {
     pub(in crate::store) key_jitter: f64,
     /// Regions superseded by a key refresh, each closed once the leases handed out under
     /// its key (plus grace) have ended.
-    retiring: Mutex<Vec<(MemoryRegion, SystemTime)>>,
+    retiring: Mutex<Vec<(Regions, SystemTime)>>,
     /// Latest lease deadline handed out for any value in this arena (ms since the epoch).
     pub(super) lease_deadline_ms: AtomicU64,
     /// Last time a value in this arena was written or read (ms since the epoch): the
@@ -63,7 +63,7 @@ impl Arena {
         id: u64,
         buffer: Arc<ArenaBuffer>,
         dedicated: bool,
-        region: Option<MemoryRegion>,
+        region: Option<Regions>,
     ) -> Self {
         let capacity = buffer.capacity() as u64;
         Self {
@@ -84,17 +84,16 @@ impl Arena {
         }
     }
 
-    /// The remote address and key of `offset` within this arena, when registered.
-    pub fn remote(&self, fabric: &FabricServer, offset: usize) -> Option<(u64, u64)> {
+    /// The remote address and key of `offset` within this arena on each fabric endpoint
+    /// (the primary first), when registered.
+    pub fn remote(&self, fabric: &Fabrics, offset: usize) -> Option<Vec<(u64, u64)>> {
         let region = self.region.read().unwrap_or_else(PoisonError::into_inner);
-        region
-            .as_ref()
-            .map(|r| (fabric.remote_addr(r, offset), r.key()))
+        region.as_ref().map(|r| fabric.remotes(r, offset).collect())
     }
 
     /// Registers the arena again under a fresh remote key and revokes the old one. Readers
     /// holding the old key get a protection error from then on, never other bytes.
-    pub fn rotate_key(&self, fabric: &FabricServer) -> Result<(), FabricError> {
+    pub fn rotate_key(&self, fabric: &Fabrics) -> Result<(), FabricError> {
         let mut region = self.region.write().unwrap_or_else(PoisonError::into_inner);
         if let Some(old) = region.take() {
             let old_key = old.key();
@@ -126,7 +125,7 @@ impl Arena {
     /// The new registration is made before the write lock is taken (on EFA it costs tens
     /// to hundreds of milliseconds, which descriptor requests must not wait for); if the
     /// arena was revoked meanwhile, the fresh region is dropped.
-    pub fn refresh_key(&self, fabric: &FabricServer, grace: Duration) -> Result<bool, FabricError> {
+    pub fn refresh_key(&self, fabric: &Fabrics, grace: Duration) -> Result<bool, FabricError> {
         let buffer = match self
             .region
             .read()
@@ -159,7 +158,7 @@ impl Arena {
 
     /// Registers a dedicated arena whose value has just been written (it was allocated
     /// unregistered, so that no key opened it while its bytes were arriving).
-    pub fn register_sealed(&self, fabric: &FabricServer) -> Result<(), FabricError> {
+    pub fn register_sealed(&self, fabric: &Fabrics) -> Result<(), FabricError> {
         let fresh = fabric.register(Arc::clone(&self.buffer))?;
         *self.region.write().unwrap_or_else(PoisonError::into_inner) = Some(fresh);
         self.key_since_ms.store(now_ms(), Ordering::Release);

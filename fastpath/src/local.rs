@@ -1,0 +1,148 @@
+//! Whether a reader is on its gateway's host and may read it over `shm`.
+//!
+//! `shm` copies with `process_vm_readv` (cross-memory attach, CMA) from the reader's
+//! process, which works only on the same kernel, in the same PID namespace, and when the
+//! kernel lets the reader ptrace the gateway (same user, `kernel.yama.ptrace_scope`).
+//! Without CMA, libfabric 1.17 silently falls back to a slow path that copies through
+//! the gateway's CPU; a reader should know before it picks `shm`. So the gateway publishes
+//! its [`HostIdentity`] (boot id, PID namespace) with its pid and the address of a *probe*
+//! (a few bytes of its memory whose content it also publishes), and the reader:
+//!
+//! 1. compares the host identity with its own ([`HostIdentity::here`]): another machine
+//!    or container is told apart without a system call to a foreign pid;
+//! 2. reads the probe with `process_vm_readv` ([`probe`]): EPERM says CMA is not
+//!    permitted, ESRCH that the pid is not visible here, other bytes that the pid is
+//!    another process; only the published bytes mean `shm` reads will work.
+
+/// What identifies a kernel and a PID namespace: two processes with the same identity
+/// see the same pids.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostIdentity {
+    /// `/proc/sys/kernel/random/boot_id`: one per boot of one machine.
+    pub boot_id: String,
+    /// The PID namespace (`/proc/self/ns/pid`, e.g. `pid:[4026531836]`).
+    pub pid_namespace: String,
+}
+
+impl HostIdentity {
+    /// This process's host identity; `None` where `/proc` does not tell it.
+    pub fn here() -> Option<Self> {
+        let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        let pid_namespace = std::fs::read_link("/proc/self/ns/pid").ok()?;
+        Some(Self {
+            boot_id: boot_id.trim().to_owned(),
+            pid_namespace: pid_namespace.to_string_lossy().into_owned(),
+        })
+    }
+}
+
+/// Why a reader cannot use `shm` towards a gateway.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotLocal {
+    /// Another machine, another boot, or another PID namespace (a container).
+    #[error("the gateway is on another host or in another PID namespace ({0})")]
+    OtherHost(String),
+    /// The kernel refused cross-memory attach.
+    #[error(
+        "cross-memory attach to the gateway (pid {pid}) is not permitted: run the reader as the gateway's user, and check kernel.yama.ptrace_scope (0 or 1 for a child, or CAP_SYS_PTRACE)"
+    )]
+    NotPermitted {
+        /// The gateway's pid.
+        pid: u32,
+    },
+    /// The pid holds another process or none (the gateway restarted, or another namespace).
+    #[error("pid {pid} is not the gateway here: {why}")]
+    NotTheGateway {
+        /// The pid asked for.
+        pid: u32,
+        /// What the probe found.
+        why: String,
+    },
+}
+
+/// Whether a process on `gateway`'s host, as pid `pid`, holds `expected` at `addr` and
+/// lets this process read it with `process_vm_readv` — i.e. whether `shm` reads of that
+/// gateway will take the fast path from here.
+pub fn probe(gateway: &HostIdentity, pid: u32, addr: u64, expected: &[u8]) -> Result<(), NotLocal> {
+    match HostIdentity::here() {
+        Some(here) if here == *gateway => {}
+        Some(here) => {
+            let what = if here.boot_id != gateway.boot_id {
+                "another boot id"
+            } else {
+                "another PID namespace"
+            };
+            return Err(NotLocal::OtherHost(what.into()));
+        }
+        None => {
+            return Err(NotLocal::OtherHost(
+                "this process cannot tell its host (no /proc)".into(),
+            ))
+        }
+    }
+    let mut got = vec![0u8; expected.len()];
+    let local = libc::iovec {
+        iov_base: got.as_mut_ptr().cast(),
+        iov_len: got.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as usize as *mut libc::c_void,
+        iov_len: expected.len(),
+    };
+    // SAFETY: `local` describes `got`, a live buffer of its length that only this call
+    // writes; the remote iovec names another process's memory, which the kernel checks and
+    // reads (never this process's). Both iovec arrays have one element.
+    let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+    if n < 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::EPERM) => NotLocal::NotPermitted { pid },
+            Some(libc::ESRCH) => NotLocal::NotTheGateway {
+                pid,
+                why: "no such process".into(),
+            },
+            _ => NotLocal::NotTheGateway {
+                pid,
+                why: e.to_string(),
+            },
+        });
+    }
+    if got[..n as usize] != *expected {
+        return Err(NotLocal::NotTheGateway {
+            pid,
+            why: "its memory does not hold the gateway's probe".into(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_probes_itself_from_a_child_and_a_wrong_probe_fails() {
+        let here = HostIdentity::here().expect("/proc");
+        let secret: &'static [u8] =
+            Box::leak(b"rasa-probe 0123456789abcdef".to_vec().into_boxed_slice());
+        let addr = secret.as_ptr() as u64;
+        let pid = std::process::id();
+        assert_eq!(probe(&here, pid, addr, secret), Ok(()));
+        assert!(matches!(
+            probe(&here, pid, addr, b"rasa-probe fedcba9876543210"),
+            Err(NotLocal::NotTheGateway { .. })
+        ));
+        let other = HostIdentity {
+            boot_id: "another".into(),
+            ..here.clone()
+        };
+        assert!(matches!(
+            probe(&other, pid, addr, secret),
+            Err(NotLocal::OtherHost(_))
+        ));
+        assert!(matches!(
+            probe(&here, i32::MAX as u32, addr, secret),
+            Err(NotLocal::NotTheGateway { .. })
+        ));
+    }
+}
