@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The Python SDK next to the Rust SDK and to Python over plain HTTP (bench/python_bench.py),
 # release builds, one gateway with the fast path on (tcp;ofi_rxm on loopback). Prints a
-# Markdown section; `make bench` includes it in bench/results.md.
+# Markdown section; `make bench` includes it in bench/results.md. The gateway serves
+# `tcp;ofi_rxm` and `shm` at once: the Python client on its host reads over shm, a second
+# one asks for tcp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build -q --release --locked -p rasa-gateway -p rasa-client --example get_into_bench >&2
 ./scripts/python.sh --release >&2
 tmp=$(mktemp -d)
 target/release/rasa-gateway --listen 127.0.0.1:0 --memory 2GiB --fast-path on \
-  --fabric-provider 'tcp;ofi_rxm' >"$tmp/out" 2>"$tmp/err" &
+  --fabric-provider 'tcp;ofi_rxm,shm' >"$tmp/out" 2>"$tmp/err" &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 # The gateway's first line says it listens; read it as it comes (no polling).

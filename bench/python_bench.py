@@ -4,9 +4,11 @@
 
 Prints a Markdown table: for 4 KiB, 1 MiB and 16 MiB values, the median latency and the
 throughput (one read at a time, into a reused buffer) of
-- rasa_client `get_into`, one-sided (fast_path="required");
+- rasa_client `get_into`, one-sided (fast_path="required") over shm (the gateway serves
+  `tcp;ofi_rxm,shm`; a client on its host picks shm);
 - the same into a `RegisteredBuffer` (`Client.register`: the value lands in it, no copy);
-- the Rust SDK's `get_into`, one-sided (client-sdk/examples/get_into_bench.rs);
+- rasa_client `get_into`, one-sided over tcp;ofi_rxm (fabric_provider="tcp;ofi_rxm");
+- the Rust SDK's `get_into`, one-sided (client-sdk/examples/get_into_bench.rs; shm);
 - rasa_client `get_into` over HTTP (fast_path="off");
 - the standard library's http.client (a kept-alive connection, `readinto` a buffer).
 """
@@ -42,6 +44,7 @@ def timed(fn, rounds: int, size: int) -> tuple[float, float]:
 def main() -> None:
     url, rust_bench = sys.argv[1], sys.argv[2]
     fabric = rasa_client.Client(url, fast_path="required")
+    tcp = rasa_client.Client(url, fast_path="required", fabric_provider="tcp;ofi_rxm")
     http_sdk = rasa_client.Client(url, fast_path="off")
     u = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(u.hostname, u.port)
@@ -65,18 +68,21 @@ def main() -> None:
         rows[size] = [
             timed(one_sided, rounds, size),
             timed(lambda: fabric.get_into(key, registered), rounds, size),
+            timed(lambda: tcp.get_into(key, buf), rounds, size),
             None,
             timed(lambda: http_sdk.get_into(key, buf), rounds, size),
             timed(stdlib, rounds, size),
         ]
         assert fabric.stats()["fallbacks"] == {}, fabric.stats()
+        assert fabric.stats()["fabric_provider"] == "shm", fabric.stats()
+        assert tcp.stats()["fabric_provider"] == "tcp;ofi_rxm", tcp.stats()
     specs = [f"bench/python/{size}:{rounds}" for size, _, rounds in SIZES]
     out = subprocess.run([rust_bench, url, *specs], check=True, capture_output=True, text=True)
     for line, (size, _, _) in zip(out.stdout.splitlines(), SIZES):
         _, p50, gbps = line.split()
-        rows[size][2] = (float(p50), float(gbps))
-    print("| value | Python get_into, one-sided | Python get_into a RegisteredBuffer, one-sided | Rust SDK get_into, one-sided | Python get_into, HTTP | Python http.client readinto |")
-    print("| --- | --- | --- | --- | --- | --- |")
+        rows[size][3] = (float(p50), float(gbps))
+    print("| value | Python get_into, one-sided (shm) | Python get_into a RegisteredBuffer (shm) | Python get_into, one-sided (tcp;ofi_rxm) | Rust SDK get_into, one-sided (shm) | Python get_into, HTTP | Python http.client readinto |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for size, name, _ in SIZES:
         cells = " | ".join(f"p50 {p:.0f} µs, {g:.2f} GB/s" for p, g in rows[size])
         print(f"| {name} | {cells} |")

@@ -4,7 +4,8 @@
 //! cargo run --release -p rasa-client --example concurrency_bench -- http://127.0.0.1:8080 [GATEWAY_PID]
 //! ```
 //!
-//! For 1 MiB and 16 MiB values and 1, 4 and 16 tasks sharing one client: aggregate
+//! For 4 KiB, 1 MiB and 16 MiB values and 1, 4 and 16 tasks sharing one client, with `get` (a new
+//! buffer per read) and `get_into` (each reader's own buffer, reused): aggregate
 //! throughput, p50/p99 latency of a read, and (with the gateway's PID) the gateway's CPU
 //! seconds per GB served. One-sided reads use the client's default fabric endpoints (4),
 //! or `RASA_BENCH_ENDPOINTS` of them.
@@ -32,14 +33,25 @@ async fn main() {
         .unwrap();
     println!("| size | readers | path ({endpoints} fabric endpoints) | aggregate | p50 | p99 | gateway CPU per GB |");
     println!("| --- | --- | --- | --- | --- | --- | --- |");
-    for (label, size, per_task) in [("1 MiB", 1usize << 20, 400usize), ("16 MiB", 16 << 20, 40)] {
+    for (label, size, per_task) in [
+        ("4 KiB", 4usize << 10, 4000usize),
+        ("1 MiB", 1 << 20, 400),
+        ("16 MiB", 16 << 20, 40),
+    ] {
         let key = format!("bench/concurrency/{size}");
         let body: Vec<u8> = (0..size).map(|i| (i * 131 % 251) as u8).collect();
         setup.put(&key, body).await.unwrap();
         for readers in [1usize, 4, 16] {
-            for (mode, want, path) in [
-                (FastPath::Required, ReadPath::Fabric, "one-sided"),
-                (FastPath::Off, ReadPath::Http, "HTTP"),
+            for (mode, want, path, into) in [
+                (FastPath::Required, ReadPath::Fabric, "one-sided", false),
+                (FastPath::Off, ReadPath::Http, "HTTP", false),
+                (
+                    FastPath::Required,
+                    ReadPath::Fabric,
+                    "one-sided, get_into",
+                    true,
+                ),
+                (FastPath::Off, ReadPath::Http, "HTTP, get_into", true),
             ] {
                 let c = Client::builder(&endpoint)
                     .fast_path(mode)
@@ -64,12 +76,20 @@ async fn main() {
                     .map(|_| {
                         let (c, key, lat) = (c.clone(), key.clone(), Arc::clone(&lat));
                         tokio::spawn(async move {
+                            // get_into reuses one buffer per reader (its pages touched once).
+                            let mut buf = vec![1u8; size];
                             for _ in 0..reads {
                                 let t = Instant::now();
-                                let obj = c.get(&key).await.unwrap();
-                                let took = t.elapsed();
-                                assert_eq!((obj.bytes.len(), obj.path), (size, want));
-                                lat.lock().unwrap().push(took);
+                                if into {
+                                    let (r, b) = c.get_into(&key, buf).await;
+                                    buf = b;
+                                    let got = r.unwrap();
+                                    assert_eq!((got.length as usize, got.path), (size, want));
+                                } else {
+                                    let obj = c.get(&key).await.unwrap();
+                                    assert_eq!((obj.bytes.len(), obj.path), (size, want));
+                                }
+                                lat.lock().unwrap().push(t.elapsed());
                             }
                         })
                     })

@@ -230,6 +230,7 @@ impl ClientBuilder {
             rebuilding: Arc::default(),
             fabric_addr,
             provider: self.fabric_provider.clone(),
+            in_use: self.fabric_endpoints.into(),
             fast_path: self.fast_path,
             read_timeout: self.read_timeout,
             verify_sha256: self.verify_sha256,

@@ -106,7 +106,7 @@ impl KeyGen {
 impl FabricServer {
     /// Opens an endpoint for `cfg` and starts its progress thread.
     pub fn start(cfg: &FabricConfig) -> Result<Self, FabricError> {
-        let node = Arc::new(Node::open(cfg)?);
+        let node = Arc::new(Node::open(&cfg.clone().serving())?);
         let address = node.address()?;
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(ProgressStats::default());

@@ -164,6 +164,26 @@ def test_reads_over_shm_are_one_sided_and_exact(own_gateway):
     assert c.get_into("shm/v", out) == len(value)
     assert out == value
     assert c.stats()["fabric_reads"] >= 2
+    assert c.stats()["fabric_provider"] == "shm"
+
+
+def test_a_gateway_with_shm_and_tcp_serves_this_host_over_shm_unless_asked(own_gateway):
+    """With ``--fabric-provider 'tcp;ofi_rxm,shm'`` a client on the gateway's host reads
+    over shm by itself; ``fabric_provider=`` makes another read over tcp; both exact."""
+    gw = own_gateway("--fast-path", "on", "--fabric-provider", "tcp;ofi_rxm,shm")
+    local = rasa_client.Client(gw.url, fast_path="required")
+    remote = rasa_client.Client(gw.url, fast_path="required", fabric_provider="tcp;ofi_rxm")
+    value = os.urandom(1 << 20)
+    local.put("two/v", value)
+    out = bytearray(len(value))
+    for c in (local, remote):
+        assert bytes(c.get("two/v")) == value
+        assert c.get_into("two/v", out) == len(value) and out == value
+    assert local.stats()["fabric_provider"] == "shm"
+    assert remote.stats()["fabric_provider"] == "tcp;ofi_rxm"
+    nowhere = rasa_client.Client(gw.url, fast_path="required", fabric_provider="efa")
+    with pytest.raises(rasa_client.FastPathUnavailable, match="no efa endpoint"):
+        nowhere.get("two/v")
 
 
 def test_a_client_of_a_namespace_sees_only_its_keys(own_gateway, tmp_token_file):

@@ -124,3 +124,40 @@ async fn the_cli_reads_over_shm_beside_the_gateway_and_over_tcp_from_another_pid
     assert_eq!(elsewhere["provider"], TCP, "{elsewhere}");
     assert_eq!(elsewhere["sha256"], sha256_hex(&body));
 }
+
+/// A reader the kernel does not let attach to the gateway's memory (another user) is told
+/// so before any shm read, instead of libfabric falling back silently to shm's slow path
+/// through the gateway's CPU; asked to, it reads over the gateway's other provider.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_without_cross_memory_attach_rights_is_told_why_and_reads_over_tcp() {
+    let gw = Gateway::start(&["--fast-path", "on", "--fabric-provider", "tcp;ofi_rxm,shm"]);
+    let body = pattern(50_000, 4);
+    put_value(&gw, "cma/v", &body).await;
+    // As `nobody`: not the gateway's user, so process_vm_readv is refused (EPERM).
+    let as_nobody = |extra: &[&str]| {
+        std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(workspace_bin("rasa"))
+            .args(["--endpoint", &gw.base, "--json", "get", "cma/v"])
+            .args(["--fast-path", "required"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let shm = as_nobody(&["--read-provider", "shm"]);
+    let err = String::from_utf8_lossy(&shm.stderr);
+    assert!(!shm.status.success());
+    assert!(
+        err.contains("cross-memory attach to the gateway") && err.contains("not permitted"),
+        "{err}"
+    );
+    let auto = as_nobody(&[]);
+    assert!(
+        auto.status.success(),
+        "{}",
+        String::from_utf8_lossy(&auto.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&auto.stdout).unwrap();
+    assert_eq!(v["provider"], TCP);
+    assert_eq!(v["sha256"], sha256_hex(&body));
+}

@@ -18,6 +18,9 @@ pub struct FabricConfig {
     pub node: Option<String>,
     /// Domain (NIC) to open, e.g. `rdmap16s27-rdm` on EFA; `None`: the first one found.
     pub domain: Option<String>,
+    /// Whether the endpoint serves reads (a gateway's) rather than issues them: on `shm`
+    /// a serving endpoint gets a deep command queue ([`super::plan::SHM_SERVING_RX_SIZE`]).
+    pub serving: bool,
 }
 
 impl FabricConfig {
@@ -27,7 +30,14 @@ impl FabricConfig {
             provider: provider.into(),
             node,
             domain: None,
+            serving: false,
         }
+    }
+
+    /// The same configuration for an endpoint that serves reads ([`FabricConfig::serving`]).
+    pub fn serving(mut self) -> Self {
+        self.serving = true;
+        self
     }
 
     /// The same configuration, opening the domain (NIC) named `domain`.
