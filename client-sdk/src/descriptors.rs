@@ -94,6 +94,18 @@ impl Transport {
         self.decode(resp).await
     }
 
+    /// A descriptor of version `version` of `key`, and when its request was sent.
+    pub(crate) async fn resolve_version(
+        &self,
+        key: &str,
+        version: &str,
+    ) -> Result<(Descriptor, Instant), Error> {
+        let url = format!("{}?version={version}", self.url("descriptors", key)?);
+        let sent = Instant::now();
+        let resp = self.send(self.http.get(url)).await?;
+        Ok((self.decode(resp).await?, sent))
+    }
+
     /// Resolves several keys in one round trip; one result per key, in order.
     pub(crate) async fn resolve_many(
         &self,

@@ -249,8 +249,36 @@ impl Transport {
         body: impl Into<reqwest::Body>,
         content_type: Option<&str>,
     ) -> Result<Descriptor, Error> {
-        self.put_body(key, Payload::of(body.into()).await?, None, content_type)
+        self.put_body(
+            key,
+            Payload::of(body.into()).await?,
+            None,
+            content_type,
+            None,
+        )
+        .await
+    }
+
+    /// Stores `body` only if `condition` holds (`412 precondition_failed` otherwise).
+    pub(crate) async fn put_if(
+        &self,
+        key: &str,
+        body: Bytes,
+        content_type: Option<&str>,
+        condition: &crate::Condition,
+    ) -> Result<Descriptor, Error> {
+        let payload = Payload::of(body.into()).await?;
+        self.put_body(key, payload, None, content_type, Some(condition))
             .await
+    }
+
+    /// Version `version` of `key` over HTTP (`?version=`).
+    pub(crate) async fn get_version(&self, key: &str, version: &str) -> Result<Object, Error> {
+        self.get_url(
+            format!("{}?version={version}", self.url("objects", key)?),
+            None,
+        )
+        .await
     }
 
     /// Stores the file at `path`, read a MiB at a time and sent with its length (so the
@@ -278,7 +306,8 @@ impl Transport {
             }
         });
         let body = Payload::Once(Some(reqwest::Body::wrap_stream(chunks)));
-        self.put_body(key, body, Some(length), content_type).await
+        self.put_body(key, body, Some(length), content_type, None)
+            .await
     }
 
     async fn put_body(
@@ -287,6 +316,7 @@ impl Transport {
         mut payload: Payload,
         length: Option<u64>,
         content_type: Option<&str>,
+        condition: Option<&crate::Condition>,
     ) -> Result<Descriptor, Error> {
         let url = self.url("objects", key)?;
         let resp = self
@@ -297,6 +327,15 @@ impl Transport {
                 }
                 if let Some(n) = length {
                     req = req.header(reqwest::header::CONTENT_LENGTH, n);
+                }
+                match condition {
+                    Some(crate::Condition::IfMatch(etag)) => {
+                        req = req.header(reqwest::header::IF_MATCH, quoted(etag));
+                    }
+                    Some(crate::Condition::IfAbsent) => {
+                        req = req.header(reqwest::header::IF_NONE_MATCH, "*");
+                    }
+                    None => {}
                 }
                 Some(req)
             })
@@ -373,7 +412,11 @@ impl Transport {
 
     /// Reads `key` (or its `range`, an HTTP `Range` value) over HTTP.
     pub(crate) async fn get(&self, key: &str, range: Option<String>) -> Result<Object, Error> {
-        let mut req = self.http.get(self.url("objects", key)?);
+        self.get_url(self.url("objects", key)?, range).await
+    }
+
+    async fn get_url(&self, url: String, range: Option<String>) -> Result<Object, Error> {
+        let mut req = self.http.get(url);
         if let Some(r) = range {
             req = req.header(reqwest::header::RANGE, r);
         }
@@ -394,5 +437,14 @@ impl Transport {
             content_type,
             path: ReadPath::Http,
         })
+    }
+}
+
+/// An entity tag as `If-Match` wants it: in double quotes (added when missing).
+fn quoted(etag: &str) -> String {
+    if etag.starts_with('"') || etag.starts_with("W/\"") {
+        etag.to_owned()
+    } else {
+        format!("\"{etag}\"")
     }
 }

@@ -61,6 +61,7 @@ mod stream;
 mod timeouts;
 mod tls;
 mod verify;
+mod versions;
 
 pub use builder::{default_fabric_addr, ClientBuilder};
 pub use client::Client;
@@ -81,3 +82,4 @@ pub use registered::RegisteredBuffer;
 pub use stats::{Fallback, Stats};
 pub use stream::Written;
 pub use timeouts::TimeoutKind;
+pub use versions::Condition;

@@ -213,18 +213,26 @@ impl Client {
         let Some(bytes) = body.as_bytes().map(Bytes::copy_from_slice) else {
             return match self.inner.owner(key).await {
                 Some((c, owner)) => {
-                    crate::cluster::with_hop(
+                    let r = crate::cluster::with_hop(
                         !owner,
                         c.inner.http.put_typed(key, body, content_type),
                     )
-                    .await
+                    .await;
+                    c.inner.wrote(key);
+                    r
                 }
-                None => self.inner.http.put_typed(key, body, content_type).await,
+                None => {
+                    let r = self.inner.http.put_typed(key, body, content_type).await;
+                    self.inner.wrote(key);
+                    r
+                }
             };
         };
         let b = &bytes;
         self.on_owner(key, |c| async move {
-            c.inner.http.put_typed(key, b.clone(), content_type).await
+            let r = c.inner.http.put_typed(key, b.clone(), content_type).await;
+            c.inner.wrote(key);
+            r
         })
         .await
     }
@@ -240,15 +248,21 @@ impl Client {
     ) -> Result<Descriptor, Error> {
         let path = path.as_ref();
         self.on_owner(key, |c| async move {
-            c.inner.http.put_file(key, path, content_type).await
+            let r = c.inner.http.put_file(key, path, content_type).await;
+            c.inner.wrote(key);
+            r
         })
         .await
     }
 
     /// Deletes `key` (succeeds when absent too).
     pub async fn delete(&self, key: &str) -> Result<(), Error> {
-        self.on_owner(key, |c| async move { c.inner.http.delete(key).await })
-            .await
+        self.on_owner(key, |c| async move {
+            let r = c.inner.http.delete(key).await;
+            c.inner.wrote(key);
+            r
+        })
+        .await
     }
 
     /// The metadata of `key`'s current version.

@@ -95,22 +95,52 @@ macro_rules! methods {
             }
 
             /// Stores `data` (any bytes-like object) as a new version of `key`; returns
-            /// its descriptor.
-            #[pyo3(signature = (key, data, content_type = None))]
+            /// its descriptor. `if_match=etag` stores only if the current version has that
+            /// ETag, `if_none_match="*"` only if the key has none; otherwise nothing is
+            /// stored and `PreconditionFailed` is raised.
+            #[pyo3(signature = (key, data, content_type = None, *, if_match = None, if_none_match = None))]
+            #[allow(clippy::too_many_arguments)]
             fn put<'py>(
                 &self,
                 py: Python<'py>,
                 key: String,
                 data: &Bound<'py, PyAny>,
                 content_type: Option<String>,
+                if_match: Option<String>,
+                if_none_match: Option<String>,
             ) -> PyResult<Bound<'py, PyAny>> {
                 let data = In::bytes(data)?;
-                $run(py, ops::put(self.core.sdk()?, key, data, content_type))
+                match crate::core::condition(if_match, if_none_match)? {
+                    Some(c) => $run(py, ops::put_if(self.core.sdk()?, key, data, content_type, c)),
+                    None => $run(py, ops::put(self.core.sdk()?, key, data, content_type)),
+                }
             }
 
-            /// Reads `key`'s current version (one-sided when possible) as an `Object`.
-            fn get<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
-                $run(py, ops::get(self.core.sdk()?, key))
+            /// Reads `key`'s current version (one-sided when possible) as an `Object`;
+            /// with `version=`, that version while the gateway still holds it.
+            #[pyo3(signature = (key, *, version = None))]
+            fn get<'py>(
+                &self,
+                py: Python<'py>,
+                key: String,
+                version: Option<String>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                $run(py, ops::get(self.core.sdk()?, key, version))
+            }
+
+            /// Reads bytes `start` (inclusive) to `end` (exclusive) of `key` into the
+            /// front of the writable buffer `out`; returns the bytes written (fewer when
+            /// the value ends first). `BufferTooSmall` when the range does not fit.
+            fn get_range_into<'py>(
+                &self,
+                py: Python<'py>,
+                key: String,
+                start: u64,
+                end: u64,
+                out: &Bound<'py, PyAny>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                let out = Out::of(out)?;
+                $run(py, ops::get_range_into(self.core.sdk()?, key, start, end, out))
             }
 
             /// Reads `key`'s current version into the writable buffer `out`; returns the

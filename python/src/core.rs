@@ -201,3 +201,22 @@ impl Core {
         Ok(d)
     }
 }
+
+/// The condition of a `put` from its keyword arguments (a `ValueError` for what makes no
+/// sense: both at once, or an `if_none_match` other than `"*"`).
+pub(crate) fn condition(
+    if_match: Option<String>,
+    if_none_match: Option<String>,
+) -> PyResult<Option<rasa_client::Condition>> {
+    match (if_match, if_none_match) {
+        (None, None) => Ok(None),
+        (Some(etag), None) => Ok(Some(rasa_client::Condition::IfMatch(etag))),
+        (None, Some(star)) if star == "*" => Ok(Some(rasa_client::Condition::IfAbsent)),
+        (None, Some(other)) => Err(PyValueError::new_err(format!(
+            "if_none_match takes only \"*\" (store only if the key has no current version), not {other:?}"
+        ))),
+        (Some(_), Some(_)) => Err(PyValueError::new_err(
+            "give if_match or if_none_match, not both",
+        )),
+    }
+}

@@ -56,9 +56,44 @@ pub(crate) async fn put(
         .py()
 }
 
-pub(crate) async fn get(sdk: Sdk, key: String) -> PyResult<Object> {
-    let got = sdk.get(&key).await.py()?;
+pub(crate) async fn get(sdk: Sdk, key: String, version: Option<String>) -> PyResult<Object> {
+    let got = match &version {
+        Some(v) => sdk.get_version(&key, v).await,
+        None => sdk.get(&key).await,
+    }
+    .py()?;
     Ok(Object::of(key, got))
+}
+
+/// A conditional `put`: `if_match` an ETag, or `if_none_match="*"` (create only).
+pub(crate) async fn put_if(
+    sdk: Sdk,
+    key: String,
+    data: Bytes,
+    content_type: Option<String>,
+    condition: rasa_client::Condition,
+) -> PyResult<Descriptor> {
+    sdk.put_if(&key, data, content_type.as_deref(), condition)
+        .await
+        .map(Descriptor)
+        .py()
+}
+
+/// `get_range_into`: bytes `start..end` of `key` into the front of `out`.
+pub(crate) async fn get_range_into(
+    sdk: Sdk,
+    key: String,
+    start: u64,
+    end: u64,
+    out: Out,
+) -> PyResult<u64> {
+    if end < start {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "the range ends ({end}) before it starts ({start})"
+        )));
+    }
+    let (r, _out) = sdk.get_range_into(&key, start..end, out).await;
+    r.map(|w| w.length).py()
 }
 
 pub(crate) async fn get_range(sdk: Sdk, key: String, start: u64, end: u64) -> PyResult<Object> {

@@ -286,3 +286,58 @@ def test_extension_does_not_link_libfabric():
     ext = rasa_client._native.__file__
     needed = subprocess.run(["ldd", ext], capture_output=True, text=True, check=True).stdout
     assert "libfabric" not in needed and "libpython" not in needed, needed
+
+
+def test_versions_conditional_puts_ranges_into_and_the_many_helpers(own_gateway):
+    """``get(version=)`` reads an older version one-sided; ``put(if_match=/if_none_match=)``
+    stores only when the condition holds (``PreconditionFailed`` and nothing changed
+    otherwise); ``get_range_into`` fills the front of a buffer; ``put_many``,
+    ``exists_many`` and ``delete_many`` do what they say, also on ``AsyncClient``."""
+    gw = own_gateway(*FAST)
+    c = rasa_client.Client(gw.url, fast_path="required")
+    d1 = c.put("v/doc", b"first version")
+    d2 = c.put("v/doc", b"second version")
+    old = c.get("v/doc", version=d1.version)
+    assert bytes(old) == b"first version" and old.path == "fabric"
+    assert bytes(c.get("v/doc")) == b"second version"
+    with pytest.raises(rasa_client.NotFound):
+        c.get("v/doc", version="00000000000000ff")
+
+    with pytest.raises(rasa_client.PreconditionFailed):
+        c.put("v/doc", b"lost", if_match=d1.sha256)
+    assert bytes(c.get("v/doc")) == b"second version"
+    c.put("v/doc", b"won", if_match=d2.sha256)
+    assert bytes(c.get("v/doc")) == b"won"
+    with pytest.raises(rasa_client.PreconditionFailed):
+        c.put("v/doc", b"again", if_none_match="*")
+    c.put("v/new", b"created", if_none_match="*")
+    with pytest.raises(ValueError, match="only"):
+        c.put("v/doc", b"x", if_none_match=d2.sha256)
+    with pytest.raises(ValueError, match="not both"):
+        c.put("v/doc", b"x", if_match=d2.sha256, if_none_match="*")
+
+    value = os.urandom(300_000)
+    c.put("v/big", value)
+    out = bytearray(100_000)
+    assert c.get_range_into("v/big", 1000, 101_000, out) == 100_000
+    assert out == value[1000:101_000]
+    with pytest.raises(rasa_client.BufferTooSmall):
+        c.get_range_into("v/big", 0, 200_000, out)
+
+    items = {f"v/many/{i}": bytes([i]) * (i + 1) for i in range(5)}
+    ds = c.put_many(items)
+    assert [d.key for d in ds] == list(items)
+    assert c.exists_many([*items, "v/many/none"]) == [True] * 5 + [False]
+    c.delete_many(list(items)[:2])
+    assert c.exists_many(items) == [False, False, True, True, True]
+
+    async def run_async():
+        a = rasa_client.AsyncClient(gw.url)
+        await a.put_many([("v/a/1", b"one"), ("v/a/2", b"two")])
+        assert await a.exists_many(["v/a/1", "v/a/2", "v/a/3"]) == [True, True, False]
+        await a.delete_many(["v/a/1", "v/a/2"])
+        assert await a.exists_many(["v/a/1", "v/a/2"]) == [False, False]
+        old = await a.get("v/doc", version=d2.version)
+        assert bytes(old) == b"second version"
+
+    asyncio.run(run_async())

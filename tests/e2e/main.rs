@@ -28,3 +28,4 @@ mod tls;
 mod trust;
 mod two_providers;
 mod ui;
+mod versions;

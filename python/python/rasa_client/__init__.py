@@ -19,15 +19,19 @@ configuration (token included).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from . import _native
 from ._errors import *  # noqa: F403
 from ._errors import __all__ as _errors_all
 from ._native import Descriptor, Meta, Object, ObjectList, ObjectSummary, RegisteredBuffer
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 __version__: str = _native.__version__
 
@@ -106,6 +110,23 @@ class Client(_native.Client):
                 return
             after = page.next_after
 
+    def put_many(
+        self, items: Mapping[str, Buffer] | Iterable[tuple[str, Buffer]]
+    ) -> list[Descriptor]:
+        """Stores each ``(key, data)``, in order; one descriptor per item. Stops at the
+        first failure (the items before it are stored)."""
+        pairs = items.items() if isinstance(items, Mapping) else items
+        return [self.put(k, v) for k, v in pairs]
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        """Deletes each key (absent ones too)."""
+        for k in keys:
+            self.delete(k)
+
+    def exists_many(self, keys: Iterable[str]) -> list[bool]:
+        """Whether each key has a current version, in order."""
+        return [self.exists(k) for k in keys]
+
     def __enter__(self) -> Client:
         return self
 
@@ -138,6 +159,21 @@ class AsyncClient(_native.AsyncClient):
             if page.next_after is None:
                 return
             after = page.next_after
+
+    async def put_many(
+        self, items: Mapping[str, Buffer] | Iterable[tuple[str, Buffer]]
+    ) -> list[Descriptor]:
+        """Stores each ``(key, data)``, all at once; one descriptor per item, in order."""
+        pairs = items.items() if isinstance(items, Mapping) else items
+        return list(await asyncio.gather(*(self.put(k, v) for k, v in pairs)))
+
+    async def delete_many(self, keys: Iterable[str]) -> None:
+        """Deletes each key (absent ones too), all at once."""
+        await asyncio.gather(*(self.delete(k) for k in keys))
+
+    async def exists_many(self, keys: Iterable[str]) -> list[bool]:
+        """Whether each key has a current version, in order."""
+        return list(await asyncio.gather(*(self.exists(k) for k in keys)))
 
     async def __aenter__(self) -> AsyncClient:
         return self

@@ -118,9 +118,17 @@ class Client:
         discover_cluster: bool = True,
         namespace: str | None = None,
     ) -> Client: ...
-    def put(self, key: str, data: Buffer, content_type: str | None = None) -> Descriptor:
+    def put(
+        self,
+        key: str,
+        data: Buffer,
+        content_type: str | None = None,
+        *,
+        if_match: str | None = None,
+        if_none_match: str | None = None,
+    ) -> Descriptor:
         """Stores ``data`` as a new version of ``key``."""
-    def get(self, key: str) -> Object:
+    def get(self, key: str, *, version: str | None = None) -> Object:
         """Reads ``key``'s current version."""
     def get_into(self, key: str, out: Buffer | RegisteredBuffer) -> int:
         """Reads ``key`` into the writable buffer ``out``; returns the bytes written.
@@ -133,6 +141,9 @@ class Client:
         self, keys: Sequence[str], out: Buffer | Sequence[Buffer], offsets: Sequence[int] | None = None
     ) -> list[int | None | Exception]:
         """Reads keys into a buffer each, or one buffer cut at ``offsets``."""
+    def get_range_into(self, key: str, start: int, end: int, out: Buffer) -> int:
+        """Reads bytes ``start``..``end`` of ``key`` into the front of ``out``; returns the
+        bytes written."""
     def get_range(self, key: str, start: int, end: int) -> Object:
         """Bytes ``start`` (inclusive) to ``end`` (exclusive) of ``key``: one-sided when
         the version has a block table (each covered block validated), else over HTTP."""
@@ -173,9 +184,17 @@ class AsyncClient:
         discover_cluster: bool = True,
         namespace: str | None = None,
     ) -> AsyncClient: ...
-    def put(self, key: str, data: Buffer, content_type: str | None = None) -> Awaitable[Descriptor]:
+    def put(
+        self,
+        key: str,
+        data: Buffer,
+        content_type: str | None = None,
+        *,
+        if_match: str | None = None,
+        if_none_match: str | None = None,
+    ) -> Awaitable[Descriptor]:
         """Stores ``data`` as a new version of ``key``."""
-    def get(self, key: str) -> Awaitable[Object]:
+    def get(self, key: str, *, version: str | None = None) -> Awaitable[Object]:
         """Reads ``key``'s current version."""
     def get_into(self, key: str, out: Buffer | RegisteredBuffer) -> Awaitable[int]:
         """Reads ``key`` into the writable buffer ``out``; returns the bytes written.
@@ -188,6 +207,8 @@ class AsyncClient:
         self, keys: Sequence[str], out: Buffer | Sequence[Buffer], offsets: Sequence[int] | None = None
     ) -> Awaitable[list[int | None | Exception]]:
         """Reads keys into a buffer each, or one buffer cut at ``offsets``."""
+    def get_range_into(self, key: str, start: int, end: int, out: Buffer) -> Awaitable[int]:
+        """Reads bytes ``start``..``end`` of ``key`` into the front of ``out``."""
     def get_range(self, key: str, start: int, end: int) -> Awaitable[Object]:
         """Bytes ``start`` (inclusive) to ``end`` (exclusive) of ``key``: one-sided when
         the version has a block table (each covered block validated), else over HTTP."""
