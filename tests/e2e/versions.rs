@@ -18,7 +18,7 @@ async fn an_older_version_reads_by_id_and_conditional_writes_change_nothing_when
         .unwrap();
     let (v1, v2) = (pattern(70_000, 1), pattern(70_000, 2));
     let d1 = one_sided.put("doc", v1.clone()).await.unwrap();
-    let d2 = one_sided.put("doc", v2.clone()).await.unwrap();
+    one_sided.put("doc", v2.clone()).await.unwrap();
     for (c, path) in [(&one_sided, ReadPath::Fabric), (&http, ReadPath::Http)] {
         let old = c.get_version("doc", &d1.version).await.unwrap();
         assert_eq!((old.bytes.as_ref(), old.path), (v1.as_slice(), path));
