@@ -286,42 +286,40 @@ pub(crate) async fn with_hop<F: Future>(hop: bool, f: F) -> F::Output {
     HOP.scope(hop, f).await
 }
 
-impl Client {
-    /// Runs `op` on the client of `key`'s owner; when the owner does not answer, on the
-    /// key's next choices (with the hop marker, so they serve it themselves). When this
-    /// client does not talk to a cluster (or no member is serving), on this client.
-    pub(crate) async fn on_owner<T, Fut>(
-        &self,
-        key: &str,
-        op: impl Fn(Client) -> Fut,
-    ) -> Result<T, Error>
-    where
-        Fut: Future<Output = Result<T, Error>>,
-    {
-        crate::timeouts::call_scope(async {
-        let Some(topology) = self.inner.topology().await else {
-            return op(self.clone()).await;
-        };
-        let order = topology.order(key);
-        if order.is_empty() {
-            return op(self.clone()).await; // no serving member: the seed serves it
-        }
-        let mut last = None;
-        for (node, client, owner) in order.into_iter().take(MAX_TRIES) {
-            let result = HOP.scope(!owner, op(client)).await;
-            match result {
-                Err(e) if e.is_unreachable() => {
-                    tracing::debug!(key, node, error = %e, "cluster member did not answer; trying the key's next choice");
-                    topology.suspect(&node);
-                    last = Some(e);
-                }
-                other => return other,
-            }
-        }
-        Err(last.expect("at least one member was tried"))
-        })
-        .await
+/// Runs `op` on the client of `key`'s owner; when the owner does not answer, on the
+/// key's next choices (with the hop marker, so they serve it themselves). When this
+/// client does not talk to a cluster (or no member is serving), on this client.
+pub(crate) async fn on_owner<T, Fut>(
+    client: &Client,
+    key: &str,
+    op: impl Fn(Client) -> Fut,
+) -> Result<T, Error>
+where
+    Fut: Future<Output = Result<T, Error>>,
+{
+    crate::timeouts::call_scope(async {
+    let Some(topology) = client.inner.topology().await else {
+        return op(client.clone()).await;
+    };
+    let order = topology.order(key);
+    if order.is_empty() {
+        return op(client.clone()).await; // no serving member: the seed serves it
     }
+    let mut last = None;
+    for (node, client, owner) in order.into_iter().take(MAX_TRIES) {
+        let result = HOP.scope(!owner, op(client)).await;
+        match result {
+            Err(e) if e.is_unreachable() => {
+                tracing::debug!(key, node, error = %e, "cluster member did not answer; trying the key's next choice");
+                topology.suspect(&node);
+                last = Some(e);
+            }
+            other => return other,
+        }
+    }
+    Err(last.expect("at least one member was tried"))
+    })
+    .await
 }
 
 /// Runs `batch` on each owner's client with its keys, all owners at once, when this

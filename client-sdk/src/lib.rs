@@ -82,4 +82,4 @@ pub use registered::RegisteredBuffer;
 pub use stats::{Fallback, Stats};
 pub use stream::Written;
 pub use timeouts::TimeoutKind;
-pub use versions::Condition;
+pub use versions::{Condition, Versions};

@@ -13,21 +13,23 @@ impl Client {
     /// Reads `key`'s current version: one-sided when the policy allows and it works, else
     /// over HTTP.
     pub async fn get(&self, key: &str) -> Result<Object, Error> {
-        self.on_owner(key, |c| async move { c.inner.get(key).await })
-            .await
+        crate::cluster::on_owner(self, key, |c| async move { c.inner.get(key).await }).await
     }
 
     /// Reads `key` one-sided, or fails (never falls back to HTTP). A stale, revoked, torn
     /// or timed-out read drops the cached descriptor and gets one more try with a fresh one.
     pub async fn get_fabric(&self, key: &str) -> Result<Object, Error> {
-        self.on_owner(key, |c| async move { c.inner.fabric.get(key).await })
-            .await
+        crate::cluster::on_owner(self, key, |c| async move { c.inner.fabric.get(key).await }).await
     }
 
     /// Reads `key` over HTTP.
     pub async fn get_http(&self, key: &str) -> Result<Object, Error> {
-        self.on_owner(key, |c| async move { c.inner.http.get(key, None).await })
-            .await
+        crate::cluster::on_owner(
+            self,
+            key,
+            |c| async move { c.inner.http.get(key, None).await },
+        )
+        .await
     }
 
     /// Reads bytes `start..end` of `key`'s current version: one-sided when the policy
@@ -36,10 +38,9 @@ impl Client {
     /// at its end, as HTTP does; a start past it is a `range_not_satisfiable` problem.
     pub async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Object, Error> {
         let r = &range;
-        self.on_owner(
-            key,
-            |c| async move { c.inner.get_range(key, r.clone()).await },
-        )
+        crate::cluster::on_owner(self, key, |c| async move {
+            c.inner.get_range(key, r.clone()).await
+        })
         .await
     }
 
@@ -92,8 +93,12 @@ impl Client {
 
     /// A descriptor of `key`'s current version (a lease on it).
     pub async fn resolve(&self, key: &str) -> Result<Descriptor, Error> {
-        self.on_owner(key, |c| async move { c.inner.http.resolve(key).await })
-            .await
+        crate::cluster::on_owner(
+            self,
+            key,
+            |c| async move { c.inner.http.resolve(key).await },
+        )
+        .await
     }
 
     /// Resolves several keys in one round trip per member; one result per key, in order.
@@ -169,8 +174,10 @@ impl Client {
         path: impl AsRef<std::path::Path>,
     ) -> Result<crate::Written, Error> {
         let path = path.as_ref();
-        self.on_owner(key, |c| async move { c.inner.get_to_file(key, path).await })
-            .await
+        crate::cluster::on_owner(self, key, |c| async move {
+            c.inner.get_to_file(key, path).await
+        })
+        .await
     }
 
     /// Streams the version `d` names, one-sided, into `out` (see [`Client::get_to`]);
@@ -229,7 +236,7 @@ impl Client {
             };
         };
         let b = &bytes;
-        self.on_owner(key, |c| async move {
+        crate::cluster::on_owner(self, key, |c| async move {
             let r = c.inner.http.put_typed(key, b.clone(), content_type).await;
             c.inner.wrote(key);
             r
@@ -247,7 +254,7 @@ impl Client {
         content_type: Option<&str>,
     ) -> Result<Descriptor, Error> {
         let path = path.as_ref();
-        self.on_owner(key, |c| async move {
+        crate::cluster::on_owner(self, key, |c| async move {
             let r = c.inner.http.put_file(key, path, content_type).await;
             c.inner.wrote(key);
             r
@@ -257,7 +264,7 @@ impl Client {
 
     /// Deletes `key` (succeeds when absent too).
     pub async fn delete(&self, key: &str) -> Result<(), Error> {
-        self.on_owner(key, |c| async move {
+        crate::cluster::on_owner(self, key, |c| async move {
             let r = c.inner.http.delete(key).await;
             c.inner.wrote(key);
             r
@@ -267,8 +274,7 @@ impl Client {
 
     /// The metadata of `key`'s current version.
     pub async fn head(&self, key: &str) -> Result<Meta, Error> {
-        self.on_owner(key, |c| async move { c.inner.http.head(key).await })
-            .await
+        crate::cluster::on_owner(self, key, |c| async move { c.inner.http.head(key).await }).await
     }
 
     /// A page of keys starting with `prefix`, after `after`, at most `limit` (1–1000).

@@ -1,12 +1,12 @@
-//! Reads of a pinned version and conditional writes: [`Client::get_version`],
-//! [`Client::put_if`] and their [`Condition`].
+//! Version-aware calls, through [`Client::versions`]: reads of a pinned version
+//! ([`Versions::get`]) and writes on a condition about the current one ([`Versions::put_if`]).
 
 use bytes::Bytes;
 use rasa_openapi::Descriptor;
 
 use crate::{Client, Error, FastPath, Object};
 
-/// What must hold for a conditional write ([`Client::put_if`]) to store its body; when it
+/// What must hold for a conditional write ([`Versions::put_if`]) to store its body; when it
 /// does not, nothing is stored and the call fails with `412`
 /// ([`ProblemCode::PreconditionFailed`](crate::ProblemCode::PreconditionFailed)).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,12 +18,24 @@ pub enum Condition {
     IfAbsent,
 }
 
+/// A client's version-aware calls ([`Client::versions`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Versions<'a>(&'a Client);
+
 impl Client {
+    /// Calls that name versions: read one by id, write only if the current one is as
+    /// expected (`client.versions().get(key, v)`, `client.versions().put_if(…)`).
+    pub fn versions(&self) -> Versions<'_> {
+        Versions(self)
+    }
+}
+
+impl Versions<'_> {
     /// Reads version `version` of `key` (a version id, as descriptors and
     /// `Object::version` name it) while the gateway still holds it: one-sided when the
     /// policy allows and it works, else over HTTP. `404` once it is gone.
-    pub async fn get_version(&self, key: &str, version: &str) -> Result<Object, Error> {
-        self.on_owner(key, |c| async move {
+    pub async fn get(&self, key: &str, version: &str) -> Result<Object, Error> {
+        crate::cluster::on_owner(self.0, key, |c| async move {
             let node = &c.inner;
             if node.fast_path != FastPath::Off && !node.fabric.known_unavailable() {
                 let (d, sent) = node.http.resolve_version(key, version).await?;
@@ -50,7 +62,7 @@ impl Client {
         condition: Condition,
     ) -> Result<Descriptor, Error> {
         let (body, condition) = (body.into(), &condition);
-        self.on_owner(key, |c| {
+        crate::cluster::on_owner(self.0, key, |c| {
             let body = body.clone();
             async move {
                 let r = c

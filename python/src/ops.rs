@@ -58,7 +58,7 @@ pub(crate) async fn put(
 
 pub(crate) async fn get(sdk: Sdk, key: String, version: Option<String>) -> PyResult<Object> {
     let got = match &version {
-        Some(v) => sdk.get_version(&key, v).await,
+        Some(v) => sdk.versions().get(&key, v).await,
         None => sdk.get(&key).await,
     }
     .py()?;
@@ -73,7 +73,8 @@ pub(crate) async fn put_if(
     content_type: Option<String>,
     condition: rasa_client::Condition,
 ) -> PyResult<Descriptor> {
-    sdk.put_if(&key, data, content_type.as_deref(), condition)
+    sdk.versions()
+        .put_if(&key, data, content_type.as_deref(), condition)
         .await
         .map(Descriptor)
         .py()

@@ -1,6 +1,6 @@
 //! Pinned-version reads and conditional writes through the SDK (issue 35, item 7):
-//! `get_version` reads an older version while the gateway holds it, one-sided or over
-//! HTTP; `put_if` stores only when its condition holds and changes nothing otherwise.
+//! `versions().get` reads an older version while the gateway holds it, one-sided or over
+//! HTTP; `versions().put_if` stores only when its condition holds and changes nothing otherwise.
 
 use rasa_client::{Client, Condition, FastPath, ProblemCode, ReadPath};
 use rasa_tests::{pattern, Gateway};
@@ -20,10 +20,14 @@ async fn an_older_version_reads_by_id_and_conditional_writes_change_nothing_when
     let d1 = one_sided.put("doc", v1.clone()).await.unwrap();
     one_sided.put("doc", v2.clone()).await.unwrap();
     for (c, path) in [(&one_sided, ReadPath::Fabric), (&http, ReadPath::Http)] {
-        let old = c.get_version("doc", &d1.version).await.unwrap();
+        let old = c.versions().get("doc", &d1.version).await.unwrap();
         assert_eq!((old.bytes.as_ref(), old.path), (v1.as_slice(), path));
         assert_eq!(old.version, d1.version);
-        let e = c.get_version("doc", "00000000000000ff").await.unwrap_err();
+        let e = c
+            .versions()
+            .get("doc", "00000000000000ff")
+            .await
+            .unwrap_err();
         assert_eq!(e.code(), Some(ProblemCode::NotFound), "{e}");
     }
 
@@ -46,6 +50,7 @@ async fn an_older_version_reads_by_id_and_conditional_writes_change_nothing_when
 
     // Compare-and-swap on the ETag last read: the stale one loses, nothing changes.
     let stale = http
+        .versions()
         .put_if(
             "doc",
             b"lost".to_vec(),
@@ -61,6 +66,7 @@ async fn an_older_version_reads_by_id_and_conditional_writes_change_nothing_when
     );
     assert_eq!(http.get("doc").await.unwrap().bytes, v2);
     let d3 = http
+        .versions()
         .put_if(
             "doc",
             b"won".to_vec(),
@@ -78,11 +84,13 @@ async fn an_older_version_reads_by_id_and_conditional_writes_change_nothing_when
 
     // Create, never overwrite.
     let taken = http
+        .versions()
         .put_if("doc", b"again".to_vec(), None, Condition::IfAbsent)
         .await
         .unwrap_err();
     assert_eq!(taken.code(), Some(ProblemCode::PreconditionFailed));
-    http.put_if("new", b"first".to_vec(), None, Condition::IfAbsent)
+    http.versions()
+        .put_if("new", b"first".to_vec(), None, Condition::IfAbsent)
         .await
         .unwrap();
     assert_eq!(http.get("new").await.unwrap().bytes, &b"first"[..]);
