@@ -28,20 +28,26 @@ impl Suspects {
     /// Whether `member` failed to answer within the last [`SUSPECT_FOR`]. A new
     /// incarnation of it (a restart) is not suspect.
     pub fn holds(&self, member: &ClusterMember) -> bool {
+        self.remaining(member).is_some()
+    }
+
+    /// How much longer `member` is passed over, if it is.
+    pub fn remaining(&self, member: &ClusterMember) -> Option<Duration> {
         let mut t = self.table();
         match t.get(&member.node_id) {
             Some((incarnation, until)) if *incarnation == member.incarnation => {
-                let live = Instant::now() < *until;
-                if !live {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
                     t.remove(&member.node_id);
+                    return None;
                 }
-                live
+                Some(left)
             }
             Some(_) => {
                 t.remove(&member.node_id);
-                false
+                None
             }
-            None => false,
+            None => None,
         }
     }
 
@@ -81,6 +87,8 @@ mod tests {
         assert!(!s.holds(&old));
         s.suspect(&old);
         assert!(s.holds(&old));
+        let left = s.remaining(&old).unwrap();
+        assert!(left <= SUSPECT_FOR && left > SUSPECT_FOR - Duration::from_secs(1));
         assert!(!s.holds(&member("g3", "a")));
         assert!(!s.holds(&member("g2", "b")), "a new incarnation is tried");
         assert!(!s.holds(&old), "forgotten once a new incarnation was seen");

@@ -143,7 +143,8 @@ async fn forward(
         }
         send_within(out, read)
     };
-    let cause = if cluster.suspects().holds(owner) {
+    let suspect_for = cluster.suspects().remaining(owner);
+    let cause = if suspect_for.is_some() {
         // It failed a moment ago: pass it over rather than wait for it again.
         metrics::counter!("rasa_cluster_forwards_total", "result" => "owner_suspect").increment(1);
         format!("it did not answer within the last {SUSPECT_FOR:?}")
@@ -182,9 +183,12 @@ async fn forward(
     );
     if !read {
         tracing::warn!("{why}; write refused");
+        // Retry when the owner is tried again: at once for one that just failed (its
+        // client's retry finds it again), when the suspicion ends for a suspect one.
+        let retry_after = suspect_for.map_or(1, |left| left.as_secs_f64().ceil().max(1.0) as u64);
         return ApiError::Unavailable {
             detail: format!("{why}; nothing was stored, retry shortly"),
-            retry_after: 1,
+            retry_after,
         }
         .into_response();
     }
