@@ -15,6 +15,8 @@ throughput (one read at a time, into a reused buffer) of
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import http.client
 import os
 import statistics
@@ -88,5 +90,55 @@ def main() -> None:
         print(f"| {name} | {cells} |")
 
 
+def threads_and_asyncio(url: str) -> None:
+    """Threads sharing one client (1 MiB get_into, one-sided over shm, each thread its own
+    buffer), and asyncio: a gather of 200 reads of 4 KiB next to one get_many of them."""
+    c = rasa_client.Client(url, fast_path="required")
+    size, per_thread = 1 << 20, 200
+    c.put("bench/python/threads", os.urandom(size))
+    print()
+    print("| threads sharing one client | 1 MiB get_into, one-sided (shm) | per thread |")
+    print("| --- | --- | --- |")
+    base = None
+    for n in (1, 2, 4, 8):
+        bufs = [bytearray(size) for _ in range(n)]
+
+        def work(i: int) -> None:
+            for _ in range(per_thread):
+                c.get_into("bench/python/threads", bufs[i])
+
+        work(0)
+        with concurrent.futures.ThreadPoolExecutor(n) as pool:
+            start = time.perf_counter()
+            list(pool.map(work, range(n)))
+            wall = time.perf_counter() - start
+        gbps = size * per_thread * n / wall / 1e9
+        base = base or gbps
+        print(f"| {n} | {gbps:.2f} GB/s ({gbps / base:.2f}x one thread) | {gbps / n:.2f} GB/s |")
+
+    keys = [f"bench/python/small/{i}" for i in range(200)]
+    for k in keys:
+        c.put(k, os.urandom(4096))
+
+    async def gathered() -> float:
+        a = rasa_client.AsyncClient(url, fast_path="required")
+        await asyncio.gather(*(a.get(k) for k in keys))  # warm: endpoints, descriptors
+        start = time.perf_counter()
+        await asyncio.gather(*(a.get(k) for k in keys))
+        return time.perf_counter() - start
+
+    c.get_many(keys)
+    start = time.perf_counter()
+    c.get_many(keys)
+    many = time.perf_counter() - start
+    gather = asyncio.run(gathered())
+    print()
+    print("| 200 reads of 4 KiB | wall | vs get_many |")
+    print("| --- | --- | --- |")
+    print(f"| Client.get_many | {many * 1e3:.1f} ms | 1.00x |")
+    print(f"| AsyncClient: asyncio.gather of get | {gather * 1e3:.1f} ms | {gather / many:.2f}x |")
+
+
 if __name__ == "__main__":
     main()
+    threads_and_asyncio(sys.argv[1])

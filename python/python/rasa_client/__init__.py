@@ -31,7 +31,7 @@ from ._errors import __all__ as _errors_all
 from ._native import Descriptor, Meta, Object, ObjectList, ObjectSummary, RegisteredBuffer
 
 if TYPE_CHECKING:
-    from typing_extensions import Buffer
+    from ._native import Buffer
 
 __version__: str = _native.__version__
 

@@ -2,9 +2,20 @@
 
 from collections.abc import Awaitable, Iterator, Sequence
 from os import PathLike
-from typing import Any, Literal, overload
+from typing import Any, Literal, Protocol, overload
 
-from typing_extensions import Buffer
+from typing_extensions import Buffer as _Buffer
+from typing_extensions import TypeAlias
+
+class _ArrayInterface(Protocol):
+    """numpy arrays (and other array-interface objects): numpy's stubs declare their
+    ``__buffer__`` only on Python >= 3.12, so on 3.11 a checker would refuse them as buffers."""
+
+    @property
+    def __array_interface__(self) -> dict[str, Any]: ...
+
+Buffer: TypeAlias = _Buffer | _ArrayInterface
+"""What a call takes as bytes or as memory to fill: any buffer, numpy arrays included."""
 
 __version__: str
 
