@@ -10,6 +10,7 @@
 //!   libfabric as they are.
 //! - [`frame`]: the layout of one stored version (header + payload) and its validation,
 //!   shared by the gateway (writer) and every fast-path reader.
+//! - [`stale`]: removing the `/dev/shm` regions of `shm` endpoints whose processes are gone.
 //! - [`silent`]: closing connections that send nothing to a socket provider's fabric port.
 //! - [`fabrics`]: several endpoints at once (`shm` for local readers beside a remote
 //!   provider), every arena registered in each domain.
@@ -35,6 +36,7 @@ pub mod local;
 pub mod reader;
 pub mod server;
 pub mod silent;
+pub mod stale;
 mod sys;
 
 /// Signals that end a process because of a bug (in Rust `unsafe`, in libfabric or a provider,

@@ -193,3 +193,42 @@ fn helper_reads_once_on_a_fresh_shm_endpoint() {
     drop(reader);
     assert_eq!(rasa_fastpath::reader::abandoned_shm_endpoints(), 1);
 }
+
+/// A gateway serving shm removes, at start, the `/dev/shm` regions left by processes that
+/// are gone (killed readers and gateways: libfabric 1.17 unlinks a region only when its
+/// endpoint is closed), but not a young one nor a live process's.
+#[tokio::test]
+async fn a_shm_gateway_removes_regions_that_dead_processes_left() {
+    let dir = std::path::Path::new("/dev/shm");
+    let dead = 4_194_304 + 11; // above pid_max: no such process
+    let me = std::process::id();
+    let old = std::time::SystemTime::now() - Duration::from_secs(300);
+    let make = |name: String, when: std::time::SystemTime| {
+        let path = dir.join(name);
+        let f = std::fs::File::create(&path).unwrap();
+        f.set_modified(when).unwrap();
+        path
+    };
+    let stale = make(format!("rasa-{dead}-{me}:0:0"), old);
+    let young = make(
+        format!("rasa-{dead}-{me}:0:1"),
+        std::time::SystemTime::now(),
+    );
+    let live = make(format!("rasa-{me}-9{me}:0:0"), old);
+    let gw = Gateway::start(&["--fast-path", "on", "--fabric-provider", "shm"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stale.exists() {
+        assert!(Instant::now() < deadline, "the stale region is still there");
+        tokio::task::yield_now().await;
+    }
+    let kept = (young.exists(), live.exists());
+    for f in [&young, &live] {
+        let _ = std::fs::remove_file(f);
+    }
+    drop(gw);
+    assert_eq!(
+        kept,
+        (true, true),
+        "a young region and a live process's are kept"
+    );
+}
