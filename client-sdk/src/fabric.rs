@@ -67,12 +67,12 @@ pub(crate) struct FabricPool {
     pub(crate) fabric_addr: Option<String>,
     /// The provider to insist on, if any ([`crate::ClientBuilder::fabric_provider`]).
     pub(crate) provider: Option<String>,
-    /// How many of `slots` reads use: all, but on `shm` (set when it is chosen) no more
-    /// than this machine has cores. libfabric 1.17's shm copies while holding the gateway
-    /// region's spin lock, so its reads of one gateway copy one at a time; more readers
-    /// than cores would spin on that lock while its holder waits for a core (16 readers of
-    /// 1 MiB on 2 cores: 1.8 GB/s with 4 endpoints, p99 55 ms). With one per core, one copies
-    /// while another validates; the rest wait for an endpoint's (async) lock.
+    /// How many of `slots` reads use: all, but on `shm` through libfabric (a gateway that
+    /// publishes no host to attach to) no more than this machine has cores. libfabric
+    /// 1.17's shm copies while holding the gateway region's spin lock, so its reads of one
+    /// gateway copy one at a time; more readers than cores would spin on that lock while
+    /// its holder waits for a core (16 readers of 1 MiB on 2 cores: 1.8 GB/s with 4
+    /// endpoints, p99 55 ms). Reads by cross-memory attach take no such lock.
     pub(crate) in_use: std::sync::atomic::AtomicUsize,
     pub(crate) fast_path: FastPath,
     pub(crate) read_timeout: std::time::Duration,
@@ -341,9 +341,10 @@ impl FabricPool {
                         "the gateway restarted; dropping its old descriptors"
                     );
                     descriptors.clear();
-                    *incarnation = info.incarnation;
-                }
-                if let Some(address) = address.filter(|_| info.enabled) {
+                    // A new process: its endpoints, and the pid shm readers attach to, are
+                    // chosen again at the next read.
+                    *state = FabricState::Unknown;
+                } else if let Some(address) = address.filter(|_| info.enabled) {
                     reader.retarget(address);
                 }
             }
@@ -384,12 +385,17 @@ impl FabricPool {
             .map_err(|_| Error::Protocol("fabric address is not base64".into()))?;
         let provider = chosen.provider;
         self.counters.provider(&provider);
-        if rasa_fastpath::fabric::plan::is_shm(&provider) {
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            self.in_use
-                .fetch_min(cores, std::sync::atomic::Ordering::Relaxed);
+        let mut cfg = FabricConfig::new(provider.clone(), self.fabric_addr.clone());
+        match (rasa_fastpath::fabric::plan::is_shm(&provider), &info.host) {
+            // On the gateway's host (choose probed it): read by cross-memory attach.
+            (true, Some(host)) => cfg = cfg.with_cma(host.pid),
+            (true, None) => {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                self.in_use
+                    .fetch_min(cores, std::sync::atomic::Ordering::Relaxed);
+            }
+            (false, _) => {}
         }
-        let cfg = FabricConfig::new(provider, self.fabric_addr.clone());
         let connected = tokio::task::spawn_blocking(move || Reader::connect(cfg, address))
             .await
             .map_err(|e| Error::FastPath(format!("connect task failed: {e}")))?;

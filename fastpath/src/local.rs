@@ -116,6 +116,58 @@ pub fn probe(gateway: &HostIdentity, pid: u32, addr: u64, expected: &[u8]) -> Re
     Ok(())
 }
 
+/// Copies `len` bytes at `remote` in process `pid` to `local` with `process_vm_readv`, and
+/// returns them: a one-sided read done by this process (what `shm`'s fast path does). An
+/// address the gateway no longer maps (`EFAULT`, or a short copy) is a stale descriptor;
+/// a process that is gone (`ESRCH`) a lost connection.
+///
+/// # Safety
+///
+/// `local` must be valid for writes of `len` bytes that nothing else reads or writes
+/// during the call and until the returned slice is dropped.
+pub(crate) unsafe fn copy_from<'a>(
+    pid: u32,
+    local: *mut u8,
+    remote: u64,
+    len: usize,
+) -> Result<&'a [u8], crate::reader::ReadError> {
+    use crate::fabric::FabricError;
+    use crate::reader::ReadError;
+    let fail = |errno: i32, text: String| FabricError::Call {
+        call: "process_vm_readv",
+        errno,
+        text,
+    };
+    let l = libc::iovec {
+        iov_base: local.cast(),
+        iov_len: len,
+    };
+    let r = libc::iovec {
+        iov_base: remote as usize as *mut libc::c_void,
+        iov_len: len,
+    };
+    // SAFETY: `l` describes memory the caller lets this call write (see above); the remote
+    // iovec names another process's memory, which the kernel checks and reads.
+    let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &l, 1, &r, 1, 0) };
+    if n < 0 {
+        let e = std::io::Error::last_os_error();
+        let errno = e.raw_os_error().unwrap_or(libc::EIO);
+        return Err(match errno {
+            libc::EFAULT => ReadError::KeyRevoked(fail(errno, e.to_string())),
+            libc::ESRCH => ReadError::ConnectionLost(fail(errno, e.to_string())),
+            _ => ReadError::Fabric(fail(errno, e.to_string())),
+        });
+    }
+    if n as usize != len {
+        return Err(ReadError::KeyRevoked(fail(
+            libc::EFAULT,
+            format!("copied {n} of {len} bytes: the range is not all mapped"),
+        )));
+    }
+    // SAFETY: the kernel wrote all `len` bytes at `local`, which the caller keeps valid.
+    Ok(unsafe { std::slice::from_raw_parts(local, len) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

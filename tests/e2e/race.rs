@@ -271,8 +271,13 @@ async fn an_old_descriptor_reads_the_old_version_until_reclaimed_then_misses_cle
     c.put("doc", v1.clone()).await.unwrap();
     let d1 = c.resolve("doc").await.unwrap();
     assert_eq!(c.get("doc").await.unwrap().bytes, v1);
-    // Overwrite: v2 lands in a new arena; v1's arena has nothing current any more.
-    c.put("doc", v2.clone()).await.unwrap();
+    // Overwrite, by another client (a client reads its own writes): v2 lands in a new
+    // arena; v1's arena has nothing current any more.
+    let writer = Client::builder(&gw.base)
+        .fast_path(FastPath::Off)
+        .build()
+        .unwrap();
+    writer.put("doc", v2.clone()).await.unwrap();
     // Lazy update: a reader holding the old descriptor still reads the old version...
     let info = c.fabric_info().await.unwrap();
     let addr =

@@ -21,6 +21,12 @@ pub struct FabricConfig {
     /// Whether the endpoint serves reads (a gateway's) rather than issues them: on `shm`
     /// a serving endpoint gets a deep command queue ([`super::plan::SHM_SERVING_RX_SIZE`]).
     pub serving: bool,
+    /// On `shm`, the gateway's pid when this process may read its memory with
+    /// cross-memory attach ([`crate::local::probe`] said so): reads then copy with
+    /// `process_vm_readv` themselves — what shm's fast path does, without the provider's
+    /// lock on the gateway's region (which made reads of one gateway copy one at a time)
+    /// and without the first contact that needs the gateway's progress.
+    pub cma_pid: Option<u32>,
 }
 
 impl FabricConfig {
@@ -31,7 +37,15 @@ impl FabricConfig {
             node,
             domain: None,
             serving: false,
+            cma_pid: None,
         }
+    }
+
+    /// The same `shm` configuration, reading the gateway `pid`'s memory directly
+    /// ([`FabricConfig::cma_pid`]).
+    pub fn with_cma(mut self, pid: u32) -> Self {
+        self.cma_pid = Some(pid);
+        self
     }
 
     /// The same configuration for an endpoint that serves reads ([`FabricConfig::serving`]).

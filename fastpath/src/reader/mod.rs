@@ -149,6 +149,8 @@ struct Conn {
     /// Whether a read of this endpoint has completed (so the gateway has answered its
     /// first contact): an `shm` endpoint without one is never closed ([`contact`]).
     contacted: bool,
+    /// Reads copy from this process with `process_vm_readv` ([`FabricConfig::cma_pid`]).
+    cma_pid: Option<u32>,
 }
 
 impl Conn {
@@ -231,11 +233,18 @@ impl Reader {
         }
         let node = Node::open(&self.config)?;
         let peer = node.insert_peer(&self.target)?;
+        let cma_pid = self
+            .config
+            .cma_pid
+            .filter(|_| plan::is_shm(&self.config.provider));
         Ok(Conn {
             node,
             peer,
             scratch: None,
-            contacted: false,
+            // Reads by cross-memory attach never post to the provider, so no first contact
+            // is ever sent: the endpoint may be closed at any time.
+            contacted: cma_pid.is_some(),
+            cma_pid,
         })
     }
 

@@ -126,10 +126,20 @@ fn ranges(provider: &str, server: &FabricServer, reader: &mut Reader) {
 }
 
 fn suite(provider: &str) {
-    let cfg = FabricConfig::new(provider, Some("127.0.0.1".into()));
-    let server = match FabricServer::start(&cfg) {
+    suite_reading(provider, false);
+}
+
+/// The suite; with `cma`, the reader copies by cross-memory attach itself (shm only).
+fn suite_reading(provider: &str, cma: bool) {
+    let served = FabricConfig::new(provider, Some("127.0.0.1".into()));
+    let server = match FabricServer::start(&served) {
         Ok(s) => s,
         Err(e) => panic!("provider {provider} must be available here: {e}"),
+    };
+    let cfg = if cma {
+        served.with_cma(std::process::id())
+    } else {
+        served
     };
     let mut reader = Reader::connect(cfg.clone(), server.address().to_vec()).unwrap();
     for (i, len) in [0usize, 1, 4096, (1 << 20) + 3].into_iter().enumerate() {
@@ -390,4 +400,11 @@ fn suite_on_sockets() {
 #[test]
 fn suite_on_shm() {
     suite("shm");
+}
+
+/// On shm with the reader's own cross-memory attach (what the SDK does on the gateway's
+/// host): the same answers, no provider call on the data path.
+#[test]
+fn suite_on_shm_read_by_cross_memory_attach() {
+    suite_reading("shm", true);
 }
