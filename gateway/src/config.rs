@@ -413,46 +413,6 @@ impl Args {
         Ok(())
     }
 
-    /// The fabric endpoint configurations, one per provider of `--fabric-provider` (a
-    /// comma-separated list, e.g. `tcp;ofi_rxm,shm`; the first is the primary, whose
-    /// address and keys descriptors carry in their top-level fields). `--fabric-domain`
-    /// applies to every provider but `shm` (whose one domain is `shm`).
-    pub fn fabric_configs(&self) -> Vec<rasa_fastpath::fabric::FabricConfig> {
-        let providers = self
-            .fabric_provider
-            .clone()
-            .or_else(|| std::env::var("FI_PROVIDER").ok().filter(|p| !p.is_empty()))
-            .unwrap_or_else(|| DEFAULT_PROVIDER.to_owned());
-        let node = self.fabric_addr.clone().or_else(|| {
-            let ip = self.listen.ip();
-            (!ip.is_unspecified()).then(|| ip.to_string())
-        });
-        let configs: Vec<_> = providers
-            .split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .map(|provider| {
-                let domain = (!rasa_fastpath::fabric::plan::is_shm(provider))
-                    .then(|| self.fabric_domain.clone())
-                    .flatten();
-                rasa_fastpath::fabric::FabricConfig::new(provider, node.clone()).with_domain(domain)
-            })
-            .collect();
-        if configs.is_empty() {
-            vec![rasa_fastpath::fabric::FabricConfig::new(
-                DEFAULT_PROVIDER,
-                node,
-            )]
-        } else {
-            configs
-        }
-    }
-
-    /// The primary fabric endpoint's configuration (the first of [`Args::fabric_configs`]).
-    pub fn fabric_config(&self) -> rasa_fastpath::fabric::FabricConfig {
-        self.fabric_configs().remove(0)
-    }
-
     /// The effective write policy.
     pub fn effective_write_policy(&self) -> crate::origin::WritePolicy {
         self.write_policy.unwrap_or(if self.origin.is_some() {
@@ -514,5 +474,6 @@ fn show(n: u64) -> String {
 }
 
 pub mod edge;
+mod fabric;
 #[cfg(test)]
 mod tests;

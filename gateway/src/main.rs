@@ -314,22 +314,8 @@ async fn serve(args: Args) -> Result<(), String> {
             refuse: rasa_gateway::http::ops::connection_limit_refusal,
         },
     };
-    let fabric_ports = state.store().fabric().map_or(Vec::new(), |f| {
-        f.servers().iter().filter_map(|s| s.tcp_port()).collect()
-    });
-    let serves_shm = state.store().fabric().is_some_and(|f| {
-        f.servers()
-            .iter()
-            .any(|s| rasa_fastpath::fabric::plan::is_shm(s.node().provider()))
-    });
-    if serves_shm {
-        tokio::spawn(sweep_stale_shm_regions());
-    }
-    for port in fabric_ports {
-        let timeout = args.edge.first_byte_timeout;
-        tokio::spawn(server::silent::close_silent_fabric_connections(
-            port, timeout,
-        ));
+    if let Some(fabrics) = state.store().fabric() {
+        server::sweeps::spawn(fabrics, args.edge.first_byte_timeout);
     }
     let store = Arc::clone(state.store());
     let leaving = cluster.clone();
@@ -461,25 +447,6 @@ fn check_memlock(args: &Args, efa: bool) -> Result<bool, String> {
             Ok(true)
         }
         _ => Ok(true),
-    }
-}
-
-/// Removes, now and then every `SWEEP_EVERY`, the `/dev/shm` regions of shm endpoints
-/// whose processes are gone (`rasa_fastpath::stale`).
-async fn sweep_stale_shm_regions() {
-    use rasa_fastpath::stale::{sweep, MIN_AGE, SWEEP_EVERY};
-    loop {
-        let removed =
-            tokio::task::spawn_blocking(|| sweep(std::path::Path::new("/dev/shm"), MIN_AGE))
-                .await
-                .unwrap_or(0);
-        if removed > 0 {
-            tracing::info!(
-                removed,
-                "removed the shm regions of processes that are gone"
-            );
-        }
-        tokio::time::sleep(SWEEP_EVERY).await;
     }
 }
 

@@ -37,7 +37,7 @@ use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 pub mod gate;
-pub mod silent;
+pub mod sweeps;
 use gate::{Admission, Gate};
 
 /// Largest HTTP/2 header block hyper accepts (the gateway's `--max-header-size`, at most
