@@ -209,6 +209,7 @@ impl ClientBuilder {
             .fabric_addr
             .clone()
             .or_else(|| default_fabric_addr(endpoint));
+        let descriptors: Arc<crate::cache::DescriptorCache> = Arc::default();
         let http = Arc::new(Transport {
             http,
             endpoint: endpoint.to_owned(),
@@ -221,6 +222,7 @@ impl ClientBuilder {
             retries_when_busy: self.retries_when_busy,
             verify_sha256: self.verify_sha256,
             counters: counters.clone(),
+            descriptors: Arc::clone(&descriptors),
         });
         let fabric = FabricPool {
             slots: (0..self.fabric_endpoints)
@@ -235,7 +237,7 @@ impl ClientBuilder {
             read_timeout: self.read_timeout,
             verify_sha256: self.verify_sha256,
             http: Arc::clone(&http),
-            descriptors: Arc::default(),
+            descriptors,
             counters: counters.clone(),
         };
         Client {

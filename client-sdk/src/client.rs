@@ -113,13 +113,6 @@ impl Node {
 }
 
 impl Node {
-    /// This client wrote or deleted `key`: its cached descriptor of the key is dropped, so
-    /// its next read asks the gateway (a client reads its own writes; other clients may
-    /// still read the version they hold a descriptor of until its lease ends).
-    pub(crate) fn wrote(&self, key: &str) {
-        self.fabric.descriptors.forget(key);
-    }
-
     /// The cluster behind this client, once discovery says there is one.
     pub(crate) async fn topology(&self) -> Option<&Arc<crate::cluster::Topology>> {
         let t = self.topology.as_ref()?;

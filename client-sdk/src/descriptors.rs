@@ -1,5 +1,5 @@
-//! Resolving keys to descriptors, and the cache of descriptors until their lease deadline
-//! (counted from when the request was *sent*, minus a margin).
+//! Resolving keys to descriptors, and what a descriptor promises a fast-path reader (the
+//! cache of held descriptors is in `cache.rs`).
 
 use std::time::{Duration, Instant};
 
@@ -9,9 +9,6 @@ use rasa_fastpath::reader::{BlockTable, RemoteFrame};
 use rasa_openapi::{
     Descriptor, DescriptorBatchRequest, DescriptorBatchResponse, Problem, ProblemCode,
 };
-
-use std::collections::HashMap;
-use std::sync::Mutex;
 
 use crate::http::Transport;
 use crate::Error;
@@ -148,40 +145,5 @@ impl Transport {
             })
             .collect();
         Ok((out, sent))
-    }
-}
-
-/// Descriptors this client holds, each with the instant after which no read may start
-/// (its lease, counted from when it was asked for, less a margin).
-#[derive(Debug, Default)]
-pub(crate) struct DescriptorCache {
-    held: Mutex<HashMap<String, (Descriptor, Instant)>>,
-}
-
-impl DescriptorCache {
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Descriptor, Instant)>> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The descriptor of `key` while a read may still start on it.
-    pub(crate) fn fresh(&self, key: &str) -> Option<(Descriptor, Instant)> {
-        let held = self.held();
-        let (d, deadline) = held.get(key)?;
-        (Instant::now() < *deadline).then(|| (d.clone(), *deadline))
-    }
-
-    /// Holds `d` for `key` until `deadline`.
-    pub(crate) fn insert(&self, key: &str, d: Descriptor, deadline: Instant) {
-        self.held().insert(key.to_owned(), (d, deadline));
-    }
-
-    /// Drops the descriptor of `key` (a read with it failed).
-    pub(crate) fn forget(&self, key: &str) {
-        self.held().remove(key);
-    }
-
-    /// Drops every descriptor (they named a gateway process that is gone).
-    pub(crate) fn clear(&self) {
-        self.held().clear();
     }
 }

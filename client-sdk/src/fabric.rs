@@ -12,7 +12,8 @@ use rasa_openapi::Descriptor;
 use sha2::{Digest, Sha256};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
-use crate::descriptors::{deadline_of, remote_frame, DescriptorCache};
+use crate::cache::DescriptorCache;
+use crate::descriptors::{deadline_of, remote_frame};
 use crate::http::Transport;
 use crate::stats::Counters;
 use crate::{Error, Fallback, FastPath, Object, ReadPath};

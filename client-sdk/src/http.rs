@@ -79,6 +79,10 @@ pub(crate) struct Transport {
     /// Check bodies against their SHA-256 as they arrive.
     pub(crate) verify_sha256: bool,
     pub(crate) counters: Counters,
+    /// The descriptors this client's reads hold (shared with its `FabricPool`): a write
+    /// or delete through this client drops the key's, so the client reads its own writes
+    /// (other clients may still read the version they hold until its lease ends).
+    pub(crate) descriptors: Arc<crate::cache::DescriptorCache>,
 }
 
 impl Transport {
@@ -339,15 +343,16 @@ impl Transport {
                 }
                 Some(req)
             })
-            .await?;
-        self.decode(resp).await
+            .await;
+        self.descriptors.forget(key);
+        self.decode(resp?).await
     }
 
     /// Deletes `key` (succeeds when absent too).
     pub(crate) async fn delete(&self, key: &str) -> Result<(), Error> {
-        let resp = self
-            .send(self.http.delete(self.url("objects", key)?))
-            .await?;
+        let resp = self.send(self.http.delete(self.url("objects", key)?)).await;
+        self.descriptors.forget(key);
+        let resp = resp?;
         if resp.status().is_success() {
             Ok(())
         } else {

@@ -44,6 +44,7 @@
 //! for one in turn.
 
 mod builder;
+mod cache;
 mod choose;
 mod client;
 mod cluster;

@@ -220,26 +220,18 @@ impl Client {
         let Some(bytes) = body.as_bytes().map(Bytes::copy_from_slice) else {
             return match self.inner.owner(key).await {
                 Some((c, owner)) => {
-                    let r = crate::cluster::with_hop(
+                    crate::cluster::with_hop(
                         !owner,
                         c.inner.http.put_typed(key, body, content_type),
                     )
-                    .await;
-                    c.inner.wrote(key);
-                    r
+                    .await
                 }
-                None => {
-                    let r = self.inner.http.put_typed(key, body, content_type).await;
-                    self.inner.wrote(key);
-                    r
-                }
+                None => self.inner.http.put_typed(key, body, content_type).await,
             };
         };
         let b = &bytes;
         crate::cluster::on_owner(self, key, |c| async move {
-            let r = c.inner.http.put_typed(key, b.clone(), content_type).await;
-            c.inner.wrote(key);
-            r
+            c.inner.http.put_typed(key, b.clone(), content_type).await
         })
         .await
     }
@@ -255,21 +247,14 @@ impl Client {
     ) -> Result<Descriptor, Error> {
         let path = path.as_ref();
         crate::cluster::on_owner(self, key, |c| async move {
-            let r = c.inner.http.put_file(key, path, content_type).await;
-            c.inner.wrote(key);
-            r
+            c.inner.http.put_file(key, path, content_type).await
         })
         .await
     }
 
     /// Deletes `key` (succeeds when absent too).
     pub async fn delete(&self, key: &str) -> Result<(), Error> {
-        crate::cluster::on_owner(self, key, |c| async move {
-            let r = c.inner.http.delete(key).await;
-            c.inner.wrote(key);
-            r
-        })
-        .await
+        crate::cluster::on_owner(self, key, |c| async move { c.inner.http.delete(key).await }).await
     }
 
     /// The metadata of `key`'s current version.

@@ -65,13 +65,10 @@ impl Versions<'_> {
         crate::cluster::on_owner(self.0, key, |c| {
             let body = body.clone();
             async move {
-                let r = c
-                    .inner
+                c.inner
                     .http
                     .put_if(key, body, content_type, condition)
-                    .await;
-                c.inner.wrote(key);
-                r
+                    .await
             }
         })
         .await
