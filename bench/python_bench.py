@@ -1,6 +1,6 @@
 """Python `get_into` over the fabric vs the Rust SDK vs Python over HTTP, one run.
 
-    python bench/python_bench.py GATEWAY_URL RUST_GET_INTO_BENCH
+    python bench/python_bench.py GATEWAY_URL RUST_GET_INTO_BENCH [S3_URL S3_KEY S3_SECRET]
 
 Prints a Markdown table: for 4 KiB, 1 MiB and 16 MiB values, the median latency and the
 throughput (one read at a time, into a reused buffer) of
@@ -120,25 +120,88 @@ def threads_and_asyncio(url: str) -> None:
     for k in keys:
         c.put(k, os.urandom(4096))
 
-    async def gathered() -> float:
+    async def gathered() -> list[float]:
         a = rasa_client.AsyncClient(url, fast_path="required")
         await asyncio.gather(*(a.get(k) for k in keys))  # warm: endpoints, descriptors
-        start = time.perf_counter()
-        await asyncio.gather(*(a.get(k) for k in keys))
-        return time.perf_counter() - start
+        walls = []
+        for _ in range(RUNS):
+            start = time.perf_counter()
+            await asyncio.gather(*(a.get(k) for k in keys))
+            walls.append(time.perf_counter() - start)
+        return walls
 
-    c.get_many(keys)
-    start = time.perf_counter()
-    c.get_many(keys)
-    many = time.perf_counter() - start
-    gather = asyncio.run(gathered())
+    def many() -> list[float]:
+        c.get_many(keys)
+        walls = []
+        for _ in range(RUNS):
+            start = time.perf_counter()
+            c.get_many(keys)
+            walls.append(time.perf_counter() - start)
+        return walls
+
+    def into_registered() -> list[float]:
+        reg = c.register(4096 * len(keys))
+        offsets = [4096 * i for i in range(len(keys))]
+        c.get_many_into(keys, reg, offsets=offsets)
+        walls = []
+        for _ in range(RUNS):
+            start = time.perf_counter()
+            got = c.get_many_into(keys, reg, offsets=offsets)
+            walls.append(time.perf_counter() - start)
+            assert got == [4096] * len(keys), got
+        return walls
+
+    m, g, r = statistics.median(many()), statistics.median(asyncio.run(gathered())), statistics.median(into_registered())
     print()
-    print("| 200 reads of 4 KiB | wall | vs get_many |")
+    print(f"| 200 reads of 4 KiB (median of {RUNS}) | wall | vs get_many |")
     print("| --- | --- | --- |")
-    print(f"| Client.get_many | {many * 1e3:.1f} ms | 1.00x |")
-    print(f"| AsyncClient: asyncio.gather of get | {gather * 1e3:.1f} ms | {gather / many:.2f}x |")
+    print(f"| Client.get_many | {m * 1e3:.1f} ms | 1.00x |")
+    print(f"| AsyncClient: asyncio.gather of get | {g * 1e3:.1f} ms | {g / m:.2f}x |")
+    print(f"| Client.get_many_into one RegisteredBuffer at offsets | {r * 1e3:.1f} ms | {r / m:.2f}x |")
+
+
+def pandas_parquet(url: str, s3: str, s3_key: str, s3_secret: str) -> None:
+    """pandas.read_parquet of one ~100 MB file: via rasa:// (rasa_client.fsspec), via the S3
+    listener (s3fs), via plain HTTP (pandas fetches the URL itself); median of RUNS each."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({f"c{i}": rng.random(1_250_000) for i in range(10)})  # 100 MB of float64
+    body = df.to_parquet(compression=None)
+    key = "bench/pandas/frame.parquet"
+    rasa_client.Client(url).put(key, body)
+    ways = {
+        "rasa:// (rasa_client.fsspec, one-sided)": lambda: pd.read_parquet(
+            f"rasa://{key}", storage_options={"endpoint": url}
+        ),
+        "s3:// via the S3 listener (s3fs)": lambda: pd.read_parquet(
+            f"s3://bench/{key}",
+            storage_options={"key": s3_key, "secret": s3_secret, "client_kwargs": {"endpoint_url": s3}},
+        ),
+        "plain HTTP (pandas fetches the URL)": lambda: pd.read_parquet(f"{url}/v1/objects/{key}"),
+    }
+    print()
+    print(f"pandas {pd.__version__} `read_parquet` of a {len(body) / 1e6:.0f} MB file (10 float64 columns, uncompressed), median of {RUNS} after one warm-up, same gateway:")
+    print()
+    print("| via | wall | MB/s |")
+    print("| --- | --- | --- |")
+    for name, read in ways.items():
+        assert read().equals(df), name
+        walls = []
+        for _ in range(RUNS):
+            start = time.perf_counter()
+            read()
+            walls.append(time.perf_counter() - start)
+        w = statistics.median(walls)
+        print(f"| {name} | {w * 1e3:.0f} ms | {len(body) / w / 1e6:.0f} |")
+
+
+RUNS = 5
 
 
 if __name__ == "__main__":
     main()
     threads_and_asyncio(sys.argv[1])
+    if len(sys.argv) > 3:
+        pandas_parquet(sys.argv[1], *sys.argv[3:6])

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use futures_util::StreamExt;
 use rasa_openapi::Descriptor;
 
 use crate::fabric::FabricPool;
@@ -67,11 +68,9 @@ impl Node {
         keys: &[&str],
     ) -> Result<Vec<Result<Object, Error>>, Error> {
         if self.fast_path == FastPath::Off {
-            let mut out = Vec::with_capacity(keys.len());
-            for k in keys {
-                out.push(self.http.get(k, None).await);
-            }
-            return Ok(out);
+            return Ok(self
+                .http_many(keys.iter().map(|k| (*k).to_owned()).collect())
+                .await);
         }
         let (resolved, sent) = self.http.resolve_many_timed(keys).await?;
         let mut out: Vec<Option<Result<Object, Error>>> = Vec::with_capacity(keys.len());
@@ -98,19 +97,41 @@ impl Node {
                 }
             }
         }
-        let mut done = Vec::with_capacity(keys.len());
-        for (i, r) in out.into_iter().enumerate() {
-            let r = r.expect("every key answered");
-            done.push(match r {
-                Err(Error::FastPath(_)) if self.fast_path == FastPath::Auto => {
-                    self.http.get(keys[i], None).await
-                }
-                other => other,
-            });
+        let mut done: Vec<Result<Object, Error>> = out
+            .into_iter()
+            .map(|r| r.expect("every key answered"))
+            .collect();
+        // The keys the fast path could not read, over HTTP, several at once.
+        let again: Vec<usize> = (0..done.len())
+            .filter(|&i| {
+                self.fast_path == FastPath::Auto && matches!(done[i], Err(Error::FastPath(_)))
+            })
+            .collect();
+        let read = self
+            .http_many(again.iter().map(|&i| keys[i].to_owned()).collect())
+            .await;
+        for (i, r) in again.into_iter().zip(read) {
+            done[i] = r;
         }
         Ok(done)
     }
+
+    /// Reads `keys` over HTTP, [`HTTP_CONCURRENCY`] at a time; one result per key, in order.
+    /// (Owned keys and a cloned transport: the batch's future stays `Send` for any caller.)
+    async fn http_many(&self, keys: Vec<String>) -> Vec<Result<Object, Error>> {
+        futures_util::stream::iter(keys)
+            .map(|k| {
+                let http = Arc::clone(&self.http);
+                async move { http.get(&k, None).await }
+            })
+            .buffered(HTTP_CONCURRENCY)
+            .collect()
+            .await
+    }
 }
+
+/// HTTP reads of one batch in flight together (each on a pooled connection).
+const HTTP_CONCURRENCY: usize = 16;
 
 impl Node {
     /// The cluster behind this client, once discovery says there is one.

@@ -1,11 +1,13 @@
-//! Zero-copy reads: [`Client::register`] hands out memory the fabric writes into directly.
-//! Read into with [`Client::get_into`] (or `get_many_into`), a [`RegisteredBuffer`] gets
-//! the value one-sided with no copy at all: the payload lands at its front, the frame is
-//! validated where it landed. Over HTTP it is filled like any buffer (one copy).
+//! Zero-copy reads: [`Client::register`] hands out memory the fabric writes into directly
+//! ([`RegisteredBuffer::from_owned`] registers the caller's own). Read into with
+//! [`Client::get_into`] (or `get_many_into`), a [`RegisteredBuffer`] gets the value
+//! one-sided with no copy at all: the payload lands at its front, the frame is validated
+//! where it landed; [`RegisteredBuffer::get_many_at`] lands several values at offsets of
+//! one buffer, in flight together. Over HTTP it is filled like any buffer (one copy).
 
 use rasa_fastpath::reader::LandingBuffer;
 
-use crate::{Client, Error};
+use crate::{BufResult, Client, Error, Written};
 
 /// Memory registered for one-sided reads to land in, for a caller that reads value after
 /// value into the same place. Page-aligned, never moving; registered (`FI_READ`) on each of
@@ -25,6 +27,59 @@ impl RegisteredBuffer {
     /// Fabric endpoints it is registered with now (one per endpoint that read into it).
     pub fn registrations(&self) -> usize {
         self.landing.registrations()
+    }
+
+    /// Registers memory the caller owns (`owner.as_mut()`, taken once: a `Vec<u8>`, a boxed
+    /// array, memory another runtime lends with a guard that pins it) for reads to land in
+    /// with no copy; `owner` is kept, and dropped with the buffer. Empty memory is refused.
+    pub fn from_owned<M: AsMut<[u8]> + Send + 'static>(owner: M) -> Result<Self, Error> {
+        let landing = LandingBuffer::from_owned(owner).map_err(|_| {
+            Error::Output("there is no memory to register in an empty buffer".into())
+        })?;
+        Ok(Self { landing })
+    }
+
+    /// Reads `keys` into this buffer, key `i`'s value landing at `offsets[i]` (its room runs
+    /// to the next offset, the last to the end): one-sided with no copy, several in flight
+    /// at once, as [`Client::get_many_into`] does. Offsets must not decrease and lie within
+    /// the buffer ([`Error::Output`] otherwise, nothing read). One result per key, and the
+    /// buffer, whole again.
+    pub async fn get_many_at(
+        mut self,
+        client: &Client,
+        keys: &[&str],
+        offsets: &[usize],
+    ) -> BufResult<Vec<Result<Written, Error>>, Self> {
+        if keys.len() != offsets.len() {
+            let why = format!("{} keys but {} offsets", keys.len(), offsets.len());
+            return (Err(Error::Output(why)), self);
+        }
+        let len = self.capacity();
+        if let Some(i) =
+            (0..offsets.len()).find(|&i| offsets[i] > len || (i > 0 && offsets[i] < offsets[i - 1]))
+        {
+            let why = format!(
+                "offsets must not decrease and lie within the buffer ({len} bytes); offset {i} is {}",
+                offsets[i]
+            );
+            return (Err(Error::Output(why)), self);
+        }
+        // Cut from the end: each part runs from its offset to the next.
+        let mut parts = Vec::with_capacity(offsets.len());
+        for &at in offsets.iter().rev() {
+            let landing = self.landing.split_off(at);
+            parts.push(RegisteredBuffer { landing });
+        }
+        parts.reverse();
+        let results = client.get_many_into(keys, parts).await;
+        let mut out = Vec::with_capacity(results.len());
+        for (r, part) in results {
+            out.push(r);
+            self.landing
+                .unsplit(part.landing)
+                .expect("the parts come back in order");
+        }
+        (Ok(out), self)
     }
 }
 

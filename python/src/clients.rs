@@ -3,6 +3,7 @@
 //! of [`crate::ops`]; only how a call is awaited differs.
 
 use std::future::Future;
+use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -12,7 +13,7 @@ use crate::buffer::{In, Out};
 use crate::core::{Config, Core};
 use crate::ops;
 use crate::registered::RegisteredBuffer;
-use crate::runtime::{coroutine, wait};
+use crate::runtime::{coroutine, wait, within};
 
 /// A client of a Rasa gateway (or a cluster of them) whose calls block, with the GIL
 /// released while they wait.
@@ -27,13 +28,30 @@ pub(crate) struct AsyncClient {
     core: Core,
 }
 
-/// Runs `fut` to its end with the GIL released.
-fn blocking<'py, F, T>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
+/// Runs `fut` to its end (or its `limit`) with the GIL released.
+fn blocking<'py, F, T>(
+    py: Python<'py>,
+    limit: Option<Duration>,
+    fut: F,
+) -> PyResult<Bound<'py, PyAny>>
 where
     F: Future<Output = PyResult<T>> + Send,
     T: IntoPyObject<'py> + Send,
 {
-    wait(py, fut)??.into_bound_py_any(py)
+    wait(py, within(limit, fut))??.into_bound_py_any(py)
+}
+
+/// `fut` as an awaitable that ends by its `limit`.
+fn awaitable<'py, F, T>(
+    py: Python<'py>,
+    limit: Option<Duration>,
+    fut: F,
+) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = PyResult<T>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+{
+    coroutine(py, within(limit, fut))
 }
 
 macro_rules! methods {
@@ -63,7 +81,7 @@ macro_rules! methods {
                 fast_path: &str,
                 token: Option<String>,
                 ca_file: Option<std::path::PathBuf>,
-                timeout: f64,
+                timeout: Option<f64>,
                 read_timeout: f64,
                 connect_timeout: f64,
                 verify_sha256: bool,
@@ -111,8 +129,8 @@ macro_rules! methods {
             ) -> PyResult<Bound<'py, PyAny>> {
                 let data = In::bytes(data)?;
                 match crate::core::condition(if_match, if_none_match)? {
-                    Some(c) => $run(py, ops::put_if(self.core.sdk()?, key, data, content_type, c)),
-                    None => $run(py, ops::put(self.core.sdk()?, key, data, content_type)),
+                    Some(c) => $run(py, self.core.limit(), ops::put_if(self.core.sdk()?, key, data, content_type, c)),
+                    None => $run(py, self.core.limit(), ops::put(self.core.sdk()?, key, data, content_type)),
                 }
             }
 
@@ -125,7 +143,7 @@ macro_rules! methods {
                 key: String,
                 version: Option<String>,
             ) -> PyResult<Bound<'py, PyAny>> {
-                $run(py, ops::get(self.core.sdk()?, key, version))
+                $run(py, self.core.limit(), ops::get(self.core.sdk()?, key, version))
             }
 
             /// Reads bytes `start` (inclusive) to `end` (exclusive) of `key` into the
@@ -140,7 +158,7 @@ macro_rules! methods {
                 out: &Bound<'py, PyAny>,
             ) -> PyResult<Bound<'py, PyAny>> {
                 let out = Out::of(out)?;
-                $run(py, ops::get_range_into(self.core.sdk()?, key, start, end, out))
+                $run(py, self.core.limit(), ops::get_range_into(self.core.sdk()?, key, start, end, out))
             }
 
             /// Reads `key`'s current version into the writable buffer `out`; returns the
@@ -153,15 +171,17 @@ macro_rules! methods {
             ) -> PyResult<Bound<'py, PyAny>> {
                 if let Ok(reg) = out.cast::<RegisteredBuffer>() {
                     let reg = reg.clone().unbind();
-                    return $run(py, ops::get_registered(self.core.sdk()?, key, reg));
+                    return $run(py, self.core.limit(), ops::get_registered(self.core.sdk()?, key, reg));
                 }
                 let out = Out::of(out)?;
-                $run(py, ops::get_into(self.core.sdk()?, key, out))
+                $run(py, self.core.limit(), ops::get_into(self.core.sdk()?, key, out))
             }
 
-            /// A buffer of `capacity` bytes that one-sided reads through `get_into` land in
-            /// with no copy; reuse it read after read.
-            fn register(&self, capacity: usize) -> PyResult<RegisteredBuffer> {
+            /// Memory that one-sided reads through `get_into` (and `get_many_into` with
+            /// offsets) land in with no copy: a new buffer of `capacity` bytes, or the
+            /// caller's own writable, contiguous buffer (a numpy array, a `bytearray`),
+            /// kept alive (and unresizable) by the registration. Reuse it read after read.
+            fn register(&self, capacity: &Bound<'_, PyAny>) -> PyResult<RegisteredBuffer> {
                 RegisteredBuffer::new(&self.core.sdk()?, capacity)
             }
 
@@ -172,7 +192,17 @@ macro_rules! methods {
                 py: Python<'py>,
                 keys: Vec<String>,
             ) -> PyResult<Bound<'py, PyAny>> {
-                $run(py, ops::get_many(self.core.sdk()?, keys))
+                $run(py, self.core.limit(), ops::get_many(self.core.sdk()?, keys))
+            }
+
+            /// `get_many`, with each miss as the `NotFound` that `get` raises (returned in
+            /// its place): how `AsyncClient.get` reads what one event-loop turn asked for.
+            fn _get_batch<'py>(
+                &self,
+                py: Python<'py>,
+                keys: Vec<String>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                $run(py, self.core.limit(), ops::get_batch(self.core.sdk()?, keys))
             }
 
             /// Reads several keys into caller memory: `out` is a buffer per key, or one
@@ -187,8 +217,17 @@ macro_rules! methods {
                 out: &Bound<'py, PyAny>,
                 offsets: Option<Vec<usize>>,
             ) -> PyResult<Bound<'py, PyAny>> {
+                if let Ok(reg) = out.cast::<RegisteredBuffer>() {
+                    let Some(offsets) = offsets else {
+                        return Err(pyo3::exceptions::PyValueError::new_err(
+                            "one buffer for several keys needs offsets=[...] (where each key's value starts)",
+                        ));
+                    };
+                    let reg = reg.clone().unbind();
+                    return $run(py, self.core.limit(), ops::get_many_registered(self.core.sdk()?, keys, reg, offsets));
+                }
                 let outs = ops::regions(keys.len(), out, offsets)?;
-                $run(py, ops::get_many_into(self.core.sdk()?, keys, outs))
+                $run(py, self.core.limit(), ops::get_many_into(self.core.sdk()?, keys, outs))
             }
 
             /// Reads bytes `start` (inclusive) to `end` (exclusive) of `key`.
@@ -199,17 +238,17 @@ macro_rules! methods {
                 start: u64,
                 end: u64,
             ) -> PyResult<Bound<'py, PyAny>> {
-                $run(py, ops::get_range(self.core.sdk()?, key, start, end))
+                $run(py, self.core.limit(), ops::get_range(self.core.sdk()?, key, start, end))
             }
 
             /// The metadata of `key`'s current version (`Meta`).
             fn head<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
-                $run(py, ops::head(self.core.sdk()?, key))
+                $run(py, self.core.limit(), ops::head(self.core.sdk()?, key))
             }
 
             /// Whether `key` has a current version.
             fn exists<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
-                $run(py, ops::exists(self.core.sdk()?, key))
+                $run(py, self.core.limit(), ops::exists(self.core.sdk()?, key))
             }
 
             /// A page of keys starting with `prefix` after `after` (`ObjectList`).
@@ -221,17 +260,17 @@ macro_rules! methods {
                 after: Option<String>,
                 limit: usize,
             ) -> PyResult<Bound<'py, PyAny>> {
-                $run(py, ops::list(self.core.sdk()?, prefix, after, limit))
+                $run(py, self.core.limit(), ops::list(self.core.sdk()?, prefix, after, limit))
             }
 
             /// Deletes `key` (no error when it is absent).
             fn delete<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
-                $run(py, ops::delete(self.core.sdk()?, key))
+                $run(py, self.core.limit(), ops::delete(self.core.sdk()?, key))
             }
 
             /// The descriptor of `key`'s current version (where to read it one-sided).
             fn resolve<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
-                $run(py, ops::resolve(self.core.sdk()?, key))
+                $run(py, self.core.limit(), ops::resolve(self.core.sdk()?, key))
             }
 
             /// Read counters: `fabric_reads`, `http_reads`, `busy_retries`, and
@@ -258,4 +297,4 @@ macro_rules! methods {
 }
 
 methods!(Client, blocking);
-methods!(AsyncClient, coroutine);
+methods!(AsyncClient, awaitable);

@@ -22,7 +22,8 @@ pub(crate) struct Config {
     pub(crate) fast_path: String,
     pub(crate) token: Option<String>,
     pub(crate) ca_file: Option<String>,
-    pub(crate) timeout: f64,
+    /// The most a call may take in all (`None`: no total limit).
+    pub(crate) timeout: Option<f64>,
     pub(crate) read_timeout: f64,
     pub(crate) connect_timeout: f64,
     pub(crate) verify_sha256: bool,
@@ -32,6 +33,9 @@ pub(crate) struct Config {
     pub(crate) discover_cluster: bool,
     pub(crate) namespace: Option<String>,
 }
+
+/// How long an HTTP exchange may go without progress when `timeout=None` (no total limit).
+const NO_PROGRESS: Duration = Duration::from_secs(30);
 
 /// A positive, finite number of seconds named `what`.
 fn seconds(what: &str, s: f64) -> PyResult<Duration> {
@@ -47,7 +51,7 @@ impl Config {
     /// The settings, if they make sense (a `ValueError` naming the one that does not).
     pub(crate) fn checked(self) -> PyResult<Self> {
         self.mode()?;
-        seconds("timeout", self.timeout)?;
+        self.deadline()?;
         seconds("read_timeout", self.read_timeout)?;
         seconds("connect_timeout", self.connect_timeout)?;
         // A bad endpoint is refused here, not at the first call as a builder error.
@@ -57,6 +61,11 @@ impl Config {
         }
         b.check().py()?;
         Ok(self)
+    }
+
+    /// The most a call may take in all: `timeout`, unless it is `None`.
+    pub(crate) fn deadline(&self) -> PyResult<Option<Duration>> {
+        self.timeout.map(|t| seconds("timeout", t)).transpose()
     }
 
     fn mode(&self) -> PyResult<FastPath> {
@@ -73,7 +82,7 @@ impl Config {
     fn build(&self) -> PyResult<rasa_client::Client> {
         let mut b = rasa_client::Client::builder(self.endpoint.clone())
             .fast_path(self.mode()?)
-            .timeout(seconds("timeout", self.timeout)?)
+            .timeout(self.deadline()?.unwrap_or(NO_PROGRESS))
             .read_timeout(seconds("read_timeout", self.read_timeout)?)
             .connect_timeout(seconds("connect_timeout", self.connect_timeout)?)
             .verify_sha256(self.verify_sha256)
@@ -140,6 +149,11 @@ impl Core {
             client: Mutex::new(None),
             closed: AtomicBool::new(false),
         }
+    }
+
+    /// The most one call may take (checked when the client was made).
+    pub(crate) fn limit(&self) -> Option<Duration> {
+        self.config.deadline().ok().flatten()
     }
 
     /// The SDK client of this process (made now if this process has none).

@@ -93,6 +93,21 @@ pub(crate) fn to_py(e: Error) -> PyErr {
     }
 }
 
+/// The `Timeout` of a call that took longer than the client's `timeout` in all.
+pub(crate) fn call_timed_out(limit: std::time::Duration) -> PyErr {
+    let text = format!(
+        "the call took longer than the client's timeout={} s in all (the most a call may take; timeout=None for no limit)",
+        limit.as_secs_f64()
+    );
+    Timeout::new_err((
+        text.clone(),
+        None::<u16>,
+        "timeout".to_owned(),
+        text,
+        None::<u64>,
+    ))
+}
+
 /// `Err(to_py(e))` for `?` in functions that return `PyResult`.
 pub(crate) trait IntoPy<T> {
     /// The result with its error as a Python exception.

@@ -134,6 +134,40 @@ pub(crate) async fn get_many(sdk: Sdk, keys: Vec<String>) -> PyResult<Vec<Each<O
         .collect())
 }
 
+/// `get_many` with a miss as the `NotFound` a single `get` raises (returned, not raised):
+/// what `AsyncClient.get` calls for the reads one event-loop turn asked for together.
+pub(crate) async fn get_batch(sdk: Sdk, keys: Vec<String>) -> PyResult<Vec<Each<Object>>> {
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let all = sdk.get_many(&refs).await.py()?;
+    Ok(all
+        .into_iter()
+        .zip(keys)
+        .map(|(r, key)| match r {
+            Ok(o) => Each::Value(Object::of(key, o)),
+            Err(e) => Each::Failed(to_py(e)),
+        })
+        .collect())
+}
+
+/// `get_many_into` a registered buffer cut at `offsets`: each value lands in place, no
+/// copy one-sided, the reads in flight together.
+pub(crate) async fn get_many_registered(
+    sdk: Sdk,
+    keys: Vec<String>,
+    reg: Py<RegisteredBuffer>,
+    offsets: Vec<usize>,
+) -> PyResult<Vec<Each<u64>>> {
+    let buf = reg.get().take()?;
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let (r, buf) = buf.get_many_at(&sdk, &refs, &offsets).await;
+    reg.get().put_back(buf);
+    let all = r.map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    Ok(all
+        .into_iter()
+        .map(|r| Each::from(r.map(|w| w.length)))
+        .collect())
+}
+
 pub(crate) async fn get_many_into(
     sdk: Sdk,
     keys: Vec<String>,

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use pyo3::exceptions::{PyBufferError, PyRuntimeError};
 use pyo3::prelude::*;
 
+use crate::buffer::Out;
 use crate::errors::IntoPy;
 
 /// Memory registered for one-sided reads to land in (`Client.register(capacity)`); pass it
@@ -23,9 +24,19 @@ pub(crate) struct RegisteredBuffer {
 }
 
 impl RegisteredBuffer {
-    /// A buffer of `capacity` bytes for `sdk`'s reads.
-    pub(crate) fn new(sdk: &rasa_client::Client, capacity: usize) -> PyResult<Self> {
-        let mut buf = sdk.register(capacity).py()?;
+    /// A buffer of `capacity` bytes for `sdk`'s reads, or, given a writable buffer (a
+    /// numpy array, a `bytearray`, torch memory through `memoryview`), that memory itself,
+    /// exported (so pinned: not resized, not freed) for as long as the registration lives.
+    pub(crate) fn new(sdk: &rasa_client::Client, what: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let mut buf = match what.extract::<usize>() {
+            Ok(capacity) => sdk.register(capacity).py()?,
+            Err(_) if what.is_instance_of::<pyo3::types::PyInt>() => {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "capacity must be a non-negative number of bytes",
+                ))
+            }
+            Err(_) => rasa_client::RegisteredBuffer::from_owned(Out::of(what)?).py()?,
+        };
         let (ptr, len) = (buf.as_mut_ptr() as usize, buf.len());
         Ok(Self {
             inner: Mutex::new(Some(buf)),

@@ -59,6 +59,20 @@ pub(crate) fn wait<T: Send>(py: Python<'_>, fut: impl Future<Output = T> + Send)
     })
 }
 
+/// `fut`, or the `Timeout` a Python caller expects once `limit` (the client's `timeout`,
+/// the most a whole call may take) has passed; the work in flight is dropped.
+pub(crate) async fn within<T>(
+    limit: Option<Duration>,
+    fut: impl Future<Output = PyResult<T>>,
+) -> PyResult<T> {
+    match limit {
+        None => fut.await,
+        Some(limit) => tokio::time::timeout(limit, fut)
+            .await
+            .unwrap_or_else(|_| Err(crate::errors::call_timed_out(limit))),
+    }
+}
+
 /// [`runtime`] as `pyo3-async-runtimes` sees it: coroutines of `AsyncClient` run their
 /// futures there.
 pub(crate) struct Rasa;

@@ -224,3 +224,84 @@ async fn a_registered_buffer_gets_the_value_with_no_copy() {
     a_corrupt_frame_is_never_accepted(&gw, "r0", &values[0], |c, len| c.register(len).unwrap())
         .await;
 }
+
+/// `RegisteredBuffer::from_owned` (the caller's own memory) and `get_many_at` (several values
+/// landing at offsets of one registered buffer, in flight together): no copy one-sided, each
+/// value at its offset, nothing past it, a region too small its own error, the buffer whole
+/// again after; bad offsets refused before anything is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_land_at_offsets_of_the_callers_own_registered_memory() {
+    let gw = Gateway::start(&["--fast-path", "on"]);
+    let values: Vec<Vec<u8>> = (0..5)
+        .map(|i| pattern(10_000 * (i + 1), i as u64))
+        .collect();
+    for (i, v) in values.iter().enumerate() {
+        rasa_tests::put_value(&gw, &format!("o{i}"), v).await;
+    }
+    let c = Client::builder(&gw.base)
+        .fast_path(FastPath::Required)
+        .build()
+        .unwrap();
+    let before = c.stats().bytes_copied;
+    let reg = rasa_client::RegisteredBuffer::from_owned(vec![0xEE_u8; 200_000]).unwrap();
+    let keys = ["o0", "o1", "missing", "o3", "o4"];
+    let offsets = [0, 10_000, 30_000, 30_000, 70_000];
+    let (r, reg) = reg.get_many_at(&c, &keys, &offsets).await;
+    let got = r.unwrap();
+    for (i, r) in got.iter().enumerate() {
+        if keys[i] == "missing" {
+            assert!(
+                matches!(r, Err(e) if e.code() == Some(rasa_client::ProblemCode::NotFound)),
+                "{r:?}"
+            );
+            continue;
+        }
+        let w = r.as_ref().unwrap();
+        assert_eq!(
+            (w.path, w.length),
+            (ReadPath::Fabric, values[i].len() as u64)
+        );
+        assert!(
+            reg[offsets[i]..offsets[i] + values[i].len()] == values[i][..],
+            "{} differs",
+            keys[i]
+        );
+    }
+    assert!(
+        reg[120_000..].iter().all(|&b| b == 0xEE),
+        "wrote past the last value"
+    );
+    assert_eq!(
+        c.stats().bytes_copied,
+        before,
+        "one-sided at offsets copies"
+    );
+    assert_eq!(reg.capacity(), 200_000, "whole again");
+
+    // The last region too small: its error in its place; the others read.
+    let (r, mut reg) = reg.get_many_at(&c, &["o0", "o4"], &[0, 199_000]).await;
+    let got = r.unwrap();
+    assert!(got[0].is_ok(), "{:?}", got[0]);
+    assert!(
+        matches!(
+            got[1],
+            Err(Error::BufferTooSmall {
+                needed: Some(50_000),
+                capacity: 1_000
+            })
+        ),
+        "{:?}",
+        got[1]
+    );
+
+    for (keys, offsets) in [
+        (&["o0", "o1"][..], &[5, 1][..]),
+        (&["o0"], &[200_001]),
+        (&["o0"], &[]),
+    ] {
+        let (r, back) = reg.get_many_at(&c, keys, offsets).await;
+        assert!(matches!(r, Err(Error::Output(_))), "{offsets:?}: {r:?}");
+        assert_eq!(back.capacity(), 200_000);
+        reg = back;
+    }
+}

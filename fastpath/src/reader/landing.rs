@@ -2,7 +2,7 @@
 //! [`LandingBuffer`], registered once on each endpoint that reads into it), the header in
 //! the reader's scratch; the frame is validated where it landed.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::engine::{self, Landing, Piece};
@@ -18,10 +18,13 @@ pub const MAX_REGISTRATIONS: usize = 8;
 
 /// Memory that one-sided reads write into directly, for a caller that reads value after
 /// value into the same place: page-aligned (huge-page mapped from 2 MiB), never moving,
-/// registered with `FI_READ` on each endpoint the first time it reads into it.
+/// registered with `FI_READ` on each endpoint the first time it reads into it — or the
+/// caller's own memory ([`LandingBuffer::from_owned`]). It can be cut into parts that
+/// reads fill at once ([`split_off`](Self::split_off)), which share its registrations, and
+/// joined again ([`unsplit`](Self::unsplit)).
 pub struct LandingBuffer {
     // Drop order: the registrations (which hold the buffer) before the slot.
-    regions: Vec<MemoryRegion>,
+    regions: Arc<Mutex<Vec<Arc<MemoryRegion>>>>,
     slot: WriteSlot,
 }
 
@@ -29,7 +32,7 @@ impl std::fmt::Debug for LandingBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LandingBuffer")
             .field("capacity", &self.capacity())
-            .field("registrations", &self.regions.len())
+            .field("registrations", &self.registrations())
             .finish()
     }
 }
@@ -41,10 +44,25 @@ impl LandingBuffer {
         let slot = buffer
             .try_reserve(capacity, 1)
             .expect("a fresh buffer has room for what it was sized for");
-        Ok(Self {
-            regions: Vec::new(),
+        Ok(Self::over(slot))
+    }
+
+    /// Reads land in `owner`'s own bytes (`owner.as_mut()`, taken once): a `Vec<u8>`, or
+    /// memory another runtime lends with a guard that pins it. It is kept (and dropped)
+    /// with the buffer; empty memory is refused.
+    pub fn from_owned<M: AsMut<[u8]> + Send + 'static>(owner: M) -> Result<Self, BufferError> {
+        let buffer = ArenaBuffer::from_owned(owner)?;
+        let slot = buffer
+            .try_reserve(buffer.capacity(), 1)
+            .expect("a fresh buffer has room for what it was sized for");
+        Ok(Self::over(slot))
+    }
+
+    fn over(slot: WriteSlot) -> Self {
+        Self {
+            regions: Arc::new(Mutex::new(Vec::new())),
             slot,
-        })
+        }
     }
 
     /// Bytes it holds.
@@ -64,20 +82,41 @@ impl LandingBuffer {
 
     /// Endpoints it is registered with now.
     pub fn registrations(&self) -> usize {
-        self.regions.len()
+        self.regions.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
-    /// Its registration on `node`, made now if there is none.
-    fn region_on(&mut self, node: &Node) -> Result<&MemoryRegion, crate::fabric::FabricError> {
-        if let Some(i) = self.regions.iter().position(|r| node.owns(r)) {
-            return Ok(&self.regions[i]);
+    /// Cuts the buffer at `at`: `self` keeps the bytes before, the part returned those
+    /// from `at` on; both share the registrations. Panics when `at > capacity`.
+    pub fn split_off(&mut self, at: usize) -> LandingBuffer {
+        LandingBuffer {
+            regions: Arc::clone(&self.regions),
+            slot: self.slot.split_off(at),
         }
-        if self.regions.len() >= MAX_REGISTRATIONS {
-            self.regions.remove(0);
+    }
+
+    /// Joins `tail`, the part [`split_off`](Self::split_off) made of this buffer, back
+    /// onto its end; any other buffer is given back.
+    pub fn unsplit(&mut self, tail: LandingBuffer) -> Result<(), LandingBuffer> {
+        let LandingBuffer { regions, slot } = tail;
+        self.slot
+            .unsplit(slot)
+            .map_err(|slot| LandingBuffer { regions, slot })
+    }
+
+    /// Its registration on `node`, made now if there is none (held by the read that uses
+    /// it: another part may close the oldest registration meanwhile).
+    fn region_on(&self, node: &Node) -> Result<Arc<MemoryRegion>, crate::fabric::FabricError> {
+        let mut regions = self.regions.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = regions.iter().find(|r| node.owns(r)) {
+            return Ok(Arc::clone(r));
+        }
+        if regions.len() >= MAX_REGISTRATIONS {
+            regions.remove(0);
         }
         let buffer: Arc<ArenaBuffer> = Arc::clone(self.slot.buffer());
-        self.regions.push(node.register_local(buffer)?);
-        Ok(self.regions.last().expect("just pushed"))
+        let region = Arc::new(node.register_local(buffer)?);
+        regions.push(Arc::clone(&region));
+        Ok(region)
     }
 }
 
@@ -189,12 +228,11 @@ impl Reader {
         self.reconnect().map_err(|e| classify(efa, e))?;
         let conn = self.conn.as_mut().expect("connected above");
         conn.ensure_scratch(HEADER_LEN, efa)?;
-        let desc = dst
-            .region_on(&conn.node)
-            .map_err(|e| classify(efa, e))?
-            .desc();
+        let region = dst.region_on(&conn.node).map_err(|e| classify(efa, e))?;
+        let desc = region.desc();
         let bytes = dst.as_mut_slice();
         engine::run_all(conn, pieces, Some(Landing { bytes, desc }), timeout)?;
+        drop(region); // held until the reads into it completed
         Ok(conn)
     }
 }

@@ -337,6 +337,42 @@ fn landing(provider: &str, cfg: &FabricConfig, server: &FabricServer, reader: &m
     );
     assert!(dst.as_slice()[..s.payload.len()] == s.payload);
 
+    // Parts of one buffer (split_off) take values at their offsets and share its
+    // registration; joined again, it is whole. The caller's own memory takes values too.
+    let mut head = LandingBuffer::new(2 * CHUNK).unwrap();
+    let mut tail = head.split_off(CHUNK);
+    let a = store(server, vec![1u8; CHUNK], 813);
+    let b = store(server, vec![2u8; 100], 814);
+    assert_eq!(
+        reader.read_landing(&a.frame, &mut head, TIMEOUT).unwrap(),
+        CHUNK
+    );
+    assert_eq!(
+        reader.read_landing(&b.frame, &mut tail, TIMEOUT).unwrap(),
+        100
+    );
+    assert_eq!(
+        tail.registrations(),
+        1,
+        "{provider}: the parts share one registration"
+    );
+    let c = store(server, vec![3u8; CHUNK + 1], 815);
+    let e = reader.read_landing(&c.frame, &mut tail, TIMEOUT);
+    assert!(
+        matches!(e, Err(ReadError::Output(_))),
+        "{provider}: a part's room: {e:?}"
+    );
+    head.unsplit(tail).unwrap();
+    assert_eq!(head.capacity(), 2 * CHUNK);
+    assert!(head.as_slice()[..CHUNK].iter().all(|&x| x == 1));
+    assert!(head.as_slice()[CHUNK..CHUNK + 100].iter().all(|&x| x == 2));
+    let mut own = LandingBuffer::from_owned(vec![0u8; 1000]).unwrap();
+    assert_eq!(
+        reader.read_landing(&b.frame, &mut own, TIMEOUT).unwrap(),
+        100
+    );
+    assert!(own.as_slice()[..100].iter().all(|&x| x == 2));
+
     // Another endpoint reading into the same buffer registers it there too.
     let mut other = Reader::connect(cfg.clone(), server.address().to_vec()).unwrap();
     let t = store(server, b"elsewhere".to_vec(), 812);

@@ -22,10 +22,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _native
+from ._batch import GetBatcher
 from ._errors import *  # noqa: F403
 from ._errors import __all__ as _errors_all
 from ._native import Descriptor, Meta, Object, ObjectList, ObjectSummary, RegisteredBuffer
@@ -77,7 +78,9 @@ class Client(_native.Client):
             only) or ``"required"`` (one-sided or ``FastPathUnavailable``).
         token: a bearer token, for gateways run with ``--token-file``.
         ca_file: a PEM file of extra certificate authorities for ``https://`` endpoints.
-        timeout: seconds an HTTP exchange may go without progress.
+        timeout: seconds one call may take in all (its HTTP exchanges, one-sided reads,
+            retries and failover included), then ``Timeout``; ``None`` for no total
+            limit (an exchange still fails after 30 s without progress).
         read_timeout: seconds a one-sided read may take.
         connect_timeout: seconds to wait for a connection.
         verify_sha256: also check each one-sided read's SHA-256 (frames are always
@@ -140,7 +143,32 @@ class Client(_native.Client):
 
 class AsyncClient(_native.AsyncClient):
     """A client of a Rasa gateway whose methods are coroutines (on the SDK's own tokio
-    runtime; many may be in flight at once). Takes the same arguments as ``Client``."""
+    runtime; many may be in flight at once). Takes the same arguments as ``Client``.
+
+    The ``get`` calls that one turn of the event loop starts (``asyncio.gather`` of many)
+    are read together, as one ``get_many`` would: each caller still gets its own value or
+    the exception a lone ``get`` raises."""
+
+    @functools.cached_property
+    def _gets(self) -> GetBatcher:
+        return GetBatcher(self._fetch)
+
+    async def _fetch(self, keys: Sequence[str]) -> list[Any]:
+        if len(keys) == 1:  # alone: the single read (and its cached descriptor)
+            try:
+                return [await super().get(keys[0])]
+            except Exception as e:
+                return [e]
+        return await self._get_batch(list(keys))
+
+    async def get(self, key: str, *, version: str | None = None) -> Object:
+        """Reads ``key``'s current version (one-sided when possible) as an ``Object``; with
+        ``version=``, that version while the gateway still holds it. Reads started in the
+        same event-loop turn go to the gateway as one batch."""
+        if version is not None:
+            return await super().get(key, version=version)
+        obj: Object = await self._gets.get(key)
+        return obj
 
     @classmethod
     def from_env(cls, **overrides: Any) -> AsyncClient:

@@ -59,9 +59,9 @@ class Object:
         """The value decoded as text (``bytes.decode``)."""
 
 class RegisteredBuffer:
-    """Memory one-sided reads land in with no copy (``Client.register``); a writable buffer
-    (``numpy.frombuffer(buf, dtype)`` views it without copying). Read it only while no read
-    into it is in flight."""
+    """Memory one-sided reads land in with no copy (``Client.register``: new memory, or the
+    caller's own array); a writable buffer (``numpy.frombuffer(buf, dtype)`` views it without
+    copying). Read it only while no read into it is in flight."""
 
     registrations: int
     """Fabric endpoints it is registered with now."""
@@ -119,7 +119,7 @@ class Client:
         fast_path: FastPathMode = "auto",
         token: str | None = None,
         ca_file: str | PathLike[str] | None = None,
-        timeout: float = 30.0,
+        timeout: float | None = 30.0,
         read_timeout: float = 5.0,
         connect_timeout: float = 3.0,
         verify_sha256: bool = False,
@@ -144,14 +144,21 @@ class Client:
     def get_into(self, key: str, out: Buffer | RegisteredBuffer) -> int:
         """Reads ``key`` into the writable buffer ``out``; returns the bytes written.
         Into a ``RegisteredBuffer``, a one-sided read copies nothing."""
-    def register(self, capacity: int) -> RegisteredBuffer:
-        """A buffer of ``capacity`` bytes that one-sided reads land in with no copy."""
+    def register(self, capacity: int | Buffer) -> RegisteredBuffer:
+        """Memory one-sided reads land in with no copy: a new buffer of ``capacity`` bytes,
+        or the caller's own writable, contiguous buffer (a numpy array, a ``bytearray``),
+        kept alive and unresizable by the registration."""
     def get_many(self, keys: Sequence[str]) -> list[Object | None | Exception]:
         """One result per key: the object, ``None`` for a miss, or the exception."""
+    def _get_batch(self, keys: Sequence[str]) -> list[Object | Exception]: ...
     def get_many_into(
-        self, keys: Sequence[str], out: Buffer | Sequence[Buffer], offsets: Sequence[int] | None = None
+        self,
+        keys: Sequence[str],
+        out: Buffer | Sequence[Buffer] | RegisteredBuffer,
+        offsets: Sequence[int] | None = None,
     ) -> list[int | None | Exception]:
-        """Reads keys into a buffer each, or one buffer cut at ``offsets``."""
+        """Reads keys into a buffer each, or one buffer cut at ``offsets`` (a
+        ``RegisteredBuffer``: each value lands at its offset with no copy one-sided)."""
     def get_range_into(self, key: str, start: int, end: int, out: Buffer) -> int:
         """Reads bytes ``start``..``end`` of ``key`` into the front of ``out``; returns the
         bytes written."""
@@ -185,7 +192,7 @@ class AsyncClient:
         fast_path: FastPathMode = "auto",
         token: str | None = None,
         ca_file: str | PathLike[str] | None = None,
-        timeout: float = 30.0,
+        timeout: float | None = 30.0,
         read_timeout: float = 5.0,
         connect_timeout: float = 3.0,
         verify_sha256: bool = False,
@@ -210,14 +217,21 @@ class AsyncClient:
     def get_into(self, key: str, out: Buffer | RegisteredBuffer) -> Awaitable[int]:
         """Reads ``key`` into the writable buffer ``out``; returns the bytes written.
         Into a ``RegisteredBuffer``, a one-sided read copies nothing."""
-    def register(self, capacity: int) -> RegisteredBuffer:
-        """A buffer of ``capacity`` bytes that one-sided reads land in with no copy."""
+    def register(self, capacity: int | Buffer) -> RegisteredBuffer:
+        """Memory one-sided reads land in with no copy: a new buffer of ``capacity`` bytes,
+        or the caller's own writable, contiguous buffer (a numpy array, a ``bytearray``),
+        kept alive and unresizable by the registration."""
     def get_many(self, keys: Sequence[str]) -> Awaitable[list[Object | None | Exception]]:
         """One result per key: the object, ``None`` for a miss, or the exception."""
+    def _get_batch(self, keys: Sequence[str]) -> Awaitable[list[Object | Exception]]: ...
     def get_many_into(
-        self, keys: Sequence[str], out: Buffer | Sequence[Buffer], offsets: Sequence[int] | None = None
+        self,
+        keys: Sequence[str],
+        out: Buffer | Sequence[Buffer] | RegisteredBuffer,
+        offsets: Sequence[int] | None = None,
     ) -> Awaitable[list[int | None | Exception]]:
-        """Reads keys into a buffer each, or one buffer cut at ``offsets``."""
+        """Reads keys into a buffer each, or one buffer cut at ``offsets`` (a
+        ``RegisteredBuffer``: each value lands at its offset with no copy one-sided)."""
     def get_range_into(self, key: str, start: int, end: int, out: Buffer) -> Awaitable[int]:
         """Reads bytes ``start``..``end`` of ``key`` into the front of ``out``."""
     def get_range(self, key: str, start: int, end: int) -> Awaitable[Object]:

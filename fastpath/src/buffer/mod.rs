@@ -49,11 +49,22 @@ pub enum BufferError {
 /// A fixed-size, page-aligned, zero-initialised block of memory written append-only.
 pub struct ArenaBuffer {
     ptr: NonNull<u8>,
-    layout: Layout,
-    /// Whether `ptr` is an anonymous mapping (huge-page aligned) rather than a heap block.
-    mapped: bool,
+    /// Its size in bytes.
+    len: usize,
+    /// Where the memory came from, and so how it is given back.
+    backing: Backing,
     /// Offset of the first byte no slot has claimed yet.
     next: AtomicUsize,
+}
+
+/// Where an [`ArenaBuffer`]'s memory came from.
+enum Backing {
+    /// A zeroed heap block of this layout.
+    Heap(Layout),
+    /// An anonymous mapping on huge-page boundaries (`map_huge`).
+    Mapped,
+    /// The caller's memory ([`ArenaBuffer::from_owned`]): the owner, dropped with the buffer.
+    Owned(#[allow(dead_code)] Box<dyn Send>),
 }
 
 // SAFETY: the buffer owns its allocation; all shared access goes through `WriteSlot`
@@ -88,9 +99,8 @@ impl ArenaBuffer {
             if let Some(ptr) = map_huge(rounded) {
                 return Ok(Arc::new(Self {
                     ptr,
-                    layout: Layout::from_size_align(rounded, HUGE_PAGE)
-                        .map_err(|_| BufferError::InvalidSize(capacity))?,
-                    mapped: true,
+                    len: rounded,
+                    backing: Backing::Mapped,
                     next: AtomicUsize::new(0),
                 }));
             }
@@ -102,20 +112,39 @@ impl ArenaBuffer {
         let ptr = NonNull::new(raw).ok_or(BufferError::OutOfMemory(rounded))?;
         Ok(Arc::new(Self {
             ptr,
-            layout,
-            mapped: false,
+            len: rounded,
+            backing: Backing::Heap(layout),
+            next: AtomicUsize::new(0),
+        }))
+    }
+
+    /// A buffer over memory the caller owns (a `Vec<u8>`, a boxed array, memory another
+    /// runtime lends with a guard that pins it): `owner` moves in and is dropped with the
+    /// buffer, and its bytes — `owner.as_mut()`, taken once, now — are used in place for
+    /// the buffer's whole life. Not zeroed; not necessarily page-aligned.
+    pub fn from_owned<M: AsMut<[u8]> + Send + 'static>(owner: M) -> Result<Arc<Self>, BufferError> {
+        let mut owner = Box::new(owner);
+        let bytes = (*owner).as_mut();
+        let len = bytes.len();
+        let ptr = NonNull::new(bytes.as_mut_ptr())
+            .filter(|_| len > 0)
+            .ok_or(BufferError::InvalidSize(0))?;
+        Ok(Arc::new(Self {
+            ptr,
+            len,
+            backing: Backing::Owned(owner),
             next: AtomicUsize::new(0),
         }))
     }
 
     /// Whether the buffer is mapped on huge-page boundaries with `MADV_HUGEPAGE`.
     pub fn huge_pages(&self) -> bool {
-        self.mapped
+        matches!(self.backing, Backing::Mapped)
     }
 
     /// Total size in bytes.
     pub fn capacity(&self) -> usize {
-        self.layout.size()
+        self.len
     }
 
     /// Bytes claimed by slots so far (including padding).
@@ -207,17 +236,18 @@ fn map_huge(len: usize) -> Option<NonNull<u8>> {
 
 impl Drop for ArenaBuffer {
     fn drop(&mut self) {
-        if self.mapped {
-            // SAFETY: `ptr` is the start of a mapping of exactly `layout.size()` bytes made
-            // by `map_huge`, unmapped once, here; no slot or extent outlives the buffer.
-            unsafe {
-                libc::munmap(self.ptr.as_ptr().cast(), self.layout.size());
-            }
-            return;
+        match &self.backing {
+            // SAFETY: `ptr` is the start of a mapping of exactly `len` bytes made by
+            // `map_huge`, unmapped once, here; no slot or extent outlives the buffer.
+            Backing::Mapped => unsafe {
+                libc::munmap(self.ptr.as_ptr().cast(), self.len);
+            },
+            // SAFETY: `ptr` was returned by `alloc_zeroed` with exactly this layout and is
+            // freed once, here; no slot or extent outlives the buffer (they hold an `Arc`).
+            Backing::Heap(layout) => unsafe { alloc::dealloc(self.ptr.as_ptr(), *layout) },
+            // The owner (dropped with this field) gives its memory back its own way.
+            Backing::Owned(_) => {}
         }
-        // SAFETY: `ptr` was returned by `alloc_zeroed` with exactly this layout and is
-        // freed once, here; no slot or extent outlives the buffer (they hold an `Arc`).
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
     }
 }
 
@@ -277,6 +307,29 @@ impl WriteSlot {
     /// The buffer the slot lies in (to register it).
     pub fn buffer(&self) -> &Arc<ArenaBuffer> {
         &self.buf
+    }
+
+    /// Splits the slot in two at `at`: `self` keeps `[0, at)`, the returned slot has
+    /// `[at, len)` (as `BytesMut::split_off`). Panics when `at > len`.
+    pub fn split_off(&mut self, at: usize) -> WriteSlot {
+        assert!(at <= self.len, "split at {at} past a slot of {}", self.len);
+        let tail = WriteSlot {
+            buf: Arc::clone(&self.buf),
+            off: self.off + at,
+            len: self.len - at,
+        };
+        self.len = at;
+        tail
+    }
+
+    /// Joins `tail` back onto the end of `self`, when it is the slot that follows it in
+    /// the same buffer (as made by [`split_off`](Self::split_off)); otherwise gives it back.
+    pub fn unsplit(&mut self, tail: WriteSlot) -> Result<(), WriteSlot> {
+        if !Arc::ptr_eq(&self.buf, &tail.buf) || self.off + self.len != tail.off {
+            return Err(tail);
+        }
+        self.len += tail.len;
+        Ok(())
     }
 
     /// Ends writing: the range becomes immutable and readable.
@@ -367,96 +420,4 @@ impl AsRef<[u8]> for Frozen {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn large_buffers_sit_on_huge_page_boundaries_and_small_ones_on_the_heap() {
-        let big = ArenaBuffer::new(4 * HUGE_PAGE).unwrap();
-        assert!(big.huge_pages());
-        assert_eq!(big.base_addr() % HUGE_PAGE, 0);
-        assert_eq!(big.capacity(), 4 * HUGE_PAGE);
-        // Zero-filled and writable end to end.
-        let mut slot = big.try_reserve(big.capacity(), 64).unwrap();
-        assert!(slot.as_mut_slice().iter().all(|b| *b == 0));
-        slot.as_mut_slice().fill(7);
-        let small = ArenaBuffer::new(256 << 10).unwrap();
-        assert!(!small.huge_pages());
-        // Over a huge page but not a multiple of one (a dedicated arena for a large
-        // value): rounded up and mapped (zeroed lazily), its capacity says so, and the
-        // arenas account that capacity.
-        let odd = ArenaBuffer::new(HUGE_PAGE + 4096).unwrap();
-        assert!(odd.huge_pages());
-        assert_eq!(odd.capacity(), 2 * HUGE_PAGE);
-        assert_eq!(odd.base_addr() % HUGE_PAGE, 0);
-    }
-    use std::thread;
-
-    #[test]
-    fn slots_are_disjoint_aligned_and_bounded() {
-        let buf = ArenaBuffer::new(10_000).unwrap();
-        assert_eq!(buf.capacity(), 12_288);
-        let a = buf.try_reserve(100, 64).unwrap();
-        let b = buf.try_reserve(100, 64).unwrap();
-        assert_eq!(a.offset(), 0);
-        assert_eq!(b.offset(), 128);
-        assert!(buf.try_reserve(20_000, 64).is_none());
-        // A failed reservation claims nothing.
-        assert_eq!(buf.used(), 228);
-    }
-
-    #[test]
-    fn frozen_reads_what_was_written_and_reset_needs_sole_owner() {
-        let mut buf = ArenaBuffer::new(4096).unwrap();
-        let mut slot = buf.try_reserve(5, 8).unwrap();
-        slot.as_mut_slice().copy_from_slice(b"hello");
-        let frozen = slot.freeze();
-        assert_eq!(frozen.as_slice(), b"hello");
-        assert_eq!(frozen.slice(1, 3).as_slice(), b"el");
-        assert_eq!(frozen.addr(), buf.base_addr());
-        assert!(
-            !ArenaBuffer::reset(&mut buf),
-            "reset while an extent is alive"
-        );
-        drop(frozen);
-        assert!(ArenaBuffer::reset(&mut buf));
-        assert_eq!(buf.used(), 0);
-    }
-
-    #[test]
-    fn concurrent_writers_never_overlap() {
-        let buf = ArenaBuffer::new(1 << 20).unwrap();
-        let extents: Vec<Frozen> = thread::scope(|s| {
-            let handles: Vec<_> = (0..8u8)
-                .map(|t| {
-                    let buf = &buf;
-                    s.spawn(move || {
-                        let mut out = Vec::new();
-                        while let Some(mut slot) = buf.try_reserve(1000, 64) {
-                            slot.as_mut_slice().fill(t);
-                            out.push((t, slot.freeze()));
-                        }
-                        out
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().unwrap())
-                .map(|(t, f)| {
-                    assert!(f.as_slice().iter().all(|&b| b == t), "torn slot");
-                    f
-                })
-                .collect()
-        });
-        assert_eq!(extents.len(), (1 << 20) / 1024);
-    }
-
-    #[test]
-    fn zero_size_is_refused() {
-        assert!(matches!(
-            ArenaBuffer::new(0),
-            Err(BufferError::InvalidSize(0))
-        ));
-    }
-}
+mod tests;
