@@ -8,7 +8,7 @@ use std::sync::Arc;
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyMemoryView;
+use pyo3::types::{PyBytes, PyMemoryView};
 
 /// An exported buffer, viewed as bytes.
 struct Export {
@@ -51,16 +51,25 @@ impl Export {
     }
 }
 
+/// What keeps an [`Out`]'s memory alive while the SDK may still write into it.
+#[derive(Clone)]
+enum Keeper {
+    /// A caller's buffer, exported (pinned) for as long as the SDK holds it.
+    Export(#[allow(dead_code)] Arc<Export>),
+    /// A `bytes` object this layer made and nobody else holds yet ([`Out::fresh_bytes`]).
+    Fresh(#[allow(dead_code)] Arc<Py<PyBytes>>),
+}
+
 /// A writable region of a caller's buffer, handed to the SDK to fill.
 pub(crate) struct Out {
     ptr: *mut u8,
     len: usize,
-    _export: Arc<Export>,
+    _keeper: Keeper,
 }
 
-// SAFETY: the memory stays valid while `_export` (the buffer export, which pins it) lives,
-// and the SDK uses an `Out` from one thread at a time. Distinct `Out`s of one buffer
-// cover disjoint ranges (checked in `Out::split`).
+// SAFETY: the memory stays valid while `_keeper` (the buffer export, which pins it, or the
+// reference to a fresh `bytes` object) lives, and the SDK uses an `Out` from one thread at a
+// time. Distinct `Out`s of one buffer cover disjoint ranges (checked in `Out::split`).
 unsafe impl Send for Out {}
 
 impl AsMut<[u8]> for Out {
@@ -69,7 +78,7 @@ impl AsMut<[u8]> for Out {
             return &mut [];
         }
         // SAFETY: `ptr..ptr+len` lies inside the exported, writable, C-contiguous buffer
-        // that `_export` keeps alive; no other `Out` overlaps it.
+        // (or the fresh `bytes` object) that `_keeper` keeps alive; no other `Out` overlaps it.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 }
@@ -81,8 +90,31 @@ impl Out {
         Ok(Self {
             ptr: export.ptr(),
             len: export.len(),
-            _export: Arc::new(export),
+            _keeper: Keeper::Export(Arc::new(export)),
         })
+    }
+
+    /// A new `bytes` object of `len` bytes and the `Out` that fills it: the SDK writes the
+    /// value straight into the object it returns (no copy after the read). The object is
+    /// shared with nobody until the read has ended; the `Out` holds a reference, so memory
+    /// the SDK may still write into (a read abandoned at a timeout) is never freed under it.
+    pub(crate) fn fresh_bytes(py: Python<'_>, len: usize) -> (Py<PyBytes>, Self) {
+        let obj = PyBytes::new_with(py, len, |_| Ok(()))
+            .expect("a bytes object of a size that was asked for")
+            .unbind();
+        // SAFETY: `obj` is a live `bytes` object (held here and by the keeper); CPython's
+        // `PyBytes_AsString` returns its buffer, writable by C code that owns the only
+        // references, as this layer does until the read has ended.
+        let ptr: *mut u8 = unsafe { pyo3::ffi::PyBytes_AsString(obj.as_ptr()) }.cast();
+        let keeper = Keeper::Fresh(Arc::new(obj.clone_ref(py)));
+        (
+            obj,
+            Self {
+                ptr,
+                len,
+                _keeper: keeper,
+            },
+        )
     }
 
     /// Fails when two of `outs` share memory (they are filled at the same time).
@@ -117,7 +149,7 @@ impl Out {
                 // SAFETY: start <= len, so the pointer stays within (or one past) the buffer.
                 ptr: unsafe { self.ptr.add(start) },
                 len: end - start,
-                _export: Arc::clone(&self._export),
+                _keeper: self._keeper.clone(),
             });
         }
         Ok(regions)

@@ -55,9 +55,11 @@ where
 }
 
 macro_rules! methods {
-    ($class:ident, $run:ident) => {
+    ($class:ident, $run:ident $(, { $($only:tt)* })?) => {
         #[pymethods]
         impl $class {
+            $($($only)*)?
+
             #[new]
             #[pyo3(signature = (
                                                 endpoint = "http://127.0.0.1:8080".to_owned(),
@@ -296,5 +298,28 @@ macro_rules! methods {
     };
 }
 
-methods!(Client, blocking);
+methods!(Client, blocking, {
+    /// Bytes `start` (inclusive) to `end` (exclusive) of `key` as a `bytes` object the
+    /// read lands in (one-sided where possible; no copy after it): what `rasa://` files
+    /// hand their readers.
+    fn _read_range<'py>(
+        &self,
+        py: Python<'py>,
+        key: String,
+        start: u64,
+        end: u64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let len = usize::try_from(end.saturating_sub(start))
+            .map_err(|_| pyo3::exceptions::PyValueError::new_err("too large a range"))?;
+        let (obj, out) = Out::fresh_bytes(py, len);
+        let sdk = self.core.sdk()?;
+        let n = wait(py, within(self.core.limit(), ops::get_range_into(sdk, key, start, end, out)))??;
+        let obj = obj.into_bound(py).into_any();
+        if n as usize == len {
+            return Ok(obj);
+        }
+        // The value ended first: the bytes it had.
+        obj.get_item(pyo3::types::PySlice::new(py, 0, n as isize, 1))
+    }
+});
 methods!(AsyncClient, awaitable);

@@ -51,6 +51,18 @@ def test_whole_values_and_ranges_read_one_sided(fs, base):
         f.seek(3)
         assert f.read(4) == data[3:7]
         assert f.size == len(data)
+    # Reads of a block or more go to the gateway as they are (bytes, past the cache);
+    # smaller ones around them still come from the read-ahead cache.
+    with fs.open(f"{base}/blob", "rb", block_size=64 << 10) as f:
+        f.seek(1000)
+        big = f.read(200_000)
+        assert type(big) is bytes and big == data[1000:201_000]
+        assert f.tell() == 201_000
+        assert f.read(5) == data[201_000:201_005]
+        assert f.read() == data[201_005:]  # the rest, as one range read
+        assert f.read(10) == b"" and f.read() == b""
+    assert type(fs.client._read_range(f"{base}/blob", 299_000, 400_000)) is bytes
+    assert fs.client._read_range(f"{base}/blob", 299_000, 400_000) == data[299_000:]
     with pytest.raises(FileNotFoundError):
         fs.cat_file(f"{base}/missing")
     with pytest.raises(FileNotFoundError):

@@ -151,6 +151,7 @@ class Client:
     def get_many(self, keys: Sequence[str]) -> list[Object | None | Exception]:
         """One result per key: the object, ``None`` for a miss, or the exception."""
     def _get_batch(self, keys: Sequence[str]) -> list[Object | Exception]: ...
+    def _read_range(self, key: str, start: int, end: int) -> bytes: ...
     def get_many_into(
         self,
         keys: Sequence[str],

@@ -161,9 +161,25 @@ class RasaFile(AbstractBufferedFile):
         if end <= start:
             return b""
         try:
-            return bytes(self.fs.client.get_range(self.fs._strip_protocol(self.path), start, end))
+            # Straight into the bytes object handed back: no copy after the read.
+            data: bytes = self.fs.client._read_range(self.fs._strip_protocol(self.path), start, end)
+            return data
         except NotFound as e:
             raise FileNotFoundError(self.path) from e
+
+    def read(self, length: int = -1) -> bytes:
+        """``length`` bytes from the position (all that is left when negative). A read of
+        a block or more (Arrow's coalesced column chunks) goes to the gateway as one range
+        read, past the read-ahead cache, whose slicing would copy it once more."""
+        if self.mode != "rb" or self.closed:
+            return super().read(length)  # type: ignore[no-any-return]
+        left = max(0, self.size - self.loc)
+        want = left if length is None or length < 0 else min(length, left)
+        if want < self.blocksize:
+            return super().read(length)  # type: ignore[no-any-return]
+        out = self._fetch_range(self.loc, self.loc + want)
+        self.loc += len(out)
+        return out
 
     def _initiate_upload(self) -> None:
         self._parts: list[bytes] = []
