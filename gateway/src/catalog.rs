@@ -125,6 +125,8 @@ pub const METRICS: &[Metric] = &[
     m("rasa_s3_uploads_too_slow_total", C, &[], "S3 upload bodies ended with RequestTimeout for arriving slower than --min-upload-rate."),
     m("rasa_s3_requests_shed_total", C, &[], "S3 requests answered 503 SlowDown (every slot taken)."),
     m("rasa_s3_panics_total", C, &[], "S3 requests whose handler panicked (answered 500)."),
+    m("rasa_s3_forwards_total", C, &["result"], "Keyed S3 requests forwarded to the key's owner in a cluster: ok, owner_unreachable."),
+    m("rasa_s3_member_parts_total", C, &["result"], "Parts of S3 requests that span members (listings, DeleteObjects, copy sources) asked of other members: ok, unreachable."),
     m("rasa_s3_bytes_served_total", C, &[], "Bytes of values served by the S3 listener."),
     m("rasa_s3_objects_stored_total", C, &[], "Objects stored through the S3 listener."),
     m("rasa_s3_multipart_refused_total", C, &[], "CreateMultipartUpload answered 503 SlowDown (--multipart-max-uploads or --multipart-memory reached)."),

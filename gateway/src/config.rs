@@ -435,13 +435,14 @@ impl Args {
     }
 
     /// The cluster settings (`None` without `--cluster`), for a gateway listening on
-    /// `listening`.
+    /// `listening` (and for S3 on `s3_listening`).
     pub fn cluster_config(
         &self,
         listening: std::net::SocketAddr,
         tls: bool,
+        s3_listening: Option<std::net::SocketAddr>,
     ) -> Result<Option<crate::cluster::ClusterConfig>, String> {
-        self.cluster.config(listening, tls)
+        self.cluster.config(listening, tls, s3_listening)
     }
 
     /// The host names an open listener answers to: `--allowed-host`, the host of

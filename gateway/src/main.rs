@@ -215,7 +215,30 @@ async fn serve(args: Args) -> Result<(), String> {
     let addr = socket
         .local_addr()
         .map_err(|e| format!("cannot read the listening address: {e}"))?;
-    let cluster = match args.cluster_config(addr, tls.is_some())? {
+    let s3 = rasa_gateway::s3::listener::prepare(
+        &args.s3,
+        rasa_gateway::s3::listener::Shared {
+            objects: Arc::clone(&objects),
+            namespaces: Arc::clone(&namespaces),
+            origin_location: args.origin.clone(),
+            max_object_size: args.max_object_size,
+            max_concurrent_requests: args.max_concurrent_requests,
+            body_timeout: args.body_timeout,
+            max_header_size: args.max_header_size as usize,
+            hosts: args.host_policy(&args.s3.s3_domains),
+            min_upload_rate: args.edge.min_upload_rate,
+        },
+    )
+    .await?;
+    let s3_addr = match &s3 {
+        Some(s3) => Some(
+            s3.listener
+                .local_addr()
+                .map_err(|e| format!("cannot read the S3 address: {e}"))?,
+        ),
+        None => None,
+    };
+    let cluster = match args.cluster_config(addr, tls.is_some(), s3_addr)? {
         None => None,
         Some(config) => {
             let fabric = rasa_gateway::http::fabric::info(state.store());
@@ -231,6 +254,12 @@ async fn serve(args: Args) -> Result<(), String> {
                 let stale = Arc::clone(rt);
                 cluster.on_rejoin(move || stale.revalidate_all());
                 rt.fill_from(rasa_gateway::origin::peers::Peers {
+                    cluster: Arc::clone(&cluster),
+                    client: peers.clone(),
+                });
+            }
+            if let Some(s3) = &s3 {
+                let _ = s3.front.wide.set(rasa_gateway::s3::cluster::Wide {
                     cluster: Arc::clone(&cluster),
                     client: peers.clone(),
                 });
@@ -266,21 +295,6 @@ async fn serve(args: Args) -> Result<(), String> {
             "bearer tokens over plain HTTP beyond loopback: anyone on the path can copy them; use --tls-cert/--tls-key or a TLS proxy"
         );
     }
-    let s3 = rasa_gateway::s3::listener::prepare(
-        &args.s3,
-        rasa_gateway::s3::listener::Shared {
-            objects: Arc::clone(&objects),
-            namespaces: Arc::clone(&namespaces),
-            origin_location: args.origin.clone(),
-            max_object_size: args.max_object_size,
-            max_concurrent_requests: args.max_concurrent_requests,
-            body_timeout: args.body_timeout,
-            max_header_size: args.max_header_size as usize,
-            hosts: args.host_policy(&args.s3.s3_domains),
-            min_upload_rate: args.edge.min_upload_rate,
-        },
-    )
-    .await?;
     // One line on stdout per listener, for people and for tests that bind port 0.
     let scheme = if tls.is_some() { "https" } else { "http" };
     let mut out = std::io::stdout().lock();

@@ -46,3 +46,18 @@ pub fn head_size<B>(req: &http::Request<B>) -> usize {
         + line
         + 2
 }
+
+/// `err` and its causes on one line, each once (`a: b: c`).
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = err.to_string();
+    let mut cause = err.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
+}

@@ -24,6 +24,7 @@ fn member(i: usize) -> ClusterMember {
             endpoints: Vec::new(),
             host: None,
         },
+        s3_url: None,
     }
 }
 

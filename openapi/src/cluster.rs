@@ -68,6 +68,11 @@ pub struct ClusterMember {
     pub weight: u32,
     /// How clients reach this member's fast path (as `GET /v1/fabric` on it answers).
     pub fabric: FabricInfo,
+    /// Where its S3 listener is reached (`--s3-advertise-url`), when it runs one: every
+    /// member serves S3, forwarding keyed requests to the key's owner's listener.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(example = "http://10.0.0.7:9000")]
+    pub s3_url: Option<String>,
 }
 
 /// The members a gateway knows, at an etcd revision.
@@ -148,6 +153,7 @@ mod tests {
             url: format!("http://{id}"),
             state: MemberState::Serving,
             weight,
+            s3_url: None,
             fabric: FabricInfo {
                 enabled: false,
                 provider: None,

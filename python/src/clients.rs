@@ -313,7 +313,13 @@ methods!(Client, blocking, {
             .map_err(|_| pyo3::exceptions::PyValueError::new_err("too large a range"))?;
         let (obj, out) = Out::fresh_bytes(py, len);
         let sdk = self.core.sdk()?;
-        let n = wait(py, within(self.core.limit(), ops::get_range_into(sdk, key, start, end, out)))??;
+        let n = wait(
+            py,
+            within(
+                self.core.limit(),
+                ops::get_range_into(sdk, key, start, end, out),
+            ),
+        )??;
         let obj = obj.into_bound(py).into_any();
         if n as usize == len {
             return Ok(obj);

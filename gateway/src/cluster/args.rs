@@ -44,6 +44,10 @@ pub struct ClusterArgs {
     /// What a node does with a request for a key another member owns.
     #[arg(long, env = "RASA_CLUSTER_ROUTING", value_enum, default_value_t = Routing::Proxy)]
     pub cluster_routing: Routing,
+    /// The URL other members reach this node's S3 listener at (they forward S3 requests
+    /// for the keys it owns there). Default: `--advertise-url` with the S3 listener's port.
+    #[arg(long, env = "RASA_S3_ADVERTISE_URL", requires = "etcd")]
+    pub s3_advertise_url: Option<String>,
 }
 
 /// etcd's client endpoints, as `http://HOST:PORT` URLs.
@@ -84,6 +88,7 @@ impl ClusterArgs {
         &self,
         listening: std::net::SocketAddr,
         tls: bool,
+        s3_listening: Option<std::net::SocketAddr>,
     ) -> Result<Option<crate::cluster::ClusterConfig>, String> {
         let c = self;
         let Some(etcd) = &c.etcd else {
@@ -106,6 +111,11 @@ impl ClusterArgs {
             }
             None => format!("{}://{listening}", if tls { "https" } else { "http" }),
         };
+        let s3_url = match (&c.s3_advertise_url, s3_listening) {
+            (_, None) => None,
+            (Some(url), Some(_)) => Some(url.trim_end_matches('/').to_owned()),
+            (None, Some(at)) => Some(with_port(&advertise_url, at.port())?),
+        };
         Ok(Some(crate::cluster::ClusterConfig {
             etcd: etcd.0.clone(),
             name: c.cluster_name.clone(),
@@ -115,6 +125,7 @@ impl ClusterArgs {
             weight: c.node_weight,
             routing: c.cluster_routing,
             ca_file: c.cluster_ca_file.clone(),
+            s3_url,
         }))
     }
 
@@ -139,6 +150,13 @@ impl ClusterArgs {
                 ));
             }
         }
+        if let Some(url) = &self.s3_advertise_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(format!(
+                    "--s3-advertise-url '{url}': give http://HOST:PORT or https://HOST:PORT"
+                ));
+            }
+        }
         if self.cluster_name.is_empty() || self.cluster_name.contains('/') {
             return Err(format!(
                 "--cluster-name '{}': give a non-empty name without '/'",
@@ -149,9 +167,34 @@ impl ClusterArgs {
     }
 }
 
+/// `url` (`scheme://host[:port]`) with its port replaced by `port`: where the S3 listener of
+/// a node advertised at `url` is.
+fn with_port(url: &str, port: u16) -> Result<String, String> {
+    let mut u = reqwest::Url::parse(url).map_err(|e| format!("--advertise-url '{url}': {e}"))?;
+    u.set_port(Some(port))
+        .map_err(|()| format!("--advertise-url '{url}' takes no port: give --s3-advertise-url"))?;
+    Ok(u.as_str().trim_end_matches('/').to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_s3_url_is_the_advertised_one_with_the_s3_port() {
+        assert_eq!(
+            with_port("http://10.0.0.7:8080", 9000).unwrap(),
+            "http://10.0.0.7:9000"
+        );
+        assert_eq!(
+            with_port("https://cache-a.internal", 9000).unwrap(),
+            "https://cache-a.internal:9000"
+        );
+        assert_eq!(
+            with_port("http://[::1]:8080", 9001).unwrap(),
+            "http://[::1]:9001"
+        );
+    }
 
     #[test]
     fn etcd_endpoints_and_ttls() {

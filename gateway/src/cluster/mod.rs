@@ -41,6 +41,8 @@ pub struct ClusterConfig {
     pub routing: Routing,
     /// Extra certificate authorities for other members' `https://` URLs.
     pub ca_file: Option<std::path::PathBuf>,
+    /// The URL this node's S3 listener is reached at, when it runs one.
+    pub s3_url: Option<String>,
 }
 
 /// The members a node knows, at an etcd revision.
@@ -98,6 +100,7 @@ impl Cluster {
             state: MemberState::Serving,
             weight: config.weight,
             fabric,
+            s3_url: config.s3_url.clone(),
         };
         let etcd = membership::connect(&config).await?;
         let cluster = Arc::new(Self {

@@ -67,6 +67,7 @@ mod tests {
             url: "http://127.0.0.1:1".into(),
             state: rasa_openapi::MemberState::Serving,
             weight: 1,
+            s3_url: None,
             fabric: rasa_openapi::FabricInfo {
                 enabled: false,
                 provider: None,

@@ -240,20 +240,7 @@ pub(crate) fn caused_by(
     false
 }
 
-/// `err` and its causes on one line, each once (`a: b: c`).
-pub(crate) fn chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = err.to_string();
-    let mut cause = err.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        cause = c.source();
-    }
-    out
-}
+pub(crate) use crate::net::error_chain as chain;
 
 /// Builds a problem document.
 pub fn problem(status: StatusCode, code: ProblemCode, detail: impl Into<String>) -> Problem {

@@ -104,8 +104,8 @@ pub enum S3KeyCommand {
 impl S3Args {
     /// Refuses combinations that cannot work (`clustered`: the gateway joins a cluster).
     pub fn validate(&self, clustered: bool) -> Result<(), String> {
-        if self.s3_listen.is_some() && clustered {
-            return Err("--s3-listen is not available with --cluster yet: each member's S3 listener would serve only its own keys (run the S3 listener on a single gateway)".into());
+        if self.s3_create_buckets && clustered {
+            return Err("--s3-create-buckets is not available with --cluster: each member has a namespaces file of its own, so a bucket made on one would be missing on the others (give every member the same --namespaces file and --s3-bucket flags)".into());
         }
         Ok(())
     }

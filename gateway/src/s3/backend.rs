@@ -6,7 +6,7 @@ use std::sync::Arc;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, S3};
 
-use super::{listing, multipart, objects, S3Front};
+use super::{batch, copy, listing, multipart, objects, S3Front};
 
 /// Rasa as an S3 service.
 #[derive(Debug, Clone)]
@@ -32,10 +32,10 @@ impl S3 for Rasa {
         &self,
         req: S3Request<DeleteObjectsInput>,
     ) -> Answer<DeleteObjectsOutput> {
-        objects::delete_objects(&self.0, req).await
+        batch::delete_objects(&self.0, req).await
     }
     async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> Answer<CopyObjectOutput> {
-        objects::copy_object(&self.0, req).await
+        copy::copy_object(&self.0, req).await
     }
     async fn list_objects_v2(
         &self,

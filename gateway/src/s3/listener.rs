@@ -96,6 +96,8 @@ pub struct Prepared {
     pub app: axum::Router,
     /// Whether anyone may use it (no credentials file).
     pub open: bool,
+    /// What it serves (a cluster member hands it the cluster once joined).
+    pub front: Arc<S3Front>,
 }
 
 /// Binds `--s3-listen` (when given) and builds its router; starts the multipart reaper
@@ -130,6 +132,7 @@ pub async fn prepare(args: &S3Args, shared: Shared) -> Result<Option<Prepared>, 
         body_timeout: shared.body_timeout,
         min_upload_rate: shared.min_upload_rate,
         bucket_quota: args.s3_create_buckets.then_some(args.s3_bucket_quota),
+        wide: std::sync::OnceLock::new(),
     });
     let open = keys.is_none();
     let slots = Arc::new(tokio::sync::Semaphore::new(shared.max_concurrent_requests));
@@ -138,7 +141,7 @@ pub async fn prepare(args: &S3Args, shared: Shared) -> Result<Option<Prepared>, 
         max_header_size: shared.max_header_size,
         body_timeout: shared.body_timeout,
     };
-    let app = router(front, keys, &args.s3_domains, edge)?
+    let app = router(Arc::clone(&front), keys, &args.s3_domains, edge)?
         .layer(
             ServiceBuilder::new()
                 .layer(HandleErrorLayer::new(overloaded))
@@ -158,6 +161,7 @@ pub async fn prepare(args: &S3Args, shared: Shared) -> Result<Option<Prepared>, 
         listener,
         app,
         open,
+        front,
     }))
 }
 

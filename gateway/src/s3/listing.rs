@@ -8,6 +8,7 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
+use super::cluster::{peers, Caller};
 use super::{Bucket, S3Front};
 
 /// Largest page, and the default.
@@ -64,6 +65,7 @@ fn rasa_prefix(bucket: &Bucket, prefix: &str) -> Option<String> {
 /// the bucket), else from the store.
 pub(super) async fn page(
     front: &S3Front,
+    caller: Option<&Caller<'_>>,
     bucket: &Bucket,
     prefix: &str,
     delimiter: Option<&str>,
@@ -75,18 +77,66 @@ pub(super) async fn page(
         return Ok(Page::default());
     };
     let objects = front.objects_of(&bucket.name)?;
-    match objects.read_through() {
-        Some(rt) => origin_page(rt, bucket, &walk, delimiter, after, max).await,
-        None => Ok(store_page(
-            objects.store(),
-            bucket,
-            prefix,
-            &walk,
-            delimiter,
-            after,
-            max,
-        )),
+    if let Some(rt) = objects.read_through() {
+        // The origin holds the whole bucket, whichever member asks it.
+        return origin_page(rt, bucket, &walk, delimiter, after, max).await;
     }
+    let local = store_page(
+        objects.store(),
+        bucket,
+        prefix,
+        &walk,
+        delimiter,
+        after,
+        max,
+    );
+    let Some(caller) = caller else {
+        return Ok(local);
+    };
+    // In a cluster each member holds the keys it owns: every member's page, merged.
+    let mut pages = peers::pages(caller, &bucket.name, prefix, delimiter, after, max).await?;
+    pages.push(local);
+    Ok(merge(pages, max))
+}
+
+/// Pages of the same listing from several members as one: the first `max` entries (keys
+/// and common prefixes, each once) in order. A page cut short had `max` entries, all before
+/// the ones it left out, so the merged page's first `max` miss none of them; it ends early
+/// (`next`) when any page did or more than `max` entries remain.
+fn merge(pages: Vec<Page>, max: usize) -> Page {
+    enum Entry {
+        Key(Listed),
+        Prefix(String),
+    }
+    let mut more = false;
+    let mut all: std::collections::BTreeMap<String, Entry> = Default::default();
+    for p in pages {
+        more |= p.next.is_some();
+        for l in p.contents {
+            all.entry(l.key.clone()).or_insert(Entry::Key(l));
+        }
+        for cp in p.prefixes {
+            all.entry(cp.clone()).or_insert(Entry::Prefix(cp));
+        }
+    }
+    more |= all.len() > max;
+    let mut out = Page::default();
+    for (_, e) in all.into_iter().take(max) {
+        match e {
+            Entry::Key(l) => {
+                out.next = Some(l.key.clone());
+                out.contents.push(l);
+            }
+            Entry::Prefix(cp) => {
+                out.next = Some(past(&cp));
+                out.prefixes.push(cp);
+            }
+        }
+    }
+    if !more {
+        out.next = None;
+    }
+    out
 }
 
 async fn origin_page(
@@ -264,7 +314,13 @@ pub(super) async fn list_objects_v2(
     front: &S3Front,
     req: S3Request<ListObjectsV2Input>,
 ) -> S3Result<S3Response<ListObjectsV2Output>> {
-    let i = req.input;
+    let S3Request {
+        input: i,
+        headers,
+        credentials,
+        ..
+    } = req;
+    let caller = front.caller(&headers, credentials.as_ref());
     let bucket = front.bucket(&i.bucket)?;
     let url = wants_url(i.encoding_type.as_ref())?;
     let max = max_keys(i.max_keys)?;
@@ -283,6 +339,7 @@ pub(super) async fn list_objects_v2(
     let prefix = i.prefix.clone().unwrap_or_default();
     let mut page = page(
         front,
+        caller.as_ref(),
         &bucket,
         &prefix,
         i.delimiter.as_deref(),
@@ -316,7 +373,13 @@ pub(super) async fn list_objects(
     front: &S3Front,
     req: S3Request<ListObjectsInput>,
 ) -> S3Result<S3Response<ListObjectsOutput>> {
-    let i = req.input;
+    let S3Request {
+        input: i,
+        headers,
+        credentials,
+        ..
+    } = req;
+    let caller = front.caller(&headers, credentials.as_ref());
     let bucket = front.bucket(&i.bucket)?;
     let url = wants_url(i.encoding_type.as_ref())?;
     let max = max_keys(i.max_keys)?;
@@ -328,6 +391,7 @@ pub(super) async fn list_objects(
     });
     let mut page = page(
         front,
+        caller.as_ref(),
         &bucket,
         &prefix,
         i.delimiter.as_deref(),

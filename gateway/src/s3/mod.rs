@@ -17,7 +17,10 @@
 
 pub mod args;
 mod backend;
+mod batch;
+pub mod cluster;
 mod conditions;
+mod copy;
 pub mod digest;
 pub mod edge;
 mod headers;
@@ -132,6 +135,9 @@ pub struct S3Front {
     /// `--s3-create-buckets`: the quota of a bucket CreateBucket makes (`None`: buckets are
     /// the operator's).
     pub bucket_quota: Option<u64>,
+    /// The cluster, once this member has joined it (`--cluster`): keyed requests go to
+    /// their key's owner, listings and batch deletes span the members ([`cluster`]).
+    pub wide: std::sync::OnceLock<cluster::Wide>,
 }
 
 /// A Rasa key and the object service (the namespace) it is in.
@@ -292,9 +298,12 @@ pub fn router(
     }
     let service = b.build();
     let open = keys.is_none();
+    let domains: Arc<[String]> = domains.into();
     let s3 = tower::service_fn(move |req: axum::extract::Request| {
         let mut service = service.clone();
         let edge = edge.clone();
+        let front = Arc::clone(&front);
+        let domains = Arc::clone(&domains);
         async move {
             let req = match edge.admit(req).await {
                 Ok(req) => req,
@@ -307,6 +316,10 @@ pub fn router(
                     "this gateway's S3 listener has no --s3-credentials-file, so it cannot check signatures: send unsigned requests (aws --no-sign-request; boto3 Config(signature_version=UNSIGNED)), or ask for an access key",
                 ));
             }
+            let req = match cluster::forward::to_owner(&front, &domains, req).await {
+                Ok(req) => req,
+                Err(answer) => return Ok(answer),
+            };
             let get = matches!(*req.method(), http::Method::GET | http::Method::HEAD);
             let resp = tower::Service::call(&mut service, req).await;
             Ok::<_, Infallible>(match resp {

@@ -13,7 +13,13 @@ pub(super) async fn list_object_versions(
     front: &S3Front,
     req: S3Request<ListObjectVersionsInput>,
 ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
-    let i = req.input;
+    let S3Request {
+        input: i,
+        headers,
+        credentials,
+        ..
+    } = req;
+    let caller = front.caller(&headers, credentials.as_ref());
     let bucket = front.bucket(&i.bucket)?;
     let url = wants_url(i.encoding_type.as_ref())?;
     let max = max_keys(i.max_keys)?;
@@ -21,6 +27,7 @@ pub(super) async fn list_object_versions(
     // One version a key: a page goes on after the key of the marker.
     let mut page = page(
         front,
+        caller.as_ref(),
         &bucket,
         &prefix,
         i.delimiter.as_deref(),

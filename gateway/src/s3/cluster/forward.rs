@@ -1,0 +1,234 @@
+//! Keyed S3 requests for keys another member owns: forwarded to the owner's S3 listener as
+//! they came (one hop, the body streamed both ways, the caller's signature intact).
+//!
+//! An owner that cannot be reached: a read is served here (from memory, else the origin),
+//! as the native API does; a write is refused with `503 SlowDown` and `Retry-After` (a
+//! value written here would not be found where the others look for it).
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+use http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use rasa_openapi::{ClusterMember, HOP_HEADER};
+
+use super::super::edge::xml_error;
+use super::super::S3Front;
+
+/// Longest wait for a forwarded read's answer to start before it is served here.
+const READ_ANSWER_WITHIN: Duration = Duration::from_secs(2);
+
+/// Headers that belong to one connection, never forwarded (RFC 9110, 7.6.1).
+const HOP_BY_HOP: [HeaderName; 6] = [
+    header::CONNECTION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    header::PROXY_AUTHORIZATION,
+];
+
+/// The response header naming the member that served a forwarded request (as on the
+/// native API).
+const SERVED_BY: &str = "rasa-served-by";
+
+/// `req` to serve here, or the answer of the key's owner it was forwarded to (`domains`:
+/// the `--s3-domain` names, for virtual-host-style buckets).
+pub(crate) async fn to_owner(
+    front: &S3Front,
+    domains: &[String],
+    req: Request,
+) -> Result<Request, Response> {
+    let Some(wide) = front.wide(req.headers()) else {
+        return Ok(req);
+    };
+    let Some((bucket, key)) = bucket_and_key(&req, domains) else {
+        return Ok(req); // a bucket's request: listings and DeleteObjects span members
+    };
+    let Some(rasa_key) = front.bucket(&bucket).ok().and_then(|b| b.rasa_key(&key)) else {
+        return Ok(req); // refused here, by the handler
+    };
+    let Some(owner) = wide.remote_owner(&rasa_key) else {
+        return Ok(req);
+    };
+    let read = matches!(*req.method(), Method::GET | Method::HEAD);
+    let (parts, body) = req.into_parts();
+    let base = owner
+        .s3_url
+        .as_deref()
+        .unwrap_or_default()
+        .trim_end_matches('/');
+    let target = format!(
+        "{base}{}",
+        parts.uri.path_and_query().map_or("/", |p| p.as_str())
+    );
+    let mut headers = parts.headers.clone();
+    strip(&mut headers);
+    // `Host` stays as the caller sent it: the signature covers it.
+    headers.insert(HOP_HEADER, HeaderValue::from_static("1"));
+    let mut out = wide
+        .client
+        .request(parts.method.clone(), &target)
+        .headers(headers);
+    if !read {
+        // With its length, when the caller said it: S3 wants `Content-Length`.
+        out = out.body(reqwest::Body::wrap(Sized(std::sync::Mutex::new(body))));
+    }
+    let sent = if read {
+        match tokio::time::timeout(READ_ANSWER_WITHIN, out.send()).await {
+            Ok(r) => r.map_err(|e| crate::net::error_chain(&e)),
+            Err(_) => Err(format!("no answer within {READ_ANSWER_WITHIN:?}")),
+        }
+    } else {
+        out.send().await.map_err(|e| crate::net::error_chain(&e))
+    };
+    match sent {
+        Ok(resp) => {
+            metrics::counter!("rasa_s3_forwards_total", "result" => "ok").increment(1);
+            Err(answer(resp, &owner))
+        }
+        Err(cause) => {
+            metrics::counter!("rasa_s3_forwards_total", "result" => "owner_unreachable")
+                .increment(1);
+            let why = format!(
+                "the owner of '{rasa_key}', node {} at {base}, cannot be reached: {cause}",
+                owner.node_id
+            );
+            if read {
+                tracing::warn!("{why}; serving it here");
+                return Ok(Request::from_parts(parts, axum::body::Body::empty()));
+            }
+            tracing::warn!("{why}; write refused");
+            let mut r = xml_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "SlowDown",
+                &format!("{why}; nothing was stored, retry shortly"),
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            Err(r)
+        }
+    }
+}
+
+/// A request body passed on with its size hint (a stream alone would go out chunked).
+struct Sized(std::sync::Mutex<Body>);
+
+impl http_body::Body for Sized {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let body = self
+            .get_mut()
+            .0
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner());
+        std::pin::Pin::new(body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.lock().map(|b| b.is_end_stream()).unwrap_or(false)
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.0.lock().map(|b| b.size_hint()).unwrap_or_default()
+    }
+}
+
+/// The bucket and (percent-decoded) key a request names: virtual-host style when its
+/// `Host` is a subdomain of one of `domains`, else path style; `None` for a request without
+/// a key (the service's or a bucket's).
+fn bucket_and_key(req: &Request, domains: &[String]) -> Option<(String, String)> {
+    let path = req.uri().path();
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(|h| match h.rsplit_once(':') {
+            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+            _ => h,
+        });
+    let virtual_bucket = host.and_then(|h| {
+        domains.iter().find_map(|d| {
+            let b = h.strip_suffix(d.as_str())?.strip_suffix('.')?;
+            (!b.is_empty()).then_some(b)
+        })
+    });
+    let (bucket, key) = match virtual_bucket {
+        Some(b) => (b, path.strip_prefix('/').unwrap_or(path)),
+        None => path.strip_prefix('/')?.split_once('/')?,
+    };
+    if key.is_empty() {
+        return None;
+    }
+    let key = percent_encoding::percent_decode_str(key)
+        .decode_utf8()
+        .ok()?
+        .into_owned();
+    Some((bucket.to_owned(), key))
+}
+
+/// The owner's answer, relayed as it streams.
+fn answer(resp: reqwest::Response, owner: &ClusterMember) -> Response {
+    let mut back = Response::builder().status(resp.status());
+    if let Some(h) = back.headers_mut() {
+        *h = resp.headers().clone();
+        strip(h);
+        if let Ok(v) = HeaderValue::from_str(&owner.node_id) {
+            h.insert(SERVED_BY, v);
+        }
+    }
+    back.body(Body::from_stream(resp.bytes_stream()))
+        .unwrap_or_else(|_| {
+            xml_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                "the owner's answer could not be relayed",
+            )
+            .into_response()
+        })
+}
+
+fn strip(headers: &mut HeaderMap) {
+    for h in &HOP_BY_HOP {
+        headers.remove(h);
+    }
+    headers.remove("keep-alive");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(host: &str, path: &str) -> Request {
+        Request::builder()
+            .uri(path)
+            .header(header::HOST, host)
+            .body(Body::empty())
+            .unwrap()
+    }
+
+    #[test]
+    fn bucket_and_key_in_both_styles() {
+        let d = vec!["s3.local".to_owned()];
+        let bk = |h: &str, p: &str| bucket_and_key(&req(h, p), &d);
+        assert_eq!(
+            bk("127.0.0.1:9000", "/data/a/b%20c?x=1"),
+            Some(("data".into(), "a/b c".into()))
+        );
+        assert_eq!(bk("127.0.0.1:9000", "/data/"), None);
+        assert_eq!(bk("127.0.0.1:9000", "/data"), None);
+        assert_eq!(bk("127.0.0.1:9000", "/"), None);
+        assert_eq!(
+            bk("data.s3.local:9000", "/k%2Fx"),
+            Some(("data".into(), "k/x".into()))
+        );
+        assert_eq!(bk("data.s3.local", "/"), None);
+        assert_eq!(bk("s3.local", "/data/k"), Some(("data".into(), "k".into())));
+    }
+}

@@ -1,0 +1,90 @@
+//! The S3 listener in a cluster: every member serves S3, and each key's requests are served
+//! by the key's owner, as on the native API.
+//!
+//! - **Keyed requests** (objects, multipart uploads and their parts) are forwarded to the
+//!   owner's S3 listener as they came, one hop ([`forward`]): the signature still holds (the
+//!   same method, path, query, `Host` and signed headers; the body streamed as it arrives),
+//!   so the owner checks the caller's own credentials. A multipart upload is staged at its
+//!   key's owner and completed there.
+//! - **Requests that span keys** — listings, `DeleteObjects`, a copy whose source another
+//!   member owns — ask the other members' listeners for their part ([`peers`]), acting as
+//!   the caller: signed with the caller's own access key (every member has the same
+//!   credentials file), so no member can do there what the caller could not.
+//!
+//! A request from another member carries the hop marker and is answered from this member
+//! alone, whatever its view says, so two members whose views differ never bounce a request.
+
+pub(super) mod forward;
+pub(super) mod peers;
+
+use std::sync::Arc;
+
+use rasa_openapi::{ClusterMember, HOP_HEADER};
+
+use super::S3Front;
+use crate::cluster::Cluster;
+
+/// A member's view of the cluster, for its S3 listener.
+#[derive(Debug)]
+pub struct Wide {
+    /// This node's membership.
+    pub cluster: Arc<Cluster>,
+    /// The client that forwards requests to other members (`--cluster-ca-file` trusted).
+    pub client: reqwest::Client,
+}
+
+/// Who a request that spans members is made for, at the other members: the caller's
+/// credentials (`None`: anonymous, on an open listener).
+pub(crate) struct Caller<'a> {
+    pub(crate) wide: &'a Wide,
+    pub(crate) credentials: Option<&'a s3s::auth::Credentials>,
+}
+
+impl S3Front {
+    /// The cluster, when a request with `headers` is to be answered for the whole cluster
+    /// (this node is a member and another member did not send it).
+    pub(crate) fn wide(&self, headers: &http::HeaderMap) -> Option<&Wide> {
+        self.wide
+            .get()
+            .filter(|_| !headers.contains_key(HOP_HEADER))
+    }
+
+    /// The caller of a request (its `headers` and `credentials`) that spans members, to
+    /// ask the others for their part; `None` when this member answers alone.
+    pub(crate) fn caller<'a>(
+        &'a self,
+        headers: &http::HeaderMap,
+        credentials: Option<&'a s3s::auth::Credentials>,
+    ) -> Option<Caller<'a>> {
+        self.wide(headers).map(|wide| Caller { wide, credentials })
+    }
+}
+
+impl S3Front {
+    /// The caller of a request that reads another key than its own (a copy's source),
+    /// even when another member forwarded it here: the source's owner is asked with the
+    /// hop marker, so it answers from its own memory and nothing goes round.
+    pub(crate) fn source_caller<'a>(
+        &'a self,
+        credentials: Option<&'a s3s::auth::Credentials>,
+    ) -> Option<Caller<'a>> {
+        self.wide.get().map(|wide| Caller { wide, credentials })
+    }
+}
+
+impl Wide {
+    /// The member that owns Rasa key `key` when it is another one (with an S3 listener).
+    pub(crate) fn remote_owner(&self, key: &str) -> Option<ClusterMember> {
+        self.cluster.owner(key).filter(|m| m.s3_url.is_some())
+    }
+
+    /// Every other member with an S3 listener (serving or draining: both hold values).
+    pub(crate) fn others(&self) -> Vec<ClusterMember> {
+        self.cluster
+            .snapshot()
+            .members
+            .into_iter()
+            .filter(|m| m.node_id != self.cluster.node_id() && m.s3_url.is_some())
+            .collect()
+    }
+}
