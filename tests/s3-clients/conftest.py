@@ -8,8 +8,12 @@ import json
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import tempfile
+import threading
+import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -158,10 +162,84 @@ def start(tmp: pathlib.Path, *extra: str, tls: bool = False) -> Setup:
     return Setup(Gateway(*args), admin, reader, tmp, ca)
 
 
-@pytest.fixture(scope="session", params=["http", "https"])
+class Etcd:
+    """A real etcd (Debian's etcd-server) on free loopback ports, for a cluster."""
+
+    def __init__(self, tmp: pathlib.Path) -> None:
+        client, peer = free_port(), free_port()
+        client_url, peer_url = f"http://127.0.0.1:{client}", f"http://127.0.0.1:{peer}"
+        self.proc = subprocess.Popen(
+            ["etcd", "--data-dir", str(tmp / "etcd"), "--name", "s3-clients",
+             "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
+             "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
+             "--initial-cluster", f"s3-clients={peer_url}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        # It says when it serves clients: the signal to wait for.
+        for line in self.proc.stderr:
+            if "ready to serve client requests" in line:
+                break
+        else:
+            raise RuntimeError("etcd ended before serving clients")
+        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
+        self.endpoint = f"etcd://127.0.0.1:{client}"
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_members(gw: Gateway, n: int) -> None:
+    """Until `gw` sees `n` serving members (following its view with the long poll)."""
+    url = f"{gw.url}/v1/cluster"
+    deadline = time.monotonic() + 30
+    while True:
+        with urllib.request.urlopen(url, timeout=35) as r:
+            view = json.load(r)
+        if sum(m["state"] == "serving" for m in view["members"]) == n:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{gw.url} does not see {n} serving members: {view}")
+        url = f"{gw.url}/v1/cluster?after={view['revision']}"
+
+
+def start_cluster(tmp: pathlib.Path, members: int = 3) -> tuple[Setup, Etcd, list[Gateway]]:
+    """`members` gateways of one cluster, each with its S3 listener, one credentials file;
+    the setup talks to the first."""
+    keys = tmp / "s3-keys"
+    admin = new_key(keys, "admin", "read,write")
+    reader = new_key(keys, "reader", "read")
+    etcd = Etcd(tmp)
+    name = f"s3-{uuid.uuid4().hex[:8]}"
+    gws = [
+        Gateway("--s3-bucket", "data", "--s3-credentials-file", str(keys), *FAST,
+                "--cluster", etcd.endpoint, "--cluster-name", name, "--node-id", f"g{i}")
+        for i in range(1, members + 1)
+    ]
+    for gw in gws:
+        wait_for_members(gw, members)
+    return Setup(gws[0], admin, reader, tmp), etcd, gws
+
+
+@pytest.fixture(scope="session", params=["http", "https", "cluster"])
 def s3(request) -> Iterator[Setup]:
-    """One gateway per scheme, shared by the tests that do not need flags of their own."""
+    """One gateway per scheme, and the first member of a 3-member cluster (every member
+    serves S3; keys live at their owners), shared by the tests that do not need flags of
+    their own."""
     with tempfile.TemporaryDirectory() as d:
+        if request.param == "cluster":
+            setup, etcd, gws = start_cluster(pathlib.Path(d))
+            yield setup
+            for gw in gws:
+                gw.stop()
+            etcd.stop()
+            return
         setup = start(pathlib.Path(d), tls=request.param == "https")
         yield setup
         setup.gw.stop()

@@ -175,6 +175,10 @@ async fn request_id(req: axum::extract::Request, next: axum::middleware::Next) -
     let id = format!("{:016X}", rand::random::<u64>());
     let resp = next.run(req).await;
     let (mut parts, body) = resp.into_parts();
+    if parts.headers.contains_key("x-amz-request-id") {
+        // Answered by the key's owner, which named (and logged) it: keep its id.
+        return Response::from_parts(parts, body);
+    }
     if let Ok(v) = http::HeaderValue::from_str(&id) {
         parts.headers.insert("x-amz-request-id", v);
     }

@@ -225,6 +225,18 @@ async fn every_member_serves_s3_with_each_key_at_its_owner() {
         .await
         .unwrap();
     let id = up.upload_id().unwrap();
+    let listed = s3[0]
+        .list_multipart_uploads()
+        .bucket("data")
+        .send()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = listed
+        .uploads()
+        .iter()
+        .filter_map(|u| u.upload_id())
+        .collect();
+    assert_eq!(ids, [id], "an upload staged at g3, listed through g1");
     let mut done = Vec::new();
     for (n, (via, part)) in [(0usize, &parts[0]), (2, &parts[1])]
         .into_iter()

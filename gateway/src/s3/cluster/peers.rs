@@ -139,6 +139,53 @@ pub(crate) async fn pages(
         .collect()
 }
 
+/// An upload in progress: its S3 key, id and start.
+pub(crate) type Upload = (String, String, SystemTime);
+
+/// The other members' pages of the caller's uploads in progress in `bucket` (each with
+/// whether it was cut short), as `ListMultipartUploads` on each.
+pub(crate) async fn uploads(
+    caller: &Caller<'_>,
+    bucket: &str,
+    prefix: &str,
+    key_marker: Option<&str>,
+    id_marker: Option<&str>,
+    max: usize,
+) -> S3Result<Vec<(Vec<Upload>, bool)>> {
+    let asks = caller.wide.others().into_iter().map(|m| async move {
+        let c = client(caller, &m);
+        let call = c
+            .list_multipart_uploads()
+            .bucket(bucket)
+            .prefix(prefix)
+            .set_key_marker(key_marker.map(str::to_owned))
+            .set_upload_id_marker(id_marker.map(str::to_owned))
+            .max_uploads(max as i32)
+            .customize()
+            .mutate_request(hop)
+            .send();
+        let out = within(&m, call).await?;
+        let page = out
+            .uploads()
+            .iter()
+            .map(|u| {
+                (
+                    u.key().unwrap_or_default().to_owned(),
+                    u.upload_id().unwrap_or_default().to_owned(),
+                    u.initiated()
+                        .and_then(|t| SystemTime::try_from(*t).ok())
+                        .unwrap_or(SystemTime::UNIX_EPOCH),
+                )
+            })
+            .collect();
+        Ok::<_, S3Error>((page, out.is_truncated().unwrap_or(false)))
+    });
+    futures_util::future::join_all(asks)
+        .await
+        .into_iter()
+        .collect()
+}
+
 /// One key of a `DeleteObjects` that another member owns, and its conditions.
 pub(crate) struct ToDelete {
     pub(crate) key: String,

@@ -5,7 +5,8 @@
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result};
 
-use super::{check_owner, who, Staged};
+use super::{check_owner, who};
+use crate::s3::cluster::peers::{self, Upload};
 use crate::s3::S3Front;
 
 /// Most uploads in one page of `ListMultipartUploads` (S3's limit and default).
@@ -56,7 +57,13 @@ pub(crate) async fn list_uploads(
     req: S3Request<ListMultipartUploadsInput>,
 ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
     let owner = who(&req);
-    let i = req.input;
+    let S3Request {
+        input: i,
+        headers,
+        credentials,
+        ..
+    } = req;
+    let caller = front.caller(&headers, credentials.as_ref());
     front.bucket(&i.bucket)?;
     let prefix = i.prefix.clone().unwrap_or_default();
     let max = usize::try_from(i.max_uploads.unwrap_or(MAX_UPLOADS_PAGE as i32))
@@ -70,8 +77,9 @@ pub(crate) async fn list_uploads(
         Some(after_id) => (key, id) > (after_key.as_str(), after_id.as_str()),
         None => key > after_key.as_str(),
     };
-    let st = front.uploads.state();
-    let mut uploads: Vec<(&String, &Staged)> = st
+    let mut uploads: Vec<Upload> = front
+        .uploads
+        .state()
         .uploads
         .iter()
         .filter(|(id, u)| {
@@ -81,27 +89,41 @@ pub(crate) async fn list_uploads(
                 && (owner.is_none() || u.owner == owner)
                 && past_marker(&u.s3_key, id)
         })
+        .map(|(id, u)| (u.s3_key.clone(), id.clone(), u.initiated))
         .collect();
-    uploads.sort_by(|a, b| (&a.1.s3_key, a.0).cmp(&(&b.1.s3_key, b.0)));
-    let truncated = uploads.len() > max;
+    let mut truncated = false;
+    if let Some(caller) = &caller {
+        // In a cluster each upload is staged at its key's owner: every member's page.
+        for (page, cut) in peers::uploads(
+            caller,
+            &i.bucket,
+            &prefix,
+            i.key_marker.as_deref(),
+            i.upload_id_marker.as_deref(),
+            max,
+        )
+        .await?
+        {
+            truncated |= cut;
+            uploads.extend(page);
+        }
+    }
+    uploads.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    uploads.dedup_by(|a, b| a.1 == b.1);
+    truncated |= uploads.len() > max;
     uploads.truncate(max);
     let next = truncated
-        .then(|| {
-            uploads
-                .last()
-                .map(|(id, u)| (u.s3_key.clone(), (*id).clone()))
-        })
+        .then(|| uploads.last().map(|(k, id, _)| (k.clone(), id.clone())))
         .flatten();
     let list = uploads
         .into_iter()
-        .map(|(id, u)| MultipartUpload {
-            key: Some(u.s3_key.clone()),
-            upload_id: Some(id.clone()),
-            initiated: Some(Timestamp::from(u.initiated)),
+        .map(|(key, id, initiated)| MultipartUpload {
+            key: Some(key),
+            upload_id: Some(id),
+            initiated: Some(Timestamp::from(initiated)),
             ..Default::default()
         })
         .collect();
-    drop(st);
     Ok(S3Response::new(ListMultipartUploadsOutput {
         bucket: Some(i.bucket),
         prefix: i.prefix,
