@@ -84,3 +84,42 @@ def test_rclone_copy_with_default_settings(s3, prefix):
     assert out.returncode == 0, out.stderr
     got = s3.boto3().get_object(Bucket="data", Key=f"{prefix}r1.bin")["Body"].read()
     assert got == (src / "r1.bin").read_bytes()
+
+
+def duckdb_on(s3):
+    """A DuckDB connection with httpfs (its extension from PyPI, loaded from the wheel: no
+    download) and an S3 secret for the listener."""
+    import pathlib
+
+    import duckdb
+    import duckdb_extension_httpfs
+
+    ext = next(pathlib.Path(duckdb_extension_httpfs.__file__).parent.glob("extensions/*/httpfs.duckdb_extension"))
+    c = duckdb.connect()
+    c.execute(f"LOAD '{ext}'")
+    if s3.ca:
+        c.execute(f"SET ca_cert_file = '{s3.ca}'")
+    scheme, endpoint = s3.gw.s3.split("://")
+    c.execute(
+        f"CREATE SECRET (TYPE s3, KEY_ID '{s3.admin.id}', SECRET '{s3.admin.secret}', "
+        f"ENDPOINT '{endpoint}', URL_STYLE 'path', USE_SSL {str(scheme == 'https').lower()}, "
+        "REGION 'us-east-1')"
+    )
+    return c
+
+
+def test_duckdb_writes_globs_and_reads_parquet(s3, prefix):
+    """DuckDB's httpfs: COPY ... TO s3:// (a multipart upload), a glob over the bucket
+    (ListObjectsV2), and read_parquet of the files (ranged GETs)."""
+    c = duckdb_on(s3)
+    for part in range(3):
+        c.execute(
+            f"COPY (SELECT {part} AS part, range AS i, range * 2 AS j FROM range(200000)) "
+            f"TO 's3://data/{prefix}p{part}.parquet' (FORMAT parquet)"
+        )
+    n, total, parts = c.execute(
+        f"SELECT count(*), sum(j), count(DISTINCT part) FROM read_parquet('s3://data/{prefix}*.parquet')"
+    ).fetchone()
+    assert (n, total, parts) == (600_000, 3 * 2 * sum(range(200_000)), 3)
+    listed = s3.boto3().list_objects_v2(Bucket="data", Prefix=prefix)["Contents"]
+    assert sorted(o["Key"] for o in listed) == [f"{prefix}p{i}.parquet" for i in range(3)]
