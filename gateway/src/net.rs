@@ -61,3 +61,22 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     }
     out
 }
+
+/// Headers that belong to one connection, never forwarded (RFC 9110, 7.6.1).
+const HOP_BY_HOP: [http::HeaderName; 6] = [
+    http::header::CONNECTION,
+    http::header::TE,
+    http::header::TRAILER,
+    http::header::TRANSFER_ENCODING,
+    http::header::UPGRADE,
+    http::header::PROXY_AUTHORIZATION,
+];
+
+/// Removes the headers of one connection (and `Keep-Alive`) from `headers`: what a
+/// forwarded request or relayed answer must not carry on.
+pub fn strip_hop_by_hop(headers: &mut http::HeaderMap) {
+    for h in &HOP_BY_HOP {
+        headers.remove(h);
+    }
+    headers.remove("keep-alive");
+}

@@ -16,23 +16,13 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use http::{header, HeaderValue, Method, StatusCode};
 use rasa_openapi::{ClusterMember, HOP_HEADER};
 
 use super::resolve::key_from_uri;
 use super::{ApiError, AppState};
 use crate::cluster::suspects::SUSPECT_FOR;
 use crate::cluster::Routing;
-
-/// Headers that belong to one connection, never forwarded (RFC 9110, 7.6.1).
-const HOP_BY_HOP: [HeaderName; 6] = [
-    header::CONNECTION,
-    header::TE,
-    header::TRAILER,
-    header::TRANSFER_ENCODING,
-    header::UPGRADE,
-    header::PROXY_AUTHORIZATION,
-];
 
 /// The response header naming the member that served a forwarded request.
 pub const SERVED_BY_HEADER: &str = "rasa-served-by";
@@ -129,7 +119,7 @@ async fn forward(
     };
     let (parts, body) = req.into_parts();
     let mut headers = parts.headers.clone();
-    strip(&mut headers);
+    crate::net::strip_hop_by_hop(&mut headers);
     headers.remove(header::HOST);
     headers.insert(HOP_HEADER, HeaderValue::from_static("1"));
     let read = matches!(parts.method, Method::GET | Method::HEAD);
@@ -238,18 +228,11 @@ fn answer(resp: reqwest::Response, member: &ClusterMember) -> Response {
     let mut back = Response::builder().status(resp.status());
     if let Some(h) = back.headers_mut() {
         *h = resp.headers().clone();
-        strip(h);
+        crate::net::strip_hop_by_hop(h);
         if let Ok(v) = HeaderValue::from_str(&member.node_id) {
             h.insert(SERVED_BY_HEADER, v);
         }
     }
     back.body(Body::from_stream(resp.bytes_stream()))
         .unwrap_or_else(|e| ApiError::Internal(format!("forwarded answer: {e}")).into_response())
-}
-
-fn strip(headers: &mut HeaderMap) {
-    for h in &HOP_BY_HOP {
-        headers.remove(h);
-    }
-    headers.remove("keep-alive");
 }

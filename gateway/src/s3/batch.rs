@@ -17,13 +17,7 @@ pub(super) async fn delete_objects(
     front: &S3Front,
     req: S3Request<DeleteObjectsInput>,
 ) -> S3Result<S3Response<DeleteObjectsOutput>> {
-    let S3Request {
-        input: i,
-        headers,
-        credentials,
-        ..
-    } = req;
-    let caller = front.caller(&headers, credentials.as_ref());
+    let (i, caller) = front.take(req);
     front.bucket(&i.bucket)?;
     if i.delete.objects.len() > MAX_DELETE_KEYS {
         return Err(s3s::s3_error!(

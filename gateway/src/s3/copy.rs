@@ -80,12 +80,7 @@ pub(super) async fn copy_object(
     front: &S3Front,
     req: S3Request<CopyObjectInput>,
 ) -> S3Result<S3Response<CopyObjectOutput>> {
-    let S3Request {
-        input: i,
-        credentials,
-        ..
-    } = req;
-    let caller = front.source_caller(credentials.as_ref());
+    let (i, caller) = front.take_for_source(req);
     let CopySource::Bucket {
         bucket,
         key: src_key,

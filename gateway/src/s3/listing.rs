@@ -314,13 +314,7 @@ pub(super) async fn list_objects_v2(
     front: &S3Front,
     req: S3Request<ListObjectsV2Input>,
 ) -> S3Result<S3Response<ListObjectsV2Output>> {
-    let S3Request {
-        input: i,
-        headers,
-        credentials,
-        ..
-    } = req;
-    let caller = front.caller(&headers, credentials.as_ref());
+    let (i, caller) = front.take(req);
     let bucket = front.bucket(&i.bucket)?;
     let url = wants_url(i.encoding_type.as_ref())?;
     let max = max_keys(i.max_keys)?;
@@ -373,13 +367,7 @@ pub(super) async fn list_objects(
     front: &S3Front,
     req: S3Request<ListObjectsInput>,
 ) -> S3Result<S3Response<ListObjectsOutput>> {
-    let S3Request {
-        input: i,
-        headers,
-        credentials,
-        ..
-    } = req;
-    let caller = front.caller(&headers, credentials.as_ref());
+    let (i, caller) = front.take(req);
     let bucket = front.bucket(&i.bucket)?;
     let url = wants_url(i.encoding_type.as_ref())?;
     let max = max_keys(i.max_keys)?;

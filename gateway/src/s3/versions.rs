@@ -13,13 +13,7 @@ pub(super) async fn list_object_versions(
     front: &S3Front,
     req: S3Request<ListObjectVersionsInput>,
 ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
-    let S3Request {
-        input: i,
-        headers,
-        credentials,
-        ..
-    } = req;
-    let caller = front.caller(&headers, credentials.as_ref());
+    let (i, caller) = front.take(req);
     let bucket = front.bucket(&i.bucket)?;
     let url = wants_url(i.encoding_type.as_ref())?;
     let max = max_keys(i.max_keys)?;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
-use http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use http::{header, HeaderValue, Method, StatusCode};
 use rasa_openapi::{ClusterMember, HOP_HEADER};
 
 use super::super::edge::xml_error;
@@ -18,16 +18,6 @@ use super::super::S3Front;
 
 /// Longest wait for a forwarded read's answer to start before it is served here.
 const READ_ANSWER_WITHIN: Duration = Duration::from_secs(2);
-
-/// Headers that belong to one connection, never forwarded (RFC 9110, 7.6.1).
-const HOP_BY_HOP: [HeaderName; 6] = [
-    header::CONNECTION,
-    header::TE,
-    header::TRAILER,
-    header::TRANSFER_ENCODING,
-    header::UPGRADE,
-    header::PROXY_AUTHORIZATION,
-];
 
 /// The response header naming the member that served a forwarded request (as on the
 /// native API).
@@ -64,7 +54,7 @@ pub(crate) async fn to_owner(
         parts.uri.path_and_query().map_or("/", |p| p.as_str())
     );
     let mut headers = parts.headers.clone();
-    strip(&mut headers);
+    crate::net::strip_hop_by_hop(&mut headers);
     // `Host` stays as the caller sent it: the signature covers it.
     headers.insert(HOP_HEADER, HeaderValue::from_static("1"));
     let mut out = wide
@@ -178,7 +168,7 @@ fn answer(resp: reqwest::Response, owner: &ClusterMember) -> Response {
     let mut back = Response::builder().status(resp.status());
     if let Some(h) = back.headers_mut() {
         *h = resp.headers().clone();
-        strip(h);
+        crate::net::strip_hop_by_hop(h);
         if let Ok(v) = HeaderValue::from_str(&owner.node_id) {
             h.insert(SERVED_BY, v);
         }
@@ -192,13 +182,6 @@ fn answer(resp: reqwest::Response, owner: &ClusterMember) -> Response {
             )
             .into_response()
         })
-}
-
-fn strip(headers: &mut HeaderMap) {
-    for h in &HOP_BY_HOP {
-        headers.remove(h);
-    }
-    headers.remove("keep-alive");
 }
 
 #[cfg(test)]

@@ -37,7 +37,7 @@ pub struct Wide {
 /// credentials (`None`: anonymous, on an open listener).
 pub(crate) struct Caller<'a> {
     pub(crate) wide: &'a Wide,
-    pub(crate) credentials: Option<&'a s3s::auth::Credentials>,
+    pub(crate) credentials: Option<s3s::auth::Credentials>,
 }
 
 impl S3Front {
@@ -49,14 +49,14 @@ impl S3Front {
             .filter(|_| !headers.contains_key(HOP_HEADER))
     }
 
-    /// The caller of a request (its `headers` and `credentials`) that spans members, to
-    /// ask the others for their part; `None` when this member answers alone.
-    pub(crate) fn caller<'a>(
-        &'a self,
-        headers: &http::HeaderMap,
-        credentials: Option<&'a s3s::auth::Credentials>,
-    ) -> Option<Caller<'a>> {
-        self.wide(headers).map(|wide| Caller { wide, credentials })
+    /// A request's input and, when it spans members, its caller (to ask the others for
+    /// their part); `None` when this member answers alone.
+    pub(crate) fn take<T>(&self, req: s3s::S3Request<T>) -> (T, Option<Caller<'_>>) {
+        let caller = self.wide(&req.headers).map(|wide| Caller {
+            wide,
+            credentials: req.credentials,
+        });
+        (req.input, caller)
     }
 }
 
@@ -64,11 +64,12 @@ impl S3Front {
     /// The caller of a request that reads another key than its own (a copy's source),
     /// even when another member forwarded it here: the source's owner is asked with the
     /// hop marker, so it answers from its own memory and nothing goes round.
-    pub(crate) fn source_caller<'a>(
-        &'a self,
-        credentials: Option<&'a s3s::auth::Credentials>,
-    ) -> Option<Caller<'a>> {
-        self.wide.get().map(|wide| Caller { wide, credentials })
+    pub(crate) fn take_for_source<T>(&self, req: s3s::S3Request<T>) -> (T, Option<Caller<'_>>) {
+        let caller = self.wide.get().map(|wide| Caller {
+            wide,
+            credentials: req.credentials,
+        });
+        (req.input, caller)
     }
 }
 

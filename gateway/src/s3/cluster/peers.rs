@@ -25,7 +25,7 @@ fn client(caller: &Caller<'_>, member: &ClusterMember) -> sdk::Client {
         .endpoint_url(member.s3_url.clone().unwrap_or_default())
         .force_path_style(true)
         .retry_config(sdk::config::retry::RetryConfig::disabled());
-    b = match caller.credentials {
+    b = match &caller.credentials {
         Some(c) => b.credentials_provider(sdk::config::Credentials::new(
             c.access_key.clone(),
             c.secret_key.expose().to_owned(),

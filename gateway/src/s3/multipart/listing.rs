@@ -57,13 +57,7 @@ pub(crate) async fn list_uploads(
     req: S3Request<ListMultipartUploadsInput>,
 ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
     let owner = who(&req);
-    let S3Request {
-        input: i,
-        headers,
-        credentials,
-        ..
-    } = req;
-    let caller = front.caller(&headers, credentials.as_ref());
+    let (i, caller) = front.take(req);
     front.bucket(&i.bucket)?;
     let prefix = i.prefix.clone().unwrap_or_default();
     let max = usize::try_from(i.max_uploads.unwrap_or(MAX_UPLOADS_PAGE as i32))
