@@ -168,6 +168,36 @@ def test_conformance_details_ceph_s3_tests_found(s3, prefix):
     assert v1["Marker"] == ""
     assert "Delimiter" not in v1
     assert "Delimiter" not in c.list_objects_v2(Bucket="data", Prefix=prefix, Delimiter="")
+    # v1 answers its Prefix as given (botocore decodes Key and Marker, not Prefix); v2 names
+    # each object's owner with fetch-owner.
+    odd = f"{prefix}\n"
+    assert c.list_objects(Bucket="data", Prefix=odd)["Prefix"] == odd
+    owned = c.list_objects_v2(Bucket="data", Prefix=prefix, FetchOwner=True)["Contents"]
+    assert owned and all(o["Owner"]["ID"] for o in owned)
+    assert "Owner" not in c.list_objects_v2(Bucket="data", Prefix=prefix)["Contents"][0]
+
+
+def test_flexible_checksums_are_kept_and_answered(s3, prefix):
+    """A PutObject's checksum (here CRC64NVME, ceph/s3-tests' case) is verified, echoed in
+    the answer, kept with the version (a copy keeps it: the bytes are the same) and answered
+    by GET and HEAD when asked (x-amz-checksum-mode); a wrong one is BadDigest."""
+    c = s3.boto3()
+    k, body = f"{prefix}crc", b"A" * 1024
+    put = c.put_object(Bucket="data", Key=k, Body=body, ChecksumAlgorithm="CRC64NVME",
+                       ChecksumCRC64NVME="Qeh8oXvGiSo=")
+    assert put["ChecksumCRC64NVME"] == "Qeh8oXvGiSo="
+    assert "ChecksumCRC64NVME" not in c.head_object(Bucket="data", Key=k)
+    assert c.head_object(Bucket="data", Key=k, ChecksumMode="ENABLED")["ChecksumCRC64NVME"] == "Qeh8oXvGiSo="
+    assert c.get_object(Bucket="data", Key=k, ChecksumMode="ENABLED")["ChecksumCRC64NVME"] == "Qeh8oXvGiSo="
+    c.copy_object(Bucket="data", Key=f"{k}2", CopySource={"Bucket": "data", "Key": k},
+                  MetadataDirective="REPLACE", ContentType="text/plain")
+    assert c.head_object(Bucket="data", Key=f"{k}2", ChecksumMode="ENABLED")["ChecksumCRC64NVME"] == "Qeh8oXvGiSo="
+    crc32 = c.put_object(Bucket="data", Key=f"{k}3", Body=body, ChecksumAlgorithm="CRC32")
+    assert crc32["ChecksumCRC32"]  # computed by boto3, verified and echoed
+    with pytest.raises(ClientError) as e:
+        c.put_object(Bucket="data", Key=f"{k}4", Body=body, ChecksumAlgorithm="CRC64NVME",
+                     ChecksumCRC64NVME="bad")
+    assert code(e) == "BadDigest"
 
 
 def test_every_answer_names_a_request_id(s3, prefix):

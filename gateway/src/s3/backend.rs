@@ -6,7 +6,7 @@ use std::sync::Arc;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, S3};
 
-use super::{batch, copy, listing, multipart, objects, S3Front};
+use super::{batch, buckets, copy, listing, multipart, objects, S3Front};
 
 /// Rasa as an S3 service.
 #[derive(Debug, Clone)]
@@ -53,28 +53,28 @@ impl S3 for Rasa {
         super::versions::list_object_versions(&self.0, req).await
     }
     async fn list_buckets(&self, _: S3Request<ListBucketsInput>) -> Answer<ListBucketsOutput> {
-        Ok(listing::list_buckets(&self.0))
+        Ok(buckets::list_buckets(&self.0))
     }
     async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> Answer<DeleteBucketOutput> {
-        listing::delete_bucket(&self.0, &req.input.bucket)
+        buckets::delete_bucket(&self.0, &req.input.bucket)
     }
     async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> Answer<CreateBucketOutput> {
-        listing::create_bucket(&self.0, &req.input.bucket)
+        buckets::create_bucket(&self.0, &req.input.bucket)
     }
     async fn head_bucket(&self, req: S3Request<HeadBucketInput>) -> Answer<HeadBucketOutput> {
-        listing::head_bucket(&self.0, &req.input.bucket)
+        buckets::head_bucket(&self.0, &req.input.bucket)
     }
     async fn get_bucket_location(
         &self,
         req: S3Request<GetBucketLocationInput>,
     ) -> Answer<GetBucketLocationOutput> {
-        listing::get_bucket_location(&self.0, &req.input.bucket)
+        buckets::get_bucket_location(&self.0, &req.input.bucket)
     }
     async fn get_bucket_versioning(
         &self,
         req: S3Request<GetBucketVersioningInput>,
     ) -> Answer<GetBucketVersioningOutput> {
-        listing::get_bucket_versioning(&self.0, &req.input.bucket)
+        buckets::get_bucket_versioning(&self.0, &req.input.bucket)
     }
     async fn create_multipart_upload(
         &self,

@@ -140,8 +140,12 @@ pub(super) async fn copy_object(
     };
     // COPY (the default) keeps the source's metadata and headers; REPLACE takes the
     // request's.
+    // The checksums describe the bytes, which the copy keeps either way.
     let keep = match replace {
-        true => headers::headers_of!(i)?,
+        true => ObjectHeaders {
+            checksums: v.headers().checksums,
+            ..headers::headers_of!(i)?
+        },
         false => v.headers(),
     };
     let mut upload = dst

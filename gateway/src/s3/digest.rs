@@ -116,8 +116,9 @@ impl Integrity {
     }
 
     /// Compares what was computed with what was claimed (in headers, or in `trailers`);
-    /// returns the MD5 when it was computed.
-    pub fn verify(self, trailers: Option<&http::HeaderMap>) -> S3Result<Option<[u8; 16]>> {
+    /// returns the MD5 when it was computed, and the checksums that were claimed (and so
+    /// verified).
+    pub fn verify(self, trailers: Option<&http::HeaderMap>) -> S3Result<Verified> {
         let md5: Option<[u8; 16]> = self.md5.map(|m| m.finalize().into());
         if let Some(claimed) = &self.content_md5 {
             if md5.as_ref() != Some(claimed) {
@@ -180,7 +181,48 @@ impl Integrity {
                 _ => {}
             }
         }
-        Ok(md5)
+        Ok(Verified { md5, claimed })
+    }
+}
+
+/// What [`Integrity::verify`] found true of an upload.
+pub struct Verified {
+    /// Its MD5, when computed.
+    pub md5: Option<[u8; 16]>,
+    /// The checksums the request named, each matching the body.
+    pub claimed: Checksum,
+}
+
+impl Verified {
+    /// The claimed checksums other than SHA-256 (every version has that one), as a version
+    /// keeps them.
+    pub fn to_keep(&self) -> Vec<(String, String)> {
+        let c = &self.claimed;
+        [
+            ("crc32", &c.checksum_crc32),
+            ("crc32c", &c.checksum_crc32c),
+            ("sha1", &c.checksum_sha1),
+            ("crc64nvme", &c.checksum_crc64nvme),
+        ]
+        .into_iter()
+        .filter_map(|(alg, v)| v.clone().map(|v| (alg.to_owned(), v)))
+        .collect()
+    }
+}
+
+/// The checksums a version keeps (and its SHA-256), as S3 answers them.
+pub fn answered(kept: Option<&crate::store::ObjectHeaders>, sha256: &[u8; 32]) -> Checksum {
+    let find = |alg: &str| {
+        kept.and_then(|h| h.checksums.iter().find(|(a, _)| a == alg))
+            .map(|(_, v)| v.clone())
+    };
+    Checksum {
+        checksum_crc32: find("crc32"),
+        checksum_crc32c: find("crc32c"),
+        checksum_sha1: find("sha1"),
+        checksum_crc64nvme: find("crc64nvme"),
+        checksum_sha256: Some(sha256_b64(sha256)),
+        ..Default::default()
     }
 }
 

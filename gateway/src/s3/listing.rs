@@ -1,7 +1,7 @@
-//! Listing and bucket operations: ListObjectsV2, ListObjects (v1), ListBuckets,
-//! HeadBucket, GetBucketLocation, GetBucketVersioning. Keys come from the store in key
-//! order, a page at a time, grouped by delimiter into common prefixes; with an origin
-//! the origin answers (the cache holds only part of the bucket).
+//! Listing: ListObjectsV2 and ListObjects (v1). Keys come from the store in key order, a
+//! page at a time, grouped by delimiter into common prefixes (in a cluster, every member's
+//! page merged); with an origin the origin answers (the cache holds only part of the
+//! bucket).
 
 use base64::Engine;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
@@ -345,7 +345,12 @@ pub(super) async fn list_objects_v2(
         .next
         .take()
         .map(|n| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(n));
-    let (contents, prefixes) = objects(&mut page, url);
+    let (mut contents, prefixes) = objects(&mut page, url);
+    if i.fetch_owner == Some(true) {
+        for o in &mut contents {
+            o.owner = Some(owner());
+        }
+    }
     Ok(S3Response::new(ListObjectsV2Output {
         name: Some(i.bucket),
         key_count: Some((contents.len() + prefixes.len()) as i32),
@@ -405,7 +410,8 @@ pub(super) async fn list_objects(
         next_marker: next_marker.map(|m| encode(m, url)),
         // Always there in v1, empty when none was given (as S3 answers).
         marker: Some(i.marker.map_or_else(String::new, |m| encode(m, url))),
-        prefix: Some(encode(prefix, url)),
+        // As S3 answers v1 (and botocore reads it): the prefix as given, never encoded.
+        prefix: Some(prefix),
         delimiter: echoed(i.delimiter, url),
         max_keys: Some(max as i32),
         encoding_type: i.encoding_type,
@@ -413,104 +419,10 @@ pub(super) async fn list_objects(
     }))
 }
 
-pub(super) fn list_buckets(front: &S3Front) -> S3Response<ListBucketsOutput> {
-    let namespaces = front.namespaces.all();
-    let named = namespaces
-        .iter()
-        .filter(|ns| ns.name != crate::objects::namespaces::DEFAULT)
-        .map(|ns| ns.name.clone());
-    let buckets = front
-        .buckets
-        .iter()
-        .map(|b| b.name.clone())
-        .chain(named)
-        .map(|name| s3s::dto::Bucket {
-            name: Some(name),
-            creation_date: Some(Timestamp::from(front.started)),
-            ..Default::default()
-        })
-        .collect();
-    S3Response::new(ListBucketsOutput {
-        buckets: Some(buckets),
-        owner: Some(Owner {
-            display_name: Some("rasa".into()),
-            id: Some("rasa".into()),
-        }),
-        ..Default::default()
-    })
-}
-
-/// CreateBucket: a bucket that exists (a `--s3-bucket`, a namespace's) succeeds, as S3
-/// answers its owner (tools such as rclone create the bucket before copying); with
-/// `--s3-create-buckets` another becomes a new namespace; else it is refused, saying why.
-pub(super) fn create_bucket(
-    front: &S3Front,
-    bucket: &str,
-) -> S3Result<S3Response<CreateBucketOutput>> {
-    let made = || {
-        Ok(S3Response::new(CreateBucketOutput {
-            location: Some(format!("/{bucket}")),
-        }))
-    };
-    if front.bucket(bucket).is_ok() {
-        return made();
+/// The owner S3 answers for buckets and, with `fetch-owner`, objects: the gateway's.
+pub(super) fn owner() -> Owner {
+    Owner {
+        display_name: Some("rasa".into()),
+        id: Some("rasa".into()),
     }
-    let Some(quota) = front.bucket_quota else {
-        return Err(s3_error!(
-            AccessDenied,
-            "this gateway serves the buckets its operator configured (--s3-bucket, and a namespace of --namespaces each); {bucket:?} is not one of them, and it runs without --s3-create-buckets"
-        ));
-    };
-    match front.namespaces.create(bucket, quota) {
-        Ok(_) => made(),
-        Err(why) if why.contains("namespace name") => Err(s3_error!(InvalidBucketName, "{why}")),
-        Err(why) => Err(s3_error!(
-            TooManyBuckets,
-            "{bucket:?} cannot be made: {why}"
-        )),
-    }
-}
-
-/// DeleteBucket: removes an empty bucket made by CreateBucket (`--s3-create-buckets`);
-/// the operator's buckets stay.
-pub(super) fn delete_bucket(
-    front: &S3Front,
-    bucket: &str,
-) -> S3Result<S3Response<DeleteBucketOutput>> {
-    use crate::objects::namespaces::RemoveError;
-    if front.buckets.iter().any(|b| b.name == bucket) || front.bucket_quota.is_none() {
-        front.bucket(bucket)?;
-        return Err(s3_error!(
-            AccessDenied,
-            "{bucket:?} is one of the operator's buckets; it cannot be deleted through S3"
-        ));
-    }
-    match front.namespaces.remove(bucket) {
-        Ok(()) => Ok(S3Response::new(DeleteBucketOutput::default())),
-        Err(RemoveError::NotFound(_)) => Err(s3_error!(NoSuchBucket)),
-        Err(RemoveError::NotEmpty(_)) => Err(s3_error!(BucketNotEmpty)),
-        Err(RemoveError::Refused(why)) => Err(s3_error!(InternalError, "{why}")),
-    }
-}
-
-pub(super) fn head_bucket(front: &S3Front, bucket: &str) -> S3Result<S3Response<HeadBucketOutput>> {
-    front.bucket(bucket)?;
-    Ok(S3Response::new(HeadBucketOutput::default()))
-}
-
-pub(super) fn get_bucket_location(
-    front: &S3Front,
-    bucket: &str,
-) -> S3Result<S3Response<GetBucketLocationOutput>> {
-    front.bucket(bucket)?;
-    Ok(S3Response::new(GetBucketLocationOutput::default()))
-}
-
-pub(super) fn get_bucket_versioning(
-    front: &S3Front,
-    bucket: &str,
-) -> S3Result<S3Response<GetBucketVersioningOutput>> {
-    front.bucket(bucket)?;
-    // Not enabled: old versions vanish when reclaimed, which is not S3 versioning.
-    Ok(S3Response::new(GetBucketVersioningOutput::default()))
 }

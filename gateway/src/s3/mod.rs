@@ -18,6 +18,7 @@
 pub mod args;
 mod backend;
 mod batch;
+mod buckets;
 pub mod cluster;
 mod conditions;
 mod copy;

@@ -8,7 +8,7 @@ use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3Request, S3Response, S3Result};
 
 use super::conditions::{not_modified, not_modified_error, DeleteIf, WriteIf};
-use super::digest::{sha256_b64, Integrity};
+use super::digest::Integrity;
 use super::{headers, EtagMode, Located, S3Front};
 use crate::objects::ObjectError;
 use crate::origin::readthrough::FetchError;
@@ -113,6 +113,13 @@ pub(super) async fn get_object(
         }
     };
     let whole = content_range.is_none();
+    // Asked for (x-amz-checksum-mode: ENABLED), and of the whole object only: S3 omits
+    // them on a part.
+    let sums = if whole && checksum_asked(i.checksum_mode.as_ref()) {
+        super::digest::answered(v.headers(), &v.sha256())
+    } else {
+        Checksum::default()
+    };
     let kept = |f: fn(&ObjectHeaders) -> &Option<String>| v.headers().and_then(|h| f(h).clone());
     let body = Bytes::from_owner(v.payload().slice(range.start as usize, range.end as usize));
     metrics::counter!("rasa_s3_bytes_served_total").increment(range.end - range.start);
@@ -124,10 +131,11 @@ pub(super) async fn get_object(
         last_modified: Some(Timestamp::from(v.created())),
         e_tag: Some(ETag::Strong(etag)),
         version_id: Some(v.version().to_string()),
-        // Asked for (x-amz-checksum-mode: ENABLED), and of the whole object only: S3 omits
-        // it on a part.
-        checksum_sha256: (whole && checksum_asked(i.checksum_mode.as_ref()))
-            .then(|| sha256_b64(&v.sha256())),
+        checksum_sha256: sums.checksum_sha256,
+        checksum_crc32: sums.checksum_crc32,
+        checksum_crc32c: sums.checksum_crc32c,
+        checksum_sha1: sums.checksum_sha1,
+        checksum_crc64nvme: sums.checksum_crc64nvme,
         content_type: Some(
             i.response_content_type
                 .unwrap_or_else(|| v.content_type().to_owned()),
@@ -170,6 +178,11 @@ pub(super) async fn head_object(
     )? {
         return Err(not_modified_error(&etag, v.created()));
     }
+    let sums = if checksum_asked(i.checksum_mode.as_ref()) {
+        super::digest::answered(v.headers(), &v.sha256())
+    } else {
+        Checksum::default()
+    };
     Ok(S3Response::new(HeadObjectOutput {
         content_length: Some(v.len() as i64),
         content_type: Some(v.content_type().to_owned()),
@@ -177,7 +190,11 @@ pub(super) async fn head_object(
         last_modified: Some(Timestamp::from(v.created())),
         e_tag: Some(ETag::Strong(etag)),
         version_id: Some(v.version().to_string()),
-        checksum_sha256: checksum_asked(i.checksum_mode.as_ref()).then(|| sha256_b64(&v.sha256())),
+        checksum_sha256: sums.checksum_sha256,
+        checksum_crc32: sums.checksum_crc32,
+        checksum_crc32c: sums.checksum_crc32c,
+        checksum_sha1: sums.checksum_sha1,
+        checksum_crc64nvme: sums.checksum_crc64nvme,
         metadata: headers::metadata(v.headers()),
         cache_control: v.headers().and_then(|h| h.cache_control.clone()),
         content_disposition: v.headers().and_then(|h| h.content_disposition.clone()),
@@ -262,15 +279,23 @@ pub(super) async fn put_object(
         }
     }
     let trailers = trailers.and_then(|t| t.take());
-    let md5 = integrity.verify(trailers.as_ref())?;
-    upload.set_s3_etag(upload_etag(front, md5, i.content_md5.is_some()));
+    let verified = integrity.verify(trailers.as_ref())?;
+    upload.set_s3_etag(upload_etag(front, verified.md5, i.content_md5.is_some()));
+    let mut keep = keep;
+    keep.checksums = verified.to_keep();
     upload.set_headers(keep);
     let sealed = at.store().seal(upload).map_err(store_error)?;
     let v = publish(&at, sealed, &cond).await?;
+    // The checksums the request named, verified, and the SHA-256 (as S3 answers).
+    let sums = super::digest::answered(v.headers(), &v.sha256());
     Ok(S3Response::new(PutObjectOutput {
         e_tag: Some(ETag::Strong(front.etag(&v))),
         version_id: Some(v.version().to_string()),
-        checksum_sha256: Some(sha256_b64(&v.sha256())),
+        checksum_sha256: sums.checksum_sha256,
+        checksum_crc32: sums.checksum_crc32,
+        checksum_crc32c: sums.checksum_crc32c,
+        checksum_sha1: sums.checksum_sha1,
+        checksum_crc64nvme: sums.checksum_crc64nvme,
         ..Default::default()
     }))
 }

@@ -21,6 +21,10 @@ pub struct ObjectHeaders {
     pub content_language: Option<String>,
     /// `Expires`, an HTTP date as sent.
     pub expires: Option<String>,
+    /// Checksums the upload named and that were verified against its bytes, besides the
+    /// SHA-256 every version has: algorithm (`crc32`, `crc32c`, `sha1`, `crc64nvme`) and
+    /// value as the client sent it (S3's `x-amz-checksum-*`).
+    pub checksums: Vec<(String, String)>,
 }
 
 impl ObjectHeaders {

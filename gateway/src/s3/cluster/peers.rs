@@ -302,6 +302,7 @@ pub(crate) async fn fetch(
         .bucket(bucket)
         .key(key)
         .set_version_id(version.map(str::to_owned))
+        .checksum_mode(sdk::types::ChecksumMode::Enabled)
         .customize()
         .mutate_request(hop)
         .send();
@@ -310,7 +311,17 @@ pub(crate) async fn fetch(
         .metadata()
         .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
         .unwrap_or_default();
+    let checksums = [
+        ("crc32", out.checksum_crc32()),
+        ("crc32c", out.checksum_crc32_c()),
+        ("sha1", out.checksum_sha1()),
+        ("crc64nvme", out.checksum_crc64_nvme()),
+    ]
+    .into_iter()
+    .filter_map(|(alg, v)| v.map(|v| (alg.to_owned(), v.to_owned())))
+    .collect();
     let headers = ObjectHeaders {
+        checksums,
         cache_control: out.cache_control().map(str::to_owned),
         content_disposition: out.content_disposition().map(str::to_owned),
         content_encoding: out.content_encoding().map(str::to_owned),
