@@ -317,9 +317,15 @@ pub fn router(
                     "this gateway's S3 listener has no --s3-credentials-file, so it cannot check signatures: send unsigned requests (aws --no-sign-request; boto3 Config(signature_version=UNSIGNED)), or ask for an access key",
                 ));
             }
-            let req = match cluster::forward::to_owner(&front, &domains, req).await {
-                Ok(req) => req,
-                Err(answer) => return Ok(answer),
+            // An unsigned request to a listener with keys is refused here: forwarding it
+            // would only carry it further.
+            let req = if open || signed(&req) {
+                match cluster::forward::to_owner(&front, &domains, req).await {
+                    Ok(req) => req,
+                    Err(answer) => return Ok(answer),
+                }
+            } else {
+                req
             };
             let get = matches!(*req.method(), http::Method::GET | http::Method::HEAD);
             let resp = tower::Service::call(&mut service, req).await;

@@ -347,6 +347,26 @@ async fn every_member_serves_s3_with_each_key_at_its_owner() {
     let left = s3[2].list_objects_v2().bucket("data").send().await.unwrap();
     assert_eq!(left.key_count(), Some(0));
 
+    // An unsigned request is refused by the member asked, never carried to the owner.
+    let elsewhere = owned_by("anon/", "g2", &members);
+    let s3_of_g1 = members
+        .iter()
+        .find(|m| m.url == gws[0].base)
+        .unwrap()
+        .s3_url
+        .clone()
+        .unwrap();
+    let anon = http
+        .get(format!("{s3_of_g1}/data/{elsewhere}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anon.status(), 403);
+    assert!(
+        anon.headers().get("rasa-served-by").is_none(),
+        "forwarded unsigned"
+    );
+
     // Tools create the bucket first: it exists, so that succeeds on every member.
     for c in &s3 {
         c.create_bucket().bucket("data").send().await.unwrap();
