@@ -259,10 +259,12 @@ async fn serve(args: Args) -> Result<(), String> {
                 });
             }
             if let Some(s3) = &s3 {
-                let _ = s3.front.wide.set(rasa_gateway::s3::cluster::Wide {
-                    cluster: Arc::clone(&cluster),
-                    client: peers.clone(),
-                });
+                let wide = rasa_gateway::s3::cluster::Wide::new(
+                    Arc::clone(&cluster),
+                    peers.clone(),
+                    args.cluster.cluster_ca_file.as_deref(),
+                )?;
+                let _ = s3.front.wide.set(wide);
             }
             state.peers = Some(peers);
             state.cluster = Some(Arc::clone(&cluster));

@@ -9,6 +9,7 @@ import os
 import pathlib
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -152,13 +153,8 @@ def start(tmp: pathlib.Path, *extra: str, tls: bool = False) -> Setup:
     args = ["--s3-bucket", "data", "--s3-credentials-file", str(keys), *FAST, *extra]
     ca = None
     if tls:
-        subprocess.run(
-            [binary("rasa-gateway"), "tls", "self-signed", "--host", "127.0.0.1", "--out", str(tmp / "tls")],
-            check=True,
-            capture_output=True,
-        )
-        args += ["--tls-cert", str(tmp / "tls" / "cert.pem"), "--tls-key", str(tmp / "tls" / "key.pem")]
-        ca = str(tmp / "tls" / "ca.pem")
+        flags, ca = tls_args(tmp)
+        args += flags
     return Setup(Gateway(*args), admin, reader, tmp, ca)
 
 
@@ -195,12 +191,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_members(gw: Gateway, n: int) -> None:
+def wait_for_members(gw: Gateway, n: int, ca: str | None = None) -> None:
     """Until `gw` sees `n` serving members (following its view with the long poll)."""
     url = f"{gw.url}/v1/cluster"
     deadline = time.monotonic() + 30
+    context = ssl.create_default_context(cafile=ca) if ca else None
     while True:
-        with urllib.request.urlopen(url, timeout=35) as r:
+        with urllib.request.urlopen(url, timeout=35, context=context) as r:
             view = json.load(r)
         if sum(m["state"] == "serving" for m in view["members"]) == n:
             return
@@ -209,32 +206,50 @@ def wait_for_members(gw: Gateway, n: int) -> None:
         url = f"{gw.url}/v1/cluster?after={view['revision']}"
 
 
-def start_cluster(tmp: pathlib.Path, members: int = 3) -> tuple[Setup, Etcd, list[Gateway]]:
-    """`members` gateways of one cluster, each with its S3 listener, one credentials file;
-    the setup talks to the first."""
+def start_cluster(tmp: pathlib.Path, members: int = 3, tls: bool = False) -> tuple[Setup, Etcd, list[Gateway]]:
+    """`members` gateways of one cluster, each with its S3 listener, one credentials file
+    (with `tls`, one private CA that the members trust with --cluster-ca-file); the setup
+    talks to the first."""
     keys = tmp / "s3-keys"
     admin = new_key(keys, "admin", "read,write")
     reader = new_key(keys, "reader", "read")
     etcd = Etcd(tmp)
     name = f"s3-{uuid.uuid4().hex[:8]}"
+    extra, ca = tls_args(tmp) if tls else ([], None)
+    if ca:
+        extra += ["--cluster-ca-file", ca]
     gws = [
-        Gateway("--s3-bucket", "data", "--s3-credentials-file", str(keys), *FAST,
+        Gateway("--s3-bucket", "data", "--s3-credentials-file", str(keys), *FAST, *extra,
                 "--cluster", etcd.endpoint, "--cluster-name", name, "--node-id", f"g{i}")
         for i in range(1, members + 1)
     ]
     for gw in gws:
-        wait_for_members(gw, members)
-    return Setup(gws[0], admin, reader, tmp), etcd, gws
+        wait_for_members(gw, members, ca)
+    return Setup(gws[0], admin, reader, tmp, ca), etcd, gws
 
 
-@pytest.fixture(scope="session", params=["http", "https", "cluster"])
+def tls_args(tmp: pathlib.Path) -> tuple[list[str], str]:
+    """A certificate for 127.0.0.1 from a private CA (`rasa-gateway tls self-signed`): the
+    gateway's flags, and the CA file clients trust."""
+    subprocess.run(
+        [binary("rasa-gateway"), "tls", "self-signed", "--host", "127.0.0.1", "--out", str(tmp / "tls")],
+        check=True,
+        capture_output=True,
+    )
+    return (
+        ["--tls-cert", str(tmp / "tls" / "cert.pem"), "--tls-key", str(tmp / "tls" / "key.pem")],
+        str(tmp / "tls" / "ca.pem"),
+    )
+
+
+@pytest.fixture(scope="session", params=["http", "https", "cluster", "cluster-https"])
 def s3(request) -> Iterator[Setup]:
     """One gateway per scheme, and the first member of a 3-member cluster (every member
-    serves S3; keys live at their owners), shared by the tests that do not need flags of
-    their own."""
+    serves S3; keys live at their owners), over http and over https with a private CA,
+    shared by the tests that do not need flags of their own."""
     with tempfile.TemporaryDirectory() as d:
-        if request.param == "cluster":
-            setup, etcd, gws = start_cluster(pathlib.Path(d))
+        if request.param.startswith("cluster"):
+            setup, etcd, gws = start_cluster(pathlib.Path(d), tls=request.param == "cluster-https")
             yield setup
             for gw in gws:
                 gw.stop()

@@ -55,7 +55,13 @@ pub(crate) async fn to_owner(
     );
     let mut headers = parts.headers.clone();
     crate::net::strip_hop_by_hop(&mut headers);
-    // `Host` stays as the caller sent it: the signature covers it.
+    // `Host` stays as the caller sent it: the signature covers it (over HTTP/2 the caller
+    // sent it as the `:authority`).
+    if let (false, Some(a)) = (headers.contains_key(header::HOST), parts.uri.authority()) {
+        if let Ok(v) = HeaderValue::from_str(a.as_str()) {
+            headers.insert(header::HOST, v);
+        }
+    }
     headers.insert(HOP_HEADER, HeaderValue::from_static("1"));
     let mut out = wide
         .client
@@ -139,6 +145,7 @@ fn bucket_and_key(req: &Request, domains: &[String]) -> Option<(String, String)>
         .headers()
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()))
         .map(|h| match h.rsplit_once(':') {
             Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
             _ => h,

@@ -31,6 +31,42 @@ pub struct Wide {
     pub cluster: Arc<Cluster>,
     /// The client that forwards requests to other members (`--cluster-ca-file` trusted).
     pub client: reqwest::Client,
+    /// The HTTP client of the S3 clients that ask other members as the caller (the same
+    /// certificate authorities trusted; its connections kept for the next ask).
+    pub s3_http: aws_sdk_s3::config::SharedHttpClient,
+}
+
+impl Wide {
+    /// The S3 listener's view of `cluster`, whose other members are reached with `client`
+    /// and, besides the system's certificate authorities, those in `ca_file`.
+    pub fn new(
+        cluster: Arc<Cluster>,
+        client: reqwest::Client,
+        ca_file: Option<&std::path::Path>,
+    ) -> Result<Self, String> {
+        use aws_smithy_http_client::tls;
+        let mut trust = tls::TrustStore::default().with_native_roots(true);
+        if let Some(path) = ca_file {
+            let pem = std::fs::read(path)
+                .map_err(|e| format!("--cluster-ca-file {}: {e}", path.display()))?;
+            trust = trust.with_pem_certificate(pem);
+        }
+        let context = tls::TlsContext::builder()
+            .with_trust_store(trust)
+            .build()
+            .map_err(|e| format!("--cluster-ca-file: {e}"))?;
+        let s3_http = aws_smithy_http_client::Builder::new()
+            .tls_provider(tls::Provider::Rustls(
+                tls::rustls_provider::CryptoMode::AwsLc,
+            ))
+            .tls_context(context)
+            .build_https();
+        Ok(Self {
+            cluster,
+            client,
+            s3_http,
+        })
+    }
 }
 
 /// Who a request that spans members is made for, at the other members: the caller's

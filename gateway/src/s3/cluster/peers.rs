@@ -24,6 +24,7 @@ fn client(caller: &Caller<'_>, member: &ClusterMember) -> sdk::Client {
         .region(sdk::config::Region::new("us-east-1"))
         .endpoint_url(member.s3_url.clone().unwrap_or_default())
         .force_path_style(true)
+        .http_client(caller.wide.s3_http.clone())
         .retry_config(sdk::config::retry::RetryConfig::disabled());
     b = match &caller.credentials {
         Some(c) => b.credentials_provider(sdk::config::Credentials::new(
