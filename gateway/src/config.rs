@@ -476,5 +476,6 @@ fn show(n: u64) -> String {
 
 pub mod edge;
 mod fabric;
+mod fast_path;
 #[cfg(test)]
 mod tests;

@@ -6,9 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use rasa_fastpath::fabrics::Fabrics;
 use rasa_gateway::cluster::Cluster;
-use rasa_gateway::config::{Args, Command, FabricCommand, FastPathMode, TlsCommand};
+use rasa_gateway::config::{Args, Command, FabricCommand, TlsCommand};
 use rasa_gateway::http::{doc, AppState, HttpConfig};
 use rasa_gateway::objects::namespaces::{self, Namespaces};
 use rasa_gateway::objects::Objects;
@@ -35,7 +34,7 @@ fn main() -> ExitCode {
         Some(Command::Token(cmd)) => return exit(rasa_gateway::credentials::token(cmd)),
         Some(Command::S3Key(cmd)) => return exit(rasa_gateway::credentials::s3_key(cmd)),
         Some(Command::Fabric(FabricCommand::Check { json })) => {
-            let report = rasa_fastpath::check::run(&fabric_target(&args));
+            let report = rasa_fastpath::check::run(&args.fabric_target());
             if *json {
                 println!(
                     "{}",
@@ -162,7 +161,7 @@ async fn serve(args: Args) -> Result<(), String> {
         let count = |r| metrics::counter!("rasa_token_reloads_total", "result" => r).increment(1);
         reload_on_sighup("token file", count, move || file.reload())?;
     }
-    let fabric = start_fast_path(&args)?;
+    let fabric = args.start_fast_path()?;
     let recorder = rasa_gateway::http::stats::install_recorder()?;
     let mut store_config = args.store_config();
     if let Some(file) = &args.namespaces {
@@ -421,92 +420,4 @@ fn reload_on_sighup(
     _: impl Fn() -> Result<usize, String> + Send + 'static,
 ) -> Result<(), String> {
     Ok(())
-}
-
-/// Opens the fabric endpoint as `--fast-path` asks.
-/// What `fabric check` and start-up check: the fabric as configured, the whole memory
-/// budget registered (twice while keys refresh).
-fn fabric_target(args: &Args) -> rasa_fastpath::check::Target {
-    rasa_fastpath::check::Target {
-        fabric: args.fabric_config(),
-        registered: args.memory,
-        key_refresh: !args.key_lifetime.is_zero(),
-    }
-}
-
-/// Refuses (`--fast-path on`) or skips (`auto`) the fast path when the locked-memory limit
-/// cannot hold the registered budget on a provider that pins memory; warns where it would
-/// only matter on such a provider.
-fn check_memlock(args: &Args, efa: bool) -> Result<bool, String> {
-    use rasa_fastpath::check::{memlock_limit, memlock_verdict, Verdict};
-    let target = fabric_target(args);
-    let needed = rasa_fastpath::fabric::plan::locked_bytes(target.registered, target.key_refresh);
-    let limit = memlock_limit();
-    match memlock_verdict(limit, needed, efa) {
-        Verdict::Fail => {
-            let why = format!(
-                "RLIMIT_MEMLOCK is {} bytes but registering --memory needs up to {needed} (twice the budget while keys refresh): raise it (docker run --ulimit memlock=-1, systemd LimitMEMLOCK=infinity)",
-                limit.unwrap_or(0)
-            );
-            if args.fast_path == FastPathMode::On {
-                return Err(format!("cannot start the fast path: {why}"));
-            }
-            tracing::warn!("fast path unavailable; serving HTTP only: {why}");
-            Ok(false)
-        }
-        Verdict::Warn => {
-            tracing::info!(
-                limit = limit.unwrap_or(0),
-                needed,
-                "RLIMIT_MEMLOCK is below what --memory registers: fine for this software provider, fatal on a NIC that pins memory (EFA); raise it with --ulimit memlock=-1 or LimitMEMLOCK=infinity"
-            );
-            Ok(true)
-        }
-        _ => Ok(true),
-    }
-}
-
-fn start_fast_path(args: &Args) -> Result<Option<Arc<Fabrics>>, String> {
-    if args.fast_path == FastPathMode::Off {
-        tracing::info!("fast path off: serving HTTP only");
-        return Ok(None);
-    }
-    let configs = args.fabric_configs();
-    let pins = configs
-        .iter()
-        .any(|c| rasa_fastpath::fabric::plan::is_efa(&c.provider));
-    if !check_memlock(args, pins)? {
-        return Ok(None);
-    }
-    match Fabrics::start(&configs) {
-        Ok(fabrics) => {
-            for server in fabrics.servers() {
-                let node = server.node();
-                if node.emulated_read() == Some(true) {
-                    tracing::warn!(
-                        provider = node.provider(),
-                        "the provider emulates RDMA read in software: one-sided reads cost this gateway's CPU (see rasa-gateway fabric check)"
-                    );
-                }
-                tracing::info!(
-                    provider = node.provider(),
-                    fabric = node.fabric_name(),
-                    domain = node.domain_name(),
-                    libfabric = %rasa_fastpath::check::versions(),
-                    library = rasa_fastpath::library::loaded().map_or("", |l| l.path.as_str()),
-                    address_format = %node.address_format(),
-                    virtual_addressing = node.virtual_addressing(),
-                    provider_keys = node.provider_keys(),
-                    progress = if node.waitable() { "blocking" } else { "polling" },
-                    "fast path on"
-                );
-            }
-            Ok(Some(Arc::new(fabrics)))
-        }
-        Err(e) if args.fast_path == FastPathMode::Auto => {
-            tracing::warn!(error = %e, "fast path unavailable; serving HTTP only (use --fast-path on to make this fatal)");
-            Ok(None)
-        }
-        Err(e) => Err(format!("cannot start the fast path (--fast-path on): {e}")),
-    }
 }
