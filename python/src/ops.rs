@@ -125,25 +125,29 @@ pub(crate) async fn get_registered(
 }
 
 pub(crate) async fn get_many(sdk: Sdk, keys: Vec<String>) -> PyResult<Vec<Each<Object>>> {
+    Ok(read_many(sdk, keys).await?.map(Each::from).collect())
+}
+
+/// `keys` read with the SDK's `get_many`: one result per key, each object named by its key.
+async fn read_many(
+    sdk: Sdk,
+    keys: Vec<String>,
+) -> PyResult<impl Iterator<Item = Result<Object, Error>>> {
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let all = sdk.get_many(&refs).await.py()?;
     Ok(all
         .into_iter()
         .zip(keys)
-        .map(|(r, key)| Each::from(r.map(|o| Object::of(key, o))))
-        .collect())
+        .map(|(r, key)| r.map(|o| Object::of(key, o))))
 }
 
 /// `get_many` with a miss as the `NotFound` a single `get` raises (returned, not raised):
 /// what `AsyncClient.get` calls for the reads one event-loop turn asked for together.
 pub(crate) async fn get_batch(sdk: Sdk, keys: Vec<String>) -> PyResult<Vec<Each<Object>>> {
-    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let all = sdk.get_many(&refs).await.py()?;
-    Ok(all
-        .into_iter()
-        .zip(keys)
-        .map(|(r, key)| match r {
-            Ok(o) => Each::Value(Object::of(key, o)),
+    Ok(read_many(sdk, keys)
+        .await?
+        .map(|r| match r {
+            Ok(o) => Each::Value(o),
             Err(e) => Each::Failed(to_py(e)),
         })
         .collect())

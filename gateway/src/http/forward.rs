@@ -24,8 +24,7 @@ use super::{ApiError, AppState};
 use crate::cluster::suspects::SUSPECT_FOR;
 use crate::cluster::Routing;
 
-/// The response header naming the member that served a forwarded request.
-pub const SERVED_BY_HEADER: &str = "rasa-served-by";
+pub use crate::net::SERVED_BY_HEADER;
 
 /// Middleware of the keyed routes: serves the request here when this node owns the key
 /// (or the request was already forwarded), else forwards or redirects it to the owner.
@@ -131,7 +130,7 @@ async fn forward(
         if let Some(b) = body {
             out = out.body(b);
         }
-        send_within(out, read)
+        crate::net::send_forwarded(out, read, FORWARDED_READ_ANSWER_WITHIN)
     };
     let suspect_for = cluster.suspects().remaining(owner);
     let cause = if suspect_for.is_some() {
@@ -197,23 +196,6 @@ async fn forward(
     next.run(Request::from_parts(parts, Body::empty())).await
 }
 
-/// Sends a forwarded request; a read's answer must start within
-/// [`FORWARDED_READ_ANSWER_WITHIN`] (it has no body to send first): an owner that accepts
-/// but does not answer (frozen, overloaded) then counts as unreachable.
-async fn send_within(
-    out: reqwest::RequestBuilder,
-    read: bool,
-) -> Result<reqwest::Response, String> {
-    let chain = |e: reqwest::Error| crate::http::error::chain(&e);
-    if !read {
-        return out.send().await.map_err(chain);
-    }
-    match tokio::time::timeout(FORWARDED_READ_ANSWER_WITHIN, out.send()).await {
-        Ok(sent) => sent.map_err(chain),
-        Err(_) => Err(format!("no answer within {FORWARDED_READ_ANSWER_WITHIN:?}")),
-    }
-}
-
 /// `target` (a URL under `from`) under `to` instead.
 fn retarget(target: &str, from: &str, to: &str) -> String {
     let path = target
@@ -225,14 +207,6 @@ fn retarget(target: &str, from: &str, to: &str) -> String {
 /// The answer of `member`, relayed as it streams.
 fn answer(resp: reqwest::Response, member: &ClusterMember) -> Response {
     metrics::counter!("rasa_cluster_forwards_total", "result" => "ok").increment(1);
-    let mut back = Response::builder().status(resp.status());
-    if let Some(h) = back.headers_mut() {
-        *h = resp.headers().clone();
-        crate::net::strip_hop_by_hop(h);
-        if let Ok(v) = HeaderValue::from_str(&member.node_id) {
-            h.insert(SERVED_BY_HEADER, v);
-        }
-    }
-    back.body(Body::from_stream(resp.bytes_stream()))
+    crate::net::relay(resp, &member.node_id)
         .unwrap_or_else(|e| ApiError::Internal(format!("forwarded answer: {e}")).into_response())
 }

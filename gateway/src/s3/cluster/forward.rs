@@ -19,10 +19,6 @@ use super::super::S3Front;
 /// Longest wait for a forwarded read's answer to start before it is served here.
 const READ_ANSWER_WITHIN: Duration = Duration::from_secs(2);
 
-/// The response header naming the member that served a forwarded request (as on the
-/// native API).
-const SERVED_BY: &str = "rasa-served-by";
-
 /// `req` to serve here, or the answer of the key's owner it was forwarded to (`domains`:
 /// the `--s3-domain` names, for virtual-host-style buckets).
 pub(crate) async fn to_owner(
@@ -71,14 +67,7 @@ pub(crate) async fn to_owner(
         // With its length, when the caller said it: S3 wants `Content-Length`.
         out = out.body(reqwest::Body::wrap(Sized(std::sync::Mutex::new(body))));
     }
-    let sent = if read {
-        match tokio::time::timeout(READ_ANSWER_WITHIN, out.send()).await {
-            Ok(r) => r.map_err(|e| crate::net::error_chain(&e)),
-            Err(_) => Err(format!("no answer within {READ_ANSWER_WITHIN:?}")),
-        }
-    } else {
-        out.send().await.map_err(|e| crate::net::error_chain(&e))
-    };
+    let sent = crate::net::send_forwarded(out, read, READ_ANSWER_WITHIN).await;
     match sent {
         Ok(resp) => {
             metrics::counter!("rasa_s3_forwards_total", "result" => "ok").increment(1);
@@ -172,23 +161,14 @@ fn bucket_and_key(req: &Request, domains: &[String]) -> Option<(String, String)>
 
 /// The owner's answer, relayed as it streams.
 fn answer(resp: reqwest::Response, owner: &ClusterMember) -> Response {
-    let mut back = Response::builder().status(resp.status());
-    if let Some(h) = back.headers_mut() {
-        *h = resp.headers().clone();
-        crate::net::strip_hop_by_hop(h);
-        if let Ok(v) = HeaderValue::from_str(&owner.node_id) {
-            h.insert(SERVED_BY, v);
-        }
-    }
-    back.body(Body::from_stream(resp.bytes_stream()))
-        .unwrap_or_else(|_| {
-            xml_error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "InternalError",
-                "the owner's answer could not be relayed",
-            )
-            .into_response()
-        })
+    crate::net::relay(resp, &owner.node_id).unwrap_or_else(|_| {
+        xml_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalError",
+            "the owner's answer could not be relayed",
+        )
+        .into_response()
+    })
 }
 
 #[cfg(test)]

@@ -67,6 +67,21 @@ impl Wide {
             s3_http,
         })
     }
+
+    /// The member that owns Rasa key `key` when it is another one (with an S3 listener).
+    pub(crate) fn remote_owner(&self, key: &str) -> Option<ClusterMember> {
+        self.cluster.owner(key).filter(|m| m.s3_url.is_some())
+    }
+
+    /// Every other member with an S3 listener (serving or draining: both hold values).
+    pub(crate) fn others(&self) -> Vec<ClusterMember> {
+        self.cluster
+            .snapshot()
+            .members
+            .into_iter()
+            .filter(|m| m.node_id != self.cluster.node_id() && m.s3_url.is_some())
+            .collect()
+    }
 }
 
 /// Who a request that spans members is made for, at the other members: the caller's
@@ -88,40 +103,24 @@ impl S3Front {
     /// A request's input and, when it spans members, its caller (to ask the others for
     /// their part); `None` when this member answers alone.
     pub(crate) fn take<T>(&self, req: s3s::S3Request<T>) -> (T, Option<Caller<'_>>) {
-        let caller = self.wide(&req.headers).map(|wide| Caller {
-            wide,
-            credentials: req.credentials,
-        });
-        (req.input, caller)
+        let wide = self.wide(&req.headers);
+        caller_of(wide, req)
     }
-}
 
-impl S3Front {
-    /// The caller of a request that reads another key than its own (a copy's source),
-    /// even when another member forwarded it here: the source's owner is asked with the
-    /// hop marker, so it answers from its own memory and nothing goes round.
+    /// [`S3Front::take`] for a request that reads another key than its own (a copy's
+    /// source): the caller even when another member forwarded the request here, since the
+    /// source's owner is asked with the hop marker, answers from its own memory, and
+    /// nothing goes round.
     pub(crate) fn take_for_source<T>(&self, req: s3s::S3Request<T>) -> (T, Option<Caller<'_>>) {
-        let caller = self.wide.get().map(|wide| Caller {
-            wide,
-            credentials: req.credentials,
-        });
-        (req.input, caller)
+        caller_of(self.wide.get(), req)
     }
 }
 
-impl Wide {
-    /// The member that owns Rasa key `key` when it is another one (with an S3 listener).
-    pub(crate) fn remote_owner(&self, key: &str) -> Option<ClusterMember> {
-        self.cluster.owner(key).filter(|m| m.s3_url.is_some())
-    }
-
-    /// Every other member with an S3 listener (serving or draining: both hold values).
-    pub(crate) fn others(&self) -> Vec<ClusterMember> {
-        self.cluster
-            .snapshot()
-            .members
-            .into_iter()
-            .filter(|m| m.node_id != self.cluster.node_id() && m.s3_url.is_some())
-            .collect()
-    }
+/// `req`'s input, and its caller at the members of `wide`.
+fn caller_of<T>(wide: Option<&Wide>, req: s3s::S3Request<T>) -> (T, Option<Caller<'_>>) {
+    let caller = wide.map(|wide| Caller {
+        wide,
+        credentials: req.credentials,
+    });
+    (req.input, caller)
 }

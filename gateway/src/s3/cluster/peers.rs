@@ -84,6 +84,24 @@ where
     }
 }
 
+/// `ask` of every other member (with an S3 client of its listener acting as `caller`), all
+/// at once; the first failure fails the whole (a part missing would look complete).
+async fn each_member<'c, T, F, Fut>(caller: &'c Caller<'_>, ask: F) -> S3Result<Vec<T>>
+where
+    F: Fn(sdk::Client, ClusterMember) -> Fut,
+    Fut: std::future::Future<Output = S3Result<T>> + 'c,
+{
+    let asks = caller
+        .wide
+        .others()
+        .into_iter()
+        .map(|m| ask(client(caller, &m), m));
+    futures_util::future::join_all(asks)
+        .await
+        .into_iter()
+        .collect()
+}
+
 /// The other members' pages of `bucket`'s keys under `prefix` after `after` (at most `max`
 /// entries each), as [`super::super::listing::page`] makes this member's: each member's
 /// `ListObjectVersions` (which carries version ids) of its own keys.
@@ -95,8 +113,7 @@ pub(crate) async fn pages(
     after: Option<&str>,
     max: usize,
 ) -> S3Result<Vec<Page>> {
-    let asks = caller.wide.others().into_iter().map(|m| async move {
-        let c = client(caller, &m);
+    each_member(caller, |c, m| async move {
         let call = c
             .list_object_versions()
             .bucket(bucket)
@@ -128,16 +145,13 @@ pub(crate) async fn pages(
             .filter_map(|p| p.prefix().map(str::to_owned))
             .collect();
         let truncated = out.is_truncated().unwrap_or(false);
-        Ok::<_, S3Error>(Page {
+        Ok(Page {
             contents,
             prefixes,
             next: truncated.then(String::new),
         })
-    });
-    futures_util::future::join_all(asks)
-        .await
-        .into_iter()
-        .collect()
+    })
+    .await
 }
 
 /// An upload in progress: its S3 key, id and start.
@@ -153,8 +167,7 @@ pub(crate) async fn uploads(
     id_marker: Option<&str>,
     max: usize,
 ) -> S3Result<Vec<(Vec<Upload>, bool)>> {
-    let asks = caller.wide.others().into_iter().map(|m| async move {
-        let c = client(caller, &m);
+    each_member(caller, |c, m| async move {
         let call = c
             .list_multipart_uploads()
             .bucket(bucket)
@@ -179,12 +192,9 @@ pub(crate) async fn uploads(
                 )
             })
             .collect();
-        Ok::<_, S3Error>((page, out.is_truncated().unwrap_or(false)))
-    });
-    futures_util::future::join_all(asks)
-        .await
-        .into_iter()
-        .collect()
+        Ok((page, out.is_truncated().unwrap_or(false)))
+    })
+    .await
 }
 
 /// One key of a `DeleteObjects` that another member owns, and its conditions.
