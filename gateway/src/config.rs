@@ -208,6 +208,10 @@ pub struct Args {
     #[command(flatten)]
     pub edge: edge::EdgeArgs,
 
+    /// The disk tier (`--disk DIR`, …).
+    #[command(flatten)]
+    pub disk: disk::DiskArgs,
+
     /// Cluster membership (`--cluster etcd://…`).
     #[command(flatten)]
     pub cluster: crate::cluster::ClusterArgs,
@@ -339,6 +343,7 @@ impl Args {
     pub fn validate(&self) -> Result<(), String> {
         self.s3.validate(self.cluster.etcd.is_some())?;
         self.edge.validate()?;
+        self.disk.validate()?;
         self.cluster.validate()?;
         if self.arena_size < MIN_ARENA_SIZE {
             return Err(format!(
@@ -474,6 +479,7 @@ fn show(n: u64) -> String {
     bytesize::ByteSize::b(n).display().iec().to_string()
 }
 
+pub mod disk;
 pub mod edge;
 mod fabric;
 mod fast_path;

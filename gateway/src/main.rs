@@ -170,12 +170,21 @@ async fn serve(args: Args) -> Result<(), String> {
         store_config.arena_size = size as usize;
     }
     let store = Arc::new(Store::new(store_config, fabric));
+    if let Some(config) = args.disk.config() {
+        store.attach_disk(rasa_gateway::store::disk::Disk::open(config)?);
+    }
     let tick = (args.lease_grace / 2).clamp(Duration::from_millis(10), Duration::from_millis(250));
     tokio::spawn(Arc::clone(&store).run_reclaimer(tick));
     let origin = match args.s3_config() {
         Some(cfg) => Some(read_through(&args, cfg, &store).await),
         None => None,
     };
+    if let (Some(rt), Some(disk)) = (&origin, store.disk()) {
+        if disk.recovered().values > 0 {
+            // Values back from disk are checked against the origin on their next read.
+            rt.revalidate_all();
+        }
+    }
     let objects = Objects::new(store, origin, args.effective_write_policy());
     let namespaces = match &args.namespaces {
         None => Namespaces::single(Arc::clone(&objects)),
@@ -366,7 +375,33 @@ async fn serve(args: Args) -> Result<(), String> {
     if let Some(cluster) = cluster {
         cluster.leave(Duration::from_secs(5)).await;
     }
+    write_down(&namespaces, args.disk.disk_shutdown_timeout).await;
     served
+}
+
+/// At a clean shutdown, writes the values still only in memory to each namespace's disk
+/// tier, within `timeout` (none without one).
+async fn write_down(namespaces: &Namespaces, timeout: Duration) {
+    if timeout.is_zero() {
+        return;
+    }
+    for ns in namespaces.all() {
+        let store = Arc::clone(ns.objects.store());
+        if store.disk().is_none() {
+            continue;
+        }
+        let began = std::time::Instant::now();
+        let done = tokio::task::spawn_blocking(move || store.spill_all(timeout)).await;
+        match done {
+            Ok((values, true)) => {
+                tracing::info!(namespace = %ns.name, values, took = ?began.elapsed(), "wrote memory's values to the disk tier")
+            }
+            Ok((values, false)) => {
+                tracing::warn!(namespace = %ns.name, values, ?timeout, "the disk tier did not finish writing memory's values in --disk-shutdown-timeout")
+            }
+            Err(e) => tracing::error!(error = %e, "writing memory's values to disk failed"),
+        }
+    }
 }
 
 /// A cluster member's graceful exit: turn `draining` (other members stop sending it keys),

@@ -98,6 +98,9 @@ const TOTALS = [
   ["traffic.one_sided_bytes", "Bytes advertised one-sided", "bytes"],
   ["fast_path.leases_granted", "Leases granted"], ["fast_path.keys_rotated", "Remote keys rotated"],
   ["fast_path.keys_revoked", "Remote keys revoked"],
+  ["disk.values", "Values on disk"], ["disk.bytes", "Bytes on disk", "bytes"], ["disk.budget_bytes", "Disk size (--disk-size)", "bytes"],
+  ["disk.index_bytes", "Disk index memory", "bytes"], ["disk.hits", "Disk hits"], ["disk.spills", "Spills to disk"],
+  ["disk.promotions", "Promotions from disk"], ["disk.evictions", "Evicted from disk"], ["disk.recovery_ms", "Disk recovery at start (ms)"],
 ];
 function buildTotals() {
   const dl = $("#totals");

@@ -66,6 +66,32 @@ pub struct StatsSample {
     pub traffic: TrafficStats,
     /// Descriptors and remote keys (counters).
     pub fast_path: FastPathStats,
+    /// The disk tier (`--disk`): what it holds (gauges), its traffic (counters).
+    #[serde(default)]
+    pub disk: DiskStats,
+}
+
+/// The disk tier.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DiskStats {
+    /// `--disk-size` (0: no disk tier).
+    pub budget_bytes: u64,
+    /// Bytes of segment files.
+    pub bytes: u64,
+    /// Values held.
+    pub values: u64,
+    /// Memory of its index.
+    pub index_bytes: u64,
+    /// Reads answered from disk (counter).
+    pub hits: u64,
+    /// Evicted values written to disk (counter).
+    pub spills: u64,
+    /// Values admitted from disk into memory (counter).
+    pub promotions: u64,
+    /// Values deleted with the oldest segment to make room (counter).
+    pub evictions: u64,
+    /// Milliseconds recovery took at start.
+    pub recovery_ms: u64,
 }
 
 /// The requests one route answered, by status class.

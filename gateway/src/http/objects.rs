@@ -190,7 +190,9 @@ pub async fn put_object(State(st): State<AppState>, req: Request) -> Result<Resp
     let pre = Preconditions::from_headers(&parts.headers)?;
     if !pre.is_empty() {
         // Fail fast, before the body is read; checked again atomically at commit.
-        objects.precheck(&key, |cur| pre.evaluate(cur, false).map(drop))?;
+        objects
+            .precheck(&key, |cur| pre.evaluate(cur, false).map(drop))
+            .await?;
     }
     let store = objects.store();
     let upload = receive(&st, store, &key, &ctype, &parts.headers, body).await?;

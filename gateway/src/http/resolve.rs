@@ -39,13 +39,14 @@ pub(crate) fn parse_version(q: &VersionQuery) -> Result<Option<VersionId>, ApiEr
         .transpose()
 }
 
-/// Looks up the version a read asks for (through the origin on a miss, when there is one).
+/// Looks up the version a descriptor names (through the origin on a miss, when there is
+/// one; admitted into memory from the disk tier).
 pub(crate) async fn lookup(
     objects: &Objects,
     key: &str,
     q: &VersionQuery,
 ) -> Result<Arc<StoredVersion>, ApiError> {
-    Ok(objects.lookup(key, parse_version(q)?).await?)
+    Ok(objects.resident(key, parse_version(q)?).await?)
 }
 
 fn rfc3339(t: std::time::SystemTime) -> String {

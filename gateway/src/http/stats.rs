@@ -144,6 +144,15 @@ fn read(text: &str, t_ms: u64) -> StatsSample {
             "rasa_leases_granted_total" => s.fast_path.leases_granted = n,
             "rasa_keys_rotated_total" => s.fast_path.keys_rotated = n,
             "rasa_keys_revoked_total" => s.fast_path.keys_revoked = n,
+            "rasa_disk_budget_bytes" => s.disk.budget_bytes = n,
+            "rasa_disk_bytes" => s.disk.bytes = n,
+            "rasa_disk_values" => s.disk.values = n,
+            "rasa_disk_index_bytes" => s.disk.index_bytes = n,
+            "rasa_disk_hits_total" => s.disk.hits = n,
+            "rasa_disk_spills_total" => s.disk.spills = n,
+            "rasa_disk_promotions_total" => s.disk.promotions += n,
+            "rasa_disk_evictions_total" => s.disk.evictions = n,
+            "rasa_disk_recovery_seconds" => s.disk.recovery_ms = (l.value * 1000.0) as u64,
             _ => {}
         }
     }

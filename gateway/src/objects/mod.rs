@@ -23,6 +23,7 @@ use bytes::Bytes;
 
 use crate::origin::readthrough::{FetchError, ReadThrough};
 use crate::origin::{Origin, OriginError, WritePolicy};
+use crate::store::disk::Want;
 use crate::store::{Sealed, Store, StoreError, StoredVersion, VersionId};
 
 /// Why an object operation failed; each front names it in its own terms.
@@ -108,23 +109,65 @@ impl Objects {
     ) -> Result<Arc<StoredVersion>, ObjectError> {
         let found = match (version, &self.origin) {
             (Some(version), _) => {
-                return self.store.version(key, version).ok_or_else(|| {
-                    ObjectError::VersionNotFound {
-                        key: key.to_owned(),
-                        version,
-                    }
-                })
+                let held = match self.store.version(key, version) {
+                    Some(v) => Some(v),
+                    // The current version on disk, when it is the one asked for.
+                    None => self
+                        .store
+                        .from_disk(key, Want::Read)
+                        .await?
+                        .filter(|v| v.version() == version),
+                };
+                return held.ok_or_else(|| ObjectError::VersionNotFound {
+                    key: key.to_owned(),
+                    version,
+                });
             }
             (None, Some(rt)) => rt.current(key).await?,
-            (None, None) => self.store.read_current(key),
+            (None, None) => self.store.read_current(key).await,
         };
         found.ok_or_else(|| ObjectError::NotFound(key.to_owned()))
     }
 
+    /// [`Objects::lookup`] for a descriptor: a version read back from the disk tier is
+    /// admitted into memory first (one-sided readers read memory only).
+    pub async fn resident(
+        &self,
+        key: &str,
+        version: Option<VersionId>,
+    ) -> Result<Arc<StoredVersion>, ObjectError> {
+        let v = self.lookup(key, version).await?;
+        match v.in_memory() {
+            true => Ok(v),
+            false => Ok(self.store.admit(v).await?),
+        }
+    }
+
+    /// The current version of `key` a write's preconditions are checked against: in
+    /// memory, else on disk (read for the check, not admitted).
+    async fn current_anywhere(&self, key: &str) -> Result<Option<Arc<StoredVersion>>, ObjectError> {
+        match self.store.current(key) {
+            Some(v) => Ok(Some(v)),
+            None => Ok(self.store.from_disk(key, Want::Check).await?),
+        }
+    }
+
+    /// `check`, for a key whose current version may be only on disk (`on_disk`, read
+    /// before): the check a publish or delete applies to what memory holds then.
+    fn with_disk<'c>(
+        check: &'c impl Check,
+        on_disk: Option<Arc<StoredVersion>>,
+    ) -> impl Fn(Option<&StoredVersion>) -> Result<(), StoreError> + 'c {
+        move |cur| match (cur, &on_disk) {
+            (None, Some(d)) => check(Some(d)),
+            _ => check(cur),
+        }
+    }
+
     /// `check` against the current version of `key` as it stands: a write fails fast with
     /// this before its body is read (it is checked again, atomically, when published).
-    pub fn precheck(&self, key: &str, check: impl Check) -> Result<(), StoreError> {
-        check(self.store.current(key).as_deref())
+    pub async fn precheck(&self, key: &str, check: impl Check) -> Result<(), ObjectError> {
+        Ok(check(self.current_anywhere(key).await?.as_deref())?)
     }
 
     /// Makes `sealed` the current version of its key if `check` accepts the version it
@@ -147,7 +190,13 @@ impl Objects {
             }
             v.origin.touch();
         }
-        let stored = self.store.publish(sealed, check)?;
+        let on_disk = match self.store.on_disk(&key) {
+            true => self.current_anywhere(&key).await?,
+            false => None,
+        };
+        let stored = self
+            .store
+            .publish(sealed, Self::with_disk(&check, on_disk))?;
         if let Some(rt) = &self.origin {
             rt.forget_negative(&key);
         }
@@ -161,7 +210,11 @@ impl Objects {
         if let Some((origin, _)) = &turn {
             origin.delete(key).await?;
         }
-        Ok(self.store.delete(key, check)?)
+        let on_disk = match self.store.on_disk(key) {
+            true => self.current_anywhere(key).await?,
+            false => None,
+        };
+        Ok(self.store.delete(key, Self::with_disk(&check, on_disk))?)
     }
 
     /// With write-through, the origin a write of `key` goes to first and the write's turn
@@ -176,7 +229,7 @@ impl Objects {
             return Ok(None);
         };
         let turn = self.order.turn(key).await;
-        self.precheck(key, check)?;
+        self.precheck(key, check).await?;
         Ok(Some((origin, turn)))
     }
 }

@@ -20,6 +20,7 @@ use super::filling::Filling;
 use super::flight::{Flights, InFlight, Permit};
 use super::remembered::{Remembered, Verdict};
 use super::{Fetch, Origin, OriginError};
+use crate::store::disk::Want;
 use crate::store::{Store, StoreError, StoredVersion};
 
 pub use super::FetchError;
@@ -114,7 +115,11 @@ impl ReadThrough {
     /// starts filling from the origin ([`Lookup::Filling`]) rather than once it is stored.
     pub async fn lookup(self: &Arc<Self>, key: &str, stream: bool) -> Result<Lookup, FetchError> {
         let found = |v: Option<Arc<StoredVersion>>| v.map_or(Lookup::Missing, Lookup::Stored);
-        if let Some(v) = self.store.current(key) {
+        let held = match self.store.current(key) {
+            Some(v) => Some(v),
+            None => self.store.from_disk(key, Want::Read).await.ok().flatten(),
+        };
+        if let Some(v) = held {
             let stale = match (self.ttl, v.origin.age()) {
                 (Some(ttl), Some(age)) => age >= ttl,
                 _ => false,

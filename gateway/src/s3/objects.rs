@@ -249,7 +249,8 @@ pub(super) async fn put_object(
     let cond = WriteIf::new(i.if_match.as_ref(), i.if_none_match.as_ref());
     at.objects
         .precheck(&at.key, |cur| cond.check(cur))
-        .map_err(store_error)?;
+        .await
+        .map_err(object_error)?;
     let len = super::payload_length(i.content_length, &headers)?;
     if len > front.max_object_size {
         return Err(s3_error!(

@@ -7,7 +7,7 @@
 pub const MAX_USER_METADATA: usize = 2048;
 
 /// User metadata and stored headers of a version.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ObjectHeaders {
     /// User metadata: names (lower case, without `x-amz-meta-`) and values, by name.
     pub metadata: Vec<(String, String)>,

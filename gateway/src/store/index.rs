@@ -217,17 +217,6 @@ impl Store {
         Some(v)
     }
 
-    /// The current version of `key` for a read that has no origin behind it: counted as
-    /// a cache hit or miss (reads through an origin are counted by the read-through).
-    pub fn read_current(&self, key: &str) -> Option<Arc<StoredVersion>> {
-        let found = self.current(key);
-        match found {
-            Some(_) => metrics::counter!("rasa_cache_hits_total").increment(1),
-            None => metrics::counter!("rasa_cache_misses_total").increment(1),
-        }
-        found
-    }
-
     /// A given version of `key`, current or older, while retained.
     pub fn version(&self, key: &str, version: VersionId) -> Option<Arc<StoredVersion>> {
         let shard = self.index.read(key.as_bytes());
@@ -247,11 +236,12 @@ impl Store {
         let mut shard = self.index.write(key.as_bytes());
         check(shard.current(key.as_bytes()))?;
         let removed = shard.remove(key.as_bytes());
+        let forgot = self.disk.get().is_some_and(|d| d.forget(key.as_bytes()));
         drop(shard);
         if let Some(v) = &removed {
             v.arena.sub_live(v.frame.len() as u64);
         }
-        Ok(removed.is_some())
+        Ok(removed.is_some() || forgot)
     }
 
     /// Current versions of keys starting with `prefix` and sorting after `after`, in key

@@ -16,6 +16,7 @@
 //!   hold a version (an HTTP response in flight, a fast-path lease) keep its arena alive.
 
 pub mod arena;
+pub mod disk;
 mod error;
 mod headers;
 mod index;
@@ -78,6 +79,8 @@ pub struct Store {
     latest_lease_ms: AtomicU64,
     /// Staging memory for uploads ([`StoreConfig::staging_memory`]).
     staging: upload::Staging,
+    /// The disk tier evicted versions spill to, when there is one ([`Store::attach_disk`]).
+    disk: std::sync::OnceLock<Arc<disk::Disk>>,
 }
 
 impl Store {
@@ -98,6 +101,7 @@ impl Store {
             room: tokio::sync::Notify::new(),
             latest_lease_ms: AtomicU64::new(0),
             index: Index::default(),
+            disk: std::sync::OnceLock::new(),
             config,
         }
     }
@@ -120,6 +124,7 @@ impl Store {
             room: tokio::sync::Notify::new(),
             latest_lease_ms: AtomicU64::new(0),
             index: Index::default(),
+            disk: std::sync::OnceLock::new(),
             config,
         }
     }

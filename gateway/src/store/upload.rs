@@ -136,7 +136,7 @@ impl Store {
     /// makes room (compacting a sparse arena or evicting the least recently used one; see
     /// [`super::Memory::make_room`]) and waits for reclamation, at most a lease plus twice the
     /// grace period; then [`StoreError::Busy`].
-    async fn with_room<T>(
+    pub(super) async fn with_room<T>(
         &self,
         mut attempt: impl FnMut() -> Result<Option<T>, StoreError>,
     ) -> Result<T, StoreError> {
@@ -252,6 +252,9 @@ impl Store {
         stored.arena.add_live(&stored, stored.frame.len() as u64);
         if let Some(old) = shard.replace(Arc::clone(&stored)) {
             old.arena.sub_live(old.frame.len() as u64);
+        }
+        if let Some(disk) = self.disk.get() {
+            disk.forget(stored.key_bytes());
         }
         drop(shard);
         drop(sealed);

@@ -99,6 +99,15 @@ impl Trailer {
         frame[at + 42..end - 2].copy_from_slice(key.as_bytes());
         frame[end - 2..].copy_from_slice(&(key.len() as u16).to_le_bytes());
     }
+
+    /// Rewrites the media type of the trailer at the end of `frame` (a frame read back from
+    /// the disk tier: interned entries are this process's own).
+    pub(super) fn set_media(frame: &mut [u8], media: MediaType) {
+        let end = frame.len();
+        let key_len = u16::from_le_bytes([frame[end - 2], frame[end - 1]]) as usize;
+        let at = end - Self::len(key_len) + 40;
+        frame[at..at + 2].copy_from_slice(&media.0.to_le_bytes());
+    }
 }
 
 /// What the gateway knows of a version beyond its frame that most versions lack: its copy
@@ -191,6 +200,20 @@ impl OriginMeta {
     pub fn set_headers(&self, headers: super::ObjectHeaders) {
         if !headers.is_empty() {
             let _ = self.state().headers.set(Box::new(headers));
+        }
+    }
+
+    /// When the origin last confirmed the copy (ms since the epoch; 0 = never).
+    pub(super) fn validated_ms(&self) -> u64 {
+        self.0
+            .get()
+            .map_or(0, |s| s.validated_ms.load(Ordering::Acquire))
+    }
+
+    /// Records when the origin last confirmed the copy (ms since the epoch).
+    pub(super) fn set_validated_ms(&self, ms: u64) {
+        if ms > 0 {
+            self.state().validated_ms.store(ms, Ordering::Release);
         }
     }
 
@@ -369,6 +392,12 @@ impl StoredVersion {
         let f = self.frame.as_slice();
         let at = self.fixed_at() + 40;
         MediaType(u16::from_le_bytes([f[at], f[at + 1]]))
+    }
+
+    /// Whether the version lives in arena memory (else it was read back from the disk tier
+    /// for one response, and one-sided readers cannot reach it).
+    pub fn in_memory(&self) -> bool {
+        !self.arena.detached
     }
 
     /// The header and payload: the bytes a whole one-sided read fetches.

@@ -10,6 +10,7 @@ use super::State;
 use crate::s3::S3Front;
 
 /// What a completed upload wrote.
+#[derive(Clone)]
 pub(super) struct Completed {
     pub(super) bucket: String,
     pub(super) s3_key: String,
@@ -47,7 +48,7 @@ pub(super) fn completion(done: &Completed) -> S3Response<CompleteMultipartUpload
 
 /// A Complete of an upload already completed (a retry after a lost answer): the same
 /// answer, if it is the same key and owner and the version it wrote is still current.
-pub(super) fn completed_again(
+pub(super) async fn completed_again(
     front: &S3Front,
     done: &Completed,
     bucket: &str,
@@ -62,7 +63,8 @@ pub(super) fn completed_again(
         .precheck(&done.key, |cur| match cur {
             Some(v) if v.version().to_string() == done.version => Ok(()),
             _ => Err(crate::store::StoreError::PreconditionFailed(String::new())),
-        });
+        })
+        .await;
     if still_current.is_err() {
         return Err(s3_error!(
             NoSuchUpload,

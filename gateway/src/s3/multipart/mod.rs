@@ -340,13 +340,18 @@ pub(super) async fn complete(
         return Err(s3_error!(MalformedXML, "no parts listed"));
     }
     // Take the upload out while it is assembled: a second Complete finds nothing.
+    let again = {
+        let st = front.uploads.state();
+        match st.uploads.contains_key(&i.upload_id) {
+            true => None,
+            false => st.completed.get(&i.upload_id).cloned(),
+        }
+    };
+    if let Some(done) = again {
+        return completed_again(front, &done, &i.bucket, &i.key, owner.as_deref()).await;
+    }
     let staged = {
         let mut st = front.uploads.state();
-        if !st.uploads.contains_key(&i.upload_id) {
-            if let Some(done) = st.completed.get(&i.upload_id) {
-                return completed_again(front, done, &i.bucket, &i.key, owner.as_deref());
-            }
-        }
         check_owner(&st, &i.upload_id, &i.bucket, &i.key, owner.as_deref())?;
         st.uploads.remove(&i.upload_id).expect("checked above")
     };

@@ -28,6 +28,9 @@ pub struct Arena {
     pub buffer: Arc<ArenaBuffer>,
     /// Whether this arena holds a single value larger than the arena size.
     pub dedicated: bool,
+    /// Whether this is the heap copy of one version read back from the disk tier: never in
+    /// the arena table, never registered, gone with its last reader.
+    pub detached: bool,
     /// The registration with the fabric (one memory region, one remote key), when the
     /// fast path is on. Closed (key revoked) before the memory is reused.
     pub(super) region: RwLock<Option<Regions>>,
@@ -70,6 +73,7 @@ impl Arena {
             id,
             buffer,
             dedicated,
+            detached: false,
             region: RwLock::new(region),
             key_since_ms: AtomicU64::new(now_ms()),
             key_jitter: 0.8 + 0.2 * rand::random::<f64>(),
@@ -82,6 +86,15 @@ impl Arena {
             charged: AtomicU64::new(capacity),
             members: Mutex::new(Vec::new()),
         }
+    }
+
+    /// An arena of its own for the frame in `buffer`, read back from the disk tier: not in
+    /// any table, not registered, charged to no budget.
+    pub(in crate::store) fn detached(buffer: Arc<ArenaBuffer>) -> Self {
+        let mut arena = Self::new(0, buffer, true, None);
+        arena.detached = true;
+        arena.charged = AtomicU64::new(0);
+        arena
     }
 
     /// The remote address and key of `offset` within this arena on each fabric endpoint

@@ -1,0 +1,401 @@
+//! The disk tier (`--disk DIR`): versions the memory policy evicts are spilled to segment
+//! files instead of dropped, read back from there on a miss, and recovered at start.
+//!
+//! - **Spill**: [`Disk::spill`] queues an evicted current version (its arena stays allocated
+//!   until it is written, so a burst of spills slows PUTs down rather than losing values);
+//!   one writer thread appends it as a record ([`record`]: the frame as it was in memory,
+//!   plus the heap extras) to the open segment ([`segments`]). Deleted and overwritten
+//!   versions are never spilled, and a write or delete of a key that has a record appends a
+//!   tombstone, so a restart never brings an old value back.
+//! - **Index**: key hash → (segment, offset, length, version tag): 16 bytes a value plus the
+//!   hash table's own, [`Disk::index_bytes`]. A hash collision costs a miss, never wrong
+//!   bytes: a read checks the key in the record and the record's hash.
+//! - **Full**: the oldest segment is deleted whole (FIFO), its values with it.
+//! - **Recovery** ([`Disk::open`]): every segment is scanned and every record validated; a
+//!   torn tail is cut off. Writing resumes in a new segment.
+
+mod record;
+mod segments;
+mod tier;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+pub use tier::Want;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::hash::BuildHasherDefault;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use rasa_fastpath::buffer::ArenaBuffer;
+
+use super::arena::Arena;
+use super::StoredVersion;
+use record::{Extras, Head, HEAD};
+
+/// When a value read from disk is admitted into memory (a descriptor request always
+/// admits it: one-sided readers read memory only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Admit {
+    /// On its first read.
+    FirstHit,
+    /// On its second read since it was spilled or recovered (the first is served from disk).
+    SecondHit,
+    /// Never on a read: served from disk every time.
+    Never,
+}
+
+/// A disk tier's settings.
+#[derive(Debug, Clone)]
+pub struct DiskConfig {
+    /// The directory of its segment files.
+    pub dir: PathBuf,
+    /// Bytes of segment files it may keep.
+    pub size: u64,
+    /// Bytes of a segment file (a larger value gets one of its own).
+    pub segment_size: u64,
+    /// When a read admits a value into memory.
+    pub admit: Admit,
+}
+
+/// Where a spilled version's record is. 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Entry {
+    seg: u32,
+    off: u32,
+    len: u32,
+    /// 31 bits of the version id's hash, and whether it was read since it came to disk.
+    tag: u32,
+}
+
+const HIT: u32 = 1 << 31;
+
+impl Entry {
+    fn new(seg: u32, off: u64, len: u64, version: u64) -> Option<Self> {
+        Some(Self {
+            seg,
+            off: u32::try_from(off).ok()?,
+            len: u32::try_from(len).ok()?,
+            tag: Self::tag_of(version),
+        })
+    }
+
+    fn tag_of(version: u64) -> u32 {
+        (xxhash_rust::xxh3::xxh3_64(&version.to_le_bytes()) as u32) & !HIT
+    }
+
+    fn is(&self, version: u64) -> bool {
+        self.tag & !HIT == Self::tag_of(version)
+    }
+}
+
+/// Key hashes are xxh3 already: used as they are.
+#[derive(Default)]
+pub(super) struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) | u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type ByHash<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
+
+/// One segment file.
+#[derive(Debug)]
+pub(super) struct Segment {
+    file: Arc<File>,
+    bytes: u64,
+}
+
+/// What the disk tier holds, behind one lock.
+#[derive(Debug, Default)]
+pub(super) struct State {
+    index: ByHash<Entry>,
+    /// Versions queued for the writer: served from memory until written.
+    pending: ByHash<Arc<StoredVersion>>,
+    files: BTreeMap<u32, Segment>,
+    bytes: u64,
+}
+
+/// Counters of a disk tier, for metrics.
+#[derive(Debug, Default)]
+pub struct DiskStats {
+    /// Values written to disk.
+    pub spilled: AtomicU64,
+    /// Values the writer could not keep (too large, or a write failed).
+    pub dropped: AtomicU64,
+    /// Values deleted with their segment to make room.
+    pub evicted: AtomicU64,
+    /// Records read from disk.
+    pub reads: AtomicU64,
+    /// Records that failed validation when read (dropped, never served).
+    pub corrupt: AtomicU64,
+}
+
+/// What recovery found at start.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Recovered {
+    /// Values indexed.
+    pub values: u64,
+    /// Bytes of valid records.
+    pub bytes: u64,
+    /// Bytes cut off the segments' ends (torn by a crash).
+    pub torn: u64,
+    /// How long the scan took.
+    pub took: Duration,
+}
+
+/// The state and counters the writer thread shares with readers.
+#[derive(Debug)]
+pub(super) struct Shared {
+    config: DiskConfig,
+    state: Mutex<State>,
+    stats: DiskStats,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A disk tier over one directory.
+#[derive(Debug)]
+pub struct Disk {
+    shared: Arc<Shared>,
+    ops: Mutex<mpsc::Sender<writer::Op>>,
+    recovered: Recovered,
+    /// Reads of a key under way: one disk read however many requests wait for it.
+    flights: tier::Flights,
+}
+
+/// What a key's read from disk found.
+pub(super) enum Found {
+    /// Still queued for the writer: the version in memory.
+    Memory(Arc<StoredVersion>),
+    /// Read back from its record; `admit` when the policy takes it into memory.
+    Disk {
+        version: Arc<StoredVersion>,
+        admit: bool,
+    },
+}
+
+fn key_hash(key: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(key)
+}
+
+impl Disk {
+    /// Opens the disk tier in `config.dir` (created if missing): checks it can hold
+    /// `config.size` bytes, recovers what its segment files hold (validating every record),
+    /// starts the writer. The reason it cannot, in one line.
+    pub fn open(config: DiskConfig) -> Result<Arc<Self>, String> {
+        let shown = config.dir.display().to_string();
+        let ids = segments::list(&config.dir).unwrap_or_default();
+        let existing: u64 = ids
+            .iter()
+            .filter_map(|&id| std::fs::metadata(segments::path_of(&config.dir, id)).ok())
+            .map(|m| m.len())
+            .sum();
+        segments::check_dir(&config.dir, config.size, existing)?;
+        let started = Instant::now();
+        let (state, mut recovered) = writer::recover(&config.dir, &ids)
+            .map_err(|e| format!("--disk {shown}: cannot recover its segments: {e}"))?;
+        recovered.took = started.elapsed();
+        let next = ids.last().map_or(1, |id| id + 1);
+        let active = segments::Active::create(&config.dir, next)
+            .map_err(|e| format!("--disk {shown}: cannot create a segment: {e}"))?;
+        let shared = Arc::new(Shared {
+            config,
+            state: Mutex::new(state),
+            stats: DiskStats::default(),
+        });
+        let ops = writer::start(Arc::clone(&shared), active)
+            .map_err(|e| format!("--disk {shown}: cannot start its writer: {e}"))?;
+        tracing::info!(
+            dir = %shown,
+            values = recovered.values,
+            bytes = recovered.bytes,
+            torn = recovered.torn,
+            took = ?recovered.took,
+            "disk tier recovered"
+        );
+        Ok(Arc::new(Self {
+            shared,
+            ops: Mutex::new(ops),
+            recovered,
+            flights: tier::Flights::default(),
+        }))
+    }
+
+    /// Its settings.
+    pub fn config(&self) -> &DiskConfig {
+        &self.shared.config
+    }
+
+    /// What recovery found at start.
+    pub fn recovered(&self) -> Recovered {
+        self.recovered
+    }
+
+    /// Its counters.
+    pub fn stats(&self) -> &DiskStats {
+        &self.shared.stats
+    }
+
+    /// Values on disk (or queued for it), bytes of segment files, bytes of index memory.
+    pub fn usage(&self) -> (u64, u64, u64) {
+        let st = self.shared.state();
+        let slot = std::mem::size_of::<(u64, Entry)>() + 1;
+        let index = st.index.capacity() * slot;
+        (
+            (st.index.len() + st.pending.len()) as u64,
+            st.bytes,
+            index as u64,
+        )
+    }
+
+    fn send(&self, op: writer::Op) {
+        let ops = self.ops.lock().unwrap_or_else(PoisonError::into_inner);
+        // The writer ends only when this sender is dropped.
+        let _ = ops.send(op);
+    }
+
+    /// Whether `key` has a version on disk (or queued for it).
+    pub fn contains(&self, key: &str) -> bool {
+        let h = key_hash(key.as_bytes());
+        let st = self.shared.state();
+        st.pending.contains_key(&h) || st.index.contains_key(&h)
+    }
+
+    /// Whether the disk tier holds version `version` of the key hashed `h`.
+    fn holds(&self, key: &[u8], version: u64) -> bool {
+        let h = key_hash(key);
+        let st = self.shared.state();
+        st.index.get(&h).is_some_and(|e| e.is(version))
+            || st.pending.get(&h).is_some_and(|v| v.version().0 == version)
+    }
+
+    /// Queues `v`, a current version the memory policy evicts, to be written (called with
+    /// its key's index shard locked, so a write of the key cannot come in between). A
+    /// version already on disk (read back and admitted) is not written again.
+    pub(super) fn spill(&self, v: &Arc<StoredVersion>) {
+        let h = key_hash(v.key_bytes());
+        let record = HEAD as u64 + v.frame.len() as u64 + 512;
+        if record > self.shared.config.size || record > u64::from(u32::MAX) {
+            self.shared.stats.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let mut st = self.shared.state();
+        if st.index.get(&h).is_some_and(|e| e.is(v.version().0)) {
+            return;
+        }
+        st.pending.insert(h, Arc::clone(v));
+        drop(st);
+        self.send(writer::Op::Spill(Arc::clone(v)));
+    }
+
+    /// Forgets `key`'s version on disk (a new version was published, or the key deleted),
+    /// leaving a tombstone so a restart does not bring it back. Whether there was one.
+    pub(super) fn forget(&self, key: &[u8]) -> bool {
+        let h = key_hash(key);
+        let mut st = self.shared.state();
+        let had = st.pending.remove(&h).is_some() | st.index.remove(&h).is_some();
+        drop(st);
+        if had {
+            self.send(writer::Op::Tomb(h));
+        }
+        had
+    }
+
+    /// Waits until everything queued so far is written and synced, at most `timeout`.
+    /// Whether it was.
+    pub fn flush(&self, timeout: Duration) -> bool {
+        let (tx, rx) = mpsc::channel();
+        self.send(writer::Op::Sync(tx));
+        rx.recv_timeout(timeout).is_ok()
+    }
+
+    /// Reads `key`'s version (blocking: a positional read of its record), validating the
+    /// record and the key in it; decides admission by the policy.
+    pub(super) fn read(&self, key: &str) -> Option<Found> {
+        let h = key_hash(key.as_bytes());
+        let mut st = self.shared.state();
+        if let Some(v) = st.pending.get(&h).filter(|v| v.key() == key) {
+            return Some(Found::Memory(Arc::clone(v)));
+        }
+        let entry = st.index.get_mut(&h)?;
+        let seen = entry.tag & HIT != 0;
+        entry.tag |= HIT;
+        let e = *entry;
+        let file = Arc::clone(&st.files.get(&e.seg)?.file);
+        drop(st);
+        self.shared.stats.reads.fetch_add(1, Ordering::Relaxed);
+        let version = match Self::load(&file, &e, key) {
+            Some(v) => v,
+            None => {
+                tracing::warn!(
+                    key,
+                    segment = e.seg,
+                    offset = e.off,
+                    "a disk record failed validation; dropped"
+                );
+                self.shared.stats.corrupt.fetch_add(1, Ordering::Relaxed);
+                let mut st = self.shared.state();
+                if st
+                    .index
+                    .get(&h)
+                    .is_some_and(|x| x.seg == e.seg && x.off == e.off)
+                {
+                    st.index.remove(&h);
+                }
+                return None;
+            }
+        };
+        let admit = match self.shared.config.admit {
+            Admit::FirstHit => true,
+            Admit::SecondHit => seen,
+            Admit::Never => false,
+        };
+        Some(Found::Disk { version, admit })
+    }
+
+    /// The version in the record `e` of `file`, when valid and `key`'s.
+    fn load(file: &File, e: &Entry, key: &str) -> Option<Arc<StoredVersion>> {
+        let mut head = [0u8; HEAD];
+        file.read_exact_at(&mut head, u64::from(e.off)).ok()?;
+        let head = Head::parse(&head)?;
+        let mut body = vec![0u8; (e.len as usize).checked_sub(HEAD)?];
+        file.read_exact_at(&mut body, u64::from(e.off) + HEAD as u64)
+            .ok()?;
+        if !head.holds(&body)
+            || record::frame_key(&body[..head.frame_len as usize])? != key.as_bytes()
+        {
+            return None;
+        }
+        let frame_len = head.frame_len as usize;
+        let extras = Extras::decode(&body[frame_len..])?;
+        let origin = extras.restore(&mut body[..frame_len]);
+        let buffer = ArenaBuffer::from_owned(body).ok()?;
+        let frame = buffer.try_reserve(frame_len, 1)?.freeze();
+        Some(Arc::new(StoredVersion {
+            frame,
+            arena: Arc::new(Arena::detached(buffer)),
+            origin,
+        }))
+    }
+}

@@ -1,0 +1,172 @@
+//! Segment files: append-only files of records ([`super::record`]), named by a number that
+//! only grows, deleted whole, oldest first, when the disk tier is full. Recovery scans
+//! every file, validating every record; the first record that fails ends its file's scan
+//! and the file is cut there (a tail torn by a crash is dropped, never served).
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::record::{Head, HEAD, TOMB, VALUE};
+use super::Entry;
+
+/// A segment file's name for its number.
+pub(super) fn path_of(dir: &Path, id: u32) -> PathBuf {
+    dir.join(format!("{id:08x}.seg"))
+}
+
+/// The segment files in `dir`, by number.
+pub(super) fn list(dir: &Path) -> io::Result<Vec<u32>> {
+    let mut ids = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let name = e?.file_name();
+        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".seg")) else {
+            continue;
+        };
+        if let Ok(id) = u32::from_str_radix(stem, 16) {
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+/// What one segment file holds, in order: each key hash with its record (`None`: a
+/// tombstone).
+#[derive(Debug, Default)]
+pub(super) struct Scanned {
+    pub records: Vec<(u64, Option<Entry>)>,
+    /// Bytes of valid records (the file is cut here).
+    pub valid: u64,
+    /// Bytes after the last valid record.
+    pub torn: u64,
+}
+
+/// Reads segment `id` from its start, validating every record; cuts off what follows the
+/// last valid one.
+pub(super) fn scan(dir: &Path, id: u32) -> io::Result<Scanned> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path_of(dir, id))?;
+    let len = file.metadata()?.len();
+    let mut reader = io::BufReader::with_capacity(4 << 20, &file);
+    let mut out = Scanned::default();
+    let mut body = Vec::new();
+    let mut head = [0u8; HEAD];
+    while out.valid + HEAD as u64 <= len {
+        if reader.read_exact(&mut head).is_err() {
+            break;
+        }
+        let Some(h) = Head::parse(&head) else { break };
+        if out.valid + h.record_len() > len {
+            break;
+        }
+        body.resize(h.body_len as usize, 0);
+        if reader.read_exact(&mut body).is_err() || !h.holds(&body) {
+            break;
+        }
+        let entry = match h.kind {
+            VALUE => {
+                let Some(version) = body
+                    .get(rasa_fastpath::frame::VERSION_AT..rasa_fastpath::frame::VERSION_AT + 8)
+                else {
+                    break;
+                };
+                let version = u64::from_le_bytes(version.try_into().expect("8 bytes"));
+                match Entry::new(id, out.valid, h.record_len(), version) {
+                    Some(e) => Some(e),
+                    None => break,
+                }
+            }
+            TOMB => None,
+            _ => unreachable!("parse accepts these kinds only"),
+        };
+        out.records.push((h.key_hash, entry));
+        out.valid += h.record_len();
+    }
+    out.torn = len - out.valid;
+    if out.torn > 0 {
+        file.set_len(out.valid)?;
+        file.sync_data()?;
+    }
+    Ok(out)
+}
+
+/// The segment being written.
+#[derive(Debug)]
+pub(super) struct Active {
+    pub id: u32,
+    pub file: std::sync::Arc<File>,
+    pub len: u64,
+}
+
+impl Active {
+    /// A new, empty segment `id`.
+    pub fn create(dir: &Path, id: u32) -> io::Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path_of(dir, id))?;
+        Ok(Self {
+            id,
+            file: std::sync::Arc::new(file),
+            len: 0,
+        })
+    }
+
+    /// Appends a record of `head` and `parts` (its body); returns where it starts.
+    pub fn append(&mut self, head: &Head, parts: &[&[u8]]) -> io::Result<u64> {
+        let at = self.len;
+        let mut pos = at;
+        let h = head.encode();
+        for part in std::iter::once(&h[..]).chain(parts.iter().copied()) {
+            self.file.write_all_at(part, pos)?;
+            pos += part.len() as u64;
+        }
+        self.len = pos;
+        Ok(at)
+    }
+}
+
+/// Checks that `dir` can hold a disk tier of `size` bytes: writable, with positional writes,
+/// truncation and data sync (what segments need), and room for `size` beyond what its
+/// segments `existing` hold already. The reason otherwise, in one line.
+pub(super) fn check_dir(dir: &Path, size: u64, existing: u64) -> Result<(), String> {
+    let shown = dir.display();
+    std::fs::create_dir_all(dir).map_err(|e| format!("--disk {shown}: cannot create it: {e}"))?;
+    let probe = dir.join(".rasa-probe");
+    let tried = (|| -> io::Result<()> {
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&probe)?;
+        f.write_all_at(b"rasa", 4096)?;
+        f.set_len(2)?;
+        f.sync_data()?;
+        let mut back = [0u8; 2];
+        f.read_exact_at(&mut back, 0)?;
+        if f.metadata()?.len() != 2 || back != [0, 0] {
+            return Err(io::Error::other("a truncated file reads back wrong"));
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_file(&probe);
+    tried.map_err(|e| format!("--disk {shown}: not usable for segment files: {e}"))?;
+    let st = rustix::fs::statvfs(dir)
+        .map_err(|e| format!("--disk {shown}: cannot read its file system's size: {e}"))?;
+    let free = st.f_bavail.saturating_mul(st.f_frsize);
+    if free.saturating_add(existing) < size {
+        return Err(format!(
+            "--disk {shown}: --disk-size is {} but its file system has {} free (plus {} in its segments)",
+            bytesize::ByteSize(size),
+            bytesize::ByteSize(free),
+            bytesize::ByteSize(existing),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,260 @@
+//! The store over its disk tier: reading a key that missed memory (one disk read per key
+//! however many wait, [`Flights`]), admitting it into memory (promotion), and writing
+//! every current version down at shutdown.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use super::{Disk, Found};
+use crate::store::arena::ReserveError;
+use crate::store::{Store, StoreError, StoredVersion};
+
+/// Why a version is wanted from disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    /// A read over HTTP or S3: admitted into memory as the policy says.
+    Read,
+    /// A descriptor: one-sided readers read memory, so always admitted.
+    Descriptor,
+    /// A write's preconditions: read for the check, never admitted.
+    Check,
+}
+
+type Cell = Arc<tokio::sync::OnceCell<Option<Arc<StoredVersion>>>>;
+
+/// Reads of keys from disk under way.
+#[derive(Debug, Default)]
+pub(super) struct Flights(Mutex<HashMap<String, Cell>>);
+
+impl Flights {
+    /// `load`'s answer for `key`, shared with every caller that asks while it runs.
+    async fn once(
+        &self,
+        key: &str,
+        load: impl std::future::Future<Output = Option<Arc<StoredVersion>>>,
+    ) -> Option<Arc<StoredVersion>> {
+        let map = || self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let cell = Arc::clone(map().entry(key.to_owned()).or_default());
+        let got = cell.get_or_init(|| load).await.clone();
+        let mut m = map();
+        if m.get(key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+            m.remove(key);
+        }
+        got
+    }
+}
+
+impl Store {
+    /// Gives the store a disk tier: evicted versions spill to it, misses read from it.
+    pub fn attach_disk(&self, disk: Arc<Disk>) {
+        let _ = self.disk.set(disk);
+    }
+
+    /// Its disk tier, when it has one.
+    pub fn disk(&self) -> Option<&Arc<Disk>> {
+        self.disk.get()
+    }
+
+    /// Whether `key`'s current version is on disk (memory aside).
+    pub fn on_disk(&self, key: &str) -> bool {
+        self.disk.get().is_some_and(|d| d.contains(key))
+    }
+
+    /// `key`'s current version from the disk tier, for a read that missed memory: admitted
+    /// into memory as `want` and the policy say (else a copy for this read only, which
+    /// one-sided readers cannot reach). `Ok(None)` when the disk has none.
+    pub async fn from_disk(
+        &self,
+        key: &str,
+        want: Want,
+    ) -> Result<Option<Arc<StoredVersion>>, StoreError> {
+        let Some(disk) = self.disk.get().filter(|d| d.contains(key)) else {
+            return Ok(None);
+        };
+        if want == Want::Check {
+            let (d, k) = (Arc::clone(disk), key.to_owned());
+            return Ok(
+                match tokio::task::spawn_blocking(move || d.read(&k)).await {
+                    Ok(Some(Found::Memory(v) | Found::Disk { version: v, .. })) => Some(v),
+                    _ => None,
+                },
+            );
+        }
+        let load = async {
+            let (d, k) = (Arc::clone(disk), key.to_owned());
+            let found = tokio::task::spawn_blocking(move || d.read(&k))
+                .await
+                .ok()??;
+            match found {
+                Found::Memory(v) => Some(v),
+                Found::Disk { version, admit } => {
+                    metrics::counter!("rasa_disk_reads_total").increment(1);
+                    if !admit {
+                        return Some(version);
+                    }
+                    let reason = match disk.config().admit {
+                        super::Admit::SecondHit => "second_hit",
+                        _ => "first_hit",
+                    };
+                    Some(self.promote(version, reason, false).await)
+                }
+            }
+        };
+        let Some(v) = disk.flights.once(key, load).await else {
+            return Ok(None);
+        };
+        metrics::counter!("rasa_disk_hits_total").increment(1);
+        match want {
+            Want::Descriptor => self.admit(v).await.map(Some),
+            _ => Ok(Some(v)),
+        }
+    }
+
+    /// The current version of `key` for a read that has no origin behind it, from memory
+    /// or the disk tier: counted as a cache hit or miss (reads through an origin are
+    /// counted by the read-through).
+    pub async fn read_current(&self, key: &str) -> Option<Arc<StoredVersion>> {
+        let found = match self.current(key) {
+            Some(v) => Some(v),
+            None => self.from_disk(key, Want::Read).await.ok().flatten(),
+        };
+        match found {
+            Some(_) => metrics::counter!("rasa_cache_hits_total").increment(1),
+            None => metrics::counter!("rasa_cache_misses_total").increment(1),
+        }
+        found
+    }
+
+    /// `v` in memory: itself when it is, else admitted from the disk tier (waiting for
+    /// room as a PUT does; [`StoreError::Busy`] when none comes).
+    pub async fn admit(&self, v: Arc<StoredVersion>) -> Result<Arc<StoredVersion>, StoreError> {
+        if v.in_memory() {
+            return Ok(v);
+        }
+        let promoted = self.promote(v, "descriptor", true).await;
+        match promoted.in_memory() {
+            true => Ok(promoted),
+            false => Err(StoreError::Busy {
+                retry_after: self.config.lease + self.config.grace,
+            }),
+        }
+    }
+
+    /// Copies `v`, read back from disk, into arena memory and makes it the key's current
+    /// version again (same version id) unless the key was written or deleted meanwhile:
+    /// then the version now current. `v` itself when there is no room (waiting for it
+    /// as a PUT does only when `wait`).
+    async fn promote(
+        &self,
+        v: Arc<StoredVersion>,
+        reason: &'static str,
+        wait: bool,
+    ) -> Arc<StoredVersion> {
+        let len = v.frame.len();
+        let attempt = || {
+            let reserved = match self.arenas.reserve_upload(len, false, false) {
+                Err(ReserveError::NeedAllocation) => crate::store::memory::off_worker(|| {
+                    self.arenas.reserve_upload(len, true, false)
+                }),
+                other => other,
+            };
+            match reserved {
+                Ok(got) => Ok(Some(got)),
+                Err(ReserveError::Never(e)) => Err(e),
+                Err(_) => Ok(None),
+            }
+        };
+        let reserved = match wait {
+            true => self.with_room(attempt).await.ok(),
+            false => attempt().ok().flatten().or_else(|| {
+                self.memory().make_room();
+                attempt().ok().flatten()
+            }),
+        };
+        let Some((arena, mut slot)) = reserved else {
+            metrics::counter!("rasa_disk_promotions_skipped_total").increment(1);
+            return v;
+        };
+        slot.as_mut_slice().copy_from_slice(v.frame.as_slice());
+        if let (true, Some(fabric)) = (arena.dedicated, &self.fabric) {
+            if let Err(e) = arena.register_sealed(fabric) {
+                tracing::warn!(error = %e, "cannot register a promoted value's arena");
+                arena.finish_pending();
+                return v;
+            }
+        }
+        let copy = Arc::new(StoredVersion {
+            frame: slot.freeze(),
+            arena: Arc::clone(&arena),
+            origin: v.origin.duplicate(true),
+        });
+        let key = copy.key_bytes();
+        let mut shard = self.index.write(key);
+        let admitted = shard.current(key).is_none()
+            && self
+                .disk
+                .get()
+                .is_some_and(|d| d.holds(key, copy.version().0));
+        if admitted {
+            arena.add_live(&copy, len as u64);
+            shard.replace(Arc::clone(&copy));
+        }
+        drop(shard);
+        arena.finish_pending();
+        if !admitted {
+            // Written or deleted meanwhile: what is current now, if anything, else this read's copy.
+            return self.current(v.key()).unwrap_or(v);
+        }
+        metrics::counter!("rasa_disk_promotions_total", "reason" => reason).increment(1);
+        copy
+    }
+
+    /// Queues every current version not yet on disk to be written, then waits until they
+    /// are (at most `timeout`): at a clean shutdown, so a restart finds them. How many
+    /// were queued, and whether all were written in time.
+    pub fn spill_all(&self, timeout: Duration) -> (usize, bool) {
+        let Some(disk) = self.disk.get() else {
+            return (0, true);
+        };
+        let mut queued = 0;
+        let mut after: Option<String> = None;
+        loop {
+            let (page, more) = self.list("", after.as_deref(), 1024);
+            for v in &page {
+                let shard = self.index.write(v.key_bytes());
+                if shard
+                    .current(v.key_bytes())
+                    .is_some_and(|c| std::ptr::eq(c, &**v))
+                {
+                    disk.spill(v);
+                    queued += 1;
+                }
+            }
+            after = page.last().map(|v| v.key().to_owned());
+            if !more || after.is_none() {
+                break;
+            }
+        }
+        (queued, disk.flush(timeout))
+    }
+}
+
+impl Disk {
+    /// Publishes its gauges and the counters it keeps itself.
+    pub fn observe(&self) {
+        let (values, bytes, index) = self.usage();
+        let r = self.recovered();
+        let stats = self.stats();
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        metrics::gauge!("rasa_disk_values").set(values as f64);
+        metrics::gauge!("rasa_disk_bytes").set(bytes as f64);
+        metrics::gauge!("rasa_disk_budget_bytes").set(self.config().size as f64);
+        metrics::gauge!("rasa_disk_index_bytes").set(index as f64);
+        metrics::gauge!("rasa_disk_recovery_seconds").set(r.took.as_secs_f64());
+        metrics::gauge!("rasa_disk_recovered_values").set(r.values as f64);
+        metrics::gauge!("rasa_disk_torn_bytes").set(r.torn as f64);
+        metrics::counter!("rasa_disk_dropped_total").absolute(load(&stats.dropped));
+        metrics::counter!("rasa_disk_corrupt_total").absolute(load(&stats.corrupt));
+    }
+}
