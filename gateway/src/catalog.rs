@@ -102,7 +102,7 @@ pub const METRICS: &[Metric] = &[
     m("rasa_disk_reads_total", C, &[], "Records read from the disk tier (one per key however many requests wait)."),
     m("rasa_disk_hits_total", C, &[], "Reads answered from the disk tier."),
     m("rasa_disk_promotions_total", C, &["reason"], "Values admitted from disk into memory: first_hit, second_hit (--disk-admit) or descriptor."),
-    m("rasa_disk_promotions_skipped_total", C, &[], "Admissions into memory skipped for lack of room (served from disk)."),
+    m("rasa_disk_promotions_skipped_total", C, &[], "Admissions into memory that found no room within a lease plus twice the grace (the value stays on disk)."),
     m("rasa_disk_corrupt_total", C, &[], "Disk records that failed validation when read (dropped, never served)."),
     m("rasa_keys_rotated_total", C, &[], "Remote keys replaced (an arena's versions all dead)."),
     m("rasa_keys_revoked_total", C, &[], "Remote keys revoked (closed) after their last lease."),

@@ -170,7 +170,12 @@ async fn serve(args: Args) -> Result<(), String> {
         store_config.arena_size = size as usize;
     }
     let store = Arc::new(Store::new(store_config, fabric));
-    if let Some(config) = args.disk.config() {
+    if let Some(mut config) = args.disk.config() {
+        let member = args.cluster.etcd.is_some();
+        if member && args.origin.is_none() {
+            tracing::warn!("--disk in a --cluster without an --origin starts empty: its keys may have been written on other members while it was away, and nothing could check its old values");
+            config.recover = false;
+        }
         store.attach_disk(rasa_gateway::store::disk::Disk::open(config)?);
     }
     let tick = (args.lease_grace / 2).clamp(Duration::from_millis(10), Duration::from_millis(250));
@@ -180,8 +185,12 @@ async fn serve(args: Args) -> Result<(), String> {
         None => None,
     };
     if let (Some(rt), Some(disk)) = (&origin, store.disk()) {
-        if disk.recovered().values > 0 {
-            // Values back from disk are checked against the origin on their next read.
+        let r = disk.recovered();
+        if r.values > 0 && (args.cluster.etcd.is_some() || !r.clean) {
+            // Other members may have written this member's keys while it was away, or a
+            // crash lost writes not yet on disk: values back from disk are checked against
+            // the origin on their next read. (After a clean stop a single gateway's are
+            // revalidated after --origin-ttl, as any value: their confirmation time is kept.)
             rt.revalidate_all();
         }
     }

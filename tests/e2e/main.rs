@@ -6,6 +6,7 @@ mod cluster;
 mod cold;
 mod concurrent;
 mod dashboard;
+mod disk;
 mod fabric_check;
 mod fastpath;
 mod faults;

@@ -64,6 +64,7 @@ impl DiskArgs {
             size: self.disk_size,
             segment_size: self.disk_segment_size,
             admit: self.disk_admit,
+            recover: true,
         })
     }
 }

@@ -62,6 +62,10 @@ pub struct DiskConfig {
     pub segment_size: u64,
     /// When a read admits a value into memory.
     pub admit: Admit,
+    /// Whether to recover what the directory holds (else its segments are deleted at
+    /// start: a cluster member without an origin cannot tell whether its keys were written
+    /// elsewhere while it was away).
+    pub recover: bool,
 }
 
 /// Where a spilled version's record is. 16 bytes.
@@ -128,6 +132,8 @@ pub(super) struct State {
     index: ByHash<Entry>,
     /// Versions queued for the writer: served from memory until written.
     pending: ByHash<Arc<StoredVersion>>,
+    /// Versions read back and waiting for room in memory: served from this copy meanwhile.
+    held: ByHash<Arc<StoredVersion>>,
     files: BTreeMap<u32, Segment>,
     bytes: u64,
 }
@@ -158,7 +164,16 @@ pub struct Recovered {
     pub torn: u64,
     /// How long the scan took.
     pub took: Duration,
+    /// Whether the last process to use the directory shut down cleanly (else it crashed
+    /// or was killed: values it had in memory, and writes queued for disk, are lost).
+    pub clean: bool,
 }
+
+/// Most values read back held in memory at once while they wait for room.
+const MAX_HELD: usize = 256;
+
+/// The file a clean shutdown leaves, removed at start.
+const CLEAN: &str = "clean-shutdown";
 
 /// The state and counters the writer thread shares with readers.
 #[derive(Debug)]
@@ -186,8 +201,8 @@ pub struct Disk {
 
 /// What a key's read from disk found.
 pub(super) enum Found {
-    /// Still queued for the writer: the version in memory.
-    Memory(Arc<StoredVersion>),
+    /// Still queued for the writer, or read back and waiting for room: a copy in memory.
+    Held(Arc<StoredVersion>),
     /// Read back from its record; `admit` when the policy takes it into memory.
     Disk {
         version: Arc<StoredVersion>,
@@ -205,17 +220,26 @@ impl Disk {
     /// starts the writer. The reason it cannot, in one line.
     pub fn open(config: DiskConfig) -> Result<Arc<Self>, String> {
         let shown = config.dir.display().to_string();
-        let ids = segments::list(&config.dir).unwrap_or_default();
+        let mut ids = segments::list(&config.dir).unwrap_or_default();
+        if !config.recover {
+            for &id in &ids {
+                std::fs::remove_file(segments::path_of(&config.dir, id))
+                    .map_err(|e| format!("--disk {shown}: cannot clear an old segment: {e}"))?;
+            }
+            ids.clear();
+        }
         let existing: u64 = ids
             .iter()
             .filter_map(|&id| std::fs::metadata(segments::path_of(&config.dir, id)).ok())
             .map(|m| m.len())
             .sum();
         segments::check_dir(&config.dir, config.size, existing)?;
+        let clean = std::fs::remove_file(config.dir.join(CLEAN)).is_ok();
         let started = Instant::now();
         let (state, mut recovered) = writer::recover(&config.dir, &ids)
             .map_err(|e| format!("--disk {shown}: cannot recover its segments: {e}"))?;
         recovered.took = started.elapsed();
+        recovered.clean = clean;
         let next = ids.last().map_or(1, |id| id + 1);
         let active = segments::Active::create(&config.dir, next)
             .map_err(|e| format!("--disk {shown}: cannot create a segment: {e}"))?;
@@ -314,12 +338,34 @@ impl Disk {
     pub(super) fn forget(&self, key: &[u8]) -> bool {
         let h = key_hash(key);
         let mut st = self.shared.state();
+        st.held.remove(&h);
         let had = st.pending.remove(&h).is_some() | st.index.remove(&h).is_some();
         drop(st);
         if had {
             self.send(writer::Op::Tomb(h));
         }
         had
+    }
+
+    /// Holds `v`, read back, while it waits for room in memory (at most [`MAX_HELD`]
+    /// values at once). Whether it is held.
+    pub(super) fn hold(&self, v: &Arc<StoredVersion>) -> bool {
+        let mut st = self.shared.state();
+        if st.held.len() >= MAX_HELD {
+            return false;
+        }
+        st.held
+            .insert(key_hash(v.key_bytes()), Arc::clone(v))
+            .is_none()
+    }
+
+    /// Stops holding `v` (admitted, or no room came).
+    pub(super) fn release(&self, v: &Arc<StoredVersion>) {
+        let h = key_hash(v.key_bytes());
+        let mut st = self.shared.state();
+        if st.held.get(&h).is_some_and(|x| Arc::ptr_eq(x, v)) {
+            st.held.remove(&h);
+        }
     }
 
     /// Waits until everything queued so far is written and synced, at most `timeout`.
@@ -330,13 +376,22 @@ impl Disk {
         rx.recv_timeout(timeout).is_ok()
     }
 
+    /// Records that everything queued is written and synced (a clean shutdown), within
+    /// `timeout`. Whether it was.
+    pub fn close_cleanly(&self, timeout: Duration) -> bool {
+        self.flush(timeout) && std::fs::write(self.shared.config.dir.join(CLEAN), b"").is_ok()
+    }
+
     /// Reads `key`'s version (blocking: a positional read of its record), validating the
     /// record and the key in it; decides admission by the policy.
     pub(super) fn read(&self, key: &str) -> Option<Found> {
         let h = key_hash(key.as_bytes());
         let mut st = self.shared.state();
-        if let Some(v) = st.pending.get(&h).filter(|v| v.key() == key) {
-            return Some(Found::Memory(Arc::clone(v)));
+        if let Some(v) = (st.pending.get(&h))
+            .or(st.held.get(&h))
+            .filter(|v| v.key() == key)
+        {
+            return Some(Found::Held(Arc::clone(v)));
         }
         let entry = st.index.get_mut(&h)?;
         let seen = entry.tag & HIT != 0;

@@ -23,6 +23,7 @@ fn config(dir: &std::path::Path, size: u64, admit: Admit) -> DiskConfig {
         size,
         segment_size: 256 << 10,
         admit,
+        recover: true,
     }
 }
 
@@ -32,7 +33,8 @@ fn store(dir: &std::path::Path, size: u64, admit: Admit) -> Arc<Store> {
         StoreConfig {
             memory_budget: 256 << 10,
             arena_size: 64 << 10,
-            lease: Duration::from_millis(1),
+            // A PUT waits up to a lease and twice the grace for room, here for the writer.
+            lease: Duration::from_millis(500),
             grace: Duration::from_millis(1),
             key_lifetime: None,
             block_size: 0,
@@ -61,7 +63,7 @@ async fn put(s: &Store, key: &str, body: &[u8]) -> Arc<StoredVersion> {
     s.commit(up, |_| Ok(())).unwrap()
 }
 
-async fn read(s: &Store, key: &str) -> Option<Arc<StoredVersion>> {
+async fn read(s: &Arc<Store>, key: &str) -> Option<Arc<StoredVersion>> {
     match s.current(key) {
         Some(v) => Some(v),
         None => s.from_disk(key, Want::Read).await.unwrap(),

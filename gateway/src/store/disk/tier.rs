@@ -65,7 +65,7 @@ impl Store {
     /// into memory as `want` and the policy say (else a copy for this read only, which
     /// one-sided readers cannot reach). `Ok(None)` when the disk has none.
     pub async fn from_disk(
-        &self,
+        self: &Arc<Self>,
         key: &str,
         want: Want,
     ) -> Result<Option<Arc<StoredVersion>>, StoreError> {
@@ -76,7 +76,7 @@ impl Store {
             let (d, k) = (Arc::clone(disk), key.to_owned());
             return Ok(
                 match tokio::task::spawn_blocking(move || d.read(&k)).await {
-                    Ok(Some(Found::Memory(v) | Found::Disk { version: v, .. })) => Some(v),
+                    Ok(Some(Found::Held(v) | Found::Disk { version: v, .. })) => Some(v),
                     _ => None,
                 },
             );
@@ -87,7 +87,7 @@ impl Store {
                 .await
                 .ok()??;
             match found {
-                Found::Memory(v) => Some(v),
+                Found::Held(v) => Some(v),
                 Found::Disk { version, admit } => {
                     metrics::counter!("rasa_disk_reads_total").increment(1);
                     if !admit {
@@ -97,7 +97,17 @@ impl Store {
                         super::Admit::SecondHit => "second_hit",
                         _ => "first_hit",
                     };
-                    Some(self.promote(version, reason, false).await)
+                    let promoted = self.promote(Arc::clone(&version), reason, false).await;
+                    if !promoted.in_memory() && disk.hold(&version) {
+                        // No room now (spills still being written): this copy answers
+                        // the key's reads while the admission waits for room.
+                        let (store, disk) = (Arc::clone(self), Arc::clone(disk));
+                        tokio::spawn(async move {
+                            store.promote(Arc::clone(&version), reason, true).await;
+                            disk.release(&version);
+                        });
+                    }
+                    Some(promoted)
                 }
             }
         };
@@ -114,7 +124,7 @@ impl Store {
     /// The current version of `key` for a read that has no origin behind it, from memory
     /// or the disk tier: counted as a cache hit or miss (reads through an origin are
     /// counted by the read-through).
-    pub async fn read_current(&self, key: &str) -> Option<Arc<StoredVersion>> {
+    pub async fn read_current(self: &Arc<Self>, key: &str) -> Option<Arc<StoredVersion>> {
         let found = match self.current(key) {
             Some(v) => Some(v),
             None => self.from_disk(key, Want::Read).await.ok().flatten(),
@@ -167,13 +177,17 @@ impl Store {
         };
         let reserved = match wait {
             true => self.with_room(attempt).await.ok(),
+            // What a PUT does before it waits: make room, reclaim, try again.
             false => attempt().ok().flatten().or_else(|| {
                 self.memory().make_room();
+                crate::store::memory::off_worker(|| self.memory().reclaim());
                 attempt().ok().flatten()
             }),
         };
         let Some((arena, mut slot)) = reserved else {
-            metrics::counter!("rasa_disk_promotions_skipped_total").increment(1);
+            if wait {
+                metrics::counter!("rasa_disk_promotions_skipped_total").increment(1);
+            }
             return v;
         };
         slot.as_mut_slice().copy_from_slice(v.frame.as_slice());
@@ -236,7 +250,7 @@ impl Store {
                 break;
             }
         }
-        (queued, disk.flush(timeout))
+        (queued, disk.close_cleanly(timeout))
     }
 }
 
