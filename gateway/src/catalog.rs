@@ -70,6 +70,9 @@ pub const METRICS: &[Metric] = &[
     m("rasa_namespace_bytes_allocated", G, &["namespace"], "Arena memory a namespace holds."),
     m("rasa_namespace_live_bytes", G, &["namespace"], "Bytes of a namespace's current versions."),
     m("rasa_namespace_evictions_total", C, &["namespace"], "Current versions a namespace evicted to stay within its quota."),
+    m("rasa_namespace_disk_quota_bytes", G, &["namespace"], "A namespace's disk quota (the default one: --disk-size)."),
+    m("rasa_namespace_disk_bytes", G, &["namespace"], "Bytes of a namespace's disk tier."),
+    m("rasa_namespace_disk_values", G, &["namespace"], "Values on a namespace's disk tier."),
     // Store
     m("rasa_cache_hits_total", C, &[], "Reads answered from memory."),
     m("rasa_cache_misses_total", C, &[], "Reads that found nothing in memory."),

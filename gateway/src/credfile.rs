@@ -14,18 +14,20 @@ pub fn entries<'a, const N: usize>(
     text: &'a str,
     form: &'a str,
 ) -> impl Iterator<Item = Result<(usize, [&'a str; N]), String>> + 'a {
-    text.lines().enumerate().filter_map(move |(n, line)| {
-        let line = line.split('#').next().unwrap_or_default().trim();
-        if line.is_empty() {
-            return None;
-        }
-        let fields: Vec<&str> = line.split_whitespace().collect();
+    lines(text).map(move |(n, fields)| {
         let found = fields.len();
-        Some(
-            <[&str; N]>::try_from(fields)
-                .map(|f| (n + 1, f))
-                .map_err(|_| format!("line {}: expected '{form}', found {found} fields", n + 1)),
-        )
+        <[&str; N]>::try_from(fields)
+            .map(|f| (n, f))
+            .map_err(|_| format!("line {n}: expected '{form}', found {found} fields"))
+    })
+}
+
+/// The entries of a file of one entry a line, as [`entries`], with however many fields
+/// each has.
+pub fn lines(text: &str) -> impl Iterator<Item = (usize, Vec<&str>)> {
+    text.lines().enumerate().filter_map(|(n, line)| {
+        let line = line.split('#').next().unwrap_or_default().trim();
+        (!line.is_empty()).then(|| (n + 1, line.split_whitespace().collect()))
     })
 }
 

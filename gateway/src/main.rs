@@ -170,13 +170,14 @@ async fn serve(args: Args) -> Result<(), String> {
         store_config.arena_size = size as usize;
     }
     let store = Arc::new(Store::new(store_config, fabric));
-    if let Some(mut config) = args.disk.config() {
+    let mut disk = args.disk.config();
+    if let Some(config) = &mut disk {
         let member = args.cluster.etcd.is_some();
         if member && args.origin.is_none() {
             tracing::warn!("--disk in a --cluster without an --origin starts empty: its keys may have been written on other members while it was away, and nothing could check its old values");
             config.recover = false;
         }
-        store.attach_disk(rasa_gateway::store::disk::Disk::open(config)?);
+        store.attach_disk(rasa_gateway::store::disk::Disk::open(config.clone())?);
     }
     let tick = (args.lease_grace / 2).clamp(Duration::from_millis(10), Duration::from_millis(250));
     tokio::spawn(Arc::clone(&store).run_reclaimer(tick));
@@ -198,7 +199,8 @@ async fn serve(args: Args) -> Result<(), String> {
     let namespaces = match &args.namespaces {
         None => Namespaces::single(Arc::clone(&objects)),
         Some(file) => {
-            let ns = Namespaces::load_beside(Arc::clone(&objects), file, args.arena_size, tick)?;
+            let ns =
+                Namespaces::load_beside(Arc::clone(&objects), file, args.arena_size, tick, disk)?;
             let count =
                 |r| metrics::counter!("rasa_namespace_reloads_total", "result" => r).increment(1);
             reload_on_sighup("namespaces file", count, {

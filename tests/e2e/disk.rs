@@ -322,3 +322,54 @@ fn a_directory_that_cannot_hold_the_disk_tier_is_refused_at_start() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--disk-size") && err.contains("free"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_spills_to_a_disk_tier_of_its_own_within_its_disk_quota() {
+    let dir = temp_dir("disk-ns");
+    let ns_file = dir.with_extension("namespaces");
+    // web: 2 MiB of memory and 3 MiB of disk; cold: no disk quota (evictions are dropped).
+    std::fs::write(&ns_file, "web 2MiB 3MiB\ncold 2MiB\n").unwrap();
+    let gw = start(&dir, "16MiB", &["--namespaces", ns_file.to_str().unwrap()]);
+    let url = |ns: &str, i: u64| gw.url(&format!("/v1/ns/{ns}/objects/k{i}"));
+    for ns in ["web", "cold"] {
+        for i in 0..30 {
+            let r = http()
+                .put(url(ns, i))
+                .body(pattern(LEN, i))
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_success(), "PUT {ns}/k{i}: {}", r.status());
+        }
+    }
+    let bytes = |ns: &'static str| {
+        let gw = &gw;
+        async move {
+            metric(
+                gw,
+                &format!("rasa_namespace_disk_bytes{{namespace=\"{ns}\"}}"),
+            )
+            .await
+        }
+    };
+    let on_disk = bytes("web").await;
+    assert!(
+        on_disk > 0.0 && on_disk <= (3 << 20) as f64,
+        "web's disk tier: {on_disk}"
+    );
+    assert!(
+        dir.join("ns/web").is_dir(),
+        "beside the default namespace's"
+    );
+    assert!(!dir.join("ns/cold").exists(), "no disk quota, no disk tier");
+    // The newest values of web are all back (memory or disk); cold lost its oldest.
+    for i in 20..30 {
+        let r = http().get(url("web", i)).send().await.unwrap();
+        assert_eq!(r.status(), 200, "web/k{i}");
+        assert!(r.bytes().await.unwrap() == pattern(LEN, i));
+    }
+    let r = http().get(url("cold", 0)).send().await.unwrap();
+    assert_eq!(r.status(), 404, "cold has no disk tier");
+    let r = http().get(gw.url("/v1/objects/k0")).send().await.unwrap();
+    assert_eq!(r.status(), 404, "namespaces do not share a disk tier");
+}

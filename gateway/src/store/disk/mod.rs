@@ -68,6 +68,20 @@ pub struct DiskConfig {
     pub recover: bool,
 }
 
+impl DiskConfig {
+    /// The disk tier of namespace `name` with a disk quota of `quota` beside this one (the
+    /// default namespace's): `DIR/ns/NAME`, segments of at most an eighth of the quota.
+    pub fn for_namespace(&self, name: &str, quota: u64) -> Self {
+        Self {
+            dir: self.dir.join("ns").join(name),
+            size: quota,
+            segment_size: (quota / 8).clamp(1 << 20, self.segment_size.max(1 << 20)),
+            admit: self.admit,
+            recover: self.recover,
+        }
+    }
+}
+
 /// Where a spilled version's record is. 16 bytes.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Entry {
@@ -179,6 +193,8 @@ const CLEAN: &str = "clean-shutdown";
 #[derive(Debug)]
 pub(super) struct Shared {
     config: DiskConfig,
+    /// Bytes it may keep: `config.size`, until [`Disk::set_size`].
+    size: AtomicU64,
     state: Mutex<State>,
     stats: DiskStats,
 }
@@ -244,6 +260,7 @@ impl Disk {
         let active = segments::Active::create(&config.dir, next)
             .map_err(|e| format!("--disk {shown}: cannot create a segment: {e}"))?;
         let shared = Arc::new(Shared {
+            size: AtomicU64::new(config.size),
             config,
             state: Mutex::new(state),
             stats: DiskStats::default(),
@@ -269,6 +286,17 @@ impl Disk {
     /// Its settings.
     pub fn config(&self) -> &DiskConfig {
         &self.shared.config
+    }
+
+    /// Bytes it may keep now.
+    pub fn size(&self) -> u64 {
+        self.shared.size.load(Ordering::Relaxed)
+    }
+
+    /// Changes the bytes it may keep (a namespace's disk quota): a smaller size deletes the
+    /// oldest segments with the next write.
+    pub fn set_size(&self, size: u64) {
+        self.shared.size.store(size, Ordering::Relaxed);
     }
 
     /// What recovery found at start.
@@ -320,7 +348,7 @@ impl Disk {
     pub(super) fn spill(&self, v: &Arc<StoredVersion>) {
         let h = key_hash(v.key_bytes());
         let record = HEAD as u64 + v.frame.len() as u64 + 512;
-        if record > self.shared.config.size || record > u64::from(u32::MAX) {
+        if record > self.size() || record > u64::from(u32::MAX) {
             self.shared.stats.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }

@@ -263,7 +263,7 @@ impl Disk {
         let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
         metrics::gauge!("rasa_disk_values").set(values as f64);
         metrics::gauge!("rasa_disk_bytes").set(bytes as f64);
-        metrics::gauge!("rasa_disk_budget_bytes").set(self.config().size as f64);
+        metrics::gauge!("rasa_disk_budget_bytes").set(self.size() as f64);
         metrics::gauge!("rasa_disk_index_bytes").set(index as f64);
         metrics::gauge!("rasa_disk_recovery_seconds").set(r.took.as_secs_f64());
         metrics::gauge!("rasa_disk_recovered_values").set(r.values as f64);

@@ -198,7 +198,7 @@ impl Writer {
     fn make_room(&mut self, n: u64) -> io::Result<()> {
         loop {
             let mut st = self.shared.state();
-            if st.bytes + n <= self.shared.config.size {
+            if st.bytes + n <= self.shared.size.load(Ordering::Relaxed) {
                 return Ok(());
             }
             let Some(&oldest) = st.files.keys().next() else {

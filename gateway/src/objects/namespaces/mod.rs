@@ -5,11 +5,12 @@
 //! own index.
 //!
 //! The namespaces file (`--namespaces FILE`, read again on SIGHUP) has one namespace per
-//! line, a name and a quota:
+//! line, a name, a memory quota and, with `--disk`, an optional disk quota (a namespace
+//! without one keeps no disk tier: its evicted values are dropped):
 //!
 //! ```text
-//! # name    quota
-//! train        4GiB
+//! # name    quota   disk quota
+//! train        4GiB    100GiB
 //! web       16MiB
 //! ```
 //!
@@ -23,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use super::Objects;
+use crate::store::disk::{Disk, DiskConfig};
 
 /// The namespace that always exists.
 pub const DEFAULT: &str = "default";
@@ -42,14 +44,29 @@ pub struct Spec {
     pub name: String,
     /// Bytes of arena memory it may hold.
     pub quota: u64,
+    /// Bytes of the disk tier it may hold (with `--disk`; none: its evicted values are
+    /// dropped).
+    pub disk_quota: Option<u64>,
 }
+
+/// The smallest disk quota a namespace may have.
+pub const MIN_DISK_QUOTA: u64 = 2 << 20;
 
 /// Parses the namespaces file format (see the module documentation).
 pub fn parse(text: &str) -> Result<Vec<Spec>, String> {
     let mut specs: Vec<Spec> = Vec::new();
-    for entry in crate::credfile::entries::<2>(text, "NAME QUOTA") {
-        let (n, [name, quota]) = entry?;
+    for (n, fields) in crate::credfile::lines(text) {
         let at = |why: String| format!("line {n}: {why}");
+        let (name, quota, disk) = match fields[..] {
+            [name, quota] => (name, quota, None),
+            [name, quota, disk] => (name, quota, Some(disk)),
+            _ => {
+                return Err(at(format!(
+                    "expected 'NAME QUOTA [DISK_QUOTA]', found {} fields",
+                    fields.len()
+                )))
+            }
+        };
         check_name(name).map_err(at)?;
         if name == DEFAULT {
             return Err(at(format!(
@@ -62,12 +79,21 @@ pub fn parse(text: &str) -> Result<Vec<Spec>, String> {
                 "quota {quota} bytes of {name} is below the minimum of 1MiB"
             )));
         }
+        let disk_quota = disk
+            .map(|d| crate::units::parse_size(d).map_err(|e| at(format!("disk quota: {e}"))))
+            .transpose()?;
+        if disk_quota.is_some_and(|d| d < MIN_DISK_QUOTA) {
+            return Err(at(format!(
+                "the disk quota of {name} is below the minimum of 2MiB"
+            )));
+        }
         if specs.iter().any(|s| s.name == name) {
             return Err(at(format!("{name} is listed twice")));
         }
         specs.push(Spec {
             name: name.to_owned(),
             quota,
+            disk_quota,
         });
     }
     if specs.len() > MAX_NAMESPACES {
@@ -119,7 +145,7 @@ pub struct Namespace {
 
 /// Makes the object service of a new namespace (its store, arenas sized for its quota, and
 /// its reclaimer).
-pub type Maker = Box<dyn Fn(&Spec) -> Arc<Objects> + Send + Sync>;
+pub type Maker = Box<dyn Fn(&Spec) -> Result<Arc<Objects>, String> + Send + Sync>;
 
 /// The namespaces in force: the default one, and those of the namespaces file.
 pub struct Namespaces {
@@ -194,12 +220,15 @@ impl Namespaces {
     /// The default namespace over `default` and those of `file`, each a store of its own
     /// beside the default one's ([`crate::store::Store::sibling`]: arenas sized by
     /// [`arena_size_for`] under `arena_size`, reclaimed every `tick`), memory only (no
-    /// read-through origin).
+    /// read-through origin); with `disk` (the default namespace's disk tier), a namespace
+    /// with a disk quota gets a disk tier of its own beside it
+    /// ([`crate::store::disk::DiskConfig::for_namespace`]).
     pub fn load_beside(
         default: Arc<Objects>,
         file: &Path,
         arena_size: u64,
         tick: std::time::Duration,
+        disk: Option<DiskConfig>,
     ) -> Result<Arc<Self>, String> {
         let base = Arc::clone(default.store());
         let make: Maker = Box::new(move |spec: &Spec| {
@@ -207,8 +236,18 @@ impl Namespaces {
             config.memory_budget = spec.quota;
             config.arena_size = arena_size_for(spec.quota, arena_size) as usize;
             let store = Arc::new(base.sibling(config));
+            if let (Some(disk), Some(quota)) = (&disk, spec.disk_quota) {
+                let config = disk.for_namespace(&spec.name, quota);
+                store.attach_disk(
+                    Disk::open(config).map_err(|e| format!("namespace {}: {e}", spec.name))?,
+                );
+            }
             tokio::spawn(Arc::clone(&store).run_reclaimer(tick));
-            Objects::new(store, None, crate::origin::WritePolicy::CacheOnly)
+            Ok(Objects::new(
+                store,
+                None,
+                crate::origin::WritePolicy::CacheOnly,
+            ))
         });
         Self::load(default, file, make)
     }
@@ -270,22 +309,45 @@ impl Namespaces {
                 return Err(why);
             }
         }
+        // New namespaces first: one that cannot be made (its disk tier) changes nothing.
+        let mut made = BTreeMap::new();
+        for spec in specs.iter().filter(|s| !named.contains_key(&s.name)) {
+            let ns = Namespace {
+                name: spec.name.clone(),
+                objects: make(spec)?,
+            };
+            made.insert(spec.name.clone(), Arc::new(ns));
+        }
         let mut next = BTreeMap::new();
         for spec in &specs {
             let ns = match named.get(&spec.name) {
                 Some(ns) => {
-                    ns.objects.store().memory().set_budget(spec.quota);
+                    let store = ns.objects.store();
+                    store.memory().set_budget(spec.quota);
+                    if let (Some(disk), Some(quota)) = (store.disk(), spec.disk_quota) {
+                        disk.set_size(quota);
+                    }
                     Arc::clone(ns)
                 }
-                None => Arc::new(Namespace {
-                    name: spec.name.clone(),
-                    objects: make(spec),
-                }),
+                None => made.remove(&spec.name).expect("made above"),
             };
             next.insert(spec.name.clone(), ns);
         }
         self.default.objects.store().memory().set_budget(left);
-        *named = Arc::new(next);
+        let before = std::mem::replace(&mut *named, Arc::new(next));
+        drop(named);
+        for (name, ns) in before.iter() {
+            // A namespace removed from the file takes its disk tier with it: made again
+            // later, it starts empty.
+            if let (false, Some(disk)) =
+                (self.current().contains_key(name), ns.objects.store().disk())
+            {
+                let dir = disk.config().dir.clone();
+                if let Err(e) = std::fs::remove_dir_all(&dir) {
+                    tracing::warn!(namespace = %name, dir = %dir.display(), error = %e, "cannot remove a removed namespace's disk tier");
+                }
+            }
+        }
         Ok(specs.len())
     }
 
@@ -390,6 +452,15 @@ impl Namespaces {
             metrics::gauge!("rasa_namespace_bytes_allocated", "namespace" => name.clone())
                 .set(a as f64);
             metrics::gauge!("rasa_namespace_live_bytes", "namespace" => name.clone()).set(l as f64);
+            if let Some(disk) = ns.objects.store().disk() {
+                let (values, bytes, _) = disk.usage();
+                metrics::gauge!("rasa_namespace_disk_quota_bytes", "namespace" => name.clone())
+                    .set(disk.size() as f64);
+                metrics::gauge!("rasa_namespace_disk_bytes", "namespace" => name.clone())
+                    .set(bytes as f64);
+                metrics::gauge!("rasa_namespace_disk_values", "namespace" => name.clone())
+                    .set(values as f64);
+            }
             metrics::counter!("rasa_namespace_evictions_total", "namespace" => name).absolute(
                 memory
                     .arena_stats()
@@ -414,45 +485,4 @@ pub fn arena_size_for(quota: u64, arena_size: u64) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_file_parses_and_bad_lines_are_named() {
-        let specs = parse("# c\ntrain 4GiB\n\nweb 16MiB # small\n").unwrap();
-        assert_eq!(
-            specs,
-            [
-                Spec {
-                    name: "train".into(),
-                    quota: 4 << 30
-                },
-                Spec {
-                    name: "web".into(),
-                    quota: 16 << 20
-                }
-            ]
-        );
-        for (text, needle) in [
-            ("train", "line 1: expected"),
-            ("Ml 1GiB", "namespace name"),
-            ("a..b 1GiB", "namespace name"),
-            ("10.0.0.1 1GiB", "namespace name"),
-            (".ab 1GiB", "namespace name"),
-            ("default 1GiB", "always exists"),
-            ("train 1KiB", "below the minimum"),
-            ("train lots", "quota"),
-            ("train 1GiB\ntrain 2GiB", "line 2: train is listed twice"),
-        ] {
-            let err = parse(text).unwrap_err();
-            assert!(err.contains(needle), "{text:?}: {err}");
-        }
-    }
-
-    #[test]
-    fn small_namespaces_get_small_arenas() {
-        assert_eq!(arena_size_for(16 << 20, 64 << 20), 4 << 20);
-        assert_eq!(arena_size_for(4 << 30, 64 << 20), 64 << 20);
-        assert_eq!(arena_size_for(1 << 20, 64 << 20), 256 << 10);
-    }
-}
+mod tests;
