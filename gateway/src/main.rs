@@ -177,7 +177,9 @@ async fn serve(args: Args) -> Result<(), String> {
             tracing::warn!("--disk in a --cluster without an --origin starts empty: its keys may have been written on other members while it was away, and nothing could check its old values");
             config.recover = false;
         }
-        store.attach_disk(rasa_gateway::store::disk::Disk::open(config.clone())?);
+        store
+            .tier()
+            .attach(rasa_gateway::store::disk::Disk::open(config.clone())?);
     }
     let tick = (args.lease_grace / 2).clamp(Duration::from_millis(10), Duration::from_millis(250));
     tokio::spawn(Arc::clone(&store).run_reclaimer(tick));
@@ -402,7 +404,7 @@ async fn write_down(namespaces: &Namespaces, timeout: Duration) {
             continue;
         }
         let began = std::time::Instant::now();
-        let done = tokio::task::spawn_blocking(move || store.spill_all(timeout)).await;
+        let done = tokio::task::spawn_blocking(move || store.tier().spill_all(timeout)).await;
         match done {
             Ok((values, true)) => {
                 tracing::info!(namespace = %ns.name, values, took = ?began.elapsed(), "wrote memory's values to the disk tier")

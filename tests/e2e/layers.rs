@@ -186,6 +186,7 @@ fn the_fronts_leave_lookups_and_writes_to_the_object_service() {
     let forbidden = [
         ".publish(",
         ".read_current(",
+        ".from_disk(",
         "store().current(",
         "store().delete(",
         "store().version(",

@@ -114,6 +114,7 @@ impl Objects {
                     // The current version on disk, when it is the one asked for.
                     None => self
                         .store
+                        .tier()
                         .from_disk(key, Want::Read)
                         .await?
                         .filter(|v| v.version() == version),
@@ -124,7 +125,7 @@ impl Objects {
                 });
             }
             (None, Some(rt)) => rt.current(key).await?,
-            (None, None) => self.store.read_current(key).await,
+            (None, None) => self.store.tier().read_current(key).await,
         };
         found.ok_or_else(|| ObjectError::NotFound(key.to_owned()))
     }
@@ -139,7 +140,7 @@ impl Objects {
         let v = self.lookup(key, version).await?;
         match v.in_memory() {
             true => Ok(v),
-            false => Ok(self.store.admit(v).await?),
+            false => Ok(self.store.tier().admit(v).await?),
         }
     }
 
@@ -148,7 +149,7 @@ impl Objects {
     async fn current_anywhere(&self, key: &str) -> Result<Option<Arc<StoredVersion>>, ObjectError> {
         match self.store.current(key) {
             Some(v) => Ok(Some(v)),
-            None => Ok(self.store.from_disk(key, Want::Check).await?),
+            None => Ok(self.store.tier().from_disk(key, Want::Check).await?),
         }
     }
 
@@ -190,7 +191,7 @@ impl Objects {
             }
             v.origin.touch();
         }
-        let on_disk = match self.store.on_disk(&key) {
+        let on_disk = match self.store.tier().on_disk(&key) {
             true => self.current_anywhere(&key).await?,
             false => None,
         };
@@ -210,7 +211,7 @@ impl Objects {
         if let Some((origin, _)) = &turn {
             origin.delete(key).await?;
         }
-        let on_disk = match self.store.on_disk(key) {
+        let on_disk = match self.store.tier().on_disk(key) {
             true => self.current_anywhere(key).await?,
             false => None,
         };

@@ -98,7 +98,7 @@ impl Objects {
         let (Some(rt), true) = (&self.origin, r.plain()) else {
             return self.lookup(key, r.version).await.map(Read::Stored);
         };
-        let cold = || self.store.current(key).is_none() && !self.store.on_disk(key);
+        let cold = || self.store.current(key).is_none() && !self.store.tier().on_disk(key);
         match (r.body, r.range) {
             (false, _) if cold() => {
                 return match rt.head(key).await? {

@@ -117,7 +117,13 @@ impl ReadThrough {
         let found = |v: Option<Arc<StoredVersion>>| v.map_or(Lookup::Missing, Lookup::Stored);
         let held = match self.store.current(key) {
             Some(v) => Some(v),
-            None => self.store.from_disk(key, Want::Read).await.ok().flatten(),
+            None => self
+                .store
+                .tier()
+                .from_disk(key, Want::Read)
+                .await
+                .ok()
+                .flatten(),
         };
         if let Some(v) = held {
             let stale = match (self.ttl, v.origin.age()) {

@@ -79,7 +79,7 @@ pub struct Store {
     latest_lease_ms: AtomicU64,
     /// Staging memory for uploads ([`StoreConfig::staging_memory`]).
     staging: upload::Staging,
-    /// The disk tier evicted versions spill to, when there is one ([`Store::attach_disk`]).
+    /// The disk tier evicted versions spill to, when there is one ([`Tier::attach`](disk::Tier::attach)).
     disk: std::sync::OnceLock<Arc<disk::Disk>>,
 }
 

@@ -238,7 +238,7 @@ impl Namespaces {
             let store = Arc::new(base.sibling(config));
             if let (Some(disk), Some(quota)) = (&disk, spec.disk_quota) {
                 let config = disk.for_namespace(&spec.name, quota);
-                store.attach_disk(
+                store.tier().attach(
                     Disk::open(config).map_err(|e| format!("namespace {}: {e}", spec.name))?,
                 );
             }

@@ -22,7 +22,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
-pub use tier::Want;
+pub use tier::{Tier, Want};
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;

@@ -29,7 +29,7 @@ fn config(dir: &std::path::Path, size: u64, admit: Admit) -> DiskConfig {
 
 /// A store of 256 KiB in 64 KiB arenas over a disk tier in `dir`.
 fn store(dir: &std::path::Path, size: u64, admit: Admit) -> Arc<Store> {
-    let s = Store::new(
+    let s = Arc::new(Store::new(
         StoreConfig {
             memory_budget: 256 << 10,
             arena_size: 64 << 10,
@@ -41,9 +41,10 @@ fn store(dir: &std::path::Path, size: u64, admit: Admit) -> Arc<Store> {
             staging_memory: 1 << 20,
         },
         None,
-    );
-    s.attach_disk(Disk::open(config(dir, size, admit)).unwrap());
-    Arc::new(s)
+    ));
+    s.tier()
+        .attach(Disk::open(config(dir, size, admit)).unwrap());
+    s
 }
 
 fn value(i: usize, len: usize) -> Vec<u8> {
@@ -66,7 +67,7 @@ async fn put(s: &Store, key: &str, body: &[u8]) -> Arc<StoredVersion> {
 async fn read(s: &Arc<Store>, key: &str) -> Option<Arc<StoredVersion>> {
     match s.current(key) {
         Some(v) => Some(v),
-        None => s.from_disk(key, Want::Read).await.unwrap(),
+        None => s.tier().from_disk(key, Want::Read).await.unwrap(),
     }
 }
 
@@ -118,7 +119,7 @@ async fn a_restart_recovers_values_and_never_resurrects_overwritten_or_deleted_o
         put(&s, &format!("k{i}"), &value(i, 20_000)).await;
     }
     flushed(&s);
-    assert!(s.on_disk("k0") && s.on_disk("k1"));
+    assert!(s.tier().on_disk("k0") && s.tier().on_disk("k1"));
     put(&s, "k0", b"newer, in memory only").await;
     assert!(
         s.delete("k1", |_| Ok(())).unwrap(),

@@ -45,15 +45,34 @@ impl Flights {
     }
 }
 
+/// The store over its disk tier, as reads and shutdown see it: [`Store::tier`]. Field
+/// access reaches the store.
+#[derive(Clone, Copy)]
+pub struct Tier<'a>(&'a Arc<Store>);
+
+impl std::ops::Deref for Tier<'_> {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        self.0
+    }
+}
+
 impl Store {
-    /// Gives the store a disk tier: evicted versions spill to it, misses read from it.
-    pub fn attach_disk(&self, disk: Arc<Disk>) {
-        let _ = self.disk.set(disk);
+    /// Its disk tier, seen from the store: reading from it, admitting into memory.
+    pub fn tier(self: &Arc<Self>) -> Tier<'_> {
+        Tier(self)
     }
 
     /// Its disk tier, when it has one.
     pub fn disk(&self) -> Option<&Arc<Disk>> {
         self.disk.get()
+    }
+}
+
+impl Tier<'_> {
+    /// Gives the store a disk tier: evicted versions spill to it, misses read from it.
+    pub fn attach(&self, disk: Arc<Disk>) {
+        let _ = self.disk.set(disk);
     }
 
     /// Whether `key`'s current version is on disk (memory aside).
@@ -65,7 +84,7 @@ impl Store {
     /// into memory as `want` and the policy say (else a copy for this read only, which
     /// one-sided readers cannot reach). `Ok(None)` when the disk has none.
     pub async fn from_disk(
-        self: &Arc<Self>,
+        &self,
         key: &str,
         want: Want,
     ) -> Result<Option<Arc<StoredVersion>>, StoreError> {
@@ -101,9 +120,12 @@ impl Store {
                     if !promoted.in_memory() && disk.hold(&version) {
                         // No room now (spills still being written): this copy answers
                         // the key's reads while the admission waits for room.
-                        let (store, disk) = (Arc::clone(self), Arc::clone(disk));
+                        let (store, disk) = (Arc::clone(self.0), Arc::clone(disk));
                         tokio::spawn(async move {
-                            store.promote(Arc::clone(&version), reason, true).await;
+                            store
+                                .tier()
+                                .promote(Arc::clone(&version), reason, true)
+                                .await;
                             disk.release(&version);
                         });
                     }
@@ -124,7 +146,7 @@ impl Store {
     /// The current version of `key` for a read that has no origin behind it, from memory
     /// or the disk tier: counted as a cache hit or miss (reads through an origin are
     /// counted by the read-through).
-    pub async fn read_current(self: &Arc<Self>, key: &str) -> Option<Arc<StoredVersion>> {
+    pub async fn read_current(&self, key: &str) -> Option<Arc<StoredVersion>> {
         let found = match self.current(key) {
             Some(v) => Some(v),
             None => self.from_disk(key, Want::Read).await.ok().flatten(),
