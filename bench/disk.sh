@@ -33,18 +33,22 @@ start() {
   gw=$(sed -n 's/.*listening on //p' "$out")
 }
 stop() { kill -TERM "$1"; while kill -0 "$1" 2>/dev/null; do sleep 0.05; done; }
-# PUTs N values of SIZE bytes as keys PREFIX-<thread>-<n> with wrk (2 threads, 8 connections).
+# PUTs at least N values of SIZE bytes as keys PREFIX-<thread>-<n> with wrk (2 threads,
+# 8 connections), stopped once the gateway has stored N more versions.
 load() { # url prefix n size
-  head -c "$4" /dev/urandom >"$tmp/body"
+  head -c "$4" /dev/urandom >"$tmp/putbody"
   cat >"$tmp/load.lua" <<LUA
-local counter, threads = 0, {}
-function setup(t) counter = counter + 1; t:set("id", counter); table.insert(threads, t) end
-local n, limit = 0, math.floor($3 / 2)
-function init() local f = io.open("$tmp/body", "rb"); wrk.body = f:read("*a"); f:close(); wrk.method = "PUT" end
+local counter = 0
+function setup(t) counter = counter + 1; t:set("id", counter) end
+local n = 0
+function init() local f = io.open("$tmp/putbody", "rb"); wrk.body = f:read("*a"); f:close(); wrk.method = "PUT" end
 function request() n = n + 1; return wrk.format(nil, "/v1/objects/$2-" .. id .. "-" .. n) end
-function response(status) if status >= 300 then io.stderr:write("status " .. status .. "\n") end; if n >= limit then wrk.thread:stop() end end
 LUA
-  wrk -t2 -c8 -d3600s -s "$tmp/load.lua" "$1" >/dev/null
+  local before; before=$(metric "$1" rasa_versions_stored_total); before=${before%.*}
+  wrk -t2 -c8 -d3600s -s "$tmp/load.lua" "$1" >/dev/null &
+  local wrk_pid=$!
+  until [ "$(metric "$1" rasa_versions_stored_total | cut -d. -f1)" -ge $(( before + $3 )) ]; do sleep 0.1; done
+  kill "$wrk_pid"; wait "$wrk_pid" 2>/dev/null || true
 }
 wrk_rps() { # url script
   local out=()
@@ -54,6 +58,7 @@ wrk_rps() { # url script
   printf '%s\n' "${out[@]}" | median
 }
 
+echo "disk tier: hits vs nginx..." >&2
 # --- 1 MiB disk-tier hits next to nginx: 128 values of 1 MiB, memory holding none of them.
 mkdir -p "$tmp/www" "$tmp/hits"; chmod 755 "$tmp" "$tmp/www"
 start --memory 32MiB --arena-size 4MiB --max-object-size 2MiB --lease 1s --lease-grace 100ms \
@@ -82,28 +87,30 @@ nginx_rps=$(wrk_rps "http://127.0.0.1:$port" "$tmp/nginx.lua")
 disk_hits=$(( $(metric "$gw" rasa_disk_hits_total | cut -d. -f1) - ${mem_before%.*} ))
 stop "$hits_pid"
 
+echo "disk tier: restart with $DISK_SMALL small values..." >&2
 # --- Restart with many small values: memory holds few, the rest spilled; a clean stop
 # writes down what memory held, so all are on disk.
 small_dir="$tmp/small"
-start --memory 256MiB --arena-size 16MiB --lease 1s --lease-grace 100ms --disk "$small_dir" --disk-size 4GiB
+start --memory 256MiB --arena-size 16MiB --max-object-size 1MiB --lease 1s --lease-grace 100ms --disk "$small_dir" --disk-size 4GiB
 idle_rss=$(awk '/VmRSS/ {print $2}' "/proc/$gw_pid/status")
 t0=$(date +%s.%N)
 load "$gw" s "$DISK_SMALL" 100
 small_load_s=$(echo "$(date +%s.%N) - $t0" | bc -l)
 stop "$gw_pid"
-start --memory 256MiB --arena-size 16MiB --disk "$small_dir" --disk-size 4GiB; small_start=$took
+start --memory 256MiB --arena-size 16MiB --max-object-size 1MiB --disk "$small_dir" --disk-size 4GiB; small_start=$took
 small_values=$(metric "$gw" rasa_disk_recovered_values)
 small_recovery=$(metric "$gw" rasa_disk_recovery_seconds)
 small_index=$(metric "$gw" rasa_disk_index_bytes)
 small_bytes=$(metric "$gw" rasa_disk_bytes)
 small_rss=$(awk '/VmRSS/ {print $2}' "/proc/$gw_pid/status")
-curl -sf -o /dev/null "$gw/v1/objects/s-1-1" || { echo "bench: a recovered small value is missing" >&2; exit 1; }
+curl -sf -o /dev/null "$gw/v1/objects/s-1-100" || { echo "bench: a recovered small value is missing" >&2; exit 1; }
 stop "$gw_pid"
 sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null && cold_ok=1 || cold_ok=0
-start --memory 256MiB --arena-size 16MiB --disk "$small_dir" --disk-size 4GiB; small_cold=$took
+start --memory 256MiB --arena-size 16MiB --max-object-size 1MiB --disk "$small_dir" --disk-size 4GiB; small_cold=$took
 stop "$gw_pid"
 rm -rf "$small_dir"
 
+echo "disk tier: restart with $DISK_BIG_GIB GiB of 1 MiB values..." >&2
 # --- Restart with DISK_BIG_GIB GiB of 1 MiB values.
 big_dir="$tmp/big"
 big_n=$(( DISK_BIG_GIB * 1024 ))
@@ -118,7 +125,7 @@ big_bytes=$(metric "$gw" rasa_disk_bytes)
 stop "$gw_pid"
 sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
 start --memory 1GiB --disk "$big_dir" --disk-size $(( DISK_BIG_GIB + 2 ))GiB; big_cold=$took
-curl -sf -o /dev/null "$gw/v1/objects/b-1-1" || { echo "bench: a recovered 1 MiB value is missing" >&2; exit 1; }
+curl -sf -o /dev/null "$gw/v1/objects/b-1-100" || { echo "bench: a recovered 1 MiB value is missing" >&2; exit 1; }
 stop "$gw_pid"
 
 f() { printf '%.*f' "$1" "$2"; }

@@ -14,6 +14,7 @@
 //! - **Recovery** ([`Disk::open`]): every segment is scanned and every record validated; a
 //!   torn tail is cut off. Writing resumes in a new segment.
 
+mod buffers;
 mod record;
 mod segments;
 mod tier;
@@ -213,6 +214,8 @@ pub struct Disk {
     recovered: Recovered,
     /// Reads of a key under way: one disk read however many requests wait for it.
     flights: tier::Flights,
+    /// Buffers records are read into, reused.
+    buffers: Arc<buffers::Buffers>,
 }
 
 /// What a key's read from disk found.
@@ -280,6 +283,7 @@ impl Disk {
             ops: Mutex::new(ops),
             recovered,
             flights: tier::Flights::default(),
+            buffers: Arc::default(),
         }))
     }
 
@@ -428,7 +432,7 @@ impl Disk {
         let file = Arc::clone(&st.files.get(&e.seg)?.file);
         drop(st);
         self.shared.stats.reads.fetch_add(1, Ordering::Relaxed);
-        let version = match Self::load(&file, &e, key) {
+        let version = match self.load(&file, &e, key) {
             Some(v) => v,
             None => {
                 tracing::warn!(
@@ -458,14 +462,15 @@ impl Disk {
     }
 
     /// The version in the record `e` of `file`, when valid and `key`'s.
-    fn load(file: &File, e: &Entry, key: &str) -> Option<Arc<StoredVersion>> {
+    fn load(&self, file: &File, e: &Entry, key: &str) -> Option<Arc<StoredVersion>> {
         let mut head = [0u8; HEAD];
         file.read_exact_at(&mut head, u64::from(e.off)).ok()?;
         let head = Head::parse(&head)?;
-        let mut body = vec![0u8; (e.len as usize).checked_sub(HEAD)?];
-        file.read_exact_at(&mut body, u64::from(e.off) + HEAD as u64)
+        let mut pooled = self.buffers.take((e.len as usize).checked_sub(HEAD)?);
+        let body = pooled.as_mut();
+        file.read_exact_at(body, u64::from(e.off) + HEAD as u64)
             .ok()?;
-        if !head.holds(&body)
+        if !head.holds(body)
             || record::frame_key(&body[..head.frame_len as usize])? != key.as_bytes()
         {
             return None;
@@ -473,7 +478,7 @@ impl Disk {
         let frame_len = head.frame_len as usize;
         let extras = Extras::decode(&body[frame_len..])?;
         let origin = extras.restore(&mut body[..frame_len]);
-        let buffer = ArenaBuffer::from_owned(body).ok()?;
+        let buffer = ArenaBuffer::from_owned(pooled).ok()?;
         let frame = buffer.try_reserve(frame_len, 1)?.freeze();
         Some(Arc::new(StoredVersion {
             frame,
