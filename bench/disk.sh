@@ -121,6 +121,7 @@ big_load_s=$(echo "$(date +%s.%N) - $t0" | bc -l)
 stop "$gw_pid"
 start --memory 1GiB --disk "$big_dir" --disk-size $(( DISK_BIG_GIB + 2 ))GiB; big_warm=$took
 big_values=$(metric "$gw" rasa_disk_recovered_values)
+big_recovery=$(metric "$gw" rasa_disk_recovery_seconds)
 big_bytes=$(metric "$gw" rasa_disk_bytes)
 stop "$gw_pid"
 sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
@@ -143,6 +144,6 @@ echo
 echo "| on disk | written in | restart, page cache warm | restart, page cache dropped | recovery alone (warm) |"
 echo "| --- | --- | --- | --- | --- |"
 echo "| $(f 0 "$small_values") values of 100 B ($(( ${small_bytes%.*} >> 20 )) MiB of segments) | $(f 1 "$small_load_s") s | $(f 2 "$small_start") s | $( [ "$cold_ok" = 1 ] && f 2 "$small_cold" || echo n/a) s | $(f 2 "$small_recovery") s |"
-echo "| $(f 0 "$big_values") values of 1 MiB ($(( ${big_bytes%.*} >> 30 )) GiB) | $(f 1 "$big_load_s") s | $(f 2 "$big_warm") s | $( [ "$cold_ok" = 1 ] && f 2 "$big_cold" || echo n/a) s | |"
+echo "| $(f 0 "$big_values") values of 1 MiB ($(( ${big_bytes%.*} >> 30 )) GiB) | $(f 1 "$big_load_s") s | $(f 2 "$big_warm") s | $( [ "$cold_ok" = 1 ] && f 2 "$big_cold" || echo n/a) s | $(f 2 "$big_recovery") s |"
 echo
 echo "Memory per value on disk: the index holds $(f 1 "$(echo "$small_index / $small_values" | bc -l)") B a value ($(( ${small_index%.*} >> 20 )) MiB for $(f 0 "$small_values") values: 16 B of entry, the 8-byte key hash and the hash table's control byte and spare capacity); the gateway's RSS after recovering them was $(( (small_rss - idle_rss) >> 10 )) MiB above an idle gateway's."

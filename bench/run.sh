@@ -135,6 +135,8 @@ echo "namespaces on and off..." >&2
 namespaces=$(./bench/namespaces.sh)
 echo "one-sided reads over shm..." >&2
 shm=$(./bench/shm.sh)
+echo "disk tier (writes ${DISK_BIG_GIB:-20} GiB under /var/tmp)..." >&2
+disk=$(SECS=$SECS ROUNDS=$ROUNDS ./bench/disk.sh)
 
 row() { # name rasa nginx
   read -r rr rb rp50 rp99 rbad <<<"$2"; read -r nr nb np50 np99 nbad <<<"$3"
@@ -217,5 +219,7 @@ read -r sr sb sp50 sp99 sbad <<<"$put_steady"
   echo "$namespaces"
   echo
   echo "$shm"
+  echo
+  echo "$disk"
 } >bench/results.md
 cat bench/results.md
