@@ -153,6 +153,15 @@ impl Objects {
         }
     }
 
+    /// `key`'s current version when it is on disk (for a write's check; `None` when it is
+    /// not on disk, memory then being what the check sees).
+    async fn only_on_disk(&self, key: &str) -> Result<Option<Arc<StoredVersion>>, ObjectError> {
+        match self.store.tier().on_disk(key) {
+            true => self.current_anywhere(key).await,
+            false => Ok(None),
+        }
+    }
+
     /// `check`, for a key whose current version may be only on disk (`on_disk`, read
     /// before): the check a publish or delete applies to what memory holds then.
     fn with_disk<'c>(
@@ -191,10 +200,7 @@ impl Objects {
             }
             v.origin.touch();
         }
-        let on_disk = match self.store.tier().on_disk(&key) {
-            true => self.current_anywhere(&key).await?,
-            false => None,
-        };
+        let on_disk = self.only_on_disk(&key).await?;
         let stored = self
             .store
             .publish(sealed, Self::with_disk(&check, on_disk))?;
@@ -211,10 +217,7 @@ impl Objects {
         if let Some((origin, _)) = &turn {
             origin.delete(key).await?;
         }
-        let on_disk = match self.store.tier().on_disk(key) {
-            true => self.current_anywhere(key).await?,
-            false => None,
-        };
+        let on_disk = self.only_on_disk(key).await?;
         Ok(self.store.delete(key, Self::with_disk(&check, on_disk))?)
     }
 
