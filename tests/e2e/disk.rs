@@ -189,10 +189,28 @@ async fn sigkill_during_heavy_spilling_then_restart_serves_only_exact_values() {
         w.await.unwrap();
     }
     drop(gw);
+    // Wherever the kill landed, the newest segment also ends in a record cut short.
+    let newest = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .filter(|p| std::fs::metadata(p).unwrap().len() > 4096)
+        .max()
+        .expect("segments were written");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&newest)
+        .unwrap();
+    f.set_len(f.metadata().unwrap().len() - 1000).unwrap();
+    drop(f);
 
     let gw = Gateway::start_logged(&args, &[], &log);
     let recovered = metric(&gw, "rasa_disk_recovered_values").await;
     assert!(recovered > 0.0, "values came back");
+    assert!(
+        metric(&gw, "rasa_disk_torn_bytes").await > 0.0,
+        "the torn tail was cut"
+    );
     let mut served = 0;
     for i in 0..80 {
         let key = format!("k{i}");
