@@ -6,8 +6,13 @@ use std::path::Path;
 
 use rasa_tests::{http, metric, pattern, temp_dir, wait_for_metric, Gateway, S3Server};
 
-/// 8 MiB of memory in 1 MiB arenas, short leases, over a disk tier in `dir` of `size`.
-fn disk_args(dir: &Path, size: &str) -> Vec<String> {
+/// 8 MiB of memory in 1 MiB arenas, short leases (300 ms, unless `extra` names one), over
+/// a disk tier in `dir` of `size`, then `extra`.
+fn disk_args(dir: &Path, size: &str, extra: &[&str]) -> Vec<String> {
+    let lease = match extra.iter().position(|a| *a == "--lease") {
+        Some(i) => extra[i + 1],
+        None => "300ms",
+    };
     [
         "--memory",
         "8MiB",
@@ -17,7 +22,7 @@ fn disk_args(dir: &Path, size: &str) -> Vec<String> {
         "1MiB",
         // Every PUT's descriptor leases its arena: short leases let memory turn over.
         "--lease",
-        "300ms",
+        lease,
         "--lease-grace",
         "100ms",
         "--disk",
@@ -27,21 +32,24 @@ fn disk_args(dir: &Path, size: &str) -> Vec<String> {
         "--disk-segment-size",
         "1MiB",
     ]
-    .map(String::from)
-    .to_vec()
+    .iter()
+    .chain(extra.iter().enumerate().filter_map(|(i, a)| {
+        let leasing = *a == "--lease" || (i > 0 && extra[i - 1] == "--lease");
+        (!leasing).then_some(a)
+    }))
+    .map(|s| s.to_string())
+    .collect()
 }
 
 fn start_with_origin(s3: &S3Server, dir: &Path, extra: &[&str]) -> Gateway {
     let mut args = s3.gateway_args("d");
-    args.extend(disk_args(dir, "64MiB"));
-    args.extend(extra.iter().map(|s| s.to_string()));
+    args.extend(disk_args(dir, "64MiB", extra));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     Gateway::start_with_s3(&args)
 }
 
 fn start(dir: &Path, size: &str, extra: &[&str]) -> Gateway {
-    let mut args = disk_args(dir, size);
-    args.extend(extra.iter().map(|s| s.to_string()));
+    let args = disk_args(dir, size, extra);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     Gateway::start(&args)
 }
@@ -155,9 +163,7 @@ fn proves(key: &str, body: &[u8]) -> bool {
 async fn sigkill_during_heavy_spilling_then_restart_serves_only_exact_values() {
     let dir = temp_dir("disk-kill");
     let log = dir.with_extension("log");
-    let mut args = disk_args(&dir, "256MiB");
-    args.push("--disk-admit".into());
-    args.push("second-hit".into());
+    let args = disk_args(&dir, "256MiB", &["--disk-admit", "second-hit"]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let gw = Gateway::start_logged(&args, &[], &log);
     let writers: Vec<_> = (0..4u64)
@@ -250,7 +256,12 @@ async fn a_full_disk_deletes_its_oldest_values_and_never_fails_a_put() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admission_on_the_second_hit_and_descriptors_always_promote() {
     let dir = temp_dir("disk-admit");
-    let gw = start(&dir, "64MiB", &["--disk-admit", "second-hit"]);
+    // Leases long enough for a debug build's first one-sided read.
+    let gw = start(
+        &dir,
+        "64MiB",
+        &["--disk-admit", "second-hit", "--lease", "3s"],
+    );
     put_many(&gw, 60).await;
     wait_for_metric(&gw, "rasa_disk_spills_total", 20.0).await;
     let promoted = |reason: &'static str| {
@@ -296,6 +307,16 @@ async fn admission_on_the_second_hit_and_descriptors_always_promote() {
         1.0,
         "a descriptor admits at once"
     );
+    // One-sided readers get exactly the bytes of values that were only on disk.
+    let c = rasa_client::Client::builder(&gw.base)
+        .fast_path(rasa_client::FastPath::Required)
+        .build()
+        .unwrap();
+    for i in [1, 4, 5] {
+        let obj = c.get(&format!("k{i}")).await.unwrap();
+        assert_eq!(obj.path, rasa_client::ReadPath::Fabric);
+        assert!(obj.bytes == pattern(LEN, i), "k{i}: one-sided bytes differ");
+    }
 
     // Overwritten and deleted keys are gone from disk too.
     put(&gw, "k2", b"new".to_vec()).await;

@@ -138,10 +138,7 @@ impl Objects {
         version: Option<VersionId>,
     ) -> Result<Arc<StoredVersion>, ObjectError> {
         let v = self.lookup(key, version).await?;
-        match v.in_memory() {
-            true => Ok(v),
-            false => Ok(self.store.tier().admit(v).await?),
-        }
+        Ok(self.store.tier().admit(v).await?)
     }
 
     /// The current version of `key` a write's preconditions are checked against: in

@@ -158,10 +158,16 @@ impl Tier<'_> {
         found
     }
 
-    /// `v` in memory: itself when it is, else admitted from the disk tier (waiting for
-    /// room as a PUT does; [`StoreError::Busy`] when none comes).
+    /// `v` in memory where a descriptor may name it: itself when the index reaches it,
+    /// else (read back from disk, or evicted and still queued for the writer, its arena
+    /// draining) a copy admitted into memory, waiting for room as a PUT does
+    /// ([`StoreError::Busy`] when none comes).
     pub async fn admit(&self, v: Arc<StoredVersion>) -> Result<Arc<StoredVersion>, StoreError> {
-        if v.in_memory() {
+        let reachable = || {
+            self.version(v.key(), v.version())
+                .is_some_and(|x| Arc::ptr_eq(&x, &v))
+        };
+        if v.in_memory() && reachable() {
             return Ok(v);
         }
         let promoted = self.promote(v, "descriptor", true).await;
