@@ -218,15 +218,20 @@ pub struct Disk {
     buffers: Arc<buffers::Buffers>,
 }
 
-/// What a key's read from disk found.
+/// Where a key's version on disk is.
 pub(super) enum Found {
     /// Still queued for the writer, or read back and waiting for room: a copy in memory.
     Held(Arc<StoredVersion>),
-    /// Read back from its record; `admit` when the policy takes it into memory.
-    Disk {
-        version: Arc<StoredVersion>,
-        admit: bool,
-    },
+    /// A record to read.
+    Record(Record),
+}
+
+/// A record [`Disk::locate`] found.
+pub(super) struct Record {
+    file: Arc<File>,
+    entry: Entry,
+    /// Whether the policy admits the value into memory when read.
+    pub admit: bool,
 }
 
 fn key_hash(key: &[u8]) -> u64 {
@@ -414,9 +419,9 @@ impl Disk {
         self.flush(timeout) && std::fs::write(self.shared.config.dir.join(CLEAN), b"").is_ok()
     }
 
-    /// Reads `key`'s version (blocking: a positional read of its record), validating the
-    /// record and the key in it; decides admission by the policy.
-    pub(super) fn read(&self, key: &str) -> Option<Found> {
+    /// Where `key`'s version is (no disk read): a copy in memory (queued for the writer,
+    /// or waiting for room), or a record, with whether the policy admits it when read.
+    pub(super) fn locate(&self, key: &str) -> Option<Found> {
         let h = key_hash(key.as_bytes());
         let mut st = self.shared.state();
         if let Some(v) = (st.pending.get(&h))
@@ -430,35 +435,43 @@ impl Disk {
         entry.tag |= HIT;
         let e = *entry;
         let file = Arc::clone(&st.files.get(&e.seg)?.file);
-        drop(st);
-        self.shared.stats.reads.fetch_add(1, Ordering::Relaxed);
-        let version = match self.load(&file, &e, key) {
-            Some(v) => v,
-            None => {
-                tracing::warn!(
-                    key,
-                    segment = e.seg,
-                    offset = e.off,
-                    "a disk record failed validation; dropped"
-                );
-                self.shared.stats.corrupt.fetch_add(1, Ordering::Relaxed);
-                let mut st = self.shared.state();
-                if st
-                    .index
-                    .get(&h)
-                    .is_some_and(|x| x.seg == e.seg && x.off == e.off)
-                {
-                    st.index.remove(&h);
-                }
-                return None;
-            }
-        };
         let admit = match self.shared.config.admit {
             Admit::FirstHit => true,
             Admit::SecondHit => seen,
             Admit::Never => false,
         };
-        Some(Found::Disk { version, admit })
+        Some(Found::Record(Record {
+            file,
+            entry: e,
+            admit,
+        }))
+    }
+
+    /// Reads a record [`Disk::locate`] found (blocking: a positional read), validating it
+    /// and the key in it; a record that fails is dropped from the index.
+    pub(super) fn read(&self, key: &str, r: &Record) -> Option<Arc<StoredVersion>> {
+        self.shared.stats.reads.fetch_add(1, Ordering::Relaxed);
+        let e = r.entry;
+        if let Some(v) = self.load(&r.file, &e, key) {
+            return Some(v);
+        }
+        tracing::warn!(
+            key,
+            segment = e.seg,
+            offset = e.off,
+            "a disk record failed validation; dropped"
+        );
+        self.shared.stats.corrupt.fetch_add(1, Ordering::Relaxed);
+        let h = key_hash(key.as_bytes());
+        let mut st = self.shared.state();
+        if st
+            .index
+            .get(&h)
+            .is_some_and(|x| x.seg == e.seg && x.off == e.off)
+        {
+            st.index.remove(&h);
+        }
+        None
     }
 
     /// The version in the record `e` of `file`, when valid and `key`'s.

@@ -92,46 +92,43 @@ impl Tier<'_> {
             return Ok(None);
         };
         if want == Want::Check {
-            let (d, k) = (Arc::clone(disk), key.to_owned());
-            return Ok(
-                match tokio::task::spawn_blocking(move || d.read(&k)).await {
-                    Ok(Some(Found::Held(v) | Found::Disk { version: v, .. })) => Some(v),
-                    _ => None,
-                },
-            );
+            return Ok(self.read_record(disk, key, disk.locate(key)).await);
         }
         let load = async {
-            let (d, k) = (Arc::clone(disk), key.to_owned());
-            let found = tokio::task::spawn_blocking(move || d.read(&k))
-                .await
-                .ok()??;
-            match found {
-                Found::Held(v) => Some(v),
-                Found::Disk { version, admit } => {
-                    metrics::counter!("rasa_disk_reads_total").increment(1);
-                    if !admit {
-                        return Some(version);
-                    }
-                    let reason = match disk.config().admit {
-                        super::Admit::SecondHit => "second_hit",
-                        _ => "first_hit",
-                    };
-                    let promoted = self.promote(Arc::clone(&version), reason, false).await;
-                    if !promoted.in_memory() && disk.hold(&version) {
-                        // No room now (spills still being written): this copy answers
-                        // the key's reads while the admission waits for room.
-                        let (store, disk) = (Arc::clone(self.0), Arc::clone(disk));
-                        tokio::spawn(async move {
-                            store
-                                .tier()
-                                .promote(Arc::clone(&version), reason, true)
-                                .await;
-                            disk.release(&version);
-                        });
-                    }
-                    Some(promoted)
-                }
+            let record = match disk.locate(key)? {
+                Found::Held(v) => return Some(v),
+                Found::Record(r) => r,
+            };
+            // Admitted since this read missed memory (the copy it held let go after).
+            if let Some(v) = self.current(key) {
+                return Some(v);
             }
+            let admit = record.admit;
+            let version = self
+                .read_record(disk, key, Some(Found::Record(record)))
+                .await?;
+            metrics::counter!("rasa_disk_reads_total").increment(1);
+            if !admit {
+                return Some(version);
+            }
+            let reason = match disk.config().admit {
+                super::Admit::SecondHit => "second_hit",
+                _ => "first_hit",
+            };
+            let promoted = self.promote(Arc::clone(&version), reason, false).await;
+            if !promoted.in_memory() && disk.hold(&version) {
+                // No room now (spills still being written): this copy answers the key's
+                // reads while the admission waits for room.
+                let (store, disk) = (Arc::clone(self.0), Arc::clone(disk));
+                tokio::spawn(async move {
+                    store
+                        .tier()
+                        .promote(Arc::clone(&version), reason, true)
+                        .await;
+                    disk.release(&version);
+                });
+            }
+            Some(promoted)
         };
         let Some(v) = disk.flights.once(key, load).await else {
             return Ok(None);
@@ -140,6 +137,24 @@ impl Tier<'_> {
         match want {
             Want::Descriptor => self.admit(v).await.map(Some),
             _ => Ok(Some(v)),
+        }
+    }
+
+    /// The version `found` names: a held copy, or its record read off the worker.
+    async fn read_record(
+        &self,
+        disk: &Arc<Disk>,
+        key: &str,
+        found: Option<Found>,
+    ) -> Option<Arc<StoredVersion>> {
+        match found? {
+            Found::Held(v) => Some(v),
+            Found::Record(r) => {
+                let (d, k) = (Arc::clone(disk), key.to_owned());
+                tokio::task::spawn_blocking(move || d.read(&k, &r))
+                    .await
+                    .ok()?
+            }
         }
     }
 
