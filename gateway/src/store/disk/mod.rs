@@ -15,6 +15,7 @@
 //!   torn tail is cut off. Writing resumes in a new segment.
 
 mod buffers;
+mod entry;
 mod record;
 mod segments;
 mod tier;
@@ -25,9 +26,8 @@ mod tests;
 
 pub use tier::{Tier, Want};
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fs::File;
-use std::hash::BuildHasherDefault;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,6 +38,7 @@ use rasa_fastpath::buffer::ArenaBuffer;
 
 use super::arena::Arena;
 use super::StoredVersion;
+use entry::{ByHash, Entry, HIT};
 use record::{Extras, Head, HEAD};
 
 /// When a value read from disk is admitted into memory (a descriptor request always
@@ -82,57 +83,6 @@ impl DiskConfig {
         }
     }
 }
-
-/// Where a spilled version's record is. 16 bytes.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Entry {
-    seg: u32,
-    off: u32,
-    len: u32,
-    /// 31 bits of the version id's hash, and whether it was read since it came to disk.
-    tag: u32,
-}
-
-const HIT: u32 = 1 << 31;
-
-impl Entry {
-    fn new(seg: u32, off: u64, len: u64, version: u64) -> Option<Self> {
-        Some(Self {
-            seg,
-            off: u32::try_from(off).ok()?,
-            len: u32::try_from(len).ok()?,
-            tag: Self::tag_of(version),
-        })
-    }
-
-    fn tag_of(version: u64) -> u32 {
-        (xxhash_rust::xxh3::xxh3_64(&version.to_le_bytes()) as u32) & !HIT
-    }
-
-    fn is(&self, version: u64) -> bool {
-        self.tag & !HIT == Self::tag_of(version)
-    }
-}
-
-/// Key hashes are xxh3 already: used as they are.
-#[derive(Default)]
-pub(super) struct KeyHasher(u64);
-
-impl std::hash::Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 << 8) | u64::from(*b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-type ByHash<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
 
 /// One segment file.
 #[derive(Debug)]
