@@ -193,6 +193,13 @@ async fn a_head_that_misses_asks_the_origin_and_fetches_nothing() {
             .unwrap()
             == value
     );
+    // The GET streamed while the object filled; it is stored once the fill completes,
+    // which may be just after the last byte reached the client.
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    while !stored(&gw, "h").await {
+        assert!(Instant::now() < deadline, "the fill never stored h");
+        tokio::task::yield_now().await;
+    }
     let r = c.head(gw.url("/v1/objects/h")).send().await.unwrap();
     assert!(r.headers().contains_key("rasa-version"));
     assert_eq!(s3.ops("HeadObject", "pre/h"), 1);
