@@ -166,6 +166,8 @@ pub struct Disk {
     flights: tier::Flights,
     /// Buffers records are read into, reused.
     buffers: Arc<buffers::Buffers>,
+    /// The directory's lock, held while the tier is open: one process at a time.
+    _lock: File,
 }
 
 /// Where a key's version on disk is.
@@ -194,6 +196,7 @@ impl Disk {
     /// starts the writer. The reason it cannot, in one line.
     pub fn open(config: DiskConfig) -> Result<Arc<Self>, String> {
         let shown = config.dir.display().to_string();
+        let lock = segments::lock_dir(&config.dir)?;
         let mut ids = segments::list(&config.dir).unwrap_or_default();
         if !config.recover {
             for &id in &ids {
@@ -239,6 +242,7 @@ impl Disk {
             recovered,
             flights: tier::Flights::default(),
             buffers: Arc::default(),
+            _lock: lock,
         }))
     }
 

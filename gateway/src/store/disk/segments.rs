@@ -131,6 +131,28 @@ impl Active {
     }
 }
 
+/// Creates `dir` if missing and takes its lock (`DIR/lock`, held until the returned file
+/// is dropped): a second process on the same directory would delete or overwrite the
+/// first one's segments.
+pub(super) fn lock_dir(dir: &Path) -> Result<File, String> {
+    let shown = dir.display();
+    std::fs::create_dir_all(dir).map_err(|e| format!("--disk {shown}: cannot create it: {e}"))?;
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.join("lock"))
+        .map_err(|e| format!("--disk {shown}: cannot open its lock file: {e}"))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(format!(
+            "--disk {shown}: in use by another process (its lock file is held)"
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(format!("--disk {shown}: cannot lock it: {e}")),
+    }
+}
+
 /// Checks that `dir` can hold a disk tier of `size` bytes: writable, with positional writes,
 /// truncation and data sync (what segments need), and room for `size` beyond what its
 /// segments `existing` hold already. The reason otherwise, in one line.

@@ -201,6 +201,16 @@ async fn a_full_disk_deletes_its_oldest_segment_and_keeps_the_newest_values() {
 }
 
 #[test]
+fn a_directory_in_use_by_another_tier_is_refused() {
+    let dir = temp("locked");
+    let first = Disk::open(config(&dir, 1 << 20, Admit::FirstHit)).unwrap();
+    let e = Disk::open(config(&dir, 1 << 20, Admit::FirstHit)).unwrap_err();
+    assert!(e.contains("in use"), "{e}");
+    drop(first);
+    Disk::open(config(&dir, 1 << 20, Admit::FirstHit)).expect("free again once closed");
+}
+
+#[test]
 fn a_directory_too_small_or_unwritable_is_refused_with_a_reason() {
     let dir = temp("small");
     let huge = 1u64 << 60;
