@@ -17,7 +17,7 @@ use rasa_fastpath::frame::{self, FrameHasher, FrameIdentity, HEADER_LEN};
 use sha2::{Digest, Sha256};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::arena::{Arena, ReserveError};
+use super::arena::{Arena, Arenas, ReserveError};
 use super::version::{MediaType, Trailer};
 use super::{OriginMeta, Store, StoreError, StoredVersion, VersionId};
 
@@ -84,7 +84,7 @@ impl Store {
         let staging = match frame_len <= self.config.arena_size {
             true => Some(
                 self.staging
-                    .take(frame_len, self.config.lease + self.config.grace * 2)
+                    .take(frame_len, room_wait(&self.config))
                     .await
                     .ok_or(StoreError::Busy {
                         retry_after: self.config.lease + self.config.grace,
@@ -93,19 +93,10 @@ impl Store {
             false => None,
         };
         let (arena, slot) = self
-            .with_room(|| {
-                let reserved = match self.arenas.reserve_upload(frame_len, false, growing) {
-                    Err(ReserveError::NeedAllocation) => super::memory::off_worker(|| {
-                        self.arenas.reserve_upload(frame_len, true, growing)
-                    }),
-                    other => other,
-                };
-                match reserved {
-                    Ok(got) => Ok(Some(got)),
-                    Err(ReserveError::Never(e)) => Err(e),
-                    Err(ReserveError::NeedRoom | ReserveError::NeedAllocation) => Ok(None),
-                }
-            })
+            .with_room(
+                || reserve_frame(&self.arenas, frame_len, growing),
+                room_wait(&self.config),
+            )
             .await?;
         // The id is fixed now: the block table, written as the body arrives, is seeded
         // with it.
@@ -134,13 +125,15 @@ impl Store {
 
     /// Runs `attempt` until it gives a result: when memory is full (it answers `None`),
     /// makes room (compacting a sparse arena or evicting the least recently used one; see
-    /// [`super::Memory::make_room`]) and waits for reclamation, at most a lease plus twice the
-    /// grace period; then [`StoreError::Busy`].
+    /// [`super::Memory::make_room`]) and waits for reclamation, at most `within` (a write
+    /// waits [`room_wait`]; zero: make room and reclaim, never wait); then
+    /// [`StoreError::Busy`].
     pub(super) async fn with_room<T>(
         &self,
         mut attempt: impl FnMut() -> Result<Option<T>, StoreError>,
+        within: Duration,
     ) -> Result<T, StoreError> {
-        let give_up = std::time::Instant::now() + self.config.lease + self.config.grace * 2;
+        let give_up = std::time::Instant::now() + within;
         loop {
             let wake = self.room.notified();
             if let Some(got) = attempt()? {
@@ -169,8 +162,11 @@ impl Store {
     pub async fn write(&self, upload: &mut Upload, chunk: &[u8]) -> Result<(), StoreError> {
         if let Some(upto) = upload.charge_needed(chunk.len() as u64) {
             let arena = &upload.arena;
-            self.with_room(|| Ok(self.arenas.charge(arena, upto).then_some(())))
-                .await?;
+            self.with_room(
+                || Ok(self.arenas.charge(arena, upto).then_some(())),
+                room_wait(&self.config),
+            )
+            .await?;
         }
         upload.write(chunk)
     }
@@ -262,6 +258,33 @@ impl Store {
         metrics::counter!("rasa_bytes_stored_total").increment(stored.len());
         Ok(stored)
     }
+}
+
+/// A slot for a frame of `frame_len` bytes from memory the budget allows (allocating
+/// and registering a new arena off the async worker when one is needed); `None` when
+/// memory is full. See [`super::arena::Arenas::reserve_upload`] for `growing`.
+pub(super) fn reserve_frame(
+    arenas: &Arenas,
+    frame_len: usize,
+    growing: bool,
+) -> Result<Option<(Arc<Arena>, WriteSlot)>, StoreError> {
+    let reserved = match arenas.reserve_upload(frame_len, false, growing) {
+        Err(ReserveError::NeedAllocation) => {
+            super::memory::off_worker(|| arenas.reserve_upload(frame_len, true, growing))
+        }
+        other => other,
+    };
+    match reserved {
+        Ok(got) => Ok(Some(got)),
+        Err(ReserveError::Never(e)) => Err(e),
+        Err(ReserveError::NeedRoom | ReserveError::NeedAllocation) => Ok(None),
+    }
+}
+
+/// How long a write waits for memory to be reclaimed when the budget is full: a lease plus
+/// twice the grace period.
+pub(super) fn room_wait(config: &super::StoreConfig) -> Duration {
+    config.lease + config.grace * 2
 }
 
 /// A value being written. Dropping it unfinished publishes nothing.

@@ -334,14 +334,13 @@ impl Namespaces {
             next.insert(spec.name.clone(), ns);
         }
         self.default.objects.store().memory().set_budget(left);
-        let before = std::mem::replace(&mut *named, Arc::new(next));
+        let next = Arc::new(next);
+        let before = std::mem::replace(&mut *named, Arc::clone(&next));
         drop(named);
         for (name, ns) in before.iter() {
             // A namespace removed from the file takes its disk tier with it: made again
             // later, it starts empty.
-            if let (false, Some(disk)) =
-                (self.current().contains_key(name), ns.objects.store().disk())
-            {
+            if let (false, Some(disk)) = (next.contains_key(name), ns.objects.store().disk()) {
                 let dir = disk.config().dir.clone();
                 if let Err(e) = std::fs::remove_dir_all(&dir) {
                     tracing::warn!(namespace = %name, dir = %dir.display(), error = %e, "cannot remove a removed namespace's disk tier");

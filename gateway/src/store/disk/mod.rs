@@ -8,7 +8,7 @@
 //!   versions are never spilled, and a write or delete of a key that has a record appends a
 //!   tombstone, so a restart never brings an old value back.
 //! - **Index**: key hash → (segment, offset, length, version tag): 16 bytes a value plus the
-//!   hash table's own, [`Disk::index_bytes`]. A hash collision costs a miss, never wrong
+//!   hash table's own ([`Disk::usage`]). A hash collision costs a miss, never wrong
 //!   bytes: a read checks the key in the record and the record's hash.
 //! - **Full**: the oldest segment is deleted whole (FIFO), its values with it.
 //! - **Recovery** ([`Disk::open`]): every segment is scanned and every record validated; a
@@ -103,7 +103,7 @@ pub(super) struct State {
     bytes: u64,
 }
 
-/// Counters of a disk tier, for metrics.
+/// Counters of one disk tier (the metrics count every tier together).
 #[derive(Debug, Default)]
 pub struct DiskStats {
     /// Values written to disk.
@@ -112,10 +112,6 @@ pub struct DiskStats {
     pub dropped: AtomicU64,
     /// Values deleted with their segment to make room.
     pub evicted: AtomicU64,
-    /// Records read from disk.
-    pub reads: AtomicU64,
-    /// Records that failed validation when read (dropped, never served).
-    pub corrupt: AtomicU64,
 }
 
 /// What recovery found at start.
@@ -133,6 +129,10 @@ pub struct Recovered {
     /// or was killed: values it had in memory, and writes queued for disk, are lost).
     pub clean: bool,
 }
+
+/// Room for a record's extras (media type, headers, entity tags) when judging whether a
+/// value could fit the tier at all.
+const EXTRAS_ROOM: usize = 512;
 
 /// Most values read back held in memory at once while they wait for room.
 const MAX_HELD: usize = 256;
@@ -153,6 +153,12 @@ pub(super) struct Shared {
 impl Shared {
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// An evicted value the tier could not keep.
+    fn count_dropped(&self) {
+        self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("rasa_disk_dropped_total").increment(1);
     }
 }
 
@@ -182,8 +188,9 @@ pub(super) enum Found {
 pub(super) struct Record {
     file: Arc<File>,
     entry: Entry,
-    /// Whether the policy admits the value into memory when read.
-    pub admit: bool,
+    /// Why the policy admits the value into memory when read (`first_hit`, `second_hit`),
+    /// if it does.
+    pub admit: Option<&'static str>,
 }
 
 fn key_hash(key: &[u8]) -> u64 {
@@ -197,7 +204,8 @@ impl Disk {
     pub fn open(config: DiskConfig) -> Result<Arc<Self>, String> {
         let shown = config.dir.display().to_string();
         let lock = segments::lock_dir(&config.dir)?;
-        let mut ids = segments::list(&config.dir).unwrap_or_default();
+        let mut ids = segments::list(&config.dir)
+            .map_err(|e| format!("--disk {shown}: cannot list its segments: {e}"))?;
         if !config.recover {
             for &id in &ids {
                 std::fs::remove_file(segments::path_of(&config.dir, id))
@@ -297,7 +305,7 @@ impl Disk {
         st.pending.contains_key(&h) || st.index.contains_key(&h)
     }
 
-    /// Whether the disk tier holds version `version` of the key hashed `h`.
+    /// Whether the disk tier holds version `version` of `key` (written or queued).
     fn holds(&self, key: &[u8], version: u64) -> bool {
         let h = key_hash(key);
         let st = self.shared.state();
@@ -310,9 +318,9 @@ impl Disk {
     /// version already on disk (read back and admitted) is not written again.
     pub(super) fn spill(&self, v: &Arc<StoredVersion>) {
         let h = key_hash(v.key_bytes());
-        let record = HEAD as u64 + v.frame.len() as u64 + 512;
+        let record = (HEAD + v.frame.len() + EXTRAS_ROOM) as u64;
         if record > self.size() || record > u64::from(u32::MAX) {
-            self.shared.stats.dropped.fetch_add(1, Ordering::Relaxed);
+            self.shared.count_dropped();
             return;
         }
         let mut st = self.shared.state();
@@ -390,9 +398,9 @@ impl Disk {
         let e = *entry;
         let file = Arc::clone(&st.files.get(&e.seg)?.file);
         let admit = match self.shared.config.admit {
-            Admit::FirstHit => true,
-            Admit::SecondHit => seen,
-            Admit::Never => false,
+            Admit::FirstHit => Some("first_hit"),
+            Admit::SecondHit => seen.then_some("second_hit"),
+            Admit::Never => None,
         };
         Some(Found::Record(Record {
             file,
@@ -404,7 +412,7 @@ impl Disk {
     /// Reads a record [`Disk::locate`] found (blocking: a positional read), validating it
     /// and the key in it; a record that fails is dropped from the index.
     pub(super) fn read(&self, key: &str, r: &Record) -> Option<Arc<StoredVersion>> {
-        self.shared.stats.reads.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("rasa_disk_reads_total").increment(1);
         let e = r.entry;
         if let Some(v) = self.load(&r.file, &e, key) {
             return Some(v);
@@ -415,7 +423,7 @@ impl Disk {
             offset = e.off,
             "a disk record failed validation; dropped"
         );
-        self.shared.stats.corrupt.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("rasa_disk_corrupt_total").increment(1);
         let h = key_hash(key.as_bytes());
         let mut st = self.shared.state();
         if st

@@ -153,12 +153,11 @@ pub(super) fn lock_dir(dir: &Path) -> Result<File, String> {
     }
 }
 
-/// Checks that `dir` can hold a disk tier of `size` bytes: writable, with positional writes,
+/// Checks that `dir` (made by [`lock_dir`]) can hold a disk tier of `size` bytes: writable, with positional writes,
 /// truncation and data sync (what segments need), and room for `size` beyond what its
 /// segments `existing` hold already. The reason otherwise, in one line.
 pub(super) fn check_dir(dir: &Path, size: u64, existing: u64) -> Result<(), String> {
     let shown = dir.display();
-    std::fs::create_dir_all(dir).map_err(|e| format!("--disk {shown}: cannot create it: {e}"))?;
     let probe = dir.join(".rasa-probe");
     let tried = (|| -> io::Result<()> {
         let f = OpenOptions::new()

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
-use crate::store::{ObjectHeaders, Store, StoreConfig};
+use crate::store::{ObjectHeaders, Store, StoreConfig, VersionId};
 
 fn temp(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
@@ -71,6 +71,17 @@ async fn read(s: &Arc<Store>, key: &str) -> Option<Arc<StoredVersion>> {
     }
 }
 
+/// PUTs `k0`…`k{n-1}` (20 KB each, through 256 KiB of memory), waits until the disk
+/// tier has written what was evicted; their version ids.
+async fn fill(s: &Store, n: usize) -> Vec<VersionId> {
+    let mut versions = Vec::new();
+    for i in 0..n {
+        versions.push(put(s, &format!("k{i}"), &value(i, 20_000)).await.version());
+    }
+    flushed(s);
+    versions
+}
+
 fn flushed(s: &Store) {
     assert!(
         s.disk().unwrap().flush(Duration::from_secs(10)),
@@ -82,11 +93,7 @@ fn flushed(s: &Store) {
 async fn evicted_values_come_back_from_disk_exact_with_their_extras() {
     let dir = temp("back");
     let s = store(&dir, 64 << 20, Admit::Never);
-    let mut versions = Vec::new();
-    for i in 0..64 {
-        versions.push(put(&s, &format!("k{i}"), &value(i, 20_000)).await.version());
-    }
-    flushed(&s);
+    let versions = fill(&s, 64).await;
     let spilled = s.disk().unwrap().stats().spilled.load(Ordering::Relaxed);
     assert!(
         spilled >= 40,
@@ -115,10 +122,7 @@ async fn evicted_values_come_back_from_disk_exact_with_their_extras() {
 async fn a_restart_recovers_values_and_never_resurrects_overwritten_or_deleted_ones() {
     let dir = temp("restart");
     let s = store(&dir, 64 << 20, Admit::FirstHit);
-    for i in 0..64 {
-        put(&s, &format!("k{i}"), &value(i, 20_000)).await;
-    }
-    flushed(&s);
+    fill(&s, 64).await;
     assert!(s.tier().on_disk("k0") && s.tier().on_disk("k1"));
     put(&s, "k0", b"newer, in memory only").await;
     assert!(
@@ -145,10 +149,7 @@ async fn a_restart_recovers_values_and_never_resurrects_overwritten_or_deleted_o
 async fn a_torn_tail_is_cut_and_never_served() {
     let dir = temp("torn");
     let s = store(&dir, 64 << 20, Admit::Never);
-    for i in 0..64 {
-        put(&s, &format!("k{i}"), &value(i, 20_000)).await;
-    }
-    flushed(&s);
+    fill(&s, 64).await;
     let before = s.disk().unwrap().usage().0;
     drop(s);
     // A crash in the middle of a record: its head and half its body.
@@ -183,10 +184,7 @@ async fn a_full_disk_deletes_its_oldest_segment_and_keeps_the_newest_values() {
     let dir = temp("full");
     let size = 1 << 20;
     let s = store(&dir, size, Admit::Never);
-    for i in 0..200 {
-        put(&s, &format!("k{i}"), &value(i, 20_000)).await;
-    }
-    flushed(&s);
+    fill(&s, 200).await;
     let disk = s.disk().unwrap();
     let (_, bytes, _) = disk.usage();
     assert!(bytes <= size, "{bytes} within {size}");

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use super::{Disk, Found};
-use crate::store::arena::ReserveError;
+use super::{Disk, Found, Record};
+use crate::store::upload::{reserve_frame, room_wait};
 use crate::store::{Store, StoreError, StoredVersion};
 
 /// Why a version is wanted from disk.
@@ -92,7 +92,11 @@ impl Tier<'_> {
             return Ok(None);
         };
         if want == Want::Check {
-            return Ok(self.read_record(disk, key, disk.locate(key)).await);
+            return Ok(match disk.locate(key) {
+                Some(Found::Held(v)) => Some(v),
+                Some(Found::Record(r)) => self.read(disk, key, r).await,
+                None => None,
+            });
         }
         let load = async {
             let record = match disk.locate(key)? {
@@ -104,16 +108,9 @@ impl Tier<'_> {
                 return Some(v);
             }
             let admit = record.admit;
-            let version = self
-                .read_record(disk, key, Some(Found::Record(record)))
-                .await?;
-            metrics::counter!("rasa_disk_reads_total").increment(1);
-            if !admit {
+            let version = self.read(disk, key, record).await?;
+            let Some(reason) = admit else {
                 return Some(version);
-            }
-            let reason = match disk.config().admit {
-                super::Admit::SecondHit => "second_hit",
-                _ => "first_hit",
             };
             let promoted = self.promote(Arc::clone(&version), reason, false).await;
             if !promoted.in_memory() && disk.hold(&version) {
@@ -140,22 +137,12 @@ impl Tier<'_> {
         }
     }
 
-    /// The version `found` names: a held copy, or its record read off the worker.
-    async fn read_record(
-        &self,
-        disk: &Arc<Disk>,
-        key: &str,
-        found: Option<Found>,
-    ) -> Option<Arc<StoredVersion>> {
-        match found? {
-            Found::Held(v) => Some(v),
-            Found::Record(r) => {
-                let (d, k) = (Arc::clone(disk), key.to_owned());
-                tokio::task::spawn_blocking(move || d.read(&k, &r))
-                    .await
-                    .ok()?
-            }
-        }
+    /// The version in record `r` of `key`, read off the async worker.
+    async fn read(&self, disk: &Arc<Disk>, key: &str, r: Record) -> Option<Arc<StoredVersion>> {
+        let (d, k) = (Arc::clone(disk), key.to_owned());
+        tokio::task::spawn_blocking(move || d.read(&k, &r))
+            .await
+            .ok()?
     }
 
     /// The current version of `key` for a read that has no origin behind it, from memory
@@ -205,29 +192,13 @@ impl Tier<'_> {
         wait: bool,
     ) -> Arc<StoredVersion> {
         let len = v.frame.len();
-        let attempt = || {
-            let reserved = match self.arenas.reserve_upload(len, false, false) {
-                Err(ReserveError::NeedAllocation) => crate::store::memory::off_worker(|| {
-                    self.arenas.reserve_upload(len, true, false)
-                }),
-                other => other,
-            };
-            match reserved {
-                Ok(got) => Ok(Some(got)),
-                Err(ReserveError::Never(e)) => Err(e),
-                Err(_) => Ok(None),
-            }
-        };
+        let attempt = || reserve_frame(&self.arenas, len, false);
         let reserved = match wait {
-            true => self.with_room(attempt).await.ok(),
+            true => self.with_room(attempt, room_wait(&self.config)).await,
             // What a PUT does before it waits: make room, reclaim, try again.
-            false => attempt().ok().flatten().or_else(|| {
-                self.memory().make_room();
-                crate::store::memory::off_worker(|| self.memory().reclaim());
-                attempt().ok().flatten()
-            }),
+            false => self.with_room(attempt, Duration::ZERO).await,
         };
-        let Some((arena, mut slot)) = reserved else {
+        let Ok((arena, mut slot)) = reserved else {
             if wait {
                 metrics::counter!("rasa_disk_promotions_skipped_total").increment(1);
             }
@@ -298,12 +269,10 @@ impl Tier<'_> {
 }
 
 impl Disk {
-    /// Publishes its gauges and the counters it keeps itself.
+    /// Publishes its gauges.
     pub fn observe(&self) {
         let (values, bytes, index) = self.usage();
         let r = self.recovered();
-        let stats = self.stats();
-        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
         metrics::gauge!("rasa_disk_values").set(values as f64);
         metrics::gauge!("rasa_disk_bytes").set(bytes as f64);
         metrics::gauge!("rasa_disk_budget_bytes").set(self.size() as f64);
@@ -311,7 +280,5 @@ impl Disk {
         metrics::gauge!("rasa_disk_recovery_seconds").set(r.took.as_secs_f64());
         metrics::gauge!("rasa_disk_recovered_values").set(r.values as f64);
         metrics::gauge!("rasa_disk_torn_bytes").set(r.torn as f64);
-        metrics::counter!("rasa_disk_dropped_total").absolute(load(&stats.dropped));
-        metrics::counter!("rasa_disk_corrupt_total").absolute(load(&stats.corrupt));
     }
 }

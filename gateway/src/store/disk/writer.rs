@@ -157,7 +157,7 @@ impl Writer {
             Err(e) => {
                 drop(st);
                 tracing::warn!(key = v.key(), error = %e, "cannot spill a value to the disk tier; dropped");
-                self.shared.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                self.shared.count_dropped();
             }
         }
     }
