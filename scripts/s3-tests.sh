@@ -23,8 +23,8 @@ out=target/s3-tests
 rm -rf "$out"
 mkdir -p "$out"
 bin=target/release/rasa-gateway
-read -r main_id main_secret < <("$bin" s3-key new main --scopes read,write --file "$out/keys" 2>/dev/null)
-read -r alt_id alt_secret < <("$bin" s3-key new alt --scopes read,write --file "$out/keys" 2>/dev/null)
+read -r main_id main_secret < <("$bin" s3-key new main --scopes read,write,buckets --file "$out/keys" 2>/dev/null)
+read -r alt_id alt_secret < <("$bin" s3-key new alt --scopes read,write,buckets --file "$out/keys" 2>/dev/null)
 : >"$out/namespaces"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 RUST_LOG=warn "$bin" --listen 127.0.0.1:0 --s3-listen "127.0.0.1:$port" --s3-bucket rasa-default \

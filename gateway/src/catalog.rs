@@ -94,6 +94,7 @@ pub const METRICS: &[Metric] = &[
     m("rasa_disk_values", G, &[], "Values on the disk tier (or queued for it)."),
     m("rasa_disk_bytes", G, &[], "Bytes of the disk tier's segment files."),
     m("rasa_disk_budget_bytes", G, &[], "--disk-size."),
+    m("rasa_disk_foreign_files_total", C, &[], "Files in a disk tier's directory that are not its own (a link, another user's, no segment header of this directory): reported and left alone."),
     m("rasa_disk_index_bytes", G, &[], "Memory of the disk tier's index."),
     m("rasa_disk_recovery_seconds", G, &[], "How long recovering the disk tier took at start."),
     m("rasa_disk_recovered_values", G, &[], "Values the disk tier recovered at start."),
@@ -141,7 +142,7 @@ pub const METRICS: &[Metric] = &[
     m("rasa_peer_fills_total", C, &["result"], "Misses asked of the key's previous owner: hit, miss, unreachable."),
     // S3 listener
     m("rasa_s3_requests_total", C, &["status"], "Requests the S3 listener answered."),
-    m("rasa_s3_requests_refused_total", C, &["reason"], "S3 requests refused before parsing: headers_too_large, foreign_origin (open listener)."),
+    m("rasa_s3_requests_refused_total", C, &["reason"], "S3 requests refused before parsing: headers_too_large, foreign_origin (open listener), not_implemented (server-side encryption, POST form uploads)."),
     m("rasa_s3_uploads_too_slow_total", C, &[], "S3 upload bodies ended with RequestTimeout for arriving slower than --min-upload-rate."),
     m("rasa_s3_requests_shed_total", C, &[], "S3 requests answered 503 SlowDown (every slot taken)."),
     m("rasa_s3_panics_total", C, &[], "S3 requests whose handler panicked (answered 500)."),

@@ -11,7 +11,8 @@
 //! ```
 //!
 //! A namespace's `admin` is its `read` and `write`; only a bare `admin` reaches the
-//! gateway-wide operator routes.
+//! gateway-wide operator routes. `buckets` (bare only) lets an S3 key create and delete
+//! buckets (namespaces, with `--s3-create-buckets`); `admin` may too.
 
 use std::fmt;
 
@@ -22,8 +23,12 @@ pub enum Scope {
     Read,
     /// PUT and DELETE objects.
     Write,
-    /// `/metrics` (unless public) and operator routes; implies `read` and `write`.
+    /// `/metrics` (unless public) and operator routes; implies `read`, `write` and
+    /// `buckets`.
     Admin,
+    /// S3 CreateBucket of a new bucket and DeleteBucket (`--s3-create-buckets`): making
+    /// and removing namespaces. Gateway-wide only.
+    Buckets,
 }
 
 impl Scope {
@@ -33,6 +38,7 @@ impl Scope {
             Self::Read => "read",
             Self::Write => "write",
             Self::Admin => "admin",
+            Self::Buckets => "buckets",
         }
     }
 }
@@ -50,8 +56,9 @@ impl std::str::FromStr for Scope {
             "read" => Ok(Self::Read),
             "write" => Ok(Self::Write),
             "admin" => Ok(Self::Admin),
+            "buckets" => Ok(Self::Buckets),
             other => Err(format!(
-                "unknown scope '{other}' (scopes are read, write, admin)"
+                "unknown scope '{other}' (scopes are read, write, admin, buckets)"
             )),
         }
     }
@@ -82,9 +89,15 @@ impl std::str::FromStr for Grant {
         match s.rsplit_once(':') {
             Some((ns, scope)) => {
                 crate::key::check_namespace(ns)?;
+                let scope = scope.parse()?;
+                if scope == Scope::Buckets {
+                    return Err(format!(
+                        "'{s}': buckets is a gateway-wide scope (it makes and removes namespaces); write it alone"
+                    ));
+                }
                 Ok(Self {
                     namespace: Some(ns.to_owned()),
-                    scope: scope.parse()?,
+                    scope,
                 })
             }
             None => Ok(Self {
@@ -193,7 +206,19 @@ mod tests {
         assert!(ns_admin.allows_somewhere(Scope::Read));
         let op: Grants = "admin".parse().unwrap();
         assert!(op.allows(Scope::Admin) && op.allows_in("any", Scope::Write));
-        for bad in ["", "fly", "train:fly", "Bad Name:read", ":read"] {
+        let maker: Grants = "read,write,buckets".parse().unwrap();
+        assert!(maker.allows(Scope::Buckets) && !maker.allows(Scope::Admin));
+        assert!(op.allows(Scope::Buckets), "admin may make buckets");
+        let writer: Grants = "read,write".parse().unwrap();
+        assert!(!writer.allows(Scope::Buckets), "write alone may not");
+        for bad in [
+            "",
+            "fly",
+            "train:fly",
+            "Bad Name:read",
+            ":read",
+            "train:buckets",
+        ] {
             assert!(bad.parse::<Grants>().is_err(), "{bad}");
         }
     }

@@ -275,3 +275,25 @@ def test_a_listing_page_is_a_sequence(client):
     assert repr(page) == f"<rasa_client.ObjectList 2 keys, next_after=\"{prefix}1\">"
     last = client.list(prefix, after=page.next_after)
     assert "next_after=None" in repr(last)
+
+
+def test_an_over_limit_put_raises_what_the_gateway_said(own_gateway, tmp_path):
+    """The gateway answers an over-limit PUT before the body has all arrived; the SDK
+    raises that answer every time, never Unreachable (a broken pipe): 413 over
+    --max-object-size, 507 over what the namespace can ever hold."""
+    ns_file = tmp_path / "namespaces"
+    ns_file.write_text("small 16MiB\n")
+    gw = own_gateway("--memory", "256MiB", "--max-object-size", "1MiB",
+                     "--namespaces", str(ns_file))
+    c = rasa_client.Client(gw.url)
+    for i in range(20):
+        with pytest.raises(rasa_client.PayloadTooLarge):
+            c.put(f"k{i}", b"x" * (2 << 20))
+    gw = own_gateway("--memory", "256MiB", "--max-object-size", "64MiB",
+                     "--namespaces", str(ns_file))
+    c = rasa_client.Client(gw.url, namespace="small")
+    for i in range(10):
+        with pytest.raises(rasa_client.InsufficientStorage):
+            c.put(f"k{i}", b"x" * (20 << 20))
+    with pytest.raises(rasa_client.NotFound):
+        c.get("k0")

@@ -21,6 +21,7 @@ mod objects;
 mod providers;
 mod race;
 mod ranges;
+mod review2;
 mod s3;
 mod security;
 mod setup;

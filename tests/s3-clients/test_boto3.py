@@ -548,20 +548,29 @@ def test_copying_needs_read_on_the_source(tmp_path_factory_dir):
 
 
 def test_buckets_that_tools_create_are_namespaces(tmp_path_factory_dir):
-    """With --s3-create-buckets, CreateBucket by a key with write everywhere makes a
+    """With --s3-create-buckets, CreateBucket by a key with the buckets scope makes a
     namespace (a line in the namespaces file the gateway owns, a quota of
     --s3-bucket-quota), again is success, and DeleteBucket removes it once empty; a key
-    scoped to one namespace cannot make buckets; bad names and quotas past --memory are
-    refused and leave the file as it was."""
+    with write alone, or scoped to one namespace, cannot make or delete buckets; bad
+    names and quotas past --memory are refused and leave the file as it was."""
     tmp = tmp_path_factory_dir
     ns_file = tmp / "namespaces"
     ns_file.write_text("team 16MiB\n")
     scoped = new_key(tmp / "s3-keys", "scoped", "team:read,team:write")
+    maker = new_key(tmp / "s3-keys", "maker", "read,write,buckets")
     setup = start(tmp, "--namespaces", str(ns_file), "--s3-create-buckets",
                   "--s3-bucket-quota", "16MiB", "--memory", "64MiB", "--max-object-size", "8MiB")
     try:
-        c = setup.boto3()
+        writer = setup.boto3()  # read,write
+        with pytest.raises(ClientError) as e:
+            writer.create_bucket(Bucket="by-a-writer")
+        assert code(e) == "AccessDenied"
+        c = setup.boto3(maker)
         c.create_bucket(Bucket="made-by-a-tool")
+        writer.create_bucket(Bucket="made-by-a-tool")  # it exists: its writers succeed
+        with pytest.raises(ClientError) as e:
+            writer.delete_bucket(Bucket="made-by-a-tool")
+        assert code(e) == "AccessDenied"
         c.create_bucket(Bucket="made-by-a-tool")  # again: success, as S3 answers its owner
         c.create_bucket(Bucket="with.periods")  # S3's names may hold periods
         c.put_object(Bucket="with.periods", Key="k", Body=b"p")

@@ -59,8 +59,10 @@ impl DiskArgs {
 
     /// The default namespace's disk tier, when `--disk` is given.
     pub fn config(&self) -> Option<DiskConfig> {
+        let dir = self.disk.clone()?;
         Some(DiskConfig {
-            dir: self.disk.clone()?,
+            root: dir.clone(),
+            dir,
             size: self.disk_size,
             segment_size: self.disk_segment_size,
             admit: self.disk_admit,

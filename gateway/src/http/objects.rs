@@ -1,6 +1,6 @@
 //! `/v1/objects`: store, read, delete and list values.
 
-use axum::body::Body;
+use axum::body::{Body, BodyDataStream};
 use axum::extract::{Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -69,11 +69,10 @@ async fn receive(
     key: &str,
     ctype: &str,
     h: &HeaderMap,
-    body: Body,
+    stream: &mut BodyDataStream,
 ) -> Result<Upload, ApiError> {
     let limit = st.config.max_object_size;
     let too_large = ApiError::PayloadTooLarge { limit };
-    let mut stream = body.into_data_stream();
     let pace = crate::pace::Pace::new(st.config.body_timeout, st.config.min_upload_rate);
     let too_slow = || {
         metrics::counter!("rasa_http_uploads_too_slow_total").increment(1);
@@ -184,6 +183,39 @@ async fn receive(
 )]
 pub async fn put_object(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
     let (parts, body) = req.into_parts();
+    let mut stream = body.into_data_stream();
+    let answer = store_body(&st, &parts, &mut stream).await;
+    if answer.is_err() {
+        linger(&mut stream).await;
+    }
+    answer
+}
+
+/// Most bytes of a refused upload's body read and dropped before the answer goes out.
+const LINGER_BYTES: u64 = 64 << 20;
+/// Longest wait for the rest of a refused upload's body.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reads and drops what is left of a refused upload's body (at most [`LINGER_BYTES`],
+/// for at most [`LINGER`]) before it is answered, as nginx's lingering close does: a
+/// client still sending would otherwise meet a connection reset, which discards the
+/// answer it had not read yet (a broken pipe where `413` or `507` was said).
+async fn linger(stream: &mut BodyDataStream) {
+    let deadline = tokio::time::Instant::now() + LINGER;
+    let mut left = LINGER_BYTES;
+    while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(deadline, stream.next()).await {
+        left = left.saturating_sub(chunk.len() as u64);
+        if left == 0 {
+            break;
+        }
+    }
+}
+
+async fn store_body(
+    st: &AppState,
+    parts: &http::request::Parts,
+    stream: &mut BodyDataStream,
+) -> Result<Response, ApiError> {
     let objects = st.objects_in(&parts.extensions)?;
     let key = key_from_uri(parts.uri.path(), "/v1/objects/")?;
     let ctype = content_type(&parts.headers)?;
@@ -195,13 +227,13 @@ pub async fn put_object(State(st): State<AppState>, req: Request) -> Result<Resp
             .await?;
     }
     let store = objects.store();
-    let upload = receive(&st, store, &key, &ctype, &parts.headers, body).await?;
+    let upload = receive(st, store, &key, &ctype, &parts.headers, stream).await?;
     let sealed = store.seal(upload)?;
     let stored = objects
         .put(sealed, |cur| pre.evaluate(cur, false).map(drop))
         .await?;
     // A remote key opens memory: only for a caller that may read (not a write-only token).
-    let d = descriptor_of(&st, store, &stored, super::auth::Caller::reads(&parts));
+    let d = descriptor_of(st, store, &stored, super::auth::Caller::reads(parts));
     let mut resp = json_response(StatusCode::CREATED, &d);
     let h = resp.headers_mut();
     let location = format!(

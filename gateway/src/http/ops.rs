@@ -63,7 +63,14 @@ pub(crate) fn render(st: &AppState) -> String {
     if let Some(rt) = st.objects.read_through() {
         metrics::gauge!("rasa_origin_fetches_in_flight").set(rt.in_flight() as f64);
     }
-    st.metrics.as_ref().map(|h| h.render()).unwrap_or_default()
+    let Some(handle) = st.metrics.as_ref() else {
+        return String::new();
+    };
+    // The namespaces' series come from a recorder of their own, made for this scrape:
+    // those of removed namespaces are gone with them.
+    let mut text = handle.render();
+    text.push_str(&st.namespaces.exposition());
+    text
 }
 
 /// This API's OpenAPI 3.1 document.

@@ -50,8 +50,8 @@ pub struct S3Args {
     #[arg(long, env = "RASA_MULTIPART_MAX_UPLOADS", default_value_t = 10_000)]
     pub multipart_max_uploads: usize,
 
-    /// Let S3 keys with `write` (or `admin`) for every namespace create and delete buckets:
-    /// CreateBucket adds a namespace of --s3-bucket-quota to the --namespaces file (which
+    /// Let S3 keys with the `buckets` scope (or `admin`) create and delete buckets
+    /// (`write` alone may not): CreateBucket adds a namespace of --s3-bucket-quota to the --namespaces file (which
     /// the gateway then owns) and DeleteBucket removes an empty one. Without it buckets are
     /// the operator's (CreateBucket of an existing one still succeeds, as S3 answers its
     /// owner).
@@ -76,8 +76,9 @@ pub enum S3KeyCommand {
         /// The key's name, as logs show it.
         name: String,
         /// Comma-separated scopes: read (GET, HEAD, LIST), write (PUT, DELETE, multipart,
-        /// copy), admin (both); each for every bucket (namespace) or, as NAMESPACE:SCOPE
-        /// (`ml:read`), for one.
+        /// copy), admin (both, and buckets); each for every bucket (namespace) or, as
+        /// NAMESPACE:SCOPE (`ml:read`), for one; buckets (gateway-wide only): CreateBucket
+        /// and DeleteBucket with --s3-create-buckets.
         #[arg(long)]
         scopes: crate::grants::Grants,
         /// The credentials file to append to.

@@ -14,6 +14,13 @@ pub(super) struct Rasa(pub(super) Arc<S3Front>);
 
 type Answer<T> = S3Result<S3Response<T>>;
 
+/// Whether the access check found the caller may make and remove buckets.
+fn may_make_buckets<T>(req: &S3Request<T>) -> bool {
+    req.extensions
+        .get::<super::keys::BucketRights>()
+        .is_some_and(|r| r.0)
+}
+
 #[async_trait::async_trait]
 impl S3 for Rasa {
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> Answer<GetObjectOutput> {
@@ -56,10 +63,10 @@ impl S3 for Rasa {
         Ok(buckets::list_buckets(&self.0))
     }
     async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> Answer<DeleteBucketOutput> {
-        buckets::delete_bucket(&self.0, &req.input.bucket)
+        buckets::delete_bucket(&self.0, &req.input.bucket, may_make_buckets(&req))
     }
     async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> Answer<CreateBucketOutput> {
-        buckets::create_bucket(&self.0, &req.input.bucket)
+        buckets::create_bucket(&self.0, &req.input.bucket, may_make_buckets(&req))
     }
     async fn head_bucket(&self, req: S3Request<HeadBucketInput>) -> Answer<HeadBucketOutput> {
         buckets::head_bucket(&self.0, &req.input.bucket)
@@ -105,5 +112,13 @@ impl S3 for Rasa {
         req: S3Request<ListMultipartUploadsInput>,
     ) -> Answer<ListMultipartUploadsOutput> {
         multipart::list_uploads(&self.0, req).await
+    }
+    /// POST (browser form) uploads are refused: their policy is not checked here, and
+    /// the trait's default would store them as a PutObject.
+    async fn post_object(&self, _: S3Request<PostObjectInput>) -> Answer<PostObjectOutput> {
+        Err(s3s::s3_error!(
+            NotImplemented,
+            "POST (browser form) uploads are not supported; nothing was stored"
+        ))
     }
 }

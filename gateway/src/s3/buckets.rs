@@ -34,10 +34,12 @@ pub(super) fn list_buckets(front: &S3Front) -> S3Response<ListBucketsOutput> {
 
 /// CreateBucket: a bucket that exists (a `--s3-bucket`, a namespace's) succeeds, as S3
 /// answers its owner (tools such as rclone create the bucket before copying); with
-/// `--s3-create-buckets` another becomes a new namespace; else it is refused, saying why.
+/// `--s3-create-buckets` another becomes a new namespace for a caller that `may` (the
+/// `buckets` scope, or `admin`); else it is refused, saying why.
 pub(super) fn create_bucket(
     front: &S3Front,
     bucket: &str,
+    may: bool,
 ) -> S3Result<S3Response<CreateBucketOutput>> {
     let made = || {
         Ok(S3Response::new(CreateBucketOutput {
@@ -53,6 +55,9 @@ pub(super) fn create_bucket(
             "this gateway serves the buckets its operator configured (--s3-bucket, and a namespace of --namespaces each); {bucket:?} is not one of them, and it runs without --s3-create-buckets"
         ));
     };
+    if !may {
+        return Err(no_bucket_rights("CreateBucket"));
+    }
     match front.namespaces.create(bucket, quota) {
         Ok(_) => made(),
         Err(why) if why.contains("namespace name") => Err(s3_error!(InvalidBucketName, "{why}")),
@@ -63,11 +68,13 @@ pub(super) fn create_bucket(
     }
 }
 
-/// DeleteBucket: removes an empty bucket made by CreateBucket (`--s3-create-buckets`);
-/// the operator's buckets stay.
+/// DeleteBucket: removes an empty bucket made by CreateBucket (`--s3-create-buckets`),
+/// for a caller that `may`; one with multipart uploads in progress is not empty (as S3
+/// answers), so no staged part is stranded. The operator's buckets stay.
 pub(super) fn delete_bucket(
     front: &S3Front,
     bucket: &str,
+    may: bool,
 ) -> S3Result<S3Response<DeleteBucketOutput>> {
     use crate::objects::namespaces::RemoveError;
     if front.buckets.iter().any(|b| b.name == bucket) || front.bucket_quota.is_none() {
@@ -77,12 +84,30 @@ pub(super) fn delete_bucket(
             "{bucket:?} is one of the operator's buckets; it cannot be deleted through S3"
         ));
     }
-    match front.namespaces.remove(bucket) {
-        Ok(()) => Ok(S3Response::new(DeleteBucketOutput::default())),
-        Err(RemoveError::NotFound(_)) => Err(s3_error!(NoSuchBucket)),
-        Err(RemoveError::NotEmpty(_)) => Err(s3_error!(BucketNotEmpty)),
-        Err(RemoveError::Refused(why)) => Err(s3_error!(InternalError, "{why}")),
+    if !may {
+        return Err(no_bucket_rights("DeleteBucket"));
     }
+    // Under the uploads' lock: no upload can start in the bucket while it is removed.
+    let removed = front
+        .uploads
+        .unless_uploading(bucket, || front.namespaces.remove(bucket));
+    match removed {
+        Some(Ok(())) => Ok(S3Response::new(DeleteBucketOutput::default())),
+        None => Err(s3_error!(
+            BucketNotEmpty,
+            "{bucket:?} has multipart uploads in progress: complete or abort them first (ListMultipartUploads, AbortMultipartUpload)"
+        )),
+        Some(Err(RemoveError::NotFound(_))) => Err(s3_error!(NoSuchBucket)),
+        Some(Err(RemoveError::NotEmpty(_))) => Err(s3_error!(BucketNotEmpty)),
+        Some(Err(RemoveError::Refused(why))) => Err(s3_error!(InternalError, "{why}")),
+    }
+}
+
+fn no_bucket_rights(op: &str) -> s3s::S3Error {
+    s3_error!(
+        AccessDenied,
+        "{op} makes or removes a namespace: it needs an access key with the 'buckets' scope (or 'admin'); 'write' is not enough"
+    )
 }
 
 pub(super) fn head_bucket(front: &S3Front, bucket: &str) -> S3Result<S3Response<HeadBucketOutput>> {

@@ -8,6 +8,9 @@
 //! | `DeleteObjects` body over [`MAX_DELETE_BODY`] (declared or sent chunked) | `400 MalformedXML` |
 //! | `DeleteObjects` body whose `Content-MD5` does not match | `400 BadDigest` |
 //! | presigned URL valid for more than 7 days (`X-Amz-Expires` > 604800) | `400 AuthorizationQueryParametersError` |
+//! | server-side encryption asked for (`x-amz-server-side-encryption*`, also a copy source's) | `501 NotImplemented`: nothing stored, nothing served as if decrypted |
+//! | a POST (browser form) upload (`multipart/form-data`) | `501 NotImplemented` |
+//! | an empty `Content-MD5` | `400 InvalidDigest` |
 
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
@@ -92,6 +95,9 @@ impl Edge {
                 ));
             }
         }
+        if let Some(refusal) = refuse_unsupported(req) {
+            return Some(refusal);
+        }
         if let Some(expires) = query_param(req, "X-Amz-Expires") {
             if expires
                 .parse::<u64>()
@@ -173,6 +179,54 @@ impl Edge {
         }
         None
     }
+}
+
+/// What the listener does not do and must not pretend to: server-side encryption (a
+/// client that asked for it would believe its data encrypted) and POST form uploads
+/// (their policy would go unchecked); an empty `Content-MD5` (S3: `InvalidDigest`).
+fn refuse_unsupported(req: &Request) -> Option<Response> {
+    let h = req.headers();
+    let sse = h.keys().find(|k| {
+        let k = k.as_str();
+        k.starts_with("x-amz-server-side-encryption")
+            || k.starts_with("x-amz-copy-source-server-side-encryption")
+    });
+    if let Some(name) = sse {
+        metrics::counter!("rasa_s3_requests_refused_total", "reason" => "not_implemented")
+            .increment(1);
+        return Some(xml_error(
+            StatusCode::NOT_IMPLEMENTED,
+            "NotImplemented",
+            &format!("server-side encryption ({name}) is not supported by this gateway; nothing was stored or read"),
+        ));
+    }
+    let form = h
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("multipart/form-data")
+        });
+    if req.method() == Method::POST && form {
+        metrics::counter!("rasa_s3_requests_refused_total", "reason" => "not_implemented")
+            .increment(1);
+        return Some(xml_error(
+            StatusCode::NOT_IMPLEMENTED,
+            "NotImplemented",
+            "POST (browser form) uploads are not supported by this gateway; nothing was stored",
+        ));
+    }
+    if h.get("content-md5")
+        .is_some_and(|v| v.as_bytes().trim_ascii().is_empty())
+    {
+        return Some(xml_error(
+            StatusCode::BAD_REQUEST,
+            "InvalidDigest",
+            "Content-MD5 is empty: it must be the base64 of a 16-byte MD5 digest; nothing was stored",
+        ));
+    }
+    None
 }
 
 fn too_large() -> Response {

@@ -219,6 +219,10 @@ impl S3Access for Access {
         let Some(key) = keys.get(&creds.access_key) else {
             return Err(s3_error!(InvalidAccessKeyId));
         };
+        // Whether CreateBucket may make a new bucket and DeleteBucket remove one: read by
+        // their handlers (CreateBucket of a bucket that exists needs `write` in it only).
+        cx.extensions_mut()
+            .insert(BucketRights(key.scopes.allows(Scope::Buckets)));
         let op = cx.s3_op().name();
         let bucket = match cx.s3_path() {
             s3s::path::S3Path::Root => None,
@@ -250,6 +254,11 @@ impl S3Access for Access {
     }
 }
 
+/// Whether the caller may make and remove buckets (the `buckets` scope, or `admin`; anyone
+/// on an open listener), set by the access check for the handlers.
+#[derive(Clone, Copy, Debug)]
+pub struct BucketRights(pub bool);
+
 /// Without a credentials file: anyone may do anything (like the native API without
 /// tokens), but SigV2 is still refused.
 #[derive(Clone, Copy, Debug)]
@@ -264,6 +273,7 @@ impl S3Access for Open {
                 "Signature Version 2 is not accepted: sign requests with SigV4"
             ));
         }
+        cx.extensions_mut().insert(BucketRights(true));
         Ok(())
     }
 }

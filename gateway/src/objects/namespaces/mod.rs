@@ -341,9 +341,8 @@ impl Namespaces {
             // A namespace removed from the file takes its disk tier with it: made again
             // later, it starts empty.
             if let (false, Some(disk)) = (next.contains_key(name), ns.objects.store().disk()) {
-                let dir = disk.config().dir.clone();
-                if let Err(e) = std::fs::remove_dir_all(&dir) {
-                    tracing::warn!(namespace = %name, dir = %dir.display(), error = %e, "cannot remove a removed namespace's disk tier");
+                if let Err(e) = crate::store::disk::remove_tier(&disk.config().dir) {
+                    tracing::warn!(namespace = %name, error = %e, "cannot remove a removed namespace's disk tier");
                 }
             }
         }
@@ -434,45 +433,6 @@ impl Namespaces {
         }
         Ok(())
     }
-
-    /// Publishes each namespace's quota, memory and evictions (labelled by name: at most
-    /// [`MAX_NAMESPACES`] + 1 series each) and, with named namespaces, the gateway-wide
-    /// memory gauges as totals over all of them (the default store sets them alone).
-    pub fn observe(&self) {
-        let all = self.all();
-        let (mut budget, mut allocated, mut live) = (0, 0, 0);
-        for ns in &all {
-            let memory = ns.objects.store().memory();
-            let name = ns.name.clone();
-            let (b, a, l) = (memory.budget(), memory.allocated(), memory.live_bytes());
-            (budget, allocated, live) = (budget + b, allocated + a, live + l);
-            metrics::gauge!("rasa_namespace_quota_bytes", "namespace" => name.clone())
-                .set(b as f64);
-            metrics::gauge!("rasa_namespace_bytes_allocated", "namespace" => name.clone())
-                .set(a as f64);
-            metrics::gauge!("rasa_namespace_live_bytes", "namespace" => name.clone()).set(l as f64);
-            if let Some(disk) = ns.objects.store().disk() {
-                let (values, bytes, _) = disk.usage();
-                metrics::gauge!("rasa_namespace_disk_quota_bytes", "namespace" => name.clone())
-                    .set(disk.size() as f64);
-                metrics::gauge!("rasa_namespace_disk_bytes", "namespace" => name.clone())
-                    .set(bytes as f64);
-                metrics::gauge!("rasa_namespace_disk_values", "namespace" => name.clone())
-                    .set(values as f64);
-            }
-            metrics::counter!("rasa_namespace_evictions_total", "namespace" => name).absolute(
-                memory
-                    .arena_stats()
-                    .evicted
-                    .load(std::sync::atomic::Ordering::Relaxed),
-            );
-        }
-        if all.len() > 1 {
-            metrics::gauge!("rasa_memory_budget_bytes").set(budget as f64);
-            metrics::gauge!("rasa_arena_bytes_allocated").set(allocated as f64);
-            metrics::gauge!("rasa_live_bytes").set(live as f64);
-        }
-    }
 }
 
 /// The arena size for a namespace of `quota` under `--arena-size` `arena_size`: a quarter of
@@ -482,6 +442,8 @@ pub fn arena_size_for(quota: u64, arena_size: u64) -> u64 {
     const STEP: u64 = 64 << 10;
     ((quota / 4) / STEP * STEP).clamp(STEP, arena_size.max(STEP))
 }
+
+mod gauges;
 
 #[cfg(test)]
 mod tests;

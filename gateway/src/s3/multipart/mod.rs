@@ -122,6 +122,18 @@ impl Uploads {
         self.len() == 0
     }
 
+    /// Runs `f` unless `bucket` has uploads in progress (`None` then), with no upload
+    /// created meanwhile.
+    pub fn unless_uploading<T>(&self, bucket: &str, f: impl FnOnce() -> T) -> Option<T> {
+        let st = self.state();
+        if st.uploads.values().any(|u| u.bucket == bucket) {
+            return None;
+        }
+        let out = f();
+        drop(st);
+        Some(out)
+    }
+
     /// Drops uploads older than the expiry; returns how many.
     pub fn reap(&self) -> usize {
         let mut st = self.state();
@@ -208,6 +220,8 @@ pub(super) async fn create(
     };
     let uploads = &front.uploads;
     let mut st = uploads.state();
+    // Again under the lock: DeleteBucket removes a bucket only under it too.
+    front.key(&i.bucket, &i.key)?;
     let held = staged.held();
     if st.uploads.len() >= uploads.max_uploads || st.used + held > uploads.budget {
         metrics::counter!("rasa_s3_multipart_refused_total").increment(1);

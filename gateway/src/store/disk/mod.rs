@@ -16,6 +16,7 @@
 
 mod buffers;
 mod entry;
+mod files;
 mod record;
 mod segments;
 mod tier;
@@ -24,6 +25,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use segments::remove_tier;
 pub use tier::{Tier, Want};
 
 use std::collections::BTreeMap;
@@ -56,6 +58,8 @@ pub enum Admit {
 /// A disk tier's settings.
 #[derive(Debug, Clone)]
 pub struct DiskConfig {
+    /// `--disk`: the directory under which this tier's is (itself, or `ns/NAME` below it).
+    pub root: PathBuf,
     /// The directory of its segment files.
     pub dir: PathBuf,
     /// Bytes of segment files it may keep.
@@ -75,6 +79,7 @@ impl DiskConfig {
     /// default namespace's): `DIR/ns/NAME`, segments of at most an eighth of the quota.
     pub fn for_namespace(&self, name: &str, quota: u64) -> Self {
         Self {
+            root: self.root.clone(),
             dir: self.dir.join("ns").join(name),
             size: quota,
             segment_size: (quota / 8).clamp(1 << 20, self.segment_size.max(1 << 20)),
@@ -138,12 +143,14 @@ const EXTRAS_ROOM: usize = 512;
 const MAX_HELD: usize = 256;
 
 /// The file a clean shutdown leaves, removed at start.
-const CLEAN: &str = "clean-shutdown";
+pub(super) const CLEAN: &str = "clean-shutdown";
 
 /// The state and counters the writer thread shares with readers.
 #[derive(Debug)]
 pub(super) struct Shared {
     config: DiskConfig,
+    /// The directory's identity, in every segment's header.
+    identity: [u8; files::ID_LEN],
     /// Bytes it may keep: `config.size`, until [`Disk::set_size`].
     size: AtomicU64,
     state: Mutex<State>,
@@ -203,32 +210,41 @@ impl Disk {
     /// starts the writer. The reason it cannot, in one line.
     pub fn open(config: DiskConfig) -> Result<Arc<Self>, String> {
         let shown = config.dir.display().to_string();
-        let lock = segments::lock_dir(&config.dir)?;
-        let mut ids = segments::list(&config.dir)
+        let lock = segments::lock_dir(&config.root, &config.dir)?;
+        let identity = files::identity(&config.dir)?;
+        let ids = segments::list(&config.dir)
             .map_err(|e| format!("--disk {shown}: cannot list its segments: {e}"))?;
+        let mut ours = Vec::new();
+        for &id in &ids {
+            let opened = segments::open_ours(&config.dir, id, &identity)
+                .map_err(|e| format!("--disk {shown}: cannot open a segment: {e}"))?;
+            ours.extend(opened.map(|f| (id, f)));
+        }
+        // Numbers go on after every segment-named file, foreign ones included: a segment
+        // is never created over one.
+        let next = ids.last().map_or(1, |id| id + 1);
         if !config.recover {
-            for &id in &ids {
-                std::fs::remove_file(segments::path_of(&config.dir, id))
+            for (id, file) in ours.drain(..) {
+                files::remove_if_same(&segments::path_of(&config.dir, id), &file)
                     .map_err(|e| format!("--disk {shown}: cannot clear an old segment: {e}"))?;
             }
-            ids.clear();
         }
-        let existing: u64 = ids
+        let existing = ours
             .iter()
-            .filter_map(|&id| std::fs::metadata(segments::path_of(&config.dir, id)).ok())
+            .filter_map(|(_, f)| f.metadata().ok())
             .map(|m| m.len())
             .sum();
         segments::check_dir(&config.dir, config.size, existing)?;
-        let clean = std::fs::remove_file(config.dir.join(CLEAN)).is_ok();
+        let clean = files::take_marker(&config.dir.join(CLEAN));
         let started = Instant::now();
-        let (state, mut recovered) = writer::recover(&config.dir, &ids)
+        let (state, mut recovered) = writer::recover(&config.dir, ours)
             .map_err(|e| format!("--disk {shown}: cannot recover its segments: {e}"))?;
         recovered.took = started.elapsed();
         recovered.clean = clean;
-        let next = ids.last().map_or(1, |id| id + 1);
-        let active = segments::Active::create(&config.dir, next)
+        let active = segments::Active::create(&config.dir, next, &identity)
             .map_err(|e| format!("--disk {shown}: cannot create a segment: {e}"))?;
         let shared = Arc::new(Shared {
+            identity,
             size: AtomicU64::new(config.size),
             config,
             state: Mutex::new(state),
@@ -378,7 +394,7 @@ impl Disk {
     /// Records that everything queued is written and synced (a clean shutdown), within
     /// `timeout`. Whether it was.
     pub fn close_cleanly(&self, timeout: Duration) -> bool {
-        self.flush(timeout) && std::fs::write(self.shared.config.dir.join(CLEAN), b"").is_ok()
+        self.flush(timeout) && files::create(&self.shared.config.dir.join(CLEAN)).is_ok()
     }
 
     /// Where `key`'s version is (no disk read): a copy in memory (queued for the writer,

@@ -1,13 +1,16 @@
 //! Segment files: append-only files of records ([`super::record`]), named by a number that
-//! only grows, deleted whole, oldest first, when the disk tier is full. Recovery scans
-//! every file, validating every record; the first record that fails ends its file's scan
-//! and the file is cut there (a tail torn by a crash is dropped, never served).
+//! only grows, deleted whole, oldest first, when the disk tier is full. Each starts with a
+//! header naming its directory ([`files::SegmentHeader`]): a file without it is not the
+//! tier's and is left alone. Recovery scans every file of the tier's, validating every
+//! record; the first record that fails ends its file's scan and the file is cut there (a
+//! tail torn by a crash is dropped, never served).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use super::files::{self, SegmentHeader, ID_LEN, SEGMENT_HEADER};
 use super::record::{Head, HEAD, TOMB, VALUE};
 use super::Entry;
 
@@ -43,16 +46,16 @@ pub(super) struct Scanned {
     pub torn: u64,
 }
 
-/// Reads segment `id` from its start, validating every record; cuts off what follows the
-/// last valid one.
-pub(super) fn scan(dir: &Path, id: u32) -> io::Result<Scanned> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path_of(dir, id))?;
+/// Reads segment `id` (`file`, opened and checked to be the tier's by [`open_ours`]) after
+/// its header, validating every record; cuts off what follows the last valid one.
+pub(super) fn scan(file: &File, id: u32) -> io::Result<Scanned> {
     let len = file.metadata()?.len();
-    let mut reader = io::BufReader::with_capacity(4 << 20, &file);
-    let mut out = Scanned::default();
+    let mut reader = io::BufReader::with_capacity(4 << 20, file);
+    io::Seek::seek(&mut reader, io::SeekFrom::Start(SEGMENT_HEADER))?;
+    let mut out = Scanned {
+        valid: SEGMENT_HEADER,
+        ..Scanned::default()
+    };
     let mut body = Vec::new();
     let mut head = [0u8; HEAD];
     while out.valid + HEAD as u64 <= len {
@@ -86,12 +89,38 @@ pub(super) fn scan(dir: &Path, id: u32) -> io::Result<Scanned> {
         out.records.push((h.key_hash, entry));
         out.valid += h.record_len();
     }
-    out.torn = len - out.valid;
+    out.torn = len.saturating_sub(out.valid);
     if out.torn > 0 {
         file.set_len(out.valid)?;
         file.sync_data()?;
     }
     Ok(out)
+}
+
+/// Opens segment `id` of `dir` when it is one of the tier's: a regular file of this user,
+/// reached without a link, that starts with the header of `identity`. A file that is not
+/// is reported by name and left alone (`None`).
+pub(super) fn open_ours(dir: &Path, id: u32, identity: &[u8; ID_LEN]) -> io::Result<Option<File>> {
+    let path = path_of(dir, id);
+    let file = match files::open_existing(&path)? {
+        Ok(f) => f,
+        Err(why) => {
+            files::report_foreign(&path, why);
+            return Ok(None);
+        }
+    };
+    let header = SegmentHeader {
+        identity: *identity,
+        id,
+    };
+    if !header.heads(&file) {
+        files::report_foreign(
+            &path,
+            "it does not start with this directory's segment header",
+        );
+        return Ok(None);
+    }
+    Ok(Some(file))
 }
 
 /// The segment being written.
@@ -103,17 +132,19 @@ pub(super) struct Active {
 }
 
 impl Active {
-    /// A new, empty segment `id`.
-    pub fn create(dir: &Path, id: u32) -> io::Result<Self> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path_of(dir, id))?;
+    /// A new segment `id` of the directory of `identity`: created `0600` (never over an
+    /// existing file), its header written.
+    pub fn create(dir: &Path, id: u32, identity: &[u8; ID_LEN]) -> io::Result<Self> {
+        let file = files::create(&path_of(dir, id))?;
+        let header = SegmentHeader {
+            identity: *identity,
+            id,
+        };
+        file.write_all_at(&header.encode(), 0)?;
         Ok(Self {
             id,
             file: std::sync::Arc::new(file),
-            len: 0,
+            len: SEGMENT_HEADER,
         })
     }
 
@@ -131,18 +162,14 @@ impl Active {
     }
 }
 
-/// Creates `dir` if missing and takes its lock (`DIR/lock`, held until the returned file
-/// is dropped): a second process on the same directory would delete or overwrite the
+/// Creates `dir` if missing (`0700`; every directory from `root` down checked by
+/// [`files::make_dir`]) and takes its lock (`DIR/lock`, `0600`, held until the returned
+/// file is dropped): a second process on the same directory would delete or overwrite the
 /// first one's segments.
-pub(super) fn lock_dir(dir: &Path) -> Result<File, String> {
+pub(super) fn lock_dir(root: &Path, dir: &Path) -> Result<File, String> {
     let shown = dir.display();
-    std::fs::create_dir_all(dir).map_err(|e| format!("--disk {shown}: cannot create it: {e}"))?;
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(dir.join("lock"))
+    files::make_dir(root, dir)?;
+    let file = files::open_or_create(&dir.join("lock"))
         .map_err(|e| format!("--disk {shown}: cannot open its lock file: {e}"))?;
     match file.try_lock() {
         Ok(()) => Ok(file),
@@ -158,14 +185,10 @@ pub(super) fn lock_dir(dir: &Path) -> Result<File, String> {
 /// segments `existing` hold already. The reason otherwise, in one line.
 pub(super) fn check_dir(dir: &Path, size: u64, existing: u64) -> Result<(), String> {
     let shown = dir.display();
-    let probe = dir.join(".rasa-probe");
+    // A name of its own each time (created, never opened over an existing file).
+    let probe = dir.join(format!(".rasa-probe-{:016x}", rand::random::<u64>()));
     let tried = (|| -> io::Result<()> {
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&probe)?;
+        let f = files::create(&probe)?;
         f.write_all_at(b"rasa", 4096)?;
         f.set_len(2)?;
         f.sync_data()?;
@@ -190,4 +213,32 @@ pub(super) fn check_dir(dir: &Path, size: u64, existing: u64) -> Result<(), Stri
         ));
     }
     Ok(())
+}
+
+/// Removes the disk tier in `dir` (a removed namespace's): its segments, lock, marker and
+/// identity, then the directory. Files that are not the tier's are reported and left, and
+/// the directory with them (the reason, in one line).
+pub(crate) fn remove_tier(dir: &Path) -> Result<(), String> {
+    let shown = dir.display();
+    let identity = files::read_identity(dir)?;
+    let ids = list(dir).map_err(|e| format!("{shown}: cannot list it: {e}"))?;
+    for id in ids {
+        let ours = match &identity {
+            Some(identity) => open_ours(dir, id, identity).map_err(|e| format!("{shown}: {e}"))?,
+            None => {
+                files::report_foreign(&path_of(dir, id), "its directory has no identity");
+                None
+            }
+        };
+        if let Some(file) = ours {
+            files::remove_if_same(&path_of(dir, id), &file)
+                .map_err(|e| format!("{shown}: cannot delete segment {id:08x}: {e}"))?;
+        }
+    }
+    for name in ["lock", super::CLEAN, files::IDENTITY] {
+        files::take_marker(&dir.join(name));
+    }
+    std::fs::remove_dir(dir).map_err(|e| {
+        format!("{shown}: left in place ({e}): it holds files that are not the disk tier's")
+    })
 }

@@ -19,6 +19,7 @@ fn temp(tag: &str) -> PathBuf {
 
 fn config(dir: &std::path::Path, size: u64, admit: Admit) -> DiskConfig {
     DiskConfig {
+        root: dir.to_owned(),
         dir: dir.to_owned(),
         size,
         segment_size: 256 << 10,
@@ -156,7 +157,12 @@ async fn a_torn_tail_is_cut_and_never_served() {
     let last = *segments::list(&dir).unwrap().iter().max().unwrap();
     let path = segments::path_of(&dir, last);
     let len = std::fs::metadata(&path).unwrap().len();
-    let scanned = segments::scan(&dir, last).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let scanned = segments::scan(&file, last).unwrap();
     let (_, Some(e)) = scanned.records.last().copied().unwrap() else {
         panic!("a value last")
     };
@@ -218,4 +224,34 @@ fn a_directory_too_small_or_unwritable_is_refused_with_a_reason() {
     std::fs::write(&file, b"x").unwrap();
     let e = Disk::open(config(&file, 1 << 20, Admit::FirstHit)).unwrap_err();
     assert!(e.starts_with("--disk "), "{e}");
+}
+
+#[test]
+fn removing_a_tier_deletes_its_own_files_only() {
+    let dir = temp("remove");
+    let disk = Disk::open(config(&dir, 1 << 20, Admit::FirstHit)).unwrap();
+    assert!(disk.close_cleanly(std::time::Duration::from_secs(5)));
+    drop(disk);
+    let foreign = segments::path_of(&dir, 0x99);
+    std::fs::write(&foreign, b"not a segment").unwrap();
+    std::fs::write(dir.join("notes.txt"), b"the operator's").unwrap();
+    let e = segments::remove_tier(&dir).unwrap_err();
+    assert!(e.contains("not the disk tier's"), "{e}");
+    let mut left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        ["00000099.seg", "notes.txt"],
+        "only what was not the tier's"
+    );
+    std::fs::remove_file(&foreign).unwrap();
+    std::fs::remove_file(dir.join("notes.txt")).unwrap();
+    // An empty tier goes whole.
+    let disk = Disk::open(config(&dir, 1 << 20, Admit::FirstHit)).unwrap();
+    drop(disk);
+    segments::remove_tier(&dir).unwrap();
+    assert!(!dir.exists());
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 
+use super::files::{self, SEGMENT_HEADER};
 use super::record::{Extras, Head, TOMB, VALUE};
 use super::segments::{self, Active, Scanned};
 use super::{key_hash, Entry, Recovered, Segment, Shared, State};
@@ -22,18 +23,19 @@ pub(super) enum Op {
     Sync(mpsc::Sender<()>),
 }
 
-/// Rebuilds the index from segments `ids` of `dir` (scanned in parallel, applied in order:
-/// a later record or tombstone of a key replaces an earlier one).
-pub(super) fn recover(dir: &Path, ids: &[u32]) -> io::Result<(State, Recovered)> {
+/// Rebuilds the index from `segments` of `dir` (the tier's own, opened by
+/// [`segments::open_ours`]; scanned in parallel, applied in order: a later record or
+/// tombstone of a key replaces an earlier one). A segment left with no record is deleted.
+pub(super) fn recover(dir: &Path, segments: Vec<(u32, File)>) -> io::Result<(State, Recovered)> {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let chunk = ids.len().div_ceil(threads).max(1);
+    let chunk = segments.len().div_ceil(threads).max(1);
     let scanned: Vec<io::Result<Scanned>> = std::thread::scope(|s| {
-        let parts: Vec<_> = ids
+        let parts: Vec<_> = segments
             .chunks(chunk)
             .map(|part| {
                 s.spawn(move || {
                     part.iter()
-                        .map(|&id| segments::scan(dir, id))
+                        .map(|(id, file)| segments::scan(file, *id))
                         .collect::<Vec<_>>()
                 })
             })
@@ -45,7 +47,7 @@ pub(super) fn recover(dir: &Path, ids: &[u32]) -> io::Result<(State, Recovered)>
     });
     let mut state = State::default();
     let mut recovered = Recovered::default();
-    for (&id, scanned) in ids.iter().zip(scanned) {
+    for ((id, file), scanned) in segments.into_iter().zip(scanned) {
         let scanned = scanned?;
         recovered.torn += scanned.torn;
         if scanned.torn > 0 {
@@ -55,9 +57,8 @@ pub(super) fn recover(dir: &Path, ids: &[u32]) -> io::Result<(State, Recovered)>
                 "cut a torn tail off a segment"
             );
         }
-        let path = segments::path_of(dir, id);
-        if scanned.valid == 0 {
-            std::fs::remove_file(&path)?;
+        if scanned.records.is_empty() {
+            files::remove_if_same(&segments::path_of(dir, id), &file)?;
             continue;
         }
         recovered.bytes += scanned.valid;
@@ -67,12 +68,11 @@ pub(super) fn recover(dir: &Path, ids: &[u32]) -> io::Result<(State, Recovered)>
                 None => state.index.remove(&h),
             };
         }
-        let file = Arc::new(File::open(&path)?);
         state.bytes += scanned.valid;
         state.files.insert(
             id,
             Segment {
-                file,
+                file: Arc::new(file),
                 bytes: scanned.valid,
             },
         );
@@ -83,13 +83,16 @@ pub(super) fn recover(dir: &Path, ids: &[u32]) -> io::Result<(State, Recovered)>
 
 /// Starts the writer over `active`, the new segment; it ends when the sender is dropped.
 pub(super) fn start(shared: Arc<Shared>, active: Active) -> io::Result<mpsc::Sender<Op>> {
-    shared.state().files.insert(
+    let mut st = shared.state();
+    st.bytes += active.len;
+    st.files.insert(
         active.id,
         Segment {
             file: Arc::clone(&active.file),
-            bytes: 0,
+            bytes: active.len,
         },
     );
+    drop(st);
     let (tx, rx) = mpsc::channel();
     std::thread::Builder::new()
         .name("rasa-disk-writer".into())
@@ -166,7 +169,8 @@ impl Writer {
     /// segments while the tier would be over its size. Where the record starts.
     fn append(&mut self, head: &Head, parts: &[&[u8]]) -> io::Result<(u32, u64)> {
         let n = head.record_len();
-        if self.active.len > 0 && self.active.len + n > self.shared.config.segment_size {
+        if self.active.len > SEGMENT_HEADER && self.active.len + n > self.shared.config.segment_size
+        {
             self.roll()?;
         }
         self.make_room(n)?;
@@ -182,14 +186,21 @@ impl Writer {
     /// Seals the open segment (synced) and opens the next.
     fn roll(&mut self) -> io::Result<()> {
         self.active.file.sync_data()?;
-        let next = Active::create(&self.shared.config.dir, self.active.id + 1)?;
-        self.shared.state().files.insert(
+        let next = Active::create(
+            &self.shared.config.dir,
+            self.active.id + 1,
+            &self.shared.identity,
+        )?;
+        let mut st = self.shared.state();
+        st.bytes += next.len;
+        st.files.insert(
             next.id,
             Segment {
                 file: Arc::clone(&next.file),
-                bytes: 0,
+                bytes: next.len,
             },
         );
+        drop(st);
         self.active = next;
         Ok(())
     }
@@ -205,7 +216,7 @@ impl Writer {
                 return Ok(());
             };
             if oldest == self.active.id {
-                if self.active.len == 0 {
+                if self.active.len <= SEGMENT_HEADER {
                     return Ok(()); // alone: spill checked that it fits
                 }
                 drop(st);
@@ -218,7 +229,10 @@ impl Writer {
             let evicted = (before - st.index.len()) as u64;
             st.bytes -= seg.bytes;
             drop(st);
-            std::fs::remove_file(segments::path_of(&self.shared.config.dir, oldest))?;
+            files::remove_if_same(
+                &segments::path_of(&self.shared.config.dir, oldest),
+                &seg.file,
+            )?;
             self.shared
                 .stats
                 .evicted
