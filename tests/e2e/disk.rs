@@ -8,7 +8,7 @@ use rasa_tests::{http, metric, pattern, temp_dir, wait_for_metric, Gateway, S3Se
 
 /// 8 MiB of memory in 1 MiB arenas, short leases (300 ms, unless `extra` names one), over
 /// a disk tier in `dir` of `size`, then `extra`.
-fn disk_args(dir: &Path, size: &str, extra: &[&str]) -> Vec<String> {
+pub(crate) fn disk_args(dir: &Path, size: &str, extra: &[&str]) -> Vec<String> {
     let lease = match extra.iter().position(|a| *a == "--lease") {
         Some(i) => extra[i + 1],
         None => "300ms",

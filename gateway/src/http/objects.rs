@@ -185,7 +185,13 @@ pub async fn put_object(State(st): State<AppState>, req: Request) -> Result<Resp
     let (parts, body) = req.into_parts();
     let mut stream = body.into_data_stream();
     let answer = store_body(&st, &parts, &mut stream).await;
-    if answer.is_err() {
+    // Not for a body that stalled, crawled or broke: nothing more is coming (or it must
+    // not be waited for).
+    let cut_short = matches!(
+        answer,
+        Err(ApiError::TooSlow { .. } | ApiError::BodyTimeout | ApiError::IncompleteBody(_))
+    );
+    if answer.is_err() && !cut_short {
         linger(&mut stream).await;
     }
     answer

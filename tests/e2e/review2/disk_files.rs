@@ -7,34 +7,9 @@ use std::path::Path;
 
 use rasa_tests::{http, metric, pattern, temp_dir, wait_for_metric, Gateway};
 
-const LEN: usize = 200_000;
+use crate::disk::disk_args as args;
 
-/// 8 MiB of memory, short leases, a disk tier of `size` in `dir`, then `extra`.
-fn args(dir: &Path, size: &str, extra: &[&str]) -> Vec<String> {
-    let mut a: Vec<String> = [
-        "--memory",
-        "8MiB",
-        "--arena-size",
-        "1MiB",
-        "--max-object-size",
-        "1MiB",
-        "--lease",
-        "300ms",
-        "--lease-grace",
-        "100ms",
-        "--disk",
-        dir.to_str().unwrap(),
-        "--disk-size",
-        size,
-        "--disk-segment-size",
-        "1MiB",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    a.extend(extra.iter().map(|s| s.to_string()));
-    a
-}
+const LEN: usize = 200_000;
 
 fn start_logged(dir: &Path, size: &str, extra: &[&str], log: &Path) -> Gateway {
     let a = args(dir, size, extra);
