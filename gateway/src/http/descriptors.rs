@@ -84,10 +84,10 @@ pub async fn batch_descriptors(
             .into_iter()
             .map(|(owner, idx)| {
                 let (st, headers) = (&st, &headers);
-                let prefix = super::NamespaceName::prefix_of(ns.as_ref());
+                let root = super::NamespaceName::api_root_of(ns.as_ref());
                 let keys: Vec<String> = idx.iter().map(|&i| req.keys[i].clone()).collect();
                 async move {
-                    let answer = fanout::ask_owner(st, headers, &prefix, &owner, keys).await;
+                    let answer = fanout::ask_owner(st, headers, &root, &owner, keys).await;
                     (idx, answer)
                 }
             });

@@ -50,22 +50,19 @@ fn others(st: &AppState) -> Vec<ClusterMember> {
 }
 
 /// This node's page `local` merged with every other member's page for the same query
-/// (`query` as received, under `ns_prefix`: `/v1/ns/{ns}` or nothing): at most `limit` items in key order, and `next_after` when any
+/// (`query` as received, under `api_root`: `/v1/ns/{ns}`, or `/v1` for the default namespace): at most `limit` items in key order, and `next_after` when any
 /// member has more. A member that does not answer fails the listing (a partial list
 /// would look complete).
 pub(crate) async fn merge_lists(
     st: &AppState,
     headers: &HeaderMap,
-    ns_prefix: &str,
+    api_root: &str,
     query: &str,
     limit: usize,
     local: ObjectList,
 ) -> Result<ObjectList, ApiError> {
     let asks = others(st).into_iter().map(|m| async move {
-        let url = format!(
-            "{}{ns_prefix}/v1/objects?{query}",
-            m.url.trim_end_matches('/')
-        );
+        let url = format!("{}{api_root}/objects?{query}", m.url.trim_end_matches('/'));
         let req = to_member(st, headers, reqwest::Method::GET, url)?;
         let page: Result<ObjectList, String> = match req.send().await {
             Ok(r) if r.status().is_success() => r.json().await.map_err(|e| e.to_string()),
@@ -132,14 +129,11 @@ pub(crate) fn remote_groups(st: &AppState, keys: &[String]) -> Vec<(ClusterMembe
 pub(crate) async fn ask_owner(
     st: &AppState,
     headers: &HeaderMap,
-    ns_prefix: &str,
+    api_root: &str,
     owner: &ClusterMember,
     keys: Vec<String>,
 ) -> Option<Vec<DescriptorResult>> {
-    let url = format!(
-        "{}{ns_prefix}/v1/descriptors",
-        owner.url.trim_end_matches('/')
-    );
+    let url = format!("{}{api_root}/descriptors", owner.url.trim_end_matches('/'));
     let n = keys.len();
     let resp = to_member(st, headers, reqwest::Method::POST, url)?
         .json(&DescriptorBatchRequest { keys })

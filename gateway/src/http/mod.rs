@@ -209,14 +209,15 @@ impl NamespaceName {
         ext.get::<Self>().map_or(DEFAULT_NAMESPACE, |n| &n.0)
     }
 
-    /// What the paths of a request's namespace start with: `/v1/ns/{ns}`, or nothing.
-    pub(crate) fn path_prefix(ext: &axum::http::Extensions) -> String {
-        Self::prefix_of(ext.get::<Self>())
+    /// Where the routes of a request's namespace are: `/v1/ns/{ns}` (its `objects`,
+    /// `descriptors`, …), or `/v1` for the default one.
+    pub(crate) fn api_root(ext: &axum::http::Extensions) -> String {
+        Self::api_root_of(ext.get::<Self>())
     }
 
-    /// What the paths of namespace `ns` start with (`None`, the default one: nothing).
-    pub(crate) fn prefix_of(ns: Option<&Self>) -> String {
-        ns.map_or_else(String::new, |n| format!("/v1/ns/{}", n.0))
+    /// Where the routes of namespace `ns` are (`None`, the default one: `/v1`).
+    pub(crate) fn api_root_of(ns: Option<&Self>) -> String {
+        ns.map_or_else(|| "/v1".to_owned(), |n| format!("/v1/ns/{}", n.0))
     }
 }
 

@@ -243,8 +243,8 @@ async fn store_body(
     let mut resp = json_response(StatusCode::CREATED, &d);
     let h = resp.headers_mut();
     let location = format!(
-        "{}/v1/objects/{}?version={}",
-        super::NamespaceName::path_prefix(&parts.extensions),
+        "{}/objects/{}?version={}",
+        super::NamespaceName::api_root(&parts.extensions),
         key::to_path(&key),
         stored.version()
     );
@@ -473,8 +473,8 @@ pub async fn list_objects(State(st): State<AppState>, req: Request) -> Result<Re
     let mut list = ObjectList { items, next_after };
     if super::fanout::cluster_wide(&st, req.headers()) {
         let query = req.uri().query().unwrap_or_default();
-        let ns = super::NamespaceName::path_prefix(req.extensions());
-        list = super::fanout::merge_lists(&st, req.headers(), &ns, query, limit, list).await?;
+        let root = super::NamespaceName::api_root(req.extensions());
+        list = super::fanout::merge_lists(&st, req.headers(), &root, query, limit, list).await?;
     }
     Ok(json_response(StatusCode::OK, &list))
 }

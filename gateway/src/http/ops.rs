@@ -20,15 +20,29 @@ pub async fn healthz() -> Json<Health> {
     })
 }
 
-/// Readiness: the gateway can serve requests.
+/// Readiness: the gateway can serve requests. `503` (a problem document saying why)
+/// while a cluster member is fenced: its etcd lease was lost or not renewed in time, so
+/// it may not act as the owner of any key (a load balancer or a Kubernetes readiness
+/// probe then sends its writes elsewhere). `/healthz` stays liveness only.
 #[utoipa::path(
     get, path = "/readyz", tag = "operations", operation_id = "readyz",
-    responses((status = 200, description = "Ready.", body = Health))
+    responses(
+        (status = 200, description = "Ready.", body = Health),
+        (status = 503, description = "Not ready; `detail` says why.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+    )
 )]
-pub async fn readyz() -> Json<Health> {
-    Json(Health {
+pub async fn readyz(State(st): State<AppState>) -> Result<Json<Health>, super::ApiError> {
+    let fenced = st.cluster.as_ref().is_some_and(|c| c.fenced());
+    metrics::gauge!("rasa_unready", "reason" => "fenced").set(f64::from(u8::from(fenced)));
+    if fenced {
+        return Err(super::ApiError::Unavailable {
+            detail: "not ready: this cluster member is fenced (its etcd lease was lost or not renewed within --member-ttl), so it owns no key until etcd answers again".into(),
+            retry_after: 1,
+        });
+    }
+    Ok(Json(Health {
         status: "ok".into(),
-    })
+    }))
 }
 
 /// Prometheus metrics, in the text exposition format.

@@ -128,6 +128,14 @@ async fn a_member_cut_off_from_etcd_stops_owning_and_rejoins_after_the_heal() {
     .await;
     let now_owner = owner(&key, &without.members).unwrap().node_id.clone();
     rasa_tests::wait_for_metric(&gws[2], "rasa_cluster_fenced", 1.0).await;
+    // Its readiness says so (a load balancer sends its writes elsewhere); the others'
+    // does not.
+    let ready = |gw: &Gateway| rasa_tests::http().get(gw.url("/readyz")).send();
+    let r = ready(&gws[2]).await.unwrap();
+    assert_eq!(r.status(), 503, "/readyz of the fenced member");
+    let text = r.text().await.unwrap();
+    assert!(text.contains("fenced"), "{text}");
+    assert_eq!(ready(&gws[0]).await.unwrap().status(), 200);
     let answer = rasa_tests::http()
         .put(gws[2].url(&format!("/v1/objects/{key}")))
         .body(pattern(100, 1))
@@ -146,6 +154,8 @@ async fn a_member_cut_off_from_etcd_stops_owning_and_rejoins_after_the_heal() {
     );
     relay.heal();
     all_see(&refs, 3).await;
+    let r = ready(&gws[2]).await.unwrap();
+    assert_eq!(r.status(), 200, "ready again after the heal");
     let d: Descriptor = json_of(
         rasa_tests::http()
             .put(gws[0].url(&format!("/v1/objects/{key}")))

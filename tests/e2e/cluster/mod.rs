@@ -4,6 +4,7 @@
 
 mod failures;
 mod heal;
+mod namespaced;
 mod s3;
 
 use std::process::Command;
