@@ -10,6 +10,76 @@ use rasa_openapi::{ClusterView, MemberState};
 
 use crate::{http, temp_dir, Gateway};
 
+/// Certificates for an etcd over TLS (made with rcgen in a temporary directory): a CA,
+/// etcd's server certificate for 127.0.0.1, and a member's client certificate.
+pub struct EtcdTls {
+    /// The CA's certificate (PEM).
+    pub ca: PathBuf,
+    /// etcd's certificate and key.
+    pub server_cert: PathBuf,
+    /// etcd's key.
+    pub server_key: PathBuf,
+    /// A member's client certificate.
+    pub client_cert: PathBuf,
+    /// Its key (0600).
+    pub client_key: PathBuf,
+}
+
+impl EtcdTls {
+    /// A new CA and certificates signed by it.
+    pub fn make() -> EtcdTls {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
+        use std::os::unix::fs::PermissionsExt;
+        let dir = temp_dir("etcd-tls");
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        ca.distinguished_name
+            .push(DnType::CommonName, "rasa test etcd CA");
+        let ca_cert = ca.self_signed(&ca_key).unwrap();
+        let leaf = |cn: &str, hosts: Vec<String>| {
+            let key = KeyPair::generate().unwrap();
+            let mut p = CertificateParams::new(hosts).unwrap();
+            p.distinguished_name.push(DnType::CommonName, cn);
+            p.subject_alt_names
+                .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
+            p.extended_key_usages = vec![
+                rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+                rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+            ];
+            let cert = p.signed_by(&key, &ca_cert, &ca_key).unwrap();
+            (cert.pem(), key.serialize_pem())
+        };
+        let (server, server_key) = leaf("etcd", vec!["localhost".into()]);
+        let (client, client_key) = leaf("rasa-member", vec![]);
+        let write = |name: &str, text: &str| {
+            let p = dir.join(name);
+            std::fs::write(&p, text).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+            p
+        };
+        EtcdTls {
+            ca: write("ca.pem", &ca_cert.pem()),
+            server_cert: write("server.pem", &server),
+            server_key: write("server-key.pem", &server_key),
+            client_cert: write("client.pem", &client),
+            client_key: write("client-key.pem", &client_key),
+        }
+    }
+
+    /// The flags that make a member reach etcd with these certificates.
+    pub fn member_flags(&self) -> Vec<String> {
+        [
+            ("--etcd-ca-file", &self.ca),
+            ("--etcd-cert-file", &self.client_cert),
+            ("--etcd-key-file", &self.client_key),
+        ]
+        .iter()
+        .flat_map(|(f, p)| [f.to_string(), p.display().to_string()])
+        .collect()
+    }
+}
+
 /// A running etcd, killed when dropped.
 pub struct Etcd {
     child: Child,
@@ -28,10 +98,33 @@ fn free_port() -> u16 {
 impl Etcd {
     /// Starts etcd and waits until it serves clients (it says so in its log).
     pub fn start() -> Etcd {
+        Self::start_with(None)
+    }
+
+    /// Starts etcd serving clients over TLS only, with `--client-cert-auth`: a client
+    /// needs a certificate of `tls`'s CA.
+    pub fn start_tls(tls: &EtcdTls) -> Etcd {
+        Self::start_with(Some(tls))
+    }
+
+    fn start_with(tls: Option<&EtcdTls>) -> Etcd {
         let dir = temp_dir("etcd");
         let (client, peer) = (free_port(), free_port());
-        let client_url = format!("http://127.0.0.1:{client}");
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let client_url = format!("{scheme}://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
+        let mut tls_args: Vec<String> = Vec::new();
+        if let Some(t) = tls {
+            tls_args = vec![
+                "--cert-file".into(),
+                t.server_cert.display().to_string(),
+                "--key-file".into(),
+                t.server_key.display().to_string(),
+                "--trusted-ca-file".into(),
+                t.ca.display().to_string(),
+                "--client-cert-auth".into(),
+            ];
+        }
         let mut child = Command::new("etcd")
             .arg("--data-dir")
             .arg(dir.join("data"))
@@ -41,6 +134,7 @@ impl Etcd {
             .args(["--listen-peer-urls", &peer_url])
             .args(["--initial-advertise-peer-urls", &peer_url])
             .args(["--initial-cluster", &format!("rasa-test={peer_url}")])
+            .args(&tls_args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -69,6 +163,51 @@ impl Etcd {
             child,
             dir,
             endpoint: format!("etcd://127.0.0.1:{client}"),
+        }
+    }
+
+    /// Turns etcd's authentication on (through its JSON gateway, as `etcdctl` would):
+    /// `root` with password `root_pw`, and `user` with `password`, whose role may read and
+    /// write `/rasa/` only.
+    pub async fn enable_auth(&self, root_pw: &str, user: &str, password: &str) {
+        use base64::Engine;
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let base = self.endpoint.replace("etcd://", "http://");
+        let steps = [
+            (
+                "user/add",
+                serde_json::json!({"name": "root", "password": root_pw}),
+            ),
+            (
+                "user/grant",
+                serde_json::json!({"user": "root", "role": "root"}),
+            ),
+            (
+                "user/add",
+                serde_json::json!({"name": user, "password": password}),
+            ),
+            ("role/add", serde_json::json!({"name": "rasa"})),
+            (
+                "role/grant",
+                serde_json::json!({"name": "rasa", "perm": {
+                "permType": "READWRITE", "key": b64("/rasa/"), "range_end": b64("/rasa0")}}),
+            ),
+            (
+                "user/grant",
+                serde_json::json!({"user": user, "role": "rasa"}),
+            ),
+            ("enable", serde_json::json!({})),
+        ];
+        for (path, body) in steps {
+            let r = http()
+                .post(format!("{base}/v3/auth/{path}"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("etcd auth/{path}: {e}"));
+            let status = r.status();
+            let text = r.text().await.unwrap_or_default();
+            assert!(status.is_success(), "etcd auth/{path}: {status} {text}");
         }
     }
 

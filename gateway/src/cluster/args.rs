@@ -48,6 +48,24 @@ pub struct ClusterArgs {
     /// for the keys it owns there). Default: `--advertise-url` with the S3 listener's port.
     #[arg(long, env = "RASA_S3_ADVERTISE_URL", requires = "etcd")]
     pub s3_advertise_url: Option<String>,
+    /// A PEM file of the certificate authorities that sign etcd's certificate: etcd is
+    /// then reached over TLS (`https://` to the `--cluster` endpoints).
+    #[arg(long, env = "RASA_ETCD_CA_FILE", requires = "etcd")]
+    pub etcd_ca_file: Option<std::path::PathBuf>,
+    /// This member's client certificate for etcd (PEM; with --etcd-key-file and
+    /// --etcd-ca-file), for an etcd run with `--client-cert-auth`.
+    #[arg(long, env = "RASA_ETCD_CERT_FILE", requires_all = ["etcd_key_file", "etcd_ca_file"])]
+    pub etcd_cert_file: Option<std::path::PathBuf>,
+    /// The private key of --etcd-cert-file (PEM; 0600: refused if other users may read it).
+    #[arg(long, env = "RASA_ETCD_KEY_FILE", requires = "etcd_cert_file")]
+    pub etcd_key_file: Option<std::path::PathBuf>,
+    /// An etcd user to authenticate as (etcd's `auth enable`), with --etcd-password-file.
+    #[arg(long, env = "RASA_ETCD_USER", requires_all = ["etcd", "etcd_password_file"])]
+    pub etcd_user: Option<String>,
+    /// A file holding --etcd-user's password on one line (0600: refused if other users may
+    /// read it).
+    #[arg(long, env = "RASA_ETCD_PASSWORD_FILE", requires = "etcd_user")]
+    pub etcd_password_file: Option<std::path::PathBuf>,
 }
 
 /// etcd's client endpoints, as `http://HOST:PORT` URLs.
@@ -126,6 +144,11 @@ impl ClusterArgs {
             routing: c.cluster_routing,
             ca_file: c.cluster_ca_file.clone(),
             s3_url,
+            access: super::etcd_access::EtcdAccess::load(&super::etcd_access::EtcdAccessFiles {
+                ca: c.etcd_ca_file.clone(),
+                identity: c.etcd_cert_file.clone().zip(c.etcd_key_file.clone()),
+                user: c.etcd_user.clone().zip(c.etcd_password_file.clone()),
+            })?,
         }))
     }
 

@@ -27,24 +27,43 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A client for `config.etcd`, checked by one call (a client connects lazily).
 pub(super) async fn connect(config: &ClusterConfig) -> Result<etcd_client::Client, String> {
-    let endpoints = config.etcd.join(",");
-    let options = ConnectOptions::new()
-        .with_connect_timeout(Duration::from_secs(3))
-        .with_timeout(CALL_TIMEOUT)
-        .with_keep_alive(config.member_ttl / 3, config.member_ttl / 3);
-    let unreachable =
-        |e: &dyn std::fmt::Display| format!("cannot reach etcd at {endpoints} (--cluster): {e}");
+    let urls = config.access.endpoints(&config.etcd);
+    let endpoints = urls.join(",");
+    let options = config.access.apply(
+        ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(3))
+            .with_timeout(CALL_TIMEOUT)
+            .with_keep_alive(config.member_ttl / 3, config.member_ttl / 3),
+    );
+    let unreachable = |e: &str| {
+        let hint = config.access.hint(e);
+        format!("cannot reach etcd at {endpoints} (--cluster): {e}{hint}")
+    };
     let mut client = tokio::time::timeout(
         CALL_TIMEOUT,
-        etcd_client::Client::connect(&config.etcd, Some(options)),
+        etcd_client::Client::connect(&urls, Some(options)),
     )
     .await
-    .map_err(|_| unreachable(&"no answer within 5s"))?
-    .map_err(|e| unreachable(&e))?;
-    tokio::time::timeout(CALL_TIMEOUT, client.status())
-        .await
-        .map_err(|_| unreachable(&"no answer within 5s"))?
-        .map_err(|e| unreachable(&e))?;
+    .map_err(|_| unreachable("no answer within 5s"))?
+    .map_err(|e| unreachable(&super::etcd_access::chain(&e)))?;
+    // A call that needs the member's rights (a status call is answered to anyone with a
+    // connection): etcd refuses an unauthenticated or unknown user here.
+    tokio::time::timeout(
+        CALL_TIMEOUT,
+        client.get(
+            members_prefix(&config.name),
+            Some(GetOptions::new().with_prefix().with_count_only()),
+        ),
+    )
+    .await
+    .map_err(|_| unreachable("no answer within 5s"))?
+    .map_err(|e| unreachable(&super::etcd_access::chain(&e)))?;
+    if !config.access.tls() {
+        tracing::warn!(
+            etcd = %endpoints,
+            "etcd is reached without TLS (--etcd-ca-file): whoever can reach it, or the network between, can read and change the member list"
+        );
+    }
     Ok(client)
 }
 

@@ -10,6 +10,7 @@
 //! When etcd cannot be reached the gateway keeps its last view and keeps serving.
 
 mod args;
+pub mod etcd_access;
 mod membership;
 pub mod suspects;
 
@@ -43,6 +44,8 @@ pub struct ClusterConfig {
     pub ca_file: Option<std::path::PathBuf>,
     /// The URL this node's S3 listener is reached at, when it runs one.
     pub s3_url: Option<String>,
+    /// TLS and the user etcd is reached with.
+    pub access: etcd_access::EtcdAccess,
 }
 
 /// The members a node knows, at an etcd revision.

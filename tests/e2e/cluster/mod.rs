@@ -6,6 +6,7 @@ mod failures;
 mod heal;
 mod namespaced;
 mod s3;
+mod secure;
 
 use std::process::Command;
 use std::sync::Arc;
