@@ -91,7 +91,7 @@ pub const METRICS: &[Metric] = &[
     m("rasa_evictions_total", C, &[], "Versions evicted to make room."),
     m("rasa_compacted_total", C, &[], "Versions moved out of sparse arenas."),
     // Disk tier (--disk)
-    m("rasa_unready", G, &["reason"], "1 while /readyz answers 503 for that reason (fenced: a cluster member whose etcd lease was lost or not renewed), else 0."),
+    m("rasa_unready", G, &["reason"], "1 while /readyz answers 503 for that reason (fenced: a cluster member whose etcd lease was lost or not renewed; draining: a member leaving on SIGTERM), else 0."),
     m("rasa_disk_values", G, &[], "Values on the disk tier (or queued for it)."),
     m("rasa_disk_bytes", G, &[], "Bytes of the disk tier's segment files."),
     m("rasa_disk_budget_bytes", G, &[], "--disk-size."),

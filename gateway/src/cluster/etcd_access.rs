@@ -127,18 +127,3 @@ impl EtcdAccess {
         options
     }
 }
-
-/// An error and its causes, `: `-separated (a TLS failure is several layers down).
-pub(super) fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let more = c.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        cause = c.source();
-    }
-    text
-}

@@ -45,7 +45,7 @@ pub(super) async fn connect(config: &ClusterConfig) -> Result<etcd_client::Clien
     )
     .await
     .map_err(|_| unreachable("no answer within 5s"))?
-    .map_err(|e| unreachable(&super::etcd_access::chain(&e)))?;
+    .map_err(|e| unreachable(&crate::net::error_chain(&e)))?;
     // A call that needs the member's rights (a status call is answered to anyone with a
     // connection): etcd refuses an unauthenticated or unknown user here.
     tokio::time::timeout(
@@ -57,7 +57,7 @@ pub(super) async fn connect(config: &ClusterConfig) -> Result<etcd_client::Clien
     )
     .await
     .map_err(|_| unreachable("no answer within 5s"))?
-    .map_err(|e| unreachable(&super::etcd_access::chain(&e)))?;
+    .map_err(|e| unreachable(&crate::net::error_chain(&e)))?;
     if !config.access.tls() {
         tracing::warn!(
             etcd = %endpoints,

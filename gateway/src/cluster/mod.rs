@@ -229,6 +229,12 @@ impl Cluster {
         }
     }
 
+    /// Whether this node is leaving (SIGTERM): it owns no key from then on, and serves
+    /// only what it holds until its leases end.
+    pub fn draining(&self) -> bool {
+        self.me.lock().unwrap_or_else(|e| e.into_inner()).state == MemberState::Draining
+    }
+
     /// Marks this node `draining` in etcd: it owns no key from then on, and keeps serving
     /// what it holds. Returns once etcd has the new record (or after `wait`).
     pub async fn drain(&self, wait: Duration) {

@@ -21,9 +21,11 @@ pub async fn healthz() -> Json<Health> {
 }
 
 /// Readiness: the gateway can serve requests. `503` (a problem document saying why)
-/// while a cluster member is fenced: its etcd lease was lost or not renewed in time, so
-/// it may not act as the owner of any key (a load balancer or a Kubernetes readiness
-/// probe then sends its writes elsewhere). `/healthz` stays liveness only.
+/// while a cluster member is fenced (its etcd lease was lost or not renewed in time, so
+/// it may not act as the owner of any key) or draining (leaving on SIGTERM): a load
+/// balancer or a Kubernetes readiness probe then sends requests elsewhere. The gateway
+/// listens only once its disk tier is recovered and it has joined its cluster, so it is
+/// never reachable and unready for those. `/healthz` stays liveness only.
 #[utoipa::path(
     get, path = "/readyz", tag = "operations", operation_id = "readyz",
     responses(
@@ -33,16 +35,22 @@ pub async fn healthz() -> Json<Health> {
 )]
 pub async fn readyz(State(st): State<AppState>) -> Result<Json<Health>, super::ApiError> {
     let fenced = st.cluster.as_ref().is_some_and(|c| c.fenced());
+    let draining = st.cluster.as_ref().is_some_and(|c| c.draining());
     metrics::gauge!("rasa_unready", "reason" => "fenced").set(f64::from(u8::from(fenced)));
-    if fenced {
-        return Err(super::ApiError::Unavailable {
-            detail: "not ready: this cluster member is fenced (its etcd lease was lost or not renewed within --member-ttl), so it owns no key until etcd answers again".into(),
-            retry_after: 1,
-        });
-    }
-    Ok(Json(Health {
-        status: "ok".into(),
-    }))
+    metrics::gauge!("rasa_unready", "reason" => "draining").set(f64::from(u8::from(draining)));
+    let why = if draining {
+        "not ready: this cluster member is draining (leaving on SIGTERM): it serves what it holds until its leases end, and owns no key"
+    } else if fenced {
+        "not ready: this cluster member is fenced (its etcd lease was lost or not renewed within --member-ttl), so it owns no key until etcd answers again"
+    } else {
+        return Ok(Json(Health {
+            status: "ok".into(),
+        }));
+    };
+    Err(super::ApiError::Unavailable {
+        detail: why.into(),
+        retry_after: 1,
+    })
 }
 
 /// Prometheus metrics, in the text exposition format.

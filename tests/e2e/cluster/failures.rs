@@ -117,6 +117,14 @@ async fn sigterm_drains_held_descriptors_stay_readable_until_their_lease_ends() 
             .any(|m| m.node_id == "g3" && m.state == MemberState::Draining)
     })
     .await;
+    // Not ready while it drains: balancers send new requests elsewhere.
+    let r = rasa_tests::http()
+        .get(gws[2].url("/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503, "/readyz of a draining member");
+    assert!(r.text().await.unwrap().contains("draining"));
     for (i, d) in &held {
         let got = client
             .read_descriptor(d, sent)
