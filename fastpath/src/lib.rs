@@ -1,7 +1,7 @@
 //! # rasa-fastpath
 //!
-//! The memory side of Rasa's RDMA fast path, and (in a later step) safe Rust over
-//! libfabric. This is the only crate of the workspace allowed to use `unsafe` code; every
+//! Rasa's RDMA fast path: the memory one-sided readers read, and safe Rust over libfabric
+//! (endpoints, registration, the serving side and the one-sided reader). This is the only crate of the workspace allowed to use `unsafe` code; every
 //! `unsafe` block carries a `// SAFETY:` comment, and its public API is safe.
 //!
 //! - [`buffer`]: [`ArenaBuffer`](buffer::ArenaBuffer), page-aligned memory that never
@@ -16,7 +16,12 @@
 //!   provider), every arena registered in each domain.
 //! - [`local`]: whether a reader shares its gateway's host and may read it over `shm`.
 //! - [`library`]: libfabric, opened at run time the first time the fast path is used
-//!   (nothing links it).
+//!   (nothing links it); [`fabric`]: RAII owners of its objects (fabric, domain,
+//!   endpoint, memory regions, completion queues), the only module besides `library`
+//!   that touches the raw bindings.
+//! - [`server`]: the gateway's serving endpoint; [`reader`]: one-sided reads of a
+//!   descriptor's frame, validated; [`check`]: `fabric check`, what a host's providers
+//!   can do; [`counting`]: counters of what the fast path did.
 //!
 //! ## Invariant kept here
 //!

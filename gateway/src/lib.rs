@@ -4,8 +4,12 @@
 //! **immutable version** in arena memory laid out for one-sided RDMA reads, and answers
 //! with a **descriptor** (address, remote key, length, checksums, lease).
 //!
-//! - [`store`]: keys → immutable versions in arenas, under a memory budget. Knows nothing
-//!   of HTTP.
+//! - [`store`]: keys → immutable versions in arenas, under a memory budget, and the disk
+//!   tier beyond it (`store::disk`). Knows nothing of HTTP.
+//! - [`objects`]: the object service both fronts call (lookups, reads, writes, deletes;
+//!   one per namespace, `objects::namespaces`).
+//! - [`grants`]: what a token or S3 key may do, and in which namespace.
+//! - [`range`]: byte ranges, shared by the fronts and the object service.
 //! - [`http`]: the axum router ([`http::app`]), one file per resource, errors as
 //!   `application/problem+json`, the OpenAPI document and Swagger UI.
 //! - [`key`]: what a valid object key is; [`media`]: default media types; [`units`]:
@@ -21,8 +25,8 @@
 //!   signal.
 //! - [`certs`]: `rasa-gateway tls self-signed`, a private CA and server certificate.
 //! - [`tokens`]: bearer tokens with scopes, from a token file of hashes.
-//! - [`cluster`]: membership in a cluster of gateways kept in etcd (`--cluster`), and
-//!   which member owns a key.
+//! - [`cluster`]: membership in a cluster of gateways kept in etcd (`--cluster`, over TLS
+//!   and as an etcd user when configured), and which member owns a key.
 //! - [`pace`]: the slowest upload accepted (`--min-upload-rate`).
 //! - [`net`]: listening sockets with a backlog for bursts of connections.
 //! - [`catalog`]: every metric the gateway exports, with its help text.
