@@ -74,7 +74,6 @@ pub async fn metrics(State(st): State<AppState>) -> Response {
 /// recorder).
 pub(crate) fn render(st: &AppState) -> String {
     st.store().memory().observe();
-    st.namespaces.observe();
     let max = st.config.max_concurrent_requests;
     let active = max.saturating_sub(st.slots.available_permits());
     metrics::gauge!("rasa_http_requests_active").set(active as f64);
@@ -89,9 +88,10 @@ pub(crate) fn render(st: &AppState) -> String {
         return String::new();
     };
     // The namespaces' series come from a recorder of their own, made for this scrape:
-    // those of removed namespaces are gone with them.
+    // those of removed namespaces are gone with them. First: it sets the memory totals.
+    let namespaces = st.namespaces.exposition();
     let mut text = handle.render();
-    text.push_str(&st.namespaces.exposition());
+    text.push_str(&namespaces);
     text
 }
 
