@@ -5,7 +5,7 @@ CARGO ?= cargo
 # Extra flags for the gateway, e.g. `make run ARGS="--memory 4GiB --listen 0.0.0.0:8080"`.
 ARGS ?=
 
-.PHONY: setup run build test lint openapi bench stress docker-check fuzz-api python s3-tests
+.PHONY: setup run build test lint openapi docs bench stress docker-check fuzz-api python s3-tests
 
 setup:
 	@./scripts/setup.sh
@@ -54,6 +54,11 @@ lint: setup
 ## Regenerate openapi/openapi.json from the code (a test fails when it is stale).
 openapi:
 	$(CARGO) run -q --locked -p rasa-gateway -- openapi > openapi/openapi.json
+
+## Regenerate docs/configuration.md (every option: key, flag, variable, default) from the
+## flags' definition (a test fails when it is stale).
+docs:
+	$(CARGO) run -q --locked -p rasa-gateway -- config reference > docs/configuration.md
 
 ## Rasa next to nginx and S3, fast path vs HTTP; writes bench/results.md (release builds).
 bench: setup

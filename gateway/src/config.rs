@@ -18,27 +18,38 @@ use crate::units::{parse_duration, parse_size};
 #[derive(Debug, Clone, Parser)]
 #[command(name = "rasa-gateway", version, about, long_about = None)]
 pub struct Args {
+    /// Configuration file (TOML): every option below as a key in its section (`[memory]`
+    /// `memory = "4GiB"`); flags and `RASA_*` variables override it. `rasa-gateway config
+    /// example` prints a complete one.
+    #[arg(long, env = "RASA_CONFIG")]
+    pub config: Option<PathBuf>,
+
     /// Address to serve HTTP on. Port 0 picks a free port (printed at start).
-    #[arg(long, env = "RASA_LISTEN", default_value = "127.0.0.1:8080")]
+    #[arg(
+        long,
+        env = "RASA_LISTEN",
+        default_value = "127.0.0.1:8080",
+        help_heading = "Server"
+    )]
     pub listen: SocketAddr,
 
     /// Memory budget for stored values (all arenas together).
-    #[arg(long, env = "RASA_MEMORY", default_value = "1GiB", value_parser = parse_size)]
+    #[arg(long, env = "RASA_MEMORY", default_value = "1GiB", value_parser = parse_size, help_heading = "Memory")]
     pub memory: u64,
 
     /// Size of one arena, the unit of memory registration and reclamation. A value larger
     /// than an arena gets an arena of its own.
-    #[arg(long, env = "RASA_ARENA_SIZE", default_value = "64MiB", value_parser = parse_size)]
+    #[arg(long, env = "RASA_ARENA_SIZE", default_value = "64MiB", value_parser = parse_size, help_heading = "Memory")]
     pub arena_size: u64,
 
     /// Largest value a PUT may store; larger bodies are refused with 413.
-    #[arg(long, env = "RASA_MAX_OBJECT_SIZE", default_value = "256MiB", value_parser = parse_size)]
+    #[arg(long, env = "RASA_MAX_OBJECT_SIZE", default_value = "256MiB", value_parser = parse_size, help_heading = "Memory")]
     pub max_object_size: u64,
 
     /// Block size of the table of block checksums every stored value carries, which lets
     /// clients read ranges one-sided and validate only the blocks they cover (a power of
     /// two, 4KiB to 16MiB). `0` stores no table: ranges are then served over HTTP only.
-    #[arg(long, env = "RASA_BLOCK_SIZE", default_value = "64KiB", value_parser = parse_size)]
+    #[arg(long, env = "RASA_BLOCK_SIZE", default_value = "64KiB", value_parser = parse_size, help_heading = "Memory")]
     pub block_size: u64,
 
     /// Memory that values being uploaded may hold together until each is stored: a body
@@ -47,156 +58,191 @@ pub struct Args {
     /// upload. An upload waiting for it longer than a lease plus twice the grace gets
     /// 503. At least one --arena-size is allowed (values larger than an arena get their
     /// own, registered only once written, and take none of it).
-    #[arg(long, env = "RASA_UPLOAD_STAGING_MEMORY", default_value = "256MiB", value_parser = parse_size)]
+    #[arg(long, env = "RASA_UPLOAD_STAGING_MEMORY", default_value = "256MiB", value_parser = parse_size, help_heading = "Memory")]
     pub upload_staging_memory: u64,
 
     /// How long a descriptor stays valid for one-sided reads.
-    #[arg(long, env = "RASA_LEASE", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "RASA_LEASE", default_value = "10s", value_parser = parse_duration, help_heading = "Memory")]
     pub lease: Duration,
 
     /// Extra time after the latest lease on an arena ends before its memory is reused
     /// (covers reads still in flight at the deadline).
-    #[arg(long, env = "RASA_LEASE_GRACE", default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, env = "RASA_LEASE_GRACE", default_value = "1s", value_parser = parse_duration, help_heading = "Memory")]
     pub lease_grace: Duration,
 
     /// Most keys accepted in one batch descriptor request.
-    #[arg(long, env = "RASA_MAX_BATCH_KEYS", default_value_t = 1000)]
+    #[arg(
+        long,
+        env = "RASA_MAX_BATCH_KEYS",
+        default_value_t = 1000,
+        help_heading = "Limits"
+    )]
     pub max_batch_keys: usize,
 
     /// Longest time one remote key stays in force for new descriptors: then its arena is
     /// registered under a fresh key, and the old key is revoked once the leases handed out
     /// under it (plus --lease-grace) end. Bounds how long a descriptor — a capability for
     /// its whole arena — stays usable. `0s`: keys change only when an arena is reclaimed.
-    #[arg(long, env = "RASA_KEY_LIFETIME", default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, env = "RASA_KEY_LIFETIME", default_value = "10m", value_parser = parse_duration, help_heading = "Memory")]
     pub key_lifetime: Duration,
 
     /// One-sided reads: `auto` serves them when the provider opens (HTTP only otherwise, with
     /// a warning), `on` refuses to start without them, `off` serves HTTP only.
-    #[arg(long, env = "RASA_FAST_PATH", value_enum, default_value_t = FastPathMode::Auto)]
+    #[arg(long, env = "RASA_FAST_PATH", value_enum, default_value_t = FastPathMode::Auto, help_heading = "Fast path")]
     pub fast_path: FastPathMode,
 
     /// libfabric provider for the fast path: `efa` on AWS, `tcp;ofi_rxm` or `sockets`
     /// elsewhere, `shm` for readers on this host; several at once separated by commas
     /// (`efa,shm`: local readers over shm, remote ones over EFA; the first is the primary).
     /// Without this flag, `FI_PROVIDER` is honoured, then `tcp;ofi_rxm`.
-    #[arg(long, env = "RASA_FABRIC_PROVIDER")]
+    #[arg(long, env = "RASA_FABRIC_PROVIDER", help_heading = "Fast path")]
     pub fabric_provider: Option<String>,
 
     /// Local address the fabric endpoint binds to. Default: the `--listen` IP, unless that
     /// is a wildcard (then the provider picks an interface).
-    #[arg(long, env = "RASA_FABRIC_ADDR")]
+    #[arg(long, env = "RASA_FABRIC_ADDR", help_heading = "Fast path")]
     pub fabric_addr: Option<String>,
 
     /// libfabric domain (NIC) to open, e.g. `rdmap16s27-rdm` on EFA (`rasa-gateway fabric
     /// check` lists them). Default: the first one the provider offers. On `efa` this, not
     /// `--fabric-addr`, selects the NIC.
-    #[arg(long, env = "RASA_FABRIC_DOMAIN")]
+    #[arg(long, env = "RASA_FABRIC_DOMAIN", help_heading = "Fast path")]
     pub fabric_domain: Option<String>,
 
     /// Read-through origin: `s3://bucket` or `s3://bucket/prefix`. Values the gateway does
     /// not hold are fetched from it on first access.
-    #[arg(long, env = "RASA_ORIGIN", value_parser = parse_origin)]
+    #[arg(long, env = "RASA_ORIGIN", value_parser = parse_origin, help_heading = "Origin")]
     pub origin: Option<crate::origin::s3::S3Location>,
 
     /// S3 endpoint URL for non-AWS servers (MinIO, s3s-fs); implies path-style addressing.
-    #[arg(long, env = "RASA_S3_ENDPOINT", requires = "origin")]
+    #[arg(
+        long,
+        env = "RASA_S3_ENDPOINT",
+        requires = "origin",
+        help_heading = "Origin"
+    )]
     pub s3_endpoint: Option<String>,
 
     /// S3 region.
-    #[arg(long, env = "RASA_S3_REGION", default_value = "us-east-1")]
+    #[arg(
+        long,
+        env = "RASA_S3_REGION",
+        default_value = "us-east-1",
+        help_heading = "Origin"
+    )]
     pub s3_region: String,
 
     /// Use virtual-hosted-style addressing (`bucket.endpoint`) even with `--s3-endpoint`.
-    #[arg(long, env = "RASA_S3_VIRTUAL_HOSTED")]
+    #[arg(long, env = "RASA_S3_VIRTUAL_HOSTED", help_heading = "Origin")]
     pub s3_virtual_hosted: bool,
 
     /// Send unsigned (anonymous) requests to S3: for public buckets (open datasets), and
     /// endpoints that take no credentials.
-    #[arg(long, env = "RASA_S3_ANONYMOUS", requires = "origin")]
+    #[arg(
+        long,
+        env = "RASA_S3_ANONYMOUS",
+        requires = "origin",
+        help_heading = "Origin"
+    )]
     pub s3_anonymous: bool,
 
     /// What PUT and DELETE do with the origin. `write-through` (the default with an origin)
     /// acknowledges a PUT only after S3 stored it and deletes in S3 too; `cache-only` keeps
     /// writes in the gateway (a DELETE then only drops the cached copy).
-    #[arg(long, env = "RASA_WRITE_POLICY", value_enum)]
+    #[arg(long, env = "RASA_WRITE_POLICY", value_enum, help_heading = "Origin")]
     pub write_policy: Option<crate::origin::WritePolicy>,
 
     /// Revalidate a cached origin object (conditional GET) once it is this old; `0s` never.
-    #[arg(long, env = "RASA_ORIGIN_TTL", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, env = "RASA_ORIGIN_TTL", default_value = "60s", value_parser = parse_duration, help_heading = "Origin")]
     pub origin_ttl: Duration,
 
     /// Remember "not found at the origin" this long.
-    #[arg(long, env = "RASA_NEGATIVE_TTL", default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, env = "RASA_NEGATIVE_TTL", default_value = "5s", value_parser = parse_duration, help_heading = "Origin")]
     pub negative_ttl: Duration,
 
     /// Memory for remembering "not found" and "too large" answers of the origin (the oldest
     /// are forgotten first past it; about 100 bytes plus the key each).
-    #[arg(long, env = "RASA_NEGATIVE_CACHE_SIZE", default_value = "16MiB", value_parser = parse_size)]
+    #[arg(long, env = "RASA_NEGATIVE_CACHE_SIZE", default_value = "16MiB", value_parser = parse_size, help_heading = "Origin")]
     pub negative_cache_size: u64,
 
     /// What a cold ranged GET does besides fetching its range from the origin: `whole`
     /// also starts storing the whole object (later reads hit), `range` fetches only the range.
-    #[arg(long, env = "RASA_ORIGIN_FILL", value_enum, default_value_t = crate::origin::RangeFill::Whole)]
+    #[arg(long, env = "RASA_ORIGIN_FILL", value_enum, default_value_t = crate::origin::RangeFill::Whole, help_heading = "Origin")]
     pub origin_fill: crate::origin::RangeFill,
 
     /// Longest wait for the origin (per request, and between body chunks): then 504.
-    #[arg(long, env = "RASA_ORIGIN_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "RASA_ORIGIN_TIMEOUT", default_value = "10s", value_parser = parse_duration, help_heading = "Origin")]
     pub origin_timeout: Duration,
 
     /// Namespaces file: one `NAME QUOTA` line per namespace (`train 4GiB`), each with
     /// arenas, a memory budget and keys of its own, at `/v1/ns/{ns}/…` and as the S3
     /// bucket of its name; read again on SIGHUP. The default namespace gets what --memory
     /// leaves after the quotas. Without it there is only the default namespace.
-    #[arg(long, env = "RASA_NAMESPACES")]
+    #[arg(long, env = "RASA_NAMESPACES", help_heading = "Server")]
     pub namespaces: Option<PathBuf>,
 
     /// Token file: one `NAME SCOPES sha256:HEX` line per token (make one with
     /// `rasa-gateway token new`). With it every `/v1` route needs `Authorization: Bearer`;
     /// without it the gateway is open to anyone who can reach it.
-    #[arg(long, env = "RASA_TOKEN_FILE")]
+    #[arg(long, env = "RASA_TOKEN_FILE", help_heading = "Server")]
     pub token_file: Option<PathBuf>,
 
     /// Serve `/metrics` without a token even when a token file is given (it needs `admin`
     /// otherwise).
-    #[arg(long, env = "RASA_PUBLIC_METRICS")]
+    #[arg(long, env = "RASA_PUBLIC_METRICS", help_heading = "Server")]
     pub public_metrics: bool,
 
     /// PEM certificate chain: serve HTTPS instead of HTTP (needs --tls-key).
-    #[arg(long, env = "RASA_TLS_CERT", requires = "tls_key")]
+    #[arg(
+        long,
+        env = "RASA_TLS_CERT",
+        requires = "tls_key",
+        help_heading = "TLS"
+    )]
     pub tls_cert: Option<PathBuf>,
 
     /// PEM private key for --tls-cert.
-    #[arg(long, env = "RASA_TLS_KEY", requires = "tls_cert")]
+    #[arg(
+        long,
+        env = "RASA_TLS_KEY",
+        requires = "tls_cert",
+        help_heading = "TLS"
+    )]
     pub tls_key: Option<PathBuf>,
 
     /// Most `/v1` requests handled at once; more are answered `503` with `Retry-After`
     /// at once rather than queued.
-    #[arg(long, env = "RASA_MAX_CONCURRENT_REQUESTS", default_value_t = 512)]
+    #[arg(
+        long,
+        env = "RASA_MAX_CONCURRENT_REQUESTS",
+        default_value_t = 512,
+        help_heading = "Limits"
+    )]
     pub max_concurrent_requests: usize,
 
     /// Largest request line plus headers; larger requests get `431`.
-    #[arg(long, env = "RASA_MAX_HEADER_SIZE", default_value = "16KiB", value_parser = parse_size)]
+    #[arg(long, env = "RASA_MAX_HEADER_SIZE", default_value = "16KiB", value_parser = parse_size, help_heading = "Limits")]
     pub max_header_size: u64,
 
     /// Memory for gathering PUT bodies sent without Content-Length (chunked), all such
     /// uploads together; they are stored only once complete. A body larger than this gets
     /// 413, one arriving while the memory is in use 503. Bodies with Content-Length stream
     /// into the store's staging memory (--upload-staging-memory) and do not count.
-    #[arg(long, env = "RASA_CHUNKED_UPLOAD_MEMORY", default_value = "256MiB", value_parser = parse_size)]
+    #[arg(long, env = "RASA_CHUNKED_UPLOAD_MEMORY", default_value = "256MiB", value_parser = parse_size, help_heading = "Limits")]
     pub chunked_upload_memory: u64,
 
     /// Longest time a client may take to send a complete request head (or a TLS
     /// handshake); then the connection is closed. Also closes idle keep-alive connections.
-    #[arg(long, env = "RASA_HEADER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, env = "RASA_HEADER_TIMEOUT", default_value = "30s", value_parser = parse_duration, help_heading = "Limits")]
     pub header_timeout: Duration,
 
     /// Longest time a response may wait for the client to read (no progress writing);
     /// then the connection is closed, releasing the memory the response holds.
-    #[arg(long, env = "RASA_SEND_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, env = "RASA_SEND_TIMEOUT", default_value = "60s", value_parser = parse_duration, help_heading = "Limits")]
     pub send_timeout: Duration,
 
     /// Longest pause between two chunks of a request body; then `408` and nothing stored.
-    #[arg(long, env = "RASA_BODY_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, env = "RASA_BODY_TIMEOUT", default_value = "30s", value_parser = parse_duration, help_heading = "Limits")]
     pub body_timeout: Duration,
 
     /// Enables `/v1/_test/*` routes that revoke keys and fabricate corrupt frames, for
@@ -205,19 +251,19 @@ pub struct Args {
     pub test_hooks: bool,
 
     /// Connections, silent sockets, crawling uploads, allowed hosts.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Limits")]
     pub edge: edge::EdgeArgs,
 
     /// The disk tier (`--disk DIR`, …).
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Disk")]
     pub disk: disk::DiskArgs,
 
     /// Cluster membership (`--cluster etcd://…`).
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Cluster")]
     pub cluster: crate::cluster::ClusterArgs,
 
     /// The S3-compatible listener (`--s3-listen`, …).
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "S3")]
     pub s3: crate::s3::args::S3Args,
 
     /// Something to do instead of serving.
@@ -257,6 +303,30 @@ pub enum Command {
     /// S3 access keys for the S3 listener.
     #[command(subcommand, name = "s3-key")]
     S3Key(crate::s3::args::S3KeyCommand),
+    /// The configuration file: an example, a check, the effective configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+/// `rasa-gateway config …`
+#[derive(Debug, Clone, Subcommand)]
+pub enum ConfigCommand {
+    /// Print a complete configuration file: every key in its section with its default and
+    /// one line of meaning (keys without a default commented out).
+    Example,
+    /// Check a configuration file as the gateway would start with it (in this environment):
+    /// unknown keys (with the nearest known one) and bad values are named by line.
+    Check {
+        /// The file to check.
+        file: PathBuf,
+    },
+    /// Print the effective configuration (defaults, the file, `RASA_*` variables and flags
+    /// together) as a configuration file, each key with where its value came from;
+    /// secrets masked.
+    Show,
+    /// Print the configuration reference (a Markdown table) that docs/configuration.md holds.
+    #[command(hide = true)]
+    Reference,
 }
 
 /// `rasa-gateway fabric …`
@@ -479,9 +549,13 @@ fn show(n: u64) -> String {
     bytesize::ByteSize::b(n).display().iec().to_string()
 }
 
+pub mod describe;
 pub mod disk;
 pub mod edge;
 mod fabric;
 mod fast_path;
+pub mod file;
+#[cfg(test)]
+mod file_tests;
 #[cfg(test)]
 mod tests;

@@ -5,9 +5,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
 use rasa_gateway::cluster::Cluster;
-use rasa_gateway::config::{Args, Command, FabricCommand, TlsCommand};
+use rasa_gateway::config::file::{self, LoadError, Loaded};
+use rasa_gateway::config::{describe, Args, Command, ConfigCommand, FabricCommand, TlsCommand};
 use rasa_gateway::http::{doc, AppState, HttpConfig};
 use rasa_gateway::objects::namespaces::{self, Namespaces};
 use rasa_gateway::objects::Objects;
@@ -21,7 +21,18 @@ fn main() -> ExitCode {
     rasa_fastpath::report_fatal_signals("rasa-gateway");
     // Before any thread starts (the environment may only change then).
     let provider_defaults = rasa_fastpath::library::apply_provider_defaults();
-    let args = Args::parse();
+    let loaded = match file::load(std::env::args_os().collect()) {
+        Ok(loaded) => loaded,
+        Err(LoadError::Line(e)) => e.exit(),
+        Err(LoadError::File(why)) => {
+            eprintln!("rasa-gateway: the configuration file is not right:\n{why}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(Command::Config(cmd)) = &loaded.args.command {
+        return config(cmd, &loaded);
+    }
+    let args = loaded.args;
     if let Err(why) = args.validate() {
         eprintln!("rasa-gateway: {why}");
         return ExitCode::from(2);
@@ -52,7 +63,7 @@ fn main() -> ExitCode {
         Some(Command::Tls(TlsCommand::SelfSigned { hosts, out, days })) => {
             return exit(rasa_gateway::certs::self_signed(hosts, out, *days))
         }
-        None => {}
+        Some(Command::Config(_)) | None => {}
     }
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -79,6 +90,29 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `rasa-gateway config …`.
+fn config(cmd: &ConfigCommand, loaded: &Loaded) -> ExitCode {
+    match cmd {
+        ConfigCommand::Example => print!("{}", describe::example()),
+        ConfigCommand::Reference => print!("{}", describe::reference()),
+        ConfigCommand::Show => {
+            if let Err(why) = loaded.args.validate() {
+                eprintln!("rasa-gateway: {why}");
+                return ExitCode::from(2);
+            }
+            print!("{}", describe::show(loaded));
+        }
+        ConfigCommand::Check { file } => match file::check(file) {
+            Ok(()) => println!("{}: ok", file.display()),
+            Err(why) => {
+                eprintln!("{why}");
+                return ExitCode::FAILURE;
+            }
+        },
+    }
+    ExitCode::SUCCESS
 }
 
 /// Every panic is logged with its thread, location, message and a backtrace before the

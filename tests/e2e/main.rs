@@ -5,6 +5,7 @@ mod api;
 mod cluster;
 mod cold;
 mod concurrent;
+mod config;
 mod dashboard;
 mod disk;
 mod fabric_check;
