@@ -16,7 +16,11 @@
 //!   sizes and durations as flags write them.
 //! - [`origin`]: the S3 origin behind the store (read-through, write-through).
 //! - [`s3`]: the S3-compatible listener (`--s3-listen`), on `s3s`, over the same store.
-//! - [`config`]: flags and `RASA_*` environment variables, validated at start.
+//! - [`config`]: flags, `RASA_*` environment variables and the configuration file
+//!   (`--config`; `config::file`, `config::describe`), validated at start.
+//! - [`builder`]: [`Gateway::build`] makes a gateway from its configuration in stages
+//!   (storage, origin, object service and namespaces, fronts, cluster) and
+//!   [`Gateway::serve`] runs it to a clean shutdown — as the binary does.
 //! - [`credentials`]: the `token` and `s3-key` subcommands; [`credfile`]: writing those
 //!   files 0600 and warning when one is readable by others.
 //! - [`browser`]: what an open gateway refuses from web pages (foreign `Host`, cross-site
@@ -27,7 +31,8 @@
 //! - [`tokens`]: bearer tokens with scopes, from a token file of hashes.
 //! - [`cluster`]: membership in a cluster of gateways kept in etcd (`--cluster`, over TLS
 //!   and as an etcd user when configured), and which member owns a key.
-//! - [`pace`]: the slowest upload accepted (`--min-upload-rate`).
+//! - [`pace`]: the slowest upload accepted (`--min-upload-rate`); [`reload`]: files read
+//!   again on SIGHUP.
 //! - [`net`]: listening sockets with a backlog for bursts of connections.
 //! - [`catalog`]: every metric the gateway exports, with its help text.
 //!
@@ -40,6 +45,7 @@
 //! arena is reused only after that deadline.
 
 pub mod browser;
+pub mod builder;
 pub mod catalog;
 pub mod certs;
 pub mod cluster;
@@ -55,8 +61,11 @@ pub mod objects;
 pub mod origin;
 pub mod pace;
 pub mod range;
+pub mod reload;
 pub mod s3;
 pub mod server;
 pub mod store;
 pub mod tokens;
 pub mod units;
+
+pub use builder::Gateway;

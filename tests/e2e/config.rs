@@ -132,3 +132,53 @@ fn a_bad_file_is_refused_naming_the_line() {
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("nope.toml: No such file"));
 }
+
+/// An embedder (or a test) starts a gateway as the binary does: the configuration, then
+/// [`rasa_gateway::Gateway::build`], then `serve_until` its own shutdown signal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_built_in_process_serves_and_stops() {
+    let argv = [
+        "rasa-gateway",
+        "--listen",
+        "127.0.0.1:0",
+        "--fast-path",
+        "off",
+        "--memory",
+        "64MiB",
+        "--arena-size",
+        "4MiB",
+        "--max-object-size",
+        "1MiB",
+        "--upload-staging-memory",
+        "8MiB",
+    ];
+    let loaded = rasa_gateway::config::file::load(argv.iter().map(Into::into).collect())
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let args = loaded.args;
+    args.validate().unwrap();
+    let gw = rasa_gateway::Gateway::build(args).await.unwrap();
+    let base = format!("http://{}", gw.addr());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(gw.serve_until(async move {
+        let _ = stopped.await;
+    }));
+    let put = http()
+        .put(format!("{base}/v1/objects/k"))
+        .body("hello")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 201);
+    let got = http()
+        .get(format!("{base}/v1/objects/k"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.text().await.unwrap(), "hello");
+    stop.send(()).unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(10), served)
+        .await
+        .expect("the gateway stops within 10 s of its shutdown signal")
+        .unwrap()
+        .unwrap();
+}

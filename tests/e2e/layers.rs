@@ -18,6 +18,7 @@ const GATEWAY_LAYERS: &[(&str, u32)] = &[
     ("net", 0),
     ("pace", 0),
     ("range", 0),
+    ("reload", 0),
     ("units", 0),
     ("store", 1),
     ("grants", 1),
@@ -30,9 +31,10 @@ const GATEWAY_LAYERS: &[(&str, u32)] = &[
     ("certs", 5),
     ("config", 5),
     ("server", 5),
+    ("builder", 6),
     ("credentials", 6),
-    ("main", 6),
-    ("lib", 6),
+    ("main", 7),
+    ("lib", 7),
 ];
 
 /// `foo` in every `crate::foo` of `text` outside comments.

@@ -110,7 +110,14 @@ pub async fn prepare(args: &S3Args, shared: Shared) -> Result<Option<Prepared>, 
     let keys = match &args.s3_credentials_file {
         Some(path) => {
             let keys = Arc::new(S3Keys::load(path)?);
-            reload_on_sighup(Arc::clone(&keys))?;
+            {
+                let keys = Arc::clone(&keys);
+                crate::reload::reload_on_sighup(
+                    "S3 credentials file",
+                    |_| {},
+                    move || keys.reload(),
+                )?;
+            }
             Some(keys)
         }
         None => None,
@@ -211,27 +218,4 @@ async fn count(resp: Response<Body>) -> Response<Body> {
     metrics::counter!("rasa_s3_requests_total", "status" => resp.status().as_str().to_owned())
         .increment(1);
     resp
-}
-
-#[cfg(unix)]
-fn reload_on_sighup(keys: Arc<S3Keys>) -> Result<(), String> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut hangup = signal(SignalKind::hangup())
-        .map_err(|e| format!("cannot install a SIGHUP handler: {e}"))?;
-    tokio::spawn(async move {
-        while hangup.recv().await.is_some() {
-            match keys.reload() {
-                Ok(n) => tracing::info!(keys = n, "SIGHUP: S3 credentials file reloaded"),
-                Err(e) => {
-                    tracing::error!(error = %e, "SIGHUP: S3 credentials not reloaded; the keys in force stay")
-                }
-            }
-        }
-    });
-    Ok(())
-}
-
-#[cfg(not(unix))]
-fn reload_on_sighup(_: Arc<S3Keys>) -> Result<(), String> {
-    Ok(())
 }

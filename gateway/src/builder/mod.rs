@@ -1,0 +1,127 @@
+//! The gateway built from its configuration, in stages, as the binary and the tests start
+//! it: [`Gateway::build`] sets up storage (the store, its disk tier and reclaimer), the
+//! origin (read-through), the object service and namespaces, the fronts (HTTP and S3) and
+//! the cluster; [`Gateway::serve`] announces the listeners, serves until a signal, and shuts
+//! down (a cluster member drains, memory's values are written to disk).
+//!
+//! Modelled on Garage's `server.rs`: one configuration in, one handle passed on, each stage
+//! a function of what the stages before it built.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cluster::Cluster;
+use crate::config::Args;
+use crate::http::AppState;
+use crate::objects::namespaces::Namespaces;
+use crate::objects::Objects;
+use crate::tokens::TokenFile;
+
+mod fronts;
+mod lifecycle;
+mod storage;
+
+/// A gateway built and bound, not yet listening: its port is reserved (a cluster member
+/// refuses connections until it serves, rather than leaving them queued).
+pub struct Gateway {
+    args: Args,
+    tokens: Option<Arc<TokenFile>>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    namespaces: Arc<Namespaces>,
+    state: AppState,
+    socket: tokio::net::TcpSocket,
+    addr: SocketAddr,
+    s3: Option<crate::s3::listener::Prepared>,
+    cluster: Option<Arc<Cluster>>,
+}
+
+impl Gateway {
+    /// Builds the gateway `args` describe (already checked with [`Args::validate`]): storage,
+    /// origin, object service and namespaces, fronts, cluster. Needs a Tokio runtime.
+    pub async fn build(args: Args) -> Result<Gateway, String> {
+        let tokens = match &args.token_file {
+            Some(path) => Some(Arc::new(TokenFile::load(path)?)),
+            None => None,
+        };
+        let tls = match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => Some(crate::server::tls_config(cert, key)?),
+            _ => None,
+        };
+        if let Some(file) = &tokens {
+            let file = Arc::clone(file);
+            let count =
+                |r| metrics::counter!("rasa_token_reloads_total", "result" => r).increment(1);
+            crate::reload::reload_on_sighup("token file", count, move || file.reload())?;
+        }
+        let storage = storage::Storage::build(&args)?;
+        let origin = match args.s3_config() {
+            Some(cfg) => Some(storage::read_through(&args, cfg, &storage.store).await),
+            None => None,
+        };
+        storage.revalidate_recovered(&args, origin.as_deref());
+        let objects = Objects::new(
+            Arc::clone(&storage.store),
+            origin,
+            args.effective_write_policy(),
+        );
+        let namespaces = storage::namespaces(&args, &objects, storage.tick, storage.disk.clone())?;
+        let fronts = fronts::Fronts::build(
+            &args,
+            &objects,
+            &namespaces,
+            tokens.clone(),
+            storage.recorder,
+        )
+        .await?;
+        let mut state = fronts.state;
+        let cluster = fronts::join_cluster(
+            &args,
+            &mut state,
+            &objects,
+            fronts.s3.as_ref(),
+            fronts.addr,
+            tls.is_some(),
+        )
+        .await?;
+        Ok(Gateway {
+            args,
+            tokens,
+            tls,
+            namespaces,
+            state,
+            socket: fronts.socket,
+            addr: fronts.addr,
+            s3: fronts.s3,
+            cluster,
+        })
+    }
+
+    /// The HTTP address (its port chosen when `--listen` gave 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Listens, prints one line per listener on stdout, and serves until SIGINT or SIGTERM;
+    /// then drains (a cluster member), stops both listeners, leaves the cluster and writes
+    /// memory's values to the disk tier.
+    pub async fn serve(self) -> Result<(), String> {
+        let signal = crate::server::shutdown_signal()
+            .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+        self.serve_until(signal).await
+    }
+
+    /// [`Gateway::serve`] until `shutdown` completes rather than a signal (for embedders
+    /// and tests).
+    pub async fn serve_until(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<(), String> {
+        lifecycle::serve(self, shutdown).await
+    }
+}
+
+/// How often the reclaimer looks for arenas to free: half the grace, within 10–250 ms.
+fn reclaim_tick(grace: Duration) -> Duration {
+    (grace / 2).clamp(Duration::from_millis(10), Duration::from_millis(250))
+}

@@ -1,0 +1,127 @@
+//! The first stages: the store (its fabric, disk tier and reclaimer), the read-through
+//! origin in front of it, and the namespaces over the object service.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use metrics_exporter_prometheus::PrometheusHandle;
+
+use crate::config::Args;
+use crate::objects::namespaces::{self, Namespaces};
+use crate::objects::Objects;
+use crate::origin::readthrough::ReadThrough;
+use crate::store::disk::DiskConfig;
+use crate::store::Store;
+
+/// The store and what the later stages need of how it was set up.
+pub(super) struct Storage {
+    pub store: Arc<Store>,
+    /// The reclaimer's period (namespaces' stores use it too).
+    pub tick: Duration,
+    /// The disk tier's settings (namespaces get tiers beside the default one's).
+    pub disk: Option<DiskConfig>,
+    /// The process's metrics recorder (for `/metrics`).
+    pub recorder: PrometheusHandle,
+}
+
+impl Storage {
+    /// Opens the fast path, the store and its disk tier, and starts the reclaimer.
+    pub fn build(args: &Args) -> Result<Storage, String> {
+        let fabric = args.start_fast_path()?;
+        let recorder = recorder()?;
+        let mut store_config = args.store_config();
+        if let Some(file) = &args.namespaces {
+            // The default namespace's arenas fit what the quotas leave it.
+            let size = namespaces::default_arena_size(file, args.memory, args.arena_size)?;
+            store_config.arena_size = size as usize;
+        }
+        let store = Arc::new(Store::new(store_config, fabric));
+        let mut disk = args.disk.config();
+        if let Some(config) = &mut disk {
+            if args.cluster.etcd.is_some() && args.origin.is_none() {
+                tracing::warn!("--disk in a --cluster without an --origin starts empty: its keys may have been written on other members while it was away, and nothing could check its old values");
+                config.recover = false;
+            }
+            store
+                .tier()
+                .attach(crate::store::disk::Disk::open(config.clone())?);
+        }
+        let tick = super::reclaim_tick(args.lease_grace);
+        tokio::spawn(Arc::clone(&store).run_reclaimer(tick));
+        Ok(Storage {
+            store,
+            tick,
+            disk,
+            recorder,
+        })
+    }
+
+    /// Values back from disk are checked against the origin on their next read when other
+    /// members may have written this member's keys while it was away, or a crash lost
+    /// writes not yet on disk. (After a clean stop a single gateway's are revalidated
+    /// after --origin-ttl, as any value: their confirmation time is kept.)
+    pub fn revalidate_recovered(&self, args: &Args, origin: Option<&ReadThrough>) {
+        if let (Some(rt), Some(disk)) = (origin, self.store.disk()) {
+            let r = disk.recovered();
+            if r.values > 0 && (args.cluster.etcd.is_some() || !r.clean) {
+                rt.revalidate_all();
+            }
+        }
+    }
+}
+
+/// The process's metrics recorder, installed by the first gateway built in it (a second
+/// one in the same process shares it).
+fn recorder() -> Result<PrometheusHandle, String> {
+    static RECORDER: OnceLock<PrometheusHandle> = OnceLock::new();
+    if let Some(r) = RECORDER.get() {
+        return Ok(r.clone());
+    }
+    let installed = crate::http::stats::install_recorder()?;
+    Ok(RECORDER.get_or_init(|| installed).clone())
+}
+
+/// The read-through origin `cfg` names, in front of `store`.
+pub(super) async fn read_through(
+    args: &Args,
+    cfg: crate::origin::s3::S3Config,
+    store: &Arc<Store>,
+) -> Arc<ReadThrough> {
+    let origin = crate::origin::s3::S3Origin::new(cfg).await;
+    tracing::info!(
+        origin = %crate::origin::Origin::describe(&origin),
+        write_policy = ?args.effective_write_policy(),
+        ttl = ?args.origin_ttl,
+        "read-through origin"
+    );
+    let rt = ReadThrough::new(
+        Arc::new(origin),
+        Arc::clone(store),
+        (!args.origin_ttl.is_zero()).then_some(args.origin_ttl),
+        args.negative_ttl,
+        args.max_object_size,
+        args.negative_cache_size,
+    );
+    rt.set_range_fill(args.origin_fill);
+    rt
+}
+
+/// The namespaces: the default one alone, or those of `--namespaces` (read again on
+/// SIGHUP) beside it.
+pub(super) fn namespaces(
+    args: &Args,
+    objects: &Arc<Objects>,
+    tick: Duration,
+    disk: Option<DiskConfig>,
+) -> Result<Arc<Namespaces>, String> {
+    let Some(file) = &args.namespaces else {
+        return Ok(Namespaces::single(Arc::clone(objects)));
+    };
+    let ns = Namespaces::load_beside(Arc::clone(objects), file, args.arena_size, tick, disk)?;
+    let count = |r| metrics::counter!("rasa_namespace_reloads_total", "result" => r).increment(1);
+    crate::reload::reload_on_sighup("namespaces file", count, {
+        let ns = Arc::clone(&ns);
+        move || ns.reload()
+    })?;
+    Ok(ns)
+}
