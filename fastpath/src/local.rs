@@ -116,6 +116,18 @@ pub fn probe(gateway: &HostIdentity, pid: u32, addr: u64, expected: &[u8]) -> Re
     Ok(())
 }
 
+/// Why a cross-memory copy failed (the reader makes its [`crate::reader::ReadError`] of it).
+#[derive(Debug)]
+pub(crate) enum CopyError {
+    /// The address is no longer mapped there (`EFAULT`, or a short copy): a stale
+    /// descriptor.
+    Unmapped(crate::fabric::FabricError),
+    /// The process is gone (`ESRCH`).
+    Gone(crate::fabric::FabricError),
+    /// Anything else.
+    Failed(crate::fabric::FabricError),
+}
+
 /// Copies `len` bytes at `remote` in process `pid` to `local` with `process_vm_readv`, and
 /// returns them: a one-sided read done by this process (what `shm`'s fast path does). An
 /// address the gateway no longer maps (`EFAULT`, or a short copy) is a stale descriptor;
@@ -130,9 +142,8 @@ pub(crate) unsafe fn copy_from<'a>(
     local: *mut u8,
     remote: u64,
     len: usize,
-) -> Result<&'a [u8], crate::reader::ReadError> {
+) -> Result<&'a [u8], CopyError> {
     use crate::fabric::FabricError;
-    use crate::reader::ReadError;
     let fail = |errno: i32, text: String| FabricError::Call {
         call: "process_vm_readv",
         errno,
@@ -153,13 +164,13 @@ pub(crate) unsafe fn copy_from<'a>(
         let e = std::io::Error::last_os_error();
         let errno = e.raw_os_error().unwrap_or(libc::EIO);
         return Err(match errno {
-            libc::EFAULT => ReadError::KeyRevoked(fail(errno, e.to_string())),
-            libc::ESRCH => ReadError::ConnectionLost(fail(errno, e.to_string())),
-            _ => ReadError::Fabric(fail(errno, e.to_string())),
+            libc::EFAULT => CopyError::Unmapped(fail(errno, e.to_string())),
+            libc::ESRCH => CopyError::Gone(fail(errno, e.to_string())),
+            _ => CopyError::Failed(fail(errno, e.to_string())),
         });
     }
     if n as usize != len {
-        return Err(ReadError::KeyRevoked(fail(
+        return Err(CopyError::Unmapped(fail(
             libc::EFAULT,
             format!("copied {n} of {len} bytes: the range is not all mapped"),
         )));

@@ -265,3 +265,87 @@ async fn a_cold_range_is_served_from_the_origins_range_while_the_object_fills() 
         "only the range was fetched"
     );
 }
+
+/// Issue 44: the S3 listener reads through the object service as the HTTP API does, so an
+/// S3 HeadObject of a key not held here asks the origin's HEAD and fetches nothing (it had
+/// fetched the whole object), answering with the ETag the object has once stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_s3_head_that_misses_asks_the_origins_head_and_fetches_nothing() {
+    let s3 = S3Server::start();
+    let value = pattern(2 << 20, 12);
+    s3.put_file("pre/h", &value);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let at = format!("127.0.0.1:{port}");
+    let keys = rasa_tests::temp_dir("s3-head").join("s3-keys");
+    let (id, secret) = rasa_tests::new_s3_key(&keys, "reader", "read");
+    let mut args = s3.gateway_args("pre");
+    args.extend([
+        "--s3-listen".to_owned(),
+        at.clone(),
+        "--s3-credentials-file".to_owned(),
+        keys.display().to_string(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let gw = Gateway::start_with_s3(&args);
+    let client = rasa_tests::s3_client_with(&format!("http://{at}"), &id, &secret);
+    let bucket = rasa_tests::S3_BUCKET;
+    // The listener serves the origin's bucket: its keys are the origin's ("pre/h").
+    let head = client
+        .head_object()
+        .bucket(bucket)
+        .key("pre/h")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.content_length(), Some(value.len() as i64));
+    let origin_etag = head.e_tag().expect("the origin's ETag").to_owned();
+    assert!(head.last_modified().is_some(), "the origin's Last-Modified");
+    assert_eq!(s3.ops("HeadObject", "pre/h"), 1);
+    assert_eq!(
+        s3.ops("GetObject", "pre/h"),
+        0,
+        "an S3 HEAD fetched the object"
+    );
+    assert!(!stored(&gw, "h").await);
+    let absent = client
+        .head_object()
+        .bucket(bucket)
+        .key("pre/absent")
+        .send()
+        .await;
+    assert_eq!(
+        absent
+            .unwrap_err()
+            .raw_response()
+            .map(|r| r.status().as_u16()),
+        Some(404)
+    );
+
+    // Read, then HEAD again: from memory now (a version), the same ETag as before.
+    let got = client
+        .get_object()
+        .bucket(bucket)
+        .key("pre/h")
+        .send()
+        .await
+        .unwrap();
+    assert!(got.body.collect().await.unwrap().into_bytes() == value);
+    let head = client
+        .head_object()
+        .bucket(bucket)
+        .key("pre/h")
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        head.version_id().is_some(),
+        "answered from the stored version"
+    );
+    assert_eq!(head.e_tag(), Some(origin_etag.as_str()));
+    assert_eq!(s3.ops("HeadObject", "pre/h"), 1);
+    assert_eq!(s3.ops("GetObject", "pre/h"), 1);
+}

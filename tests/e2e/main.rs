@@ -2,6 +2,7 @@
 //! S3-compatible server.
 
 mod api;
+mod black_hole;
 mod cluster;
 mod cold;
 mod concurrent;
@@ -14,8 +15,10 @@ mod faults;
 mod footprint;
 mod hardening;
 mod into;
+mod keys;
 mod layers;
 mod library;
+mod limits;
 mod misses;
 mod namespaces;
 mod objects;

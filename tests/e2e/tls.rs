@@ -1,12 +1,16 @@
 //! Certificates as users make them: the `openssl req -x509` one-liner (a self-signed
 //! certificate marked `CA:TRUE`, which webpki refuses as a server certificate unless it is
-//! pinned), the pair `rasa-gateway tls self-signed` writes, and a wrong CA.
+//! pinned), the pair `rasa-gateway tls self-signed` writes, and a wrong CA; TLS end to end
+//! through the SDK and the CLI.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::security::Tokens;
 use rasa_client::{Client, FastPath};
-use rasa_tests::{gateway_bin, pattern, temp_dir, workspace_bin, Gateway};
+use rasa_openapi::ProblemCode;
+use rasa_tests::{gateway_bin, http, pattern, temp_dir, workspace_bin, Gateway};
+use reqwest::header::AUTHORIZATION;
 
 /// The one-liner from the README of every web server, with `san` as subjectAltName.
 fn openssl_one_liner(dir: &Path, san: &str) -> (PathBuf, PathBuf) {
@@ -161,4 +165,118 @@ async fn the_generated_ca_and_certificate_work_and_a_wrong_ca_is_refused_with_it
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("invalid peer certificate"), "{err}");
     assert!(err.contains("UnknownIssuer"), "{err}");
+}
+
+/// A CA and a server certificate for `localhost` and 127.0.0.1 signed by it, as PEM files.
+fn test_pki(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "rasa test CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let params =
+        CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+    let paths = (
+        dir.join("ca.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    );
+    std::fs::write(&paths.0, ca.pem()).unwrap();
+    std::fs::write(&paths.1, cert.pem()).unwrap();
+    std::fs::write(&paths.2, key.serialize_pem()).unwrap();
+    paths
+}
+
+/// HTTPS with a certificate from a CA made here: the SDK and the CLI trust it through
+/// their CA file option and send their token; without the CA the connection is refused.
+#[tokio::test]
+async fn tls_round_trip_through_the_sdk_and_cli() {
+    let dir = temp_dir("tls");
+    let (ca, cert, key) = test_pki(&dir);
+    let tokens = Tokens::make();
+    let gw = Gateway::start(&[
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+        "--token-file",
+        tokens.path(),
+    ]);
+    assert!(gw.base.starts_with("https://"), "{}", gw.base);
+    let url = format!("https://localhost:{}", gw.addr.port());
+
+    let client = Client::builder(&url)
+        .ca_file(&ca)
+        .token(&tokens.write)
+        .fast_path(FastPath::Off)
+        .build()
+        .unwrap();
+    let value = rasa_tests::pattern(300_000, 7);
+    let d = client.put("tls/value", value.clone()).await.unwrap();
+    assert_eq!(d.sha256, rasa_tests::sha256_hex(&value));
+    let reader = Client::builder(&url)
+        .ca_file(&ca)
+        .token(&tokens.read)
+        .build()
+        .unwrap();
+    let got = reader.get("tls/value").await.unwrap();
+    assert_eq!(got.bytes, value);
+    // The reader's token cannot write, over TLS as over HTTP.
+    let err = reader.put("tls/other", b"x".to_vec()).await.unwrap_err();
+    assert_eq!(err.code(), Some(ProblemCode::Forbidden));
+
+    // Without the test CA the certificate is not trusted.
+    let stranger = Client::builder(&url)
+        .token(&tokens.read)
+        .fast_path(FastPath::Off)
+        .build()
+        .unwrap();
+    let err = stranger.get("tls/value").await.unwrap_err();
+    assert!(matches!(err, rasa_client::Error::Http(_)), "{err}");
+
+    // The CLI: token from RASA_TOKEN, CA from --ca-file.
+    let out_file = dir.join("out.bin");
+    let out = tokio::process::Command::new(workspace_bin("rasa"))
+        .args(["--endpoint", &url, "--ca-file"])
+        .arg(&ca)
+        .args(["get", "tls/value", "--fast-path", "off", "-o"])
+        .arg(&out_file)
+        .env("RASA_TOKEN", &tokens.read)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(&out_file).unwrap(), value);
+    let out = tokio::process::Command::new(workspace_bin("rasa"))
+        .args(["--endpoint", &url, "--ca-file"])
+        .arg(&ca)
+        .args(["get", "tls/value", "--fast-path", "off", "-o"])
+        .arg(&out_file)
+        .env_remove("RASA_TOKEN")
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("401"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Plain HTTP to the TLS port gets no answer in the clear.
+    let plain = http()
+        .get(format!("http://{}/healthz", gw.addr))
+        .header(AUTHORIZATION, "Bearer x")
+        .send()
+        .await;
+    assert!(plain.is_err() || !plain.unwrap().status().is_success());
 }

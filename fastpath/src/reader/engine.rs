@@ -121,7 +121,10 @@ pub(super) fn run(
                 let local = base.add(p.local);
                 crate::local::copy_from(pid, local, p.remote, p.len)
             }
-            .map_err(|error| Failed { error, quiet: true })?;
+            .map_err(|e| Failed {
+                error: copy_error(e),
+                quiet: true,
+            })?;
             on_piece(i, bytes).map_err(|error| Failed { error, quiet: true })?;
         }
         return Ok(());
@@ -239,5 +242,15 @@ pub(super) fn run(
     match failed {
         None => Ok(()),
         Some(error) => Err(Failed { error, quiet: true }),
+    }
+}
+
+/// A failed cross-memory copy as a read error: an unmapped range is a revoked key.
+fn copy_error(e: crate::local::CopyError) -> ReadError {
+    use crate::local::CopyError;
+    match e {
+        CopyError::Unmapped(f) => ReadError::KeyRevoked(f),
+        CopyError::Gone(f) => ReadError::ConnectionLost(f),
+        CopyError::Failed(f) => ReadError::Fabric(f),
     }
 }

@@ -30,14 +30,7 @@ pub(super) struct RouteSpec {
 pub(super) fn route_specs(test_hooks: bool) -> Vec<RouteSpec> {
     use tokens::Scope::{Admin, Read, Write};
     use Access::{AnyToken, Public, Scope};
-    let r = |method: Option<Method>, path, access, handler| RouteSpec {
-        info: RouteInfo {
-            method,
-            path,
-            access,
-        },
-        handler,
-    };
+    let r = spec;
     let mut routes = vec![
         r(
             Some(Method::GET),
@@ -129,32 +122,59 @@ pub(super) fn route_specs(test_hooks: bool) -> Vec<RouteSpec> {
         ),
     ];
     if test_hooks {
-        routes.push(r(
+        routes.extend(test_hook_routes());
+    }
+    routes
+}
+
+/// One route's declaration.
+fn spec(
+    method: Option<Method>,
+    path: &'static str,
+    access: Access,
+    handler: MethodRouter<AppState>,
+) -> RouteSpec {
+    RouteSpec {
+        info: RouteInfo {
+            method,
+            path,
+            access,
+        },
+        handler,
+    }
+}
+
+/// The routes of `--test-hooks` (never in production).
+fn test_hook_routes() -> Vec<RouteSpec> {
+    use tokens::Scope::Admin;
+    use Access::Scope;
+    let r = spec;
+    vec![
+        r(
             Some(Method::POST),
             "/v1/_test/revoke/{*key}",
             Scope(Admin),
             post(test_hooks::revoke),
-        ));
-        routes.push(r(
+        ),
+        r(
             Some(Method::POST),
             "/v1/_test/corrupt/{*key}",
             Scope(Admin),
             post(test_hooks::corrupt),
-        ));
-        routes.push(r(
+        ),
+        r(
             Some(Method::GET),
             "/v1/_test/region/{*key}",
             Scope(Admin),
             get(test_hooks::region),
-        ));
-        routes.push(r(
+        ),
+        r(
             Some(Method::POST),
             "/v1/_test/panic",
             Scope(Admin),
             post(test_hooks::panic),
-        ));
-    }
-    routes
+        ),
+    ]
 }
 
 /// Every method axum routes by (a route answering all of them still gets route layers,

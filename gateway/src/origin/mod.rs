@@ -68,6 +68,8 @@ pub struct OriginHead {
     pub content_type: Option<String>,
     /// The origin's entity tag.
     pub etag: Option<String>,
+    /// When the origin last modified it, when it says.
+    pub modified: Option<std::time::SystemTime>,
 }
 
 /// One key of an origin listing.

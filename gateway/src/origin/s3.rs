@@ -246,6 +246,9 @@ impl Origin for S3Origin {
                     length: out.content_length.unwrap_or(0).max(0) as u64,
                     content_type: out.content_type,
                     etag: out.e_tag,
+                    modified: out
+                        .last_modified
+                        .and_then(|t| std::time::SystemTime::try_from(t).ok()),
                 })),
                 Err((Some(404), _)) => Ok(None),
                 Err((status, detail)) => Err(failure(status, detail)),

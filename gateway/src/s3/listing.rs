@@ -9,6 +9,7 @@ use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
 use super::cluster::{peers, Caller};
+pub(super) use super::paging::{Listed, Page};
 use super::{Bucket, S3Front};
 
 /// Largest page, and the default.
@@ -22,25 +23,6 @@ const URL_SAFE: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'.')
     .remove(b'~')
     .remove(b'/');
-
-/// One listed key.
-pub(super) struct Listed {
-    pub(super) key: String,
-    pub(super) size: u64,
-    pub(super) etag: String,
-    pub(super) modified: std::time::SystemTime,
-    /// Its version id, when the gateway holds it (not for an origin's listing).
-    pub(super) version: Option<String>,
-}
-
-/// A page of a listing.
-#[derive(Default)]
-pub(super) struct Page {
-    pub(super) contents: Vec<Listed>,
-    pub(super) prefixes: Vec<String>,
-    /// Where the next page starts (after this S3 key), when there is one.
-    pub(super) next: Option<String>,
-}
 
 /// The largest string that starts with `p`, as an exclusive bound: every key under `p`
 /// sorts before it.

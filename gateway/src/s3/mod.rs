@@ -30,6 +30,7 @@ pub mod listener;
 mod listing;
 pub mod multipart;
 mod objects;
+mod paging;
 mod versions;
 
 use std::convert::Infallible;

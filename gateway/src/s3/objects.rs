@@ -10,6 +10,7 @@ use s3s::{s3_error, S3Error, S3Request, S3Response, S3Result};
 use super::conditions::{not_modified, not_modified_error, DeleteIf, WriteIf};
 use super::digest::Integrity;
 use super::{headers, EtagMode, Located, S3Front};
+use crate::objects::read::{Read, ReadIntent};
 use crate::objects::ObjectError;
 use crate::origin::readthrough::FetchError;
 use crate::origin::OriginError;
@@ -63,16 +64,21 @@ pub(super) fn object_error(e: ObjectError) -> S3Error {
     }
 }
 
+/// The version `version_id` names (`None`: the current one; `null` is S3's name for it).
+fn version_of(version_id: Option<&str>) -> S3Result<Option<VersionId>> {
+    match version_id.filter(|v| *v != "null") {
+        Some(raw) => raw
+            .parse::<VersionId>()
+            .map(Some)
+            .map_err(|_| s3_error!(InvalidArgument, "{raw:?} is not a version id")),
+        None => Ok(None),
+    }
+}
+
 /// The version a read asks for: `version_id`, else the current one (through the origin on
 /// a miss).
 pub(super) async fn lookup(at: &Located, version_id: Option<&str>) -> S3Result<Arc<StoredVersion>> {
-    let version = match version_id.filter(|v| *v != "null") {
-        Some(raw) => Some(
-            raw.parse::<VersionId>()
-                .map_err(|_| s3_error!(InvalidArgument, "{raw:?} is not a version id"))?,
-        ),
-        None => None,
-    };
+    let version = version_of(version_id)?;
     at.objects
         .lookup(&at.key, version)
         .await
@@ -166,7 +172,30 @@ pub(super) async fn head_object(
 ) -> S3Result<S3Response<HeadObjectOutput>> {
     let i = req.input;
     let at = front.key(&i.bucket, &i.key)?;
-    let v = lookup(&at, i.version_id.as_deref()).await?;
+    let conditional = i.if_match.is_some()
+        || i.if_none_match.is_some()
+        || i.if_modified_since.is_some()
+        || i.if_unmodified_since.is_some()
+        // A checksum is known only of a stored version.
+        || checksum_asked(i.checksum_mode.as_ref());
+    let intent = ReadIntent {
+        version: version_of(i.version_id.as_deref())?,
+        body: false,
+        conditional,
+        ..ReadIntent::get(&at.key)
+    };
+    // Through the object service, as the HTTP front's HEAD: a key not held here is
+    // answered from the origin's HEAD, without fetching the object.
+    let v = match at.objects.read(&intent).await.map_err(object_error)? {
+        Read::Stored(v) => v,
+        Read::OriginHead(head) => return Ok(S3Response::new(origin_head(&head))),
+        other => {
+            return Err(s3_error!(
+                InternalError,
+                "a HEAD resolved to a body: {other:?}"
+            ))
+        }
+    };
     let etag = front.etag(&v);
     if not_modified(
         &etag,
@@ -203,6 +232,26 @@ pub(super) async fn head_object(
         expires: headers::expires(v.headers()),
         ..Default::default()
     }))
+}
+
+/// What the origin said of a key not held here: its length, type, entity tag (the one the
+/// object gets once stored from it) and modification time; no version yet.
+fn origin_head(head: &crate::origin::OriginHead) -> HeadObjectOutput {
+    HeadObjectOutput {
+        content_length: Some(head.length as i64),
+        content_type: Some(
+            head.content_type
+                .clone()
+                .unwrap_or_else(|| crate::media::DEFAULT_CONTENT_TYPE.to_owned()),
+        ),
+        accept_ranges: Some("bytes".into()),
+        e_tag: head
+            .etag
+            .as_deref()
+            .map(|e| ETag::Strong(e.trim_matches('"').to_owned())),
+        last_modified: head.modified.map(Timestamp::from),
+        ..Default::default()
+    }
 }
 
 /// Whether a read asked for the object's checksum (`x-amz-checksum-mode: ENABLED`); S3

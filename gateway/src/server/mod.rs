@@ -93,14 +93,11 @@ impl Default for ServeOptions {
 /// How long a connection of the reserve may take to send its one request.
 const RESERVE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Serves `app` (the native API, or the S3 API) on `listener` until `shutdown` completes, then lets requests in flight
-/// finish.
-pub async fn run(
-    listener: TcpListener,
-    app: axum::Router,
-    options: ServeOptions,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> io::Result<()> {
+/// hyper's connection builders: for served connections, and for the reserve's (one
+/// request each, quickly).
+fn builders(
+    options: &ServeOptions,
+) -> (auto::Builder<TokioExecutor>, auto::Builder<TokioExecutor>) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -114,12 +111,23 @@ pub async fn run(
         // HTTP/2's own bound on a header block (hyper's default is 16 MiB), matching the
         // outer bound HTTP/1's read buffer sets; --max-header-size is checked below it.
         .max_header_list_size(H2_MAX_HEADER_LIST);
-    // Connections of the reserve serve one request each, quickly.
     let mut reserve_builder = builder.clone();
     reserve_builder
         .http1()
         .keep_alive(false)
         .header_read_timeout(RESERVE_TIMEOUT);
+    (builder, reserve_builder)
+}
+
+/// Serves `app` (the native API, or the S3 API) on `listener` until `shutdown` completes, then lets requests in flight
+/// finish.
+pub async fn run(
+    listener: TcpListener,
+    app: axum::Router,
+    options: ServeOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    let (builder, reserve_builder) = builders(&options);
     let gate = Gate::new(options.listener, options.max_connections);
     let tls = options.tls.map(TlsAcceptor::from);
     let graceful = GracefulShutdown::new();

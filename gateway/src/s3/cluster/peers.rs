@@ -10,7 +10,7 @@ use aws_sdk_s3::error::ProvideErrorMetadata;
 use rasa_openapi::{ClusterMember, HOP_HEADER};
 use s3s::{s3_error, S3Error, S3Result};
 
-use super::super::listing::{Listed, Page};
+use super::super::paging::{Listed, Page};
 use super::Caller;
 use crate::store::ObjectHeaders;
 
@@ -103,7 +103,7 @@ where
 }
 
 /// The other members' pages of `bucket`'s keys under `prefix` after `after` (at most `max`
-/// entries each), as [`super::super::listing::page`] makes this member's: each member's
+/// entries each), as `listing::page` makes this member's: each member's
 /// `ListObjectVersions` (which carries version ids) of its own keys.
 pub(crate) async fn pages(
     caller: &Caller<'_>,

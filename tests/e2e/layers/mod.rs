@@ -332,3 +332,6 @@ fn inherent_type(rest: &str) -> String {
         .collect();
     name.rsplit("::").next().unwrap_or_default().to_owned()
 }
+
+mod circles;
+mod sizes;
