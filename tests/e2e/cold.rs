@@ -294,13 +294,8 @@ async fn an_s3_head_that_misses_asks_the_origins_head_and_fetches_nothing() {
     let client = rasa_tests::s3_client_with(&format!("http://{at}"), &id, &secret);
     let bucket = rasa_tests::S3_BUCKET;
     // The listener serves the origin's bucket: its keys are the origin's ("pre/h").
-    let head = client
-        .head_object()
-        .bucket(bucket)
-        .key("pre/h")
-        .send()
-        .await
-        .unwrap();
+    let head_of = |key: &'static str| client.head_object().bucket(bucket).key(key).send();
+    let head = head_of("pre/h").await.unwrap();
     assert_eq!(head.content_length(), Some(value.len() as i64));
     let origin_etag = head.e_tag().expect("the origin's ETag").to_owned();
     assert!(head.last_modified().is_some(), "the origin's Last-Modified");
@@ -311,12 +306,7 @@ async fn an_s3_head_that_misses_asks_the_origins_head_and_fetches_nothing() {
         "an S3 HEAD fetched the object"
     );
     assert!(!stored(&gw, "h").await);
-    let absent = client
-        .head_object()
-        .bucket(bucket)
-        .key("pre/absent")
-        .send()
-        .await;
+    let absent = head_of("pre/absent").await;
     assert_eq!(
         absent
             .unwrap_err()
@@ -334,13 +324,7 @@ async fn an_s3_head_that_misses_asks_the_origins_head_and_fetches_nothing() {
         .await
         .unwrap();
     assert!(got.body.collect().await.unwrap().into_bytes() == value);
-    let head = client
-        .head_object()
-        .bucket(bucket)
-        .key("pre/h")
-        .send()
-        .await
-        .unwrap();
+    let head = head_of("pre/h").await.unwrap();
     assert!(
         head.version_id().is_some(),
         "answered from the stored version"

@@ -14,6 +14,12 @@ fn gateway(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
         .expect("run rasa-gateway")
 }
 
+/// The status of an 8 KiB PUT.
+async fn put_8kib(gw: &Gateway) -> u16 {
+    let put = http().put(gw.url("/v1/objects/k")).body(vec![7u8; 8192]);
+    put.send().await.unwrap().status().as_u16()
+}
+
 #[tokio::test]
 async fn a_gateway_starts_from_the_example_and_the_file_is_in_force() {
     let dir = temp_dir("config-example");
@@ -31,13 +37,7 @@ async fn a_gateway_starts_from_the_example_and_the_file_is_in_force() {
 
     // The example as it is (the test binds port 0 with --listen: a flag over the file).
     let gw = Gateway::start(&["--config", file.to_str().unwrap()]);
-    let put = http()
-        .put(gw.url("/v1/objects/k"))
-        .body(vec![7u8; 8192])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), 201);
+    assert_eq!(put_8kib(&gw).await, 201);
     drop(gw);
 
     // One value changed in the file: the running gateway obeys it.
@@ -45,26 +45,22 @@ async fn a_gateway_starts_from_the_example_and_the_file_is_in_force() {
     assert_ne!(small, text, "the example sets max_object_size");
     std::fs::write(&file, &small).unwrap();
     let gw = Gateway::start(&["--config", file.to_str().unwrap()]);
-    let put = http()
-        .put(gw.url("/v1/objects/k"))
-        .body(vec![7u8; 8192])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), 413, "the file's max_object_size is in force");
+    assert_eq!(
+        put_8kib(&gw).await,
+        413,
+        "the file's max_object_size is in force"
+    );
     drop(gw);
     // A variable wins over the file.
     let gw = Gateway::start_env(
         &["--config", file.to_str().unwrap()],
         &[("RASA_MAX_OBJECT_SIZE", "16KiB")],
     );
-    let put = http()
-        .put(gw.url("/v1/objects/k"))
-        .body(vec![7u8; 8192])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), 201, "RASA_MAX_OBJECT_SIZE over the file");
+    assert_eq!(
+        put_8kib(&gw).await,
+        201,
+        "RASA_MAX_OBJECT_SIZE over the file"
+    );
 
     let shown = gateway(
         &[

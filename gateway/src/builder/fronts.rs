@@ -91,15 +91,7 @@ pub(super) async fn join_cluster(
     addr: SocketAddr,
     tls: bool,
 ) -> Result<Option<Arc<Cluster>>, String> {
-    let s3_addr = match s3 {
-        Some(s3) => Some(
-            s3.listener
-                .local_addr()
-                .map_err(|e| format!("cannot read the S3 address: {e}"))?,
-        ),
-        None => None,
-    };
-    let Some(config) = args.cluster_config(addr, tls, s3_addr)? else {
+    let Some(config) = args.cluster_config(addr, tls, s3.map(|s3| s3.addr))? else {
         return Ok(None);
     };
     let fabric = crate::http::fabric::info(state.store());

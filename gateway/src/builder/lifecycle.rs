@@ -44,16 +44,11 @@ pub(super) async fn serve(
         "rasa-gateway ready"
     );
     warn_if_open(addr, tokens.is_some(), tls.is_some());
-    let s3_open = s3.as_ref().map(|s3| s3.open);
-    let s3_addr = match &s3 {
-        Some(s3) => Some(
-            s3.listener
-                .local_addr()
-                .map_err(|e| format!("cannot read the S3 address: {e}"))?,
-        ),
-        None => None,
-    };
-    announce(tls.is_some(), addr, s3_addr, s3_open == Some(true));
+    announce(
+        tls.is_some(),
+        addr,
+        s3.as_ref().map(|s3| (s3.addr, s3.open)),
+    );
     let listeners = 1 + usize::from(s3.is_some());
     let fd_limit = server::gate::raise_fd_limit();
     let options = ServeOptions {
@@ -129,13 +124,14 @@ fn warn_if_open(addr: SocketAddr, tokens: bool, tls: bool) {
     }
 }
 
-/// One line on stdout per listener, for people and for tests that bind port 0.
-fn announce(tls: bool, addr: SocketAddr, s3: Option<SocketAddr>, s3_open: bool) {
+/// One line on stdout per listener, for people and for tests that bind port 0; `s3`: the
+/// S3 listener's address and whether it is open.
+fn announce(tls: bool, addr: SocketAddr, s3: Option<(SocketAddr, bool)>) {
     let scheme = if tls { "https" } else { "http" };
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "rasa-gateway listening on {scheme}://{addr}");
-    if let Some(at) = s3 {
-        if s3_open && !at.ip().is_loopback() {
+    if let Some((at, open)) = s3 {
+        if open && !at.ip().is_loopback() {
             tracing::warn!(%at, "the S3 listener has no --s3-credentials-file: anyone who can reach it can read and write");
         }
         let _ = writeln!(out, "rasa-gateway S3 on {scheme}://{at}");

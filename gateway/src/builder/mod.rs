@@ -65,7 +65,7 @@ impl Gateway {
             origin,
             args.effective_write_policy(),
         );
-        let namespaces = storage::namespaces(&args, &objects, storage.tick, storage.disk.clone())?;
+        let namespaces = storage::namespaces(&args, &objects, storage.tick, storage.disk)?;
         let fronts = fronts::Fronts::build(
             &args,
             &objects,

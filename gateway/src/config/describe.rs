@@ -4,7 +4,7 @@
 
 use clap::parser::ValueSource;
 
-use super::file::{options, Loaded, Opt};
+use super::file::{sections, Loaded, Opt};
 
 /// Example values for the options without a default (an example file shows them
 /// commented out); a test keeps this list complete.
@@ -52,36 +52,34 @@ pub fn example() -> String {
          # Each key is a flag's long name with '_' for '-'; flags and RASA_* variables\n\
          # override the file. Sizes: 64MiB, 1GB; durations: 250ms, 10s, 1h.\n",
     );
-    let mut section = String::new();
-    for opt in options() {
-        if opt.section != section {
-            section.clone_from(&opt.section);
-            out.push_str(&format!("\n[{section}]\n"));
-        }
-        out.push('\n');
-        out.push_str(&comment(&one_line(&opt)));
-        let mut origin = opt.flag();
-        if let Some(env) = opt.arg.get_env() {
-            origin.push_str(&format!(", {}", env.to_string_lossy()));
-        }
-        let values: Vec<String> = opt
-            .arg
-            .get_possible_values()
-            .iter()
-            .filter(|v| !v.is_hide_set())
-            .map(|v| v.get_name().to_owned())
-            .collect();
-        if !values.is_empty() && !opt.is_switch() {
-            origin.push_str(&format!("; one of {}", values.join(", ")));
-        }
-        out.push_str(&format!("# ({origin})\n"));
-        match default_of(&opt) {
-            Some(value) => out.push_str(&format!("{} = {value}\n", opt.key)),
-            None => out.push_str(&format!(
-                "# {} = {}\n",
-                opt.key,
-                example_of(&opt.key).unwrap_or("\"\"")
-            )),
+    for (section, opts) in sections() {
+        out.push_str(&format!("\n[{section}]\n"));
+        for opt in opts {
+            out.push('\n');
+            out.push_str(&comment(&one_line(&opt)));
+            let mut origin = opt.flag();
+            if let Some(env) = opt.arg.get_env() {
+                origin.push_str(&format!(", {}", env.to_string_lossy()));
+            }
+            let values: Vec<String> = opt
+                .arg
+                .get_possible_values()
+                .iter()
+                .filter(|v| !v.is_hide_set())
+                .map(|v| v.get_name().to_owned())
+                .collect();
+            if !values.is_empty() && !opt.is_switch() {
+                origin.push_str(&format!("; one of {}", values.join(", ")));
+            }
+            out.push_str(&format!("# ({origin})\n"));
+            match default_of(&opt) {
+                Some(value) => out.push_str(&format!("{} = {value}\n", opt.key)),
+                None => out.push_str(&format!(
+                    "# {} = {}\n",
+                    opt.key,
+                    example_of(&opt.key).unwrap_or("\"\"")
+                )),
+            }
         }
     }
     out
@@ -96,39 +94,37 @@ pub fn show(loaded: &Loaded) -> String {
         Some(file) => out.push_str(&format!(" (file {}).\n", file.display())),
         None => out.push_str(" (no configuration file).\n"),
     }
-    let mut section = String::new();
-    for opt in options() {
-        if opt.section != section {
-            section.clone_from(&opt.section);
-            out.push_str(&format!("\n[{section}]\n"));
+    for (section, opts) in sections() {
+        out.push_str(&format!("\n[{section}]\n"));
+        for opt in opts {
+            let id = opt.arg.get_id().as_str();
+            let from = match loaded.matches.value_source(id) {
+                _ if loaded.from_file.contains(id) => "file".to_owned(),
+                Some(ValueSource::CommandLine) => format!("flag {}", opt.flag()),
+                Some(ValueSource::EnvVariable) => format!(
+                    "variable {}",
+                    opt.arg.get_env().unwrap_or_default().to_string_lossy()
+                ),
+                Some(ValueSource::DefaultValue) => "default".to_owned(),
+                _ => {
+                    out.push_str(&format!("# {} is not set\n", opt.key));
+                    continue;
+                }
+            };
+            let raw: Vec<String> = loaded
+                .matches
+                .get_raw(id)
+                .into_iter()
+                .flatten()
+                .map(|v| v.to_string_lossy().into_owned())
+                .collect();
+            let value = if is_secret(&opt.key) {
+                "\"********\"".to_owned()
+            } else {
+                toml_value(&opt, &raw)
+            };
+            out.push_str(&format!("{} = {value}  # {from}\n", opt.key));
         }
-        let id = opt.arg.get_id().as_str();
-        let from = match loaded.matches.value_source(id) {
-            _ if loaded.from_file.contains(id) => "file".to_owned(),
-            Some(ValueSource::CommandLine) => format!("flag {}", opt.flag()),
-            Some(ValueSource::EnvVariable) => format!(
-                "variable {}",
-                opt.arg.get_env().unwrap_or_default().to_string_lossy()
-            ),
-            Some(ValueSource::DefaultValue) => "default".to_owned(),
-            _ => {
-                out.push_str(&format!("# {} is not set\n", opt.key));
-                continue;
-            }
-        };
-        let raw: Vec<String> = loaded
-            .matches
-            .get_raw(id)
-            .into_iter()
-            .flatten()
-            .map(|v| v.to_string_lossy().into_owned())
-            .collect();
-        let value = if is_secret(&opt.key) {
-            "\"********\"".to_owned()
-        } else {
-            toml_value(&opt, &raw)
-        };
-        out.push_str(&format!("{} = {value}  # {from}\n", opt.key));
     }
     out
 }
@@ -144,35 +140,34 @@ pub fn reference() -> String {
          `rasa-gateway config example` prints a complete file; `config check FILE` checks one;\n\
          `config show` prints the effective configuration.\n",
     );
-    let mut section = String::new();
-    for opt in options() {
-        if opt.section != section {
-            section.clone_from(&opt.section);
+    for (section, opts) in sections() {
+        out.push_str(&format!(
+            "\n## [{section}]\n\n| Key | Flag | Variable | Default | Meaning |\n|---|---|---|---|---|\n"
+        ));
+        for opt in opts {
+            let help = opt
+                .arg
+                .get_long_help()
+                .or(opt.arg.get_help())
+                .map(|h| h.to_string())
+                .unwrap_or_default()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .replace('|', "\\|");
             out.push_str(&format!(
-                "\n## [{section}]\n\n| Key | Flag | Variable | Default | Meaning |\n|---|---|---|---|---|\n"
+                "| `{}` | `{}` | `{}` | {} | {} |\n",
+                opt.key,
+                opt.flag(),
+                opt.arg
+                    .get_env()
+                    .map(|e| e.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                default_of(&opt)
+                    .map_or("—".to_owned(), |d| format!("`{}`", d.replace('|', "\\|"))),
+                help
             ));
         }
-        let help = opt
-            .arg
-            .get_long_help()
-            .or(opt.arg.get_help())
-            .map(|h| h.to_string())
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-            .replace('|', "\\|");
-        out.push_str(&format!(
-            "| `{}` | `{}` | `{}` | {} | {} |\n",
-            opt.key,
-            opt.flag(),
-            opt.arg
-                .get_env()
-                .map(|e| e.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            default_of(&opt).map_or("—".to_owned(), |d| format!("`{}`", d.replace('|', "\\|"))),
-            help
-        ));
     }
     out
 }

@@ -50,28 +50,29 @@ impl Opt {
 
 /// Every option the file can hold, by section, in the order `--help` lists them: the
 /// visible flags with a help heading (the hidden test hooks and `--config` have none).
-pub fn options() -> Vec<Opt> {
+pub fn sections() -> Vec<(String, Vec<Opt>)> {
     let cmd = Args::command();
-    let mut opts: Vec<Opt> = cmd
-        .get_arguments()
-        .filter(|a| !a.is_hide_set())
-        .filter_map(|a| {
-            let heading = a.get_help_heading()?;
-            Some(Opt {
-                section: heading.to_lowercase().replace(' ', "_"),
-                key: a.get_long()?.replace('-', "_"),
-                arg: a.clone(),
-            })
-        })
-        .collect();
-    let mut sections: Vec<String> = Vec::new();
-    for o in &opts {
-        if !sections.contains(&o.section) {
-            sections.push(o.section.clone());
+    let mut out: Vec<(String, Vec<Opt>)> = Vec::new();
+    for a in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+        let (Some(heading), Some(long)) = (a.get_help_heading(), a.get_long()) else {
+            continue;
+        };
+        let opt = Opt {
+            section: heading.to_lowercase().replace(' ', "_"),
+            key: long.replace('-', "_"),
+            arg: a.clone(),
+        };
+        match out.iter_mut().find(|(s, _)| *s == opt.section) {
+            Some((_, opts)) => opts.push(opt),
+            None => out.push((opt.section.clone(), vec![opt])),
         }
     }
-    opts.sort_by_key(|o| sections.iter().position(|s| *s == o.section));
-    opts
+    out
+}
+
+/// Every option of [`sections`], one after the other.
+pub fn options() -> Vec<Opt> {
+    sections().into_iter().flat_map(|(_, opts)| opts).collect()
 }
 
 /// The command line parsed with the file it names folded in.
@@ -160,15 +161,14 @@ fn read(path: &Path) -> Result<Vec<Setting>, String> {
     let name = path.display();
     let text = read_text(path).map_err(|e| format!("{name}: {e}"))?;
     let doc = toml_edit::Document::parse(text.as_str()).map_err(|e| {
-        let line = e.span().map_or(0, |s| line_of(&text, s.start));
+        let line = line_of(&text, e.span());
         format!("{name}:{line}: {}", e.message())
     })?;
     let opts = options();
     let mut problems = Vec::new();
     let mut settings = Vec::new();
     for (section, item) in doc.as_table().iter() {
-        let at = |span: Option<std::ops::Range<usize>>| span.map_or(0, |s| line_of(&text, s.start));
-        let line = at(item.span());
+        let line = line_of(&text, item.span());
         let Some(table) = item.as_table_like() else {
             problems.push(match opts.iter().find(|o| o.key == section) {
                 Some(o) => format!("{name}:{line}: `{section}` belongs in [{}]", o.section),
@@ -187,9 +187,7 @@ fn read(path: &Path) -> Result<Vec<Setting>, String> {
             continue;
         }
         for (key, value) in table.iter() {
-            let line = at(value
-                .span()
-                .or_else(|| table.key(key).and_then(|k| k.span())));
+            let line = line_of(&text, value.span());
             let Some(opt) = opts.iter().find(|o| o.section == section && o.key == key) else {
                 problems.push(format!(
                     "{name}:{line}: {}",
@@ -344,8 +342,10 @@ pub(super) fn distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-fn line_of(text: &str, offset: usize) -> usize {
-    1 + text.as_bytes()[..offset.min(text.len())]
+/// The line (from 1) where `span` starts; 0 when the parser kept no span.
+fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> usize {
+    let Some(span) = span else { return 0 };
+    1 + text.as_bytes()[..span.start.min(text.len())]
         .iter()
         .filter(|b| **b == b'\n')
         .count()

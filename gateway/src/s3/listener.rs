@@ -92,6 +92,8 @@ pub struct Shared {
 pub struct Prepared {
     /// The socket.
     pub listener: tokio::net::TcpListener,
+    /// Its address (the port chosen when `--s3-listen` gave 0).
+    pub addr: std::net::SocketAddr,
     /// The S3 API.
     pub app: axum::Router,
     /// Whether anyone may use it (no credentials file).
@@ -164,8 +166,12 @@ pub async fn prepare(args: &S3Args, shared: Shared) -> Result<Option<Prepared>, 
         ]));
     let listener =
         crate::net::bind(addr).map_err(|e| format!("cannot listen for S3 on {addr}: {e}"))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the S3 address: {e}"))?;
     Ok(Some(Prepared {
         listener,
+        addr,
         app,
         open,
         front,
