@@ -333,3 +333,72 @@ async fn an_s3_head_that_misses_asks_the_origins_head_and_fetches_nothing() {
     assert_eq!(s3.ops("HeadObject", "pre/h"), 1);
     assert_eq!(s3.ops("GetObject", "pre/h"), 1);
 }
+
+/// Issue 44: an S3 GET reads through the object service too, as the native GET does: a cold
+/// object streams as it fills (no version yet; the next GET is a hit with one), a cold range
+/// is the origin's range, and an object too large to cache passes through from the origin
+/// (it was refused with 501 NotImplemented).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_s3_get_streams_a_cold_object_and_passes_a_too_large_one_through() {
+    let s3 = S3Server::start();
+    let value = pattern(8 << 20, 13);
+    s3.put_file("pre/big", &value);
+    s3.put_file("pre/r", &value);
+    let huge = pattern(40 << 20, 14);
+    s3.put_file("pre/huge", &huge);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let at = format!("127.0.0.1:{port}");
+    let keys = rasa_tests::temp_dir("s3-get").join("s3-keys");
+    let (id, secret) = rasa_tests::new_s3_key(&keys, "reader", "read");
+    let mut args = s3.gateway_args("pre");
+    args.extend(
+        [
+            "--s3-listen",
+            &at,
+            "--s3-credentials-file",
+            keys.to_str().unwrap(),
+            "--max-object-size",
+            "32MiB",
+            "--origin-fill",
+            "range",
+        ]
+        .map(str::to_owned),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let gw = Gateway::start_with_s3(&args);
+    let client = rasa_tests::s3_client_with(&format!("http://{at}"), &id, &secret);
+    let get = |key: &'static str| client.get_object().bucket(rasa_tests::S3_BUCKET).key(key);
+
+    let cold = get("pre/big").send().await.unwrap();
+    assert_eq!(cold.content_length(), Some(value.len() as i64));
+    assert!(
+        cold.version_id().is_none(),
+        "streamed as it fills: no version yet"
+    );
+    assert!(cold.body.collect().await.unwrap().into_bytes() == value);
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    while !stored(&gw, "big").await {
+        assert!(Instant::now() < deadline, "the fill never stored big");
+        tokio::task::yield_now().await;
+    }
+    let hit = get("pre/big").send().await.unwrap();
+    assert!(hit.version_id().is_some(), "a hit has a version");
+    assert!(hit.body.collect().await.unwrap().into_bytes() == value);
+    assert_eq!(s3.ops("GetObject", "pre/big"), 1);
+
+    // A cold range: the origin's range (--origin-fill range: nothing else fetched).
+    let part = get("pre/r").range("bytes=1000-1999").send().await.unwrap();
+    assert_eq!(part.content_range(), Some("bytes 1000-1999/8388608"));
+    assert!(part.body.collect().await.unwrap().into_bytes() == value[1000..2000]);
+    assert!(!stored(&gw, "r").await);
+
+    // Too large to cache (40 MiB over --max-object-size 32MiB): passed through.
+    let through = get("pre/huge").send().await.unwrap();
+    assert_eq!(through.content_length(), Some(huge.len() as i64));
+    assert!(through.body.collect().await.unwrap().into_bytes() == huge);
+    assert!(!stored(&gw, "huge").await);
+}

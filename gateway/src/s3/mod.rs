@@ -31,6 +31,7 @@ mod listing;
 pub mod multipart;
 mod objects;
 mod paging;
+mod streamed;
 mod versions;
 
 use std::convert::Infallible;

@@ -97,8 +97,46 @@ pub(super) async fn get_object(
         ));
     }
     let at = front.key(&i.bucket, &i.key)?;
-    let v = lookup(&at, i.version_id.as_deref()).await?;
-    let etag = front.etag(&v);
+    let range = i.range.as_ref().map(Range::to_header_string);
+    let conditional = i.if_match.is_some()
+        || i.if_none_match.is_some()
+        || i.if_modified_since.is_some()
+        || i.if_unmodified_since.is_some();
+    // `x-amz-checksum-mode: ENABLED` (which aws-sdk-s3 sends on every GET) does not hold a
+    // cold object back until stored: a stream carries no checksum, as an S3 object
+    // uploaded without one; a stored version answers with its SHA-256.
+    let intent = ReadIntent {
+        version: version_of(i.version_id.as_deref())?,
+        range: range.as_deref(),
+        conditional,
+        ..ReadIntent::get(&at.key)
+    };
+    // Through the object service, as the HTTP front's GET: a cold object streams as it
+    // fills, one too large to cache passes through from the origin.
+    let mut output = match at.objects.read(&intent).await.map_err(object_error)? {
+        Read::Stored(v) => stored(front, &i, &v)?,
+        cold => super::streamed::output(cold)?,
+    };
+    // The headers the request asks for (response-*), over the stored ones.
+    let o = &mut output;
+    override_with(&mut o.content_type, i.response_content_type);
+    override_with(&mut o.cache_control, i.response_cache_control);
+    override_with(&mut o.content_disposition, i.response_content_disposition);
+    override_with(&mut o.content_encoding, i.response_content_encoding);
+    override_with(&mut o.content_language, i.response_content_language);
+    override_with(&mut o.expires, i.response_expires);
+    Ok(S3Response::new(output))
+}
+
+fn override_with<T>(field: &mut Option<T>, asked: Option<T>) {
+    if asked.is_some() {
+        *field = asked;
+    }
+}
+
+/// A GET of the stored version `v`: its preconditions, its range, its stored headers.
+fn stored(front: &S3Front, i: &GetObjectInput, v: &StoredVersion) -> S3Result<GetObjectOutput> {
+    let etag = front.etag(v);
     if not_modified(
         &etag,
         v.created(),
@@ -129,7 +167,7 @@ pub(super) async fn get_object(
     let kept = |f: fn(&ObjectHeaders) -> &Option<String>| v.headers().and_then(|h| f(h).clone());
     let body = Bytes::from_owner(v.payload().slice(range.start as usize, range.end as usize));
     metrics::counter!("rasa_s3_bytes_served_total").increment(range.end - range.start);
-    let output = GetObjectOutput {
+    Ok(GetObjectOutput {
         body: Some(StreamingBlob::from(s3s::Body::from(body))),
         content_length: Some((range.end - range.start) as i64),
         content_range,
@@ -142,28 +180,15 @@ pub(super) async fn get_object(
         checksum_crc32c: sums.checksum_crc32c,
         checksum_sha1: sums.checksum_sha1,
         checksum_crc64nvme: sums.checksum_crc64nvme,
-        content_type: Some(
-            i.response_content_type
-                .unwrap_or_else(|| v.content_type().to_owned()),
-        ),
-        // Stored headers, unless the request asks for others (response-*).
+        content_type: Some(v.content_type().to_owned()),
         metadata: headers::metadata(v.headers()),
-        cache_control: i
-            .response_cache_control
-            .or_else(|| kept(|h| &h.cache_control)),
-        content_disposition: i
-            .response_content_disposition
-            .or_else(|| kept(|h| &h.content_disposition)),
-        content_encoding: i
-            .response_content_encoding
-            .or_else(|| kept(|h| &h.content_encoding)),
-        content_language: i
-            .response_content_language
-            .or_else(|| kept(|h| &h.content_language)),
-        expires: i.response_expires.or_else(|| headers::expires(v.headers())),
+        cache_control: kept(|h| &h.cache_control),
+        content_disposition: kept(|h| &h.content_disposition),
+        content_encoding: kept(|h| &h.content_encoding),
+        content_language: kept(|h| &h.content_language),
+        expires: headers::expires(v.headers()),
         ..Default::default()
-    };
-    Ok(S3Response::new(output))
+    })
 }
 
 pub(super) async fn head_object(
