@@ -3,15 +3,14 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
-use headers::{
-    ETag, HeaderMapExt, IfMatch, IfModifiedSince, IfNoneMatch, IfRange, IfUnmodifiedSince,
-    LastModified,
-};
+use headers::{HeaderMapExt, IfModifiedSince, IfRange, IfUnmodifiedSince, LastModified};
 
 use rasa_fastpath::frame::FRAME_FORMAT;
 use rasa_openapi::{FRAME_CHECKSUM_HEADER, FRAME_FORMAT_HEADER, VERSION_HEADER};
 
 use super::ApiError;
+pub use crate::objects::conditions::Outcome;
+use crate::objects::conditions::{Conditions, Tag, Tags, Validators};
 pub use crate::range::RangeOutcome;
 use crate::store::{StoreError, StoredVersion};
 
@@ -25,29 +24,10 @@ pub fn last_modified(v: &StoredVersion) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(secs)
 }
 
-fn etag_of(v: &StoredVersion) -> ETag {
-    v.etag()
-        .parse()
-        .expect("a quoted hex digest is a valid entity tag")
-}
-
-/// The conditional headers of a request, parsed (malformed ones are refused with 400).
+/// The conditional headers of a request, parsed (malformed ones are refused with 400) into
+/// the object service's [`Conditions`], which evaluates them for both fronts.
 #[derive(Debug, Default)]
-pub struct Preconditions {
-    if_match: Option<IfMatch>,
-    if_none_match: Option<IfNoneMatch>,
-    if_modified_since: Option<IfModifiedSince>,
-    if_unmodified_since: Option<IfUnmodifiedSince>,
-}
-
-/// What evaluating preconditions decided.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// Go on with the request.
-    Proceed,
-    /// Answer `304 Not Modified` (reads only).
-    NotModified,
-}
+pub struct Preconditions(Conditions);
 
 fn typed<H: headers::Header>(h: &HeaderMap) -> Result<Option<H>, ApiError> {
     h.typed_try_get::<H>()
@@ -56,32 +36,47 @@ fn typed<H: headers::Header>(h: &HeaderMap) -> Result<Option<H>, ApiError> {
 
 /// `If-Match`/`If-None-Match` as a regular expression, for the OpenAPI document: `*`, or
 /// a comma-separated list of quoted entity tags (optionally weak, `W/"…"`) whose characters
-/// are RFC 9110's `etagc` in visible ASCII. `check_etag_list` and the typed headers are the
+/// are RFC 9110's `etagc` in visible ASCII. `entity_tags` is the
 /// rule; a test checks this pattern agrees with them.
 pub(crate) const ENTITY_TAGS_PATTERN: &str =
     r#"^[ \t]*(?:\*|(?:W/)?"[!#-~]*"(?:[ \t]*,[ \t]*(?:W/)?"[!#-~]*")*)[ \t]*$"#;
 
-/// Checks the syntax of an entity-tag list (`*` or `"a", W/"b"`), which the typed headers
-/// accept too leniently: an unquoted tag is a client bug worth a clear 400.
-fn check_etag_list(h: &HeaderMap, name: header::HeaderName) -> Result<(), ApiError> {
+/// The entity tags of every `name` header (`*` or `"a", W/"b"`; several lines are one
+/// list). Strict: an unquoted tag is a client bug worth a clear 400.
+fn tags_of(h: &HeaderMap, name: header::HeaderName) -> Result<Option<Tags>, ApiError> {
+    let mut all: Option<Tags> = None;
     for value in h.get_all(&name) {
-        if !value.to_str().is_ok_and(is_entity_tag_list) {
-            return Err(ApiError::InvalidRequest(format!(
+        let tags = value.to_str().ok().and_then(entity_tags).ok_or_else(|| {
+            ApiError::InvalidRequest(format!(
                 "malformed {name} header: expected * or a list of quoted entity tags"
-            )));
-        }
+            ))
+        })?;
+        all = Some(match (all, tags) {
+            (Some(Tags::List(mut a)), Tags::List(b)) => {
+                a.extend(b);
+                Tags::List(a)
+            }
+            (Some(Tags::Any), _) | (_, Tags::Any) => Tags::Any,
+            (None, tags) => tags,
+        });
     }
-    Ok(())
+    Ok(all)
+}
+
+#[cfg(test)]
+fn is_entity_tag_list(s: &str) -> bool {
+    entity_tags(s).is_some()
 }
 
 /// `*`, or `#entity-tag` (RFC 9110 §8.8.3): quoted tags, optionally weak (`W/`), whose
 /// characters are `etagc` in visible ASCII (commas included: `"a,b"` is one tag), separated
-/// by commas with optional spaces and tabs around them.
-fn is_entity_tag_list(s: &str) -> bool {
+/// by commas with optional spaces and tabs around them. `None` when malformed.
+fn entity_tags(s: &str) -> Option<Tags> {
     let s = s.trim_matches([' ', '\t']);
     if s == "*" {
-        return true;
+        return Some(Tags::Any);
     }
+    let mut tags = Vec::new();
     let b = s.as_bytes();
     let ows = |i: &mut usize| {
         while matches!(b.get(*i), Some(b' ' | b'\t')) {
@@ -90,31 +85,37 @@ fn is_entity_tag_list(s: &str) -> bool {
     };
     let mut i = 0;
     loop {
-        if b[i..].starts_with(b"W/") {
+        let weak = b[i..].starts_with(b"W/");
+        if weak {
             i += 2;
         }
         if b.get(i) != Some(&b'"') {
-            return false;
+            return None;
         }
         i += 1;
+        let start = i;
         while let Some(&c) = b.get(i).filter(|c| **c != b'"') {
             if !(c == 0x21 || (0x23..=0x7e).contains(&c)) {
-                return false;
+                return None;
             }
             i += 1;
         }
         if b.get(i) != Some(&b'"') {
-            return false;
+            return None;
         }
+        tags.push(Tag {
+            opaque: s[start..i].to_owned(),
+            weak,
+        });
         i += 1;
         ows(&mut i);
         match b.get(i) {
-            None => return true,
+            None => return Some(Tags::List(tags)),
             Some(b',') => {
                 i += 1;
                 ows(&mut i);
             }
-            Some(_) => return false,
+            Some(_) => return None,
         }
     }
 }
@@ -122,59 +123,33 @@ fn is_entity_tag_list(s: &str) -> bool {
 impl Preconditions {
     /// Reads the conditional headers.
     pub fn from_headers(h: &HeaderMap) -> Result<Self, ApiError> {
-        check_etag_list(h, header::IF_MATCH)?;
-        check_etag_list(h, header::IF_NONE_MATCH)?;
-        Ok(Self {
-            if_match: typed(h)?,
-            if_none_match: typed(h)?,
-            if_modified_since: typed(h)?,
-            if_unmodified_since: typed(h)?,
-        })
+        Ok(Self(Conditions {
+            if_match: tags_of(h, header::IF_MATCH)?,
+            if_none_match: tags_of(h, header::IF_NONE_MATCH)?,
+            if_modified_since: typed::<IfModifiedSince>(h)?.map(SystemTime::from),
+            if_unmodified_since: typed::<IfUnmodifiedSince>(h)?.map(SystemTime::from),
+        }))
     }
 
     /// Whether no conditional header was sent.
     pub fn is_empty(&self) -> bool {
-        self.if_match.is_none()
-            && self.if_none_match.is_none()
-            && self.if_modified_since.is_none()
-            && self.if_unmodified_since.is_none()
+        self.0.is_empty()
     }
 
-    /// Evaluates in the order of RFC 9110 §13.2.2 against the current version (`None` when
-    /// the key has none). `read` is true for GET and HEAD, where a matching
+    /// Evaluates (RFC 9110 §13.2.2, in the object service) against the current version
+    /// (`None` when the key has none). `read` is true for GET and HEAD, where a matching
     /// `If-None-Match` means 304 rather than 412.
     pub fn evaluate(
         &self,
         current: Option<&StoredVersion>,
         read: bool,
     ) -> Result<Outcome, StoreError> {
-        let failed = |why: &str| Err(StoreError::PreconditionFailed(why.to_owned()));
-        if let Some(im) = &self.if_match {
-            match current {
-                Some(v) if im.precondition_passes(&etag_of(v)) => {}
-                Some(_) => return failed("If-Match does not match the current version"),
-                None => return failed("If-Match given but the key has no current version"),
-            }
-        } else if let (Some(ius), Some(v)) = (&self.if_unmodified_since, current) {
-            if !ius.precondition_passes(last_modified(v)) {
-                return failed("the object was modified after If-Unmodified-Since");
-            }
-        }
-        if let Some(inm) = &self.if_none_match {
-            if let Some(v) = current {
-                if !inm.precondition_passes(&etag_of(v)) {
-                    if read {
-                        return Ok(Outcome::NotModified);
-                    }
-                    return failed("If-None-Match matches the current version");
-                }
-            }
-        } else if let (true, Some(ims), Some(v)) = (read, &self.if_modified_since, current) {
-            if !ims.is_modified(last_modified(v)) {
-                return Ok(Outcome::NotModified);
-            }
-        }
-        Ok(Outcome::Proceed)
+        let etag = current.map(|v| v.etag());
+        let validators = current.zip(etag.as_deref()).map(|(v, e)| Validators {
+            etag: e.trim_matches('"'),
+            modified: v.created(),
+        });
+        self.0.evaluate(validators, read)
     }
 }
 
@@ -188,7 +163,11 @@ pub fn resolve_range(h: &HeaderMap, v: &StoredVersion) -> RangeOutcome {
     };
     if let Ok(Some(if_range)) = h.typed_try_get::<IfRange>() {
         let lm = LastModified::from(last_modified(v));
-        if if_range.is_modified(Some(&etag_of(v)), Some(&lm)) {
+        let etag: headers::ETag = v
+            .etag()
+            .parse()
+            .expect("a quoted hex digest is a valid entity tag");
+        if if_range.is_modified(Some(&etag), Some(&lm)) {
             return RangeOutcome::Full;
         }
     }

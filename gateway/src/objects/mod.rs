@@ -13,6 +13,7 @@
 //!   published; [`Objects::delete`] likewise. Writes of one key take turns
 //!   ([`order`]), so the origin and the gateway agree on which write was last.
 
+pub mod conditions;
 pub mod namespaces;
 pub mod order;
 pub mod read;

@@ -1,53 +1,52 @@
-//! The conditions of S3 requests: a read's `If-Match` / `If-None-Match` /
-//! `If-(Un)Modified-Since` (`304`, `412`), and a write's `If-Match` / `If-None-Match`
-//! against the key's current version ([`WriteIf`]).
+//! The conditions of S3 requests in s3s's types, evaluated by the object service
+//! (`objects::conditions`, as the native API's): a read's `If-Match` / `If-None-Match` /
+//! `If-(Un)Modified-Since` (`304`, `412`), a write's `If-Match` / `If-None-Match` against the
+//! key's current version ([`WriteIf`]); and a delete's S3-only conditions ([`DeleteIf`]).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use s3s::dto::{ETagCondition, Timestamp};
 use s3s::{s3_error, S3Error, S3Result};
 
+use crate::objects::conditions::{Conditions, Outcome, Tag, Tags, Validators};
 use crate::store::{StoreError, StoredVersion};
 
-/// `If-Match` / `If-None-Match` / `If-(Un)Modified-Since` of a read: `Ok(true)` to answer
-/// 304 (Not Modified).
+/// An S3 entity-tag condition as the object service's.
+fn tags(c: &ETagCondition) -> Tags {
+    match c {
+        ETagCondition::Any => Tags::Any,
+        ETagCondition::ETag(e) => Tags::List(vec![Tag {
+            opaque: e.value().to_owned(),
+            weak: matches!(e, s3s::dto::ETag::Weak(_)),
+        }]),
+    }
+}
+
+fn date(t: &Timestamp) -> SystemTime {
+    let t: time::OffsetDateTime = t.clone().into();
+    UNIX_EPOCH + Duration::from_secs(u64::try_from(t.unix_timestamp()).unwrap_or(0))
+}
+
+/// `If-Match` / `If-None-Match` / `If-(Un)Modified-Since` of a read, evaluated by the object
+/// service against the version's `etag` and time: `Ok(true)` to answer 304 (Not Modified).
 pub(super) fn not_modified(
     etag: &str,
-    modified: std::time::SystemTime,
+    modified: SystemTime,
     if_match: Option<&ETagCondition>,
     if_none_match: Option<&ETagCondition>,
     if_modified_since: Option<&Timestamp>,
     if_unmodified_since: Option<&Timestamp>,
 ) -> S3Result<bool> {
-    let matches = |c: &ETagCondition| match c {
-        ETagCondition::Any => true,
-        ETagCondition::ETag(e) => e.value() == etag,
+    let conditions = Conditions {
+        if_match: if_match.map(tags),
+        if_none_match: if_none_match.map(tags),
+        if_modified_since: if_modified_since.map(date),
+        if_unmodified_since: if_unmodified_since.map(date),
     };
-    let secs = |t: std::time::SystemTime| {
-        t.duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
-    };
-    let at = |t: &Timestamp| {
-        let t: time::OffsetDateTime = t.clone().into();
-        u64::try_from(t.unix_timestamp()).unwrap_or(0)
-    };
-    if let Some(c) = if_match {
-        if !matches(c) {
-            return Err(s3_error!(
-                PreconditionFailed,
-                "If-Match: the ETag is {etag:?}"
-            ));
-        }
-    } else if let Some(t) = if_unmodified_since {
-        if secs(modified) > at(t) {
-            return Err(s3_error!(
-                PreconditionFailed,
-                "modified since If-Unmodified-Since"
-            ));
-        }
+    match conditions.evaluate(Some(Validators { etag, modified }), true) {
+        Ok(outcome) => Ok(outcome == Outcome::NotModified),
+        Err(e) => Err(s3_error!(PreconditionFailed, "{e}")),
     }
-    if let Some(c) = if_none_match {
-        return Ok(matches(c));
-    }
-    Ok(if_modified_since.is_some_and(|t| secs(modified) <= at(t)))
 }
 
 /// `304 Not Modified`, with the ETag and Last-Modified the full answer would carry
@@ -71,10 +70,7 @@ pub(super) fn not_modified_error(etag: &str, modified: std::time::SystemTime) ->
 /// `If-None-Match` (`*`: the key does not exist; an ETag: the current version has
 /// another). A condition not met is `412 PreconditionFailed` and writes nothing.
 #[derive(Debug, Default)]
-pub(super) struct WriteIf {
-    if_match: Option<ETagCondition>,
-    if_none_match: Option<ETagCondition>,
-}
+pub(super) struct WriteIf(Conditions);
 
 impl WriteIf {
     /// The conditions a request carries.
@@ -82,36 +78,23 @@ impl WriteIf {
         if_match: Option<&ETagCondition>,
         if_none_match: Option<&ETagCondition>,
     ) -> Self {
-        Self {
-            if_match: if_match.cloned(),
-            if_none_match: if_none_match.cloned(),
-        }
+        Self(Conditions {
+            if_match: if_match.map(tags),
+            if_none_match: if_none_match.map(tags),
+            ..Conditions::default()
+        })
     }
 
-    /// Whether `cur`, the key's current version, meets the conditions.
+    /// Whether `cur`, the key's current version, meets the conditions (evaluated by the
+    /// object service: an `If-Match` on an absent key is `NoCurrentVersion`, S3's
+    /// `NoSuchKey`).
     pub(super) fn check(&self, cur: Option<&StoredVersion>) -> Result<(), StoreError> {
-        let failed = |why: String| Err(StoreError::PreconditionFailed(why));
         let etag = cur.map(super::s3_etag);
-        match (&self.if_match, &etag) {
-            (Some(_), None) => {
-                return Err(StoreError::NoCurrentVersion(
-                    "If-Match: the key does not exist".into(),
-                ))
-            }
-            (Some(ETagCondition::ETag(want)), Some(have)) if want.value() != have => {
-                return failed(format!("If-Match: the current ETag is {have:?}"));
-            }
-            _ => {}
-        }
-        match (&self.if_none_match, &etag) {
-            (Some(ETagCondition::Any), Some(_)) => {
-                failed("the key exists (If-None-Match: *)".into())
-            }
-            (Some(ETagCondition::ETag(not)), Some(have)) if not.value() == have => {
-                failed(format!("If-None-Match: the current ETag is {have:?}"))
-            }
-            _ => Ok(()),
-        }
+        let validators = cur.zip(etag.as_deref()).map(|(v, etag)| Validators {
+            etag,
+            modified: v.created(),
+        });
+        self.0.evaluate(validators, false).map(drop)
     }
 }
 
