@@ -31,6 +31,8 @@
 //! - [`tokens`]: bearer tokens with scopes, from a token file of hashes.
 //! - [`cluster`]: membership in a cluster of gateways kept in etcd (`--cluster`, over TLS
 //!   and as an etcd user when configured), and which member owns a key.
+//! - [`keyed`]: one value per key while anyone holds it (every per-key wait: writes'
+//!   order, origin fetches, disk reads).
 //! - [`pace`]: the slowest upload accepted (`--min-upload-rate`); [`reload`]: files read
 //!   again on SIGHUP.
 //! - [`net`]: listening sockets with a backlog for bursts of connections.
@@ -55,6 +57,7 @@ pub mod credfile;
 pub mod grants;
 pub mod http;
 pub mod key;
+pub mod keyed;
 pub mod media;
 pub mod net;
 pub mod objects;

@@ -226,7 +226,7 @@ impl Objects {
         &self,
         key: &str,
         check: &impl Check,
-    ) -> Result<Option<(&Arc<dyn Origin>, order::Turn<'_>)>, ObjectError> {
+    ) -> Result<Option<(&Arc<dyn Origin>, order::Turn)>, ObjectError> {
         let Some(origin) = self.write_through() else {
             return Ok(None);
         };

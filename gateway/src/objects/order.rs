@@ -6,77 +6,38 @@
 //! Keys are independent: a slow origin write of one key never delays another. A key's
 //! entry lives only while a write of it runs or waits.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
-
 use tokio::sync::OwnedMutexGuard;
 
-/// The keys being written now: each with the lock its writers queue on and how many
-/// writers hold or wait for it.
+use crate::keyed::{Entry, Keyed};
+
+/// The keys being written now, each with the lock its writers queue on (held from a
+/// writer's arrival until its turn ends, so that one that gives up waiting — its request
+/// went away — is counted out too).
 #[derive(Debug, Default)]
 pub struct KeyOrder {
-    keys: Mutex<HashMap<String, Queue>>,
+    keys: Keyed<tokio::sync::Mutex<()>>,
 }
-
-/// One key's lock, and how many writers hold or wait for it.
-type Queue = (Arc<tokio::sync::Mutex<()>>, usize);
 
 /// A writer's turn at a key: other writes of the key wait until it is dropped.
 #[derive(Debug)]
-pub struct Turn<'a> {
+pub struct Turn {
     _held: OwnedMutexGuard<()>,
-    _writer: Writer<'a>,
-}
-
-/// A writer counted at its key from its arrival until its turn ends, so that one that
-/// gives up waiting (its request went away) is counted out too.
-#[derive(Debug)]
-struct Writer<'a> {
-    order: &'a KeyOrder,
-    key: String,
-}
-
-impl Drop for Writer<'_> {
-    fn drop(&mut self) {
-        let mut keys = self
-            .order
-            .keys
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, writers)) = keys.get_mut(&self.key) {
-            *writers -= 1;
-            if *writers == 0 {
-                keys.remove(&self.key);
-            }
-        }
-    }
+    _writer: Entry<tokio::sync::Mutex<()>>,
 }
 
 impl KeyOrder {
     /// Waits for the turn at `key` (tokio's mutex is fair: first come, first served).
-    pub async fn turn(&self, key: &str) -> Turn<'_> {
-        let lock = {
-            let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
-            let (lock, writers) = keys.entry(key.to_owned()).or_default();
-            *writers += 1;
-            Arc::clone(lock)
-        };
-        let writer = Writer {
-            order: self,
-            key: key.to_owned(),
-        };
+    pub async fn turn(&self, key: &str) -> Turn {
+        let writer = self.keys.enter(key);
         Turn {
-            _held: lock.lock_owned().await,
+            _held: std::sync::Arc::clone(writer.value()).lock_owned().await,
             _writer: writer,
         }
     }
 
     /// Keys with a write running or waiting.
     pub fn len(&self) -> usize {
-        self.keys
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.keys.len()
     }
 
     /// Whether no write is running or waiting.
@@ -87,6 +48,8 @@ impl KeyOrder {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+
     use futures_util::FutureExt;
 
     use super::*;

@@ -2,11 +2,10 @@
 //!
 //! The first request for a key starts the fetch on a task of its own; later ones join it
 //! and get its result or its error. A fetch holds a [`Permit`] for its key: when the
-//! fetch ends (or its task unwinds) the permit's drop takes the key out of the table, so
-//! the next request sees the store (or the remembered "not found") instead — never a
-//! flight that will not land.
+//! fetch ends (or its task unwinds) the permit's drop lets go of the key (a [`Keyed`]
+//! entry, freed with its last holder), so the next request sees the store (or the
+//! remembered "not found") instead — never a flight that will not land.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::future::{FutureExt, Shared};
@@ -14,6 +13,7 @@ use tokio::sync::watch;
 
 use super::filling::Filling;
 use super::{BoxFuture, FetchError};
+use crate::keyed::{Entry, Keyed};
 use crate::store::StoredVersion;
 
 /// A fetch's result, shared by every request that joined it.
@@ -25,15 +25,14 @@ pub type InFlight = (Flight, watch::Receiver<Option<Arc<Filling>>>);
 /// The fetches running now, by key.
 #[derive(Debug, Default)]
 pub struct Flights {
-    running: Mutex<HashMap<String, InFlight>>,
+    running: Keyed<Mutex<Option<InFlight>>>,
 }
 
 /// A running fetch's hold on its key: where it announces the object it fills, and whose
-/// drop ends the flight.
+/// drop (with the fetch's end) frees the key.
 #[derive(Debug)]
 pub struct Permit {
-    flights: Arc<Flights>,
-    key: String,
+    _key: Entry<Mutex<Option<InFlight>>>,
     filling: watch::Sender<Option<Arc<Filling>>>,
 }
 
@@ -44,33 +43,23 @@ impl Permit {
     }
 }
 
-impl Drop for Permit {
-    fn drop(&mut self) {
-        self.flights
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.key);
-    }
-}
-
 impl Flights {
     /// Joins the fetch of `key` in flight, or starts `fetch` (given the key's permit) on a
     /// task of its own, so that it completes — and the version is stored — even when every
     /// request that wanted it went away.
-    pub fn join_or_start<F>(self: &Arc<Self>, key: &str, fetch: F) -> InFlight
+    pub fn join_or_start<F>(&self, key: &str, fetch: F) -> InFlight
     where
         F: FnOnce(Permit) -> BoxFuture<'static, Result<Option<Arc<StoredVersion>>, FetchError>>,
     {
-        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(f) = running.get(key) {
+        let entry = self.running.enter(key);
+        let mut slot = entry.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(f) = slot.as_ref() {
             metrics::counter!("rasa_singleflight_joins_total").increment(1);
             return f.clone();
         }
         let (tx, rx) = watch::channel(None);
         let permit = Permit {
-            flights: Arc::clone(self),
-            key: key.to_owned(),
+            _key: entry.clone(),
             filling: tx,
         };
         // A fetch that panics ends like one that failed: its waiters get an error and its
@@ -84,24 +73,22 @@ impl Flights {
             })
         }));
         let flight = fetch.shared();
-        running.insert(key.to_owned(), (flight.clone(), rx.clone()));
-        drop(running);
+        *slot = Some((flight.clone(), rx.clone()));
+        drop(slot);
         tokio::spawn(flight.clone());
         (flight, rx)
     }
 
     /// The fill of `key` under way, once it has started storing the object.
     pub fn filling(&self, key: &str) -> Option<Arc<Filling>> {
-        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-        running.get(key).and_then(|(_, rx)| rx.borrow().clone())
+        let slot = self.running.peek(key)?;
+        let slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        slot.as_ref().and_then(|(_, rx)| rx.borrow().clone())
     }
 
     /// Fetches running now.
     pub fn len(&self) -> usize {
-        self.running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.running.len()
     }
 
     /// Whether no fetch is running.

@@ -14,6 +14,7 @@ const GATEWAY_LAYERS: &[(&str, u32)] = &[
     ("catalog", 0),
     ("credfile", 0),
     ("key", 0),
+    ("keyed", 0),
     ("media", 0),
     ("net", 0),
     ("pace", 0),

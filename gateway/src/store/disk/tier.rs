@@ -2,11 +2,11 @@
 //! however many wait, [`Flights`]), admitting it into memory (promotion), and writing
 //! every current version down at shutdown.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Disk, Found, Record};
+use crate::keyed::Keyed;
 use crate::store::upload::{reserve_frame, room_wait};
 use crate::store::{Store, StoreError, StoredVersion};
 
@@ -21,11 +21,10 @@ pub enum Want {
     Check,
 }
 
-type Cell = Arc<tokio::sync::OnceCell<Option<Arc<StoredVersion>>>>;
-
-/// Reads of keys from disk under way.
+/// Reads of keys from disk under way: one per key, its answer shared by every caller that
+/// asks while it runs.
 #[derive(Debug, Default)]
-pub(super) struct Flights(Mutex<HashMap<String, Cell>>);
+pub(super) struct Flights(Keyed<tokio::sync::OnceCell<Option<Arc<StoredVersion>>>>);
 
 impl Flights {
     /// `load`'s answer for `key`, shared with every caller that asks while it runs.
@@ -34,14 +33,7 @@ impl Flights {
         key: &str,
         load: impl std::future::Future<Output = Option<Arc<StoredVersion>>>,
     ) -> Option<Arc<StoredVersion>> {
-        let map = || self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let cell = Arc::clone(map().entry(key.to_owned()).or_default());
-        let got = cell.get_or_init(|| load).await.clone();
-        let mut m = map();
-        if m.get(key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
-            m.remove(key);
-        }
-        got
+        self.0.enter(key).get_or_init(|| load).await.clone()
     }
 }
 
