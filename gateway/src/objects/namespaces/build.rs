@@ -1,0 +1,46 @@
+//! Building a namespace: a store of its own beside the default one's, its disk tier, its
+//! reclaimer.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{arena_size_for, Maker, Namespaces, Spec};
+use crate::objects::Objects;
+use crate::store::disk::{Disk, DiskConfig};
+
+impl Namespaces {
+    /// The default namespace over `default` and those of `file`, each a store of its own
+    /// beside the default one's ([`crate::store::Store::sibling`]: arenas sized by
+    /// [`arena_size_for`] under `arena_size`, reclaimed every `tick`), memory only (no
+    /// read-through origin); with `disk` (the default namespace's disk tier), a namespace
+    /// with a disk quota gets a disk tier of its own beside it
+    /// ([`crate::store::disk::DiskConfig::for_namespace`]).
+    pub fn load_beside(
+        default: Arc<Objects>,
+        file: &Path,
+        arena_size: u64,
+        tick: std::time::Duration,
+        disk: Option<DiskConfig>,
+    ) -> Result<Arc<Self>, String> {
+        let base = Arc::clone(default.store());
+        let make: Maker = Box::new(move |spec: &Spec| {
+            let mut config = *base.config();
+            config.memory_budget = spec.quota;
+            config.arena_size = arena_size_for(spec.quota, arena_size) as usize;
+            let store = Arc::new(base.sibling(config));
+            if let (Some(disk), Some(quota)) = (&disk, spec.disk_quota) {
+                let config = disk.for_namespace(&spec.name, quota);
+                store.tier().attach(
+                    Disk::open(config).map_err(|e| format!("namespace {}: {e}", spec.name))?,
+                );
+            }
+            tokio::spawn(Arc::clone(&store).run_reclaimer(tick));
+            Ok(Objects::new(
+                store,
+                None,
+                crate::origin::WritePolicy::CacheOnly,
+            ))
+        });
+        Self::load(default, file, make)
+    }
+}

@@ -1,0 +1,87 @@
+//! Editing the namespaces file for S3's CreateBucket and DeleteBucket: a line added or
+//! removed, then put in force as a SIGHUP would; on any refusal the file is as it was.
+
+use std::path::Path;
+
+use super::{check_name, Namespaces};
+
+/// Why a namespace could not be removed.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoveError {
+    /// There is no such namespace.
+    #[error("no namespace {0:?}")]
+    NotFound(String),
+    /// It still holds values.
+    #[error("namespace {0:?} holds values: delete them first")]
+    NotEmpty(String),
+    /// Namespaces are the operator's here, or the file could not be changed.
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl Namespaces {
+    /// The namespaces file, which the gateway may edit ([`Namespaces::create`]).
+    fn owned_file(&self) -> Result<&Path, String> {
+        match &self.file {
+            Some((path, _)) => Ok(path),
+            None => Err(
+                "this gateway has no namespaces file (--namespaces): its buckets are the operator's --s3-bucket"
+                    .into(),
+            ),
+        }
+    }
+
+    /// Adds namespace `name` with `quota` to the namespaces file and puts it in force (as a
+    /// SIGHUP would); `Ok(false)` when it exists already. On any refusal (no file, a bad
+    /// name, quotas beyond `--memory`) the file is as it was.
+    pub fn create(&self, name: &str, quota: u64) -> Result<bool, String> {
+        let _edit = self.edit.lock().unwrap_or_else(|e| e.into_inner());
+        if self.get(name).is_some() {
+            return Ok(false);
+        }
+        let path = self.owned_file()?;
+        check_name(name)?;
+        let before = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the namespaces file {}: {e}", path.display()))?;
+        let sep = if before.is_empty() || before.ends_with('\n') {
+            ""
+        } else {
+            "\n"
+        };
+        let quota_text = match quota % (1 << 20) {
+            0 => format!("{}MiB", quota >> 20),
+            _ => quota.to_string(),
+        };
+        let after = format!("{before}{sep}{name} {quota_text}\n");
+        crate::credfile::rewrite(path, &after)?;
+        if let Err(e) = self.reload() {
+            let _ = crate::credfile::rewrite(path, &before);
+            return Err(e);
+        }
+        Ok(true)
+    }
+
+    /// Removes namespace `name`, which must hold no value, from the file and from force.
+    pub fn remove(&self, name: &str) -> Result<(), RemoveError> {
+        let _edit = self.edit.lock().unwrap_or_else(|e| e.into_inner());
+        let ns = self
+            .current()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| RemoveError::NotFound(name.to_owned()))?;
+        if !ns.objects.store().list("", None, 1).0.is_empty() {
+            return Err(RemoveError::NotEmpty(name.to_owned()));
+        }
+        let path = self.owned_file().map_err(RemoveError::Refused)?;
+        let before = std::fs::read_to_string(path)
+            .map_err(|e| RemoveError::Refused(format!("cannot read {}: {e}", path.display())))?;
+        let after = crate::credfile::without_name(&before, name, "namespace")
+            .map_err(RemoveError::Refused)?;
+        crate::credfile::rewrite(path, &after).map_err(RemoveError::Refused)?;
+        if let Err(e) = self.reload() {
+            let _ = crate::credfile::rewrite(path, &before);
+            return Err(RemoveError::Refused(e));
+        }
+        Ok(())
+    }
+}

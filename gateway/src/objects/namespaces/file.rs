@@ -1,0 +1,117 @@
+//! The namespaces file's format (see the module above) and the sizing it implies: what
+//! `--memory` leaves the default namespace, each namespace's arena size.
+
+use std::path::Path;
+
+use super::{check_name, DEFAULT};
+
+/// At most this many namespaces in a file (they are metric labels: the count stays bounded).
+pub const MAX_NAMESPACES: usize = 1000;
+
+/// The smallest quota a namespace may have.
+pub const MIN_QUOTA: u64 = 1 << 20;
+
+/// One line of the namespaces file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Spec {
+    /// Its name.
+    pub name: String,
+    /// Bytes of arena memory it may hold.
+    pub quota: u64,
+    /// Bytes of the disk tier it may hold (with `--disk`; none: its evicted values are
+    /// dropped).
+    pub disk_quota: Option<u64>,
+}
+
+/// The smallest disk quota a namespace may have.
+pub const MIN_DISK_QUOTA: u64 = 2 << 20;
+
+/// Parses the namespaces file format (see the module documentation).
+pub fn parse(text: &str) -> Result<Vec<Spec>, String> {
+    let mut specs: Vec<Spec> = Vec::new();
+    for (n, fields) in crate::credfile::lines(text) {
+        let at = |why: String| format!("line {n}: {why}");
+        let (name, quota, disk) = match fields[..] {
+            [name, quota] => (name, quota, None),
+            [name, quota, disk] => (name, quota, Some(disk)),
+            _ => {
+                return Err(at(format!(
+                    "expected 'NAME QUOTA [DISK_QUOTA]', found {} fields",
+                    fields.len()
+                )))
+            }
+        };
+        check_name(name).map_err(at)?;
+        if name == DEFAULT {
+            return Err(at(format!(
+                "'{DEFAULT}' always exists and gets what --memory leaves after the quotas"
+            )));
+        }
+        let quota = crate::units::parse_size(quota).map_err(|e| at(format!("quota: {e}")))?;
+        if quota < MIN_QUOTA {
+            return Err(at(format!(
+                "quota {quota} bytes of {name} is below the minimum of 1MiB"
+            )));
+        }
+        let disk_quota = disk
+            .map(|d| crate::units::parse_size(d).map_err(|e| at(format!("disk quota: {e}"))))
+            .transpose()?;
+        if disk_quota.is_some_and(|d| d < MIN_DISK_QUOTA) {
+            return Err(at(format!(
+                "the disk quota of {name} is below the minimum of 2MiB"
+            )));
+        }
+        if specs.iter().any(|s| s.name == name) {
+            return Err(at(format!("{name} is listed twice")));
+        }
+        specs.push(Spec {
+            name: name.to_owned(),
+            quota,
+            disk_quota,
+        });
+    }
+    if specs.len() > MAX_NAMESPACES {
+        return Err(format!(
+            "{} namespaces: at most {MAX_NAMESPACES}",
+            specs.len()
+        ));
+    }
+    Ok(specs)
+}
+
+/// Reads and parses the namespaces file at `path`; the error names the file and line.
+pub fn read(path: &Path) -> Result<Vec<Spec>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the namespaces file {}: {e}", path.display()))?;
+    parse(&text).map_err(|e| format!("namespaces file {}: {e}", path.display()))
+}
+
+/// What `memory` (`--memory`) leaves the default namespace after the quotas of `specs`
+/// (from `path`), or why they do not fit.
+pub(super) fn left_for_default(specs: &[Spec], memory: u64, path: &Path) -> Result<u64, String> {
+    let total: u64 = specs.iter().map(|s| s.quota).sum();
+    memory.checked_sub(total).ok_or_else(|| {
+        format!(
+            "namespaces file {}: the quotas add up to {total} bytes, more than --memory ({memory} bytes)",
+            path.display()
+        )
+    })
+}
+
+/// The default namespace's arena size beside the namespaces of `path`: sized for what
+/// `--memory` leaves it, as any namespace's ([`arena_size_for`]).
+pub fn default_arena_size(path: &Path, memory: u64, arena_size: u64) -> Result<u64, String> {
+    let specs = read(path)?;
+    Ok(arena_size_for(
+        left_for_default(&specs, memory, path)?,
+        arena_size,
+    ))
+}
+
+/// The arena size for a namespace of `quota` under `--arena-size` `arena_size`: a quarter of
+/// the quota (at least 64 KiB, a multiple of 64 KiB), never more than `arena_size`, so a
+/// small namespace does not pin a whole default arena.
+pub fn arena_size_for(quota: u64, arena_size: u64) -> u64 {
+    const STEP: u64 = 64 << 10;
+    ((quota / 4) / STEP * STEP).clamp(STEP, arena_size.max(STEP))
+}
