@@ -278,6 +278,36 @@ async fn run(cli: Cli) -> Result<(), String> {
             false => Err("the fabric check failed (see FAIL above)".into()),
         };
     }
+    let client = client_for(&cli)?;
+    let json = cli.json;
+    match cli.command {
+        Cmd::Put {
+            key,
+            file,
+            content_type,
+        } => put(&client, &key, &file, content_type.as_deref(), json).await?,
+        Cmd::Get {
+            key,
+            output,
+            range: Some(range),
+            ..
+        } => ranges::get(&client, &key, range, output.as_deref(), json).await?,
+        Cmd::Get { key, output, .. } => get(&client, &key, output.as_deref(), json).await?,
+        Cmd::Rm { key } => {
+            client.delete(&key).await.map_err(|e| with_causes(&e))?;
+            if json {
+                print_json(&serde_json::json!({"key": key, "deleted": true}));
+            }
+        }
+        Cmd::Stat { key } => stat(&client, &key, json).await?,
+        Cmd::Fabric(_) => unreachable!("handled above"),
+        Cmd::Ls { prefix, limit } => ls(&client, &prefix, limit, json).await?,
+    }
+    Ok(())
+}
+
+/// The SDK client the command line describes (the fast path only for `get`).
+fn client_for(cli: &Cli) -> Result<Client, String> {
     let mode = match &cli.command {
         Cmd::Get {
             fast_path: Mode::Required,
@@ -310,150 +340,149 @@ async fn run(cli: Cli) -> Result<(), String> {
     if let Some(ca) = &cli.ca_file {
         builder = builder.ca_file(ca);
     }
-    let client = builder.build().map_err(|e| with_causes(&e))?;
-    let json = cli.json;
-    match cli.command {
-        Cmd::Put {
-            key,
-            file,
-            content_type,
-        } => {
-            let d = if file.as_os_str() == "-" {
-                let mut v = Vec::new();
-                std::io::Read::read_to_end(&mut std::io::stdin(), &mut v)
-                    .map_err(|e| format!("reading standard input: {e}"))?;
-                client.put_typed(&key, v, content_type.as_deref()).await
-            } else {
-                // Streamed from disk with its length: memory does not grow with the file.
-                let len = std::fs::metadata(&file).map_or(0, |m| m.len());
-                let spinner = bar(len, json, &format!("put {key}")).inspect(|pb| {
-                    pb.set_style(ProgressStyle::default_spinner());
-                    pb.enable_steady_tick(Duration::from_millis(100));
-                });
-                let d = client.put_file(&key, &file, content_type.as_deref()).await;
-                if let Some(pb) = spinner {
-                    pb.finish_and_clear();
-                }
-                d
-            }
+    builder.build().map_err(|e| with_causes(&e))
+}
+
+/// `rasa put`: from a file (streamed with its length) or standard input; prints the descriptor.
+async fn put(
+    client: &Client,
+    key: &str,
+    file: &std::path::Path,
+    content_type: Option<&str>,
+    json: bool,
+) -> Result<(), String> {
+    let d = if file.as_os_str() == "-" {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut v)
+            .map_err(|e| format!("reading standard input: {e}"))?;
+        client.put_typed(key, v, content_type).await
+    } else {
+        // Streamed from disk with its length: memory does not grow with the file.
+        let len = std::fs::metadata(file).map_or(0, |m| m.len());
+        let spinner = bar(len, json, &format!("put {key}")).inspect(|pb| {
+            pb.set_style(ProgressStyle::default_spinner());
+            pb.enable_steady_tick(Duration::from_millis(100));
+        });
+        let d = client.put_file(key, &file, content_type).await;
+        if let Some(pb) = spinner {
+            pb.finish_and_clear();
+        }
+        d
+    }
+    .map_err(|e| with_causes(&e))?;
+    let v = serde_json::to_value(&d).expect("descriptor serializes");
+    if json {
+        print_json(&v);
+    } else {
+        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+    }
+    Ok(())
+}
+
+/// `rasa get`: to standard output or a file, streamed; with `--json`, what was received.
+async fn get(
+    client: &Client,
+    key: &str,
+    output: Option<&std::path::Path>,
+    json: bool,
+) -> Result<(), String> {
+    let spinner = (!json && std::io::stderr().is_terminal() && output.is_some()).then(|| {
+        let s = ProgressBar::new_spinner();
+        s.set_message(format!("get {key}"));
+        s.enable_steady_tick(Duration::from_millis(100));
+        s
+    });
+    // Streamed: memory does not grow with the value. A file is written under a
+    // temporary name and renamed once complete and validated.
+    // A device or pipe (`-o /dev/null`) cannot be read back: with `--json`, it is
+    // written through a hashing writer instead.
+    let device = output.filter(|p| std::fs::metadata(p).is_ok_and(|m| !m.is_file()));
+    let out: Box<dyn tokio::io::AsyncWrite + Unpin + Send> = match device {
+        Some(p) if json => Box::new(
+            tokio::fs::OpenOptions::new()
+                .write(true)
+                .open(p)
+                .await
+                .map_err(|e| format!("opening {}: {e}", p.display()))?,
+        ),
+        _ => Box::new(tokio::io::sink()),
+    };
+    let mut hashing = Hashing::new(out);
+    let written = match &output {
+        Some(_) if json && device.is_some() => client.get_to(key, &mut hashing).await,
+        Some(path) => client.get_to_file(key, path).await,
+        None if json => client.get_to(key, &mut hashing).await,
+        None => {
+            let mut out = tokio::io::BufWriter::with_capacity(1 << 20, tokio::io::stdout());
+            client.get_to(key, &mut out).await
+        }
+    }
+    .map_err(|e| with_causes(&e))?;
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    if json {
+        // The SHA-256 of the bytes received, computed here (not the gateway's word).
+        let sha256 = match &output {
+            Some(path) if device.is_none() => sha256_of_file(path)?,
+            _ => hashing.hex(),
+        };
+        print_json(&serde_json::json!({
+            "key": key,
+            "version": written.version,
+            "length": written.length,
+            "sha256": sha256,
+            "path": written.path.as_str(),
+            "provider": provider_of(client, written.path),
+        }));
+    } else if output.is_some() && std::io::stderr().is_terminal() {
+        eprintln!("{} bytes via {}", written.length, written.path.as_str());
+    }
+    Ok(())
+}
+
+/// `rasa stat`.
+async fn stat(client: &Client, key: &str, json: bool) -> Result<(), String> {
+    let m = client.head(key).await.map_err(|e| with_causes(&e))?;
+    if json {
+        print_json(&serde_json::json!({
+            "key": key,
+            "version": m.version,
+            "length": m.length,
+            "etag": m.etag,
+            "content_type": m.content_type,
+        }));
+    } else {
+        println!("key:          {key}");
+        println!("version:      {}", m.version);
+        println!("length:       {}", m.length);
+        println!("etag:         {}", m.etag);
+        println!("content-type: {}", m.content_type);
+    }
+    Ok(())
+}
+
+/// `rasa ls`: every page up to `limit` keys.
+async fn ls(client: &Client, prefix: &str, limit: Option<usize>, json: bool) -> Result<(), String> {
+    let mut after: Option<String> = None;
+    let mut items = Vec::new();
+    let want = limit.unwrap_or(usize::MAX);
+    loop {
+        let page = client
+            .list(prefix, after.as_deref(), (want - items.len()).min(1000))
+            .await
             .map_err(|e| with_causes(&e))?;
-            let v = serde_json::to_value(&d).expect("descriptor serializes");
-            if json {
-                print_json(&v);
-            } else {
-                println!("{}", serde_json::to_string_pretty(&v).expect("json"));
-            }
+        items.extend(page.items);
+        match page.next_after {
+            Some(next) if items.len() < want => after = Some(next),
+            _ => break,
         }
-        Cmd::Get {
-            key,
-            output,
-            range: Some(range),
-            ..
-        } => ranges::get(&client, &key, range, output.as_deref(), json).await?,
-        Cmd::Get { key, output, .. } => {
-            let spinner =
-                (!json && std::io::stderr().is_terminal() && output.is_some()).then(|| {
-                    let s = ProgressBar::new_spinner();
-                    s.set_message(format!("get {key}"));
-                    s.enable_steady_tick(Duration::from_millis(100));
-                    s
-                });
-            // Streamed: memory does not grow with the value. A file is written under a
-            // temporary name and renamed once complete and validated.
-            // A device or pipe (`-o /dev/null`) cannot be read back: with `--json`, it is
-            // written through a hashing writer instead.
-            let device = output
-                .as_deref()
-                .filter(|p| std::fs::metadata(p).is_ok_and(|m| !m.is_file()));
-            let out: Box<dyn tokio::io::AsyncWrite + Unpin + Send> = match device {
-                Some(p) if json => Box::new(
-                    tokio::fs::OpenOptions::new()
-                        .write(true)
-                        .open(p)
-                        .await
-                        .map_err(|e| format!("opening {}: {e}", p.display()))?,
-                ),
-                _ => Box::new(tokio::io::sink()),
-            };
-            let mut hashing = Hashing::new(out);
-            let written = match &output {
-                Some(_) if json && device.is_some() => client.get_to(&key, &mut hashing).await,
-                Some(path) => client.get_to_file(&key, path).await,
-                None if json => client.get_to(&key, &mut hashing).await,
-                None => {
-                    let mut out = tokio::io::BufWriter::with_capacity(1 << 20, tokio::io::stdout());
-                    client.get_to(&key, &mut out).await
-                }
-            }
-            .map_err(|e| with_causes(&e))?;
-            if let Some(s) = spinner {
-                s.finish_and_clear();
-            }
-            if json {
-                // The SHA-256 of the bytes received, computed here (not the gateway's word).
-                let sha256 = match &output {
-                    Some(path) if device.is_none() => sha256_of_file(path)?,
-                    _ => hashing.hex(),
-                };
-                print_json(&serde_json::json!({
-                    "key": key,
-                    "version": written.version,
-                    "length": written.length,
-                    "sha256": sha256,
-                    "path": written.path.as_str(),
-                    "provider": provider_of(&client, written.path),
-                }));
-            } else if output.is_some() && std::io::stderr().is_terminal() {
-                eprintln!("{} bytes via {}", written.length, written.path.as_str());
-            }
-        }
-        Cmd::Rm { key } => {
-            client.delete(&key).await.map_err(|e| with_causes(&e))?;
-            if json {
-                print_json(&serde_json::json!({"key": key, "deleted": true}));
-            }
-        }
-        Cmd::Stat { key } => {
-            let m = client.head(&key).await.map_err(|e| with_causes(&e))?;
-            if json {
-                print_json(&serde_json::json!({
-                    "key": key,
-                    "version": m.version,
-                    "length": m.length,
-                    "etag": m.etag,
-                    "content_type": m.content_type,
-                }));
-            } else {
-                println!("key:          {key}");
-                println!("version:      {}", m.version);
-                println!("length:       {}", m.length);
-                println!("etag:         {}", m.etag);
-                println!("content-type: {}", m.content_type);
-            }
-        }
-        Cmd::Fabric(_) => unreachable!("handled above"),
-        Cmd::Ls { prefix, limit } => {
-            let mut after: Option<String> = None;
-            let mut items = Vec::new();
-            let want = limit.unwrap_or(usize::MAX);
-            loop {
-                let page = client
-                    .list(&prefix, after.as_deref(), (want - items.len()).min(1000))
-                    .await
-                    .map_err(|e| with_causes(&e))?;
-                items.extend(page.items);
-                match page.next_after {
-                    Some(next) if items.len() < want => after = Some(next),
-                    _ => break,
-                }
-            }
-            if json {
-                print_json(&serde_json::to_value(&items).expect("json"));
-            } else {
-                for i in &items {
-                    println!("{:>12}  {}  {}", i.length, i.version, i.key);
-                }
-            }
+    }
+    if json {
+        print_json(&serde_json::to_value(&items).expect("json"));
+    } else {
+        for i in &items {
+            println!("{:>12}  {}  {}", i.length, i.version, i.key);
         }
     }
     Ok(())
