@@ -195,11 +195,7 @@ async fn a_head_that_misses_asks_the_origin_and_fetches_nothing() {
     );
     // The GET streamed while the object filled; it is stored once the fill completes,
     // which may be just after the last byte reached the client.
-    let deadline = Instant::now() + std::time::Duration::from_secs(10);
-    while !stored(&gw, "h").await {
-        assert!(Instant::now() < deadline, "the fill never stored h");
-        tokio::task::yield_now().await;
-    }
+    wait_stored(&gw, "h").await;
     let r = c.head(gw.url("/v1/objects/h")).send().await.unwrap();
     assert!(r.headers().contains_key("rasa-version"));
     assert_eq!(s3.ops("HeadObject", "pre/h"), 1);
@@ -266,6 +262,39 @@ async fn a_cold_range_is_served_from_the_origins_range_while_the_object_fills() 
     );
 }
 
+/// A gateway reading through `s3` (prefix `pre`) with an S3 listener and a reader's key, and
+/// an S3 client with that key; `extra` flags added.
+fn s3_listener(s3: &S3Server, extra: &[&str]) -> (Gateway, aws_sdk_s3::Client) {
+    let at = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let keys = rasa_tests::temp_dir("s3-listener").join("s3-keys");
+    let (id, secret) = rasa_tests::new_s3_key(&keys, "reader", "read");
+    let mut args = s3.gateway_args("pre");
+    args.extend(["--s3-listen".to_owned(), at.clone()]);
+    args.extend([
+        "--s3-credentials-file".to_owned(),
+        keys.display().to_string(),
+    ]);
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let gw = Gateway::start_with_s3(&args);
+    let client = rasa_tests::s3_client_with(&format!("http://{at}"), &id, &secret);
+    (gw, client)
+}
+
+/// Waits (10 s at most) until the fill of `key` has stored it, which may be just after
+/// the last byte of a streamed GET reached the client.
+async fn wait_stored(gw: &Gateway, key: &str) {
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    while !stored(gw, key).await {
+        assert!(Instant::now() < deadline, "the fill never stored {key}");
+        tokio::task::yield_now().await;
+    }
+}
+
 /// Issue 44: the S3 listener reads through the object service as the HTTP API does, so an
 /// S3 HeadObject of a key not held here asks the origin's HEAD and fetches nothing (it had
 /// fetched the whole object), answering with the ETag the object has once stored.
@@ -274,24 +303,7 @@ async fn an_s3_head_that_misses_asks_the_origins_head_and_fetches_nothing() {
     let s3 = S3Server::start();
     let value = pattern(2 << 20, 12);
     s3.put_file("pre/h", &value);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let at = format!("127.0.0.1:{port}");
-    let keys = rasa_tests::temp_dir("s3-head").join("s3-keys");
-    let (id, secret) = rasa_tests::new_s3_key(&keys, "reader", "read");
-    let mut args = s3.gateway_args("pre");
-    args.extend([
-        "--s3-listen".to_owned(),
-        at.clone(),
-        "--s3-credentials-file".to_owned(),
-        keys.display().to_string(),
-    ]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let gw = Gateway::start_with_s3(&args);
-    let client = rasa_tests::s3_client_with(&format!("http://{at}"), &id, &secret);
+    let (gw, client) = s3_listener(&s3, &[]);
     let bucket = rasa_tests::S3_BUCKET;
     // The listener serves the origin's bucket: its keys are the origin's ("pre/h").
     let head_of = |key: &'static str| client.head_object().bucket(bucket).key(key).send();
@@ -346,31 +358,10 @@ async fn an_s3_get_streams_a_cold_object_and_passes_a_too_large_one_through() {
     s3.put_file("pre/r", &value);
     let huge = pattern(40 << 20, 14);
     s3.put_file("pre/huge", &huge);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let at = format!("127.0.0.1:{port}");
-    let keys = rasa_tests::temp_dir("s3-get").join("s3-keys");
-    let (id, secret) = rasa_tests::new_s3_key(&keys, "reader", "read");
-    let mut args = s3.gateway_args("pre");
-    args.extend(
-        [
-            "--s3-listen",
-            &at,
-            "--s3-credentials-file",
-            keys.to_str().unwrap(),
-            "--max-object-size",
-            "32MiB",
-            "--origin-fill",
-            "range",
-        ]
-        .map(str::to_owned),
+    let (gw, client) = s3_listener(
+        &s3,
+        &["--max-object-size", "32MiB", "--origin-fill", "range"],
     );
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let gw = Gateway::start_with_s3(&args);
-    let client = rasa_tests::s3_client_with(&format!("http://{at}"), &id, &secret);
     let get = |key: &'static str| client.get_object().bucket(rasa_tests::S3_BUCKET).key(key);
 
     let cold = get("pre/big").send().await.unwrap();
@@ -380,11 +371,7 @@ async fn an_s3_get_streams_a_cold_object_and_passes_a_too_large_one_through() {
         "streamed as it fills: no version yet"
     );
     assert!(cold.body.collect().await.unwrap().into_bytes() == value);
-    let deadline = Instant::now() + std::time::Duration::from_secs(10);
-    while !stored(&gw, "big").await {
-        assert!(Instant::now() < deadline, "the fill never stored big");
-        tokio::task::yield_now().await;
-    }
+    wait_stored(&gw, "big").await;
     let hit = get("pre/big").send().await.unwrap();
     assert!(hit.version_id().is_some(), "a hit has a version");
     assert!(hit.body.collect().await.unwrap().into_bytes() == value);
