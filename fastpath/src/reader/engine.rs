@@ -105,29 +105,7 @@ pub(super) fn run(
         assert!(p.local + p.len <= room, "a piece outside its buffer");
     }
     if let Some(pid) = conn.cma_pid {
-        // Each piece copied by this process, in order; nothing is ever in flight.
-        for (i, p) in pieces.iter().enumerate() {
-            if Instant::now() >= deadline {
-                return Err(Failed {
-                    error: ReadError::Timeout(Duration::ZERO),
-                    quiet: true,
-                });
-            }
-            let (base, _, _) = targets[usize::from(p.landing)];
-            // SAFETY: `base + p.local .. + p.len` lies in the scratch slot or the landing
-            // buffer (checked above), which we hold exclusively (&mut) for this call; only
-            // this call writes it, and no read is in flight.
-            let bytes = unsafe {
-                let local = base.add(p.local);
-                crate::local::copy_from(pid, local, p.remote, p.len)
-            }
-            .map_err(|e| Failed {
-                error: copy_error(e),
-                quiet: true,
-            })?;
-            on_piece(i, bytes).map_err(|error| Failed { error, quiet: true })?;
-        }
-        return Ok(());
+        return copy_all(pid, pieces, &targets, deadline, on_piece);
     }
     // One context per piece; the provider may write into it while the read is in flight.
     let mut contexts: Vec<ReadContext> = vec![ReadContext::default(); pieces.len()];
@@ -143,36 +121,13 @@ pub(super) fn run(
     // The first failure; once set, nothing more is issued and the rest is reaped.
     let mut failed: Option<ReadError> = None;
     while (failed.is_none() && delivered < pieces.len()) || in_flight > 0 {
-        while failed.is_none()
-            && next < pieces.len()
-            && in_flight < MAX_IN_FLIGHT
-            && next < delivered + window
-        {
-            let p = &pieces[next];
-            let (base, _, desc) = targets[usize::from(p.landing)];
-            // SAFETY: `base + p.local .. + p.len` lies in the registered scratch slot or
-            // the registered landing buffer (checked above), which we hold exclusively
-            // (&mut) and which outlive the read: on any early return the caller drops the
-            // endpoint (cancelling reads) while it still holds both, unless every issued
-            // read has completed. No other piece in flight or undelivered uses that space
-            // (the window). The context stays at a fixed address (`contexts` is not
-            // resized) until completion or endpoint close.
-            let op = ReadOp {
-                // SAFETY: inside the buffer (checked above).
-                local: unsafe { base.add(p.local) },
-                len: p.len,
-                desc,
-                peer: conn.peer,
-                remote: p.remote,
-                rkey: p.rkey,
-            };
-            // SAFETY: see above.
-            let posted = unsafe { conn.node.post_read(op, ctx_base.add(next)) };
-            if posted.map_err(classify)? == Posted::QueueFull {
-                break; // reap completions (which also drives progress)
-            }
-            next += 1;
-            in_flight += 1;
+        if failed.is_none() {
+            let limit = (pieces.len())
+                .min(delivered + window)
+                .min(next + MAX_IN_FLIGHT - in_flight);
+            let posted = issue(conn, pieces, &targets, ctx_base, next..limit, efa)?;
+            next += posted;
+            in_flight += posted;
         }
         let mut polled = conn.node.poll_completions(&mut entries);
         if let Polled::Empty = polled {
@@ -180,21 +135,8 @@ pub(super) fn run(
                 return Err(failed.unwrap_or(ReadError::Timeout(Duration::ZERO)).into());
             }
             idle_polls += 1;
-            if idle_polls < SPIN_POLLS {
-                std::hint::spin_loop();
-                continue;
-            }
-            if idle_polls < YIELD_POLLS || !conn.node.waitable() {
-                // Give the core to whoever serves the read (on loopback, the gateway's
-                // progress thread) without sleeping through the completion.
-                std::thread::yield_now();
-                continue;
-            }
-            // Still nothing: sleep on the queue's wait object (which also drives progress)
-            // instead of burning a core. Providers do not always signal it for RMA
-            // completions, so sleep 1 ms at a time; its other failures count as "nothing".
-            polled = conn.node.wait_completions(&mut entries, 1);
-            if let Polled::Empty | Polled::Failed(_) = polled {
+            polled = idle(conn, idle_polls, &mut entries);
+            if let Polled::Empty = polled {
                 continue;
             }
         }
@@ -209,16 +151,10 @@ pub(super) fn run(
                     *d = true;
                 }
             }
-            while failed.is_none() && delivered < next && done[delivered] {
-                let p = &pieces[delivered];
-                let (base, _, _) = targets[usize::from(p.landing)];
-                // SAFETY: piece `delivered` has completed: the provider writes no more into
-                // its bytes, and no read is issued into them until it has been delivered.
-                let bytes = unsafe { std::slice::from_raw_parts(base.add(p.local), p.len) };
-                if let Err(e) = on_piece(delivered, bytes) {
-                    failed = Some(e);
-                }
-                delivered += 1;
+            let ready = &done[delivered..next];
+            let ready = ready.iter().take_while(|d| **d).count();
+            if failed.is_none() {
+                (delivered, failed) = deliver(pieces, &targets, delivered, ready, on_piece);
             }
             continue;
         }
@@ -243,6 +179,123 @@ pub(super) fn run(
         None => Ok(()),
         Some(error) => Err(Failed { error, quiet: true }),
     }
+}
+
+/// Where each kind of piece lands: `[scratch, landing]` as (base, length, descriptor).
+type Targets = [(*mut u8, usize, *mut libc::c_void); 2];
+
+/// Posts the reads of `pieces[range]` in order until the queue is full (then completions
+/// must be reaped, which also drives progress); answers how many were posted.
+fn issue(
+    conn: &mut Conn,
+    pieces: &[Piece],
+    targets: &Targets,
+    contexts: *mut ReadContext,
+    range: std::ops::Range<usize>,
+    efa: bool,
+) -> Result<usize, ReadError> {
+    let mut posted = 0;
+    for i in range {
+        let p = &pieces[i];
+        let (base, _, desc) = targets[usize::from(p.landing)];
+        // SAFETY: `base + p.local .. + p.len` lies in the registered scratch slot or the
+        // registered landing buffer (`run` checked every piece), which the caller holds
+        // exclusively (&mut) and which outlive the read: on any early return the caller
+        // drops the endpoint (cancelling reads) while it still holds both, unless every
+        // issued read has completed. No other piece in flight or undelivered uses that
+        // space (the window). The context (`contexts[i]`) stays at a fixed address (the
+        // caller does not resize them) until completion or endpoint close.
+        let op = ReadOp {
+            // SAFETY: inside the buffer (checked by `run`).
+            local: unsafe { base.add(p.local) },
+            len: p.len,
+            desc,
+            peer: conn.peer,
+            remote: p.remote,
+            rkey: p.rkey,
+        };
+        // SAFETY: see above; `contexts` has one context per piece.
+        let result = unsafe { conn.node.post_read(op, contexts.add(i)) };
+        if result.map_err(|e| classify(efa, e))? == Posted::QueueFull {
+            break;
+        }
+        posted += 1;
+    }
+    Ok(posted)
+}
+
+/// Hands pieces `from .. from + count`, all completed, to `on_piece` in order; stops at the
+/// first it refuses. Answers the next piece to deliver and the refusal, if any.
+fn deliver(
+    pieces: &[Piece],
+    targets: &Targets,
+    from: usize,
+    count: usize,
+    on_piece: &mut OnPiece<'_>,
+) -> (usize, Option<ReadError>) {
+    for (i, p) in pieces.iter().enumerate().skip(from).take(count) {
+        let (base, _, _) = targets[usize::from(p.landing)];
+        // SAFETY: piece `i` has completed: the provider writes no more into its bytes, and
+        // no read is issued into them until it has been delivered.
+        let bytes = unsafe { std::slice::from_raw_parts(base.add(p.local), p.len) };
+        if let Err(e) = on_piece(i, bytes) {
+            return (i + 1, Some(e));
+        }
+    }
+    (from + count, None)
+}
+
+/// After `idle_polls` empty polls: spin, then yield the core to whoever serves the read
+/// (on loopback, the gateway's progress thread) without sleeping through the completion,
+/// then sleep on the queue's wait object (which also drives progress) instead of burning
+/// a core. Providers do not always signal it for RMA completions, so it sleeps 1 ms at a
+/// time; its other failures count as "nothing" ([`Polled::Empty`]).
+fn idle(conn: &Conn, idle_polls: u32, entries: &mut [Completion]) -> Polled {
+    if idle_polls < SPIN_POLLS {
+        std::hint::spin_loop();
+        return Polled::Empty;
+    }
+    if idle_polls < YIELD_POLLS || !conn.node.waitable() {
+        std::thread::yield_now();
+        return Polled::Empty;
+    }
+    match conn.node.wait_completions(entries, 1) {
+        Polled::Failed(_) => Polled::Empty,
+        polled => polled,
+    }
+}
+
+/// Each piece copied by this process from process `pid` (cross-memory attach), in order;
+/// nothing is ever in flight.
+fn copy_all(
+    pid: u32,
+    pieces: &[Piece],
+    targets: &Targets,
+    deadline: Instant,
+    on_piece: &mut OnPiece<'_>,
+) -> Result<(), Failed> {
+    for (i, p) in pieces.iter().enumerate() {
+        if Instant::now() >= deadline {
+            return Err(Failed {
+                error: ReadError::Timeout(Duration::ZERO),
+                quiet: true,
+            });
+        }
+        let (base, _, _) = targets[usize::from(p.landing)];
+        // SAFETY: `base + p.local .. + p.len` lies in the scratch slot or the landing
+        // buffer (`run` checked every piece), which the caller holds exclusively (&mut)
+        // for this call; only this call writes it, and no read is in flight.
+        let bytes = unsafe {
+            let local = base.add(p.local);
+            crate::local::copy_from(pid, local, p.remote, p.len)
+        }
+        .map_err(|e| Failed {
+            error: copy_error(e),
+            quiet: true,
+        })?;
+        on_piece(i, bytes).map_err(|error| Failed { error, quiet: true })?;
+    }
+    Ok(())
 }
 
 /// A failed cross-memory copy as a read error: an unmapped range is a revoked key.
