@@ -34,7 +34,9 @@ pub const ACCESS_READ: u64 = sys::FI_READ as u64;
 pub const ACCESS_REMOTE_READ: u64 = sys::FI_REMOTE_READ as u64;
 
 use info::{Info, MR_MODE_OFFERED};
-use owners::{open_cq, open_eq, AddressVector, CompletionQueue, Endpoint, EventQueue, Fabric};
+use owners::{
+    open_av, open_cq, open_endpoint, AddressVector, CompletionQueue, Endpoint, EventQueue, Fabric,
+};
 
 use crate::buffer::ArenaBuffer;
 use crate::sys;
@@ -152,73 +154,8 @@ impl Node {
 
         let cq = Arc::new(open_cq(&domain)?);
 
-        let mut av_attr = sys::fi_av_attr {
-            type_: sys::fi_av_type_FI_AV_TABLE,
-            ..Default::default()
-        };
-        let mut av: *mut sys::fid_av = ptr::null_mut();
-        // SAFETY: valid domain and attr; `av` receives a new object we own.
-        check("fi_av_open", unsafe {
-            sys::rasa_fi_av_open(domain.raw.as_ptr(), &mut av_attr, &mut av, ptr::null_mut())
-        } as isize)?;
-        let av = Arc::new(AddressVector {
-            raw: NonNull::new(av).expect("fi_av_open succeeded"),
-            _domain: Arc::clone(&domain),
-        });
-
-        let mut ep: *mut sys::fid_ep = ptr::null_mut();
-        // SAFETY: valid domain and info; `ep` receives a new object we own.
-        check("fi_endpoint", unsafe {
-            sys::rasa_fi_endpoint(domain.raw.as_ptr(), i, &mut ep, ptr::null_mut())
-        } as isize)?;
-        let mut ep = Endpoint {
-            raw: NonNull::new(ep).expect("fi_endpoint succeeded"),
-            _eq: None,
-            _cq: Arc::clone(&cq),
-            _av: Arc::clone(&av),
-            _domain: Arc::clone(&domain),
-        };
-        // SAFETY: ep, cq and av are open objects of the same domain.
-        unsafe {
-            check(
-                "fi_ep_bind(cq)",
-                sys::rasa_fi_ep_bind(
-                    ep.raw.as_ptr(),
-                    &mut (*cq.raw.as_ptr()).fid,
-                    (sys::FI_TRANSMIT | sys::FI_RECV) as u64,
-                ) as isize,
-            )?;
-            check(
-                "fi_ep_bind(av)",
-                sys::rasa_fi_ep_bind(ep.raw.as_ptr(), &mut (*av.raw.as_ptr()).fid, 0) as isize,
-            )?;
-        }
-        // An event queue: required on efa (which aborts without one), taken where the
-        // provider offers it elsewhere.
-        let bound = open_eq(&domain._fabric).and_then(|q| {
-            let q = Arc::new(q);
-            // SAFETY: ep and q are open objects of the same fabric; the endpoint keeps an
-            // Arc of the queue, so the queue is closed after it.
-            check("fi_ep_bind(eq)", unsafe {
-                sys::rasa_fi_ep_bind(ep.raw.as_ptr(), &mut (*q.raw.as_ptr()).fid, 0)
-            } as isize)?;
-            Ok(q)
-        });
-        let eq = match bound {
-            Ok(q) => {
-                ep._eq = Some(Arc::clone(&q));
-                Some(q)
-            }
-            Err(e) if plan::is_efa(&provider) => return Err(e),
-            Err(e) => {
-                tracing::debug!(%provider, error = %e, "no event queue on this endpoint");
-                None
-            }
-        };
-        // SAFETY: the endpoint is bound to its queues and AV.
-        unsafe {
-            check("fi_enable", sys::rasa_fi_enable(ep.raw.as_ptr()) as isize)?;
-        }
+        let av = Arc::new(open_av(&domain)?);
+        let (ep, eq) = open_endpoint(&domain, &info, &cq, &av, &provider)?;
         drop(info);
         Ok(Node {
             ep,

@@ -236,3 +236,88 @@ pub(super) fn open_cq(domain: &Arc<Domain>) -> Result<CompletionQueue, FabricErr
     }
     unreachable!("the last attempt returns")
 }
+
+/// Opens an address vector (a table) on `domain`.
+pub(super) fn open_av(domain: &Arc<Domain>) -> Result<AddressVector, FabricError> {
+    let mut av_attr = sys::fi_av_attr {
+        type_: sys::fi_av_type_FI_AV_TABLE,
+        ..Default::default()
+    };
+    let mut av: *mut sys::fid_av = ptr::null_mut();
+    // SAFETY: valid domain and attr; `av` receives a new object we own.
+    check("fi_av_open", unsafe {
+        sys::rasa_fi_av_open(domain.raw.as_ptr(), &mut av_attr, &mut av, ptr::null_mut())
+    } as isize)?;
+    Ok(AddressVector {
+        raw: NonNull::new(av).expect("fi_av_open succeeded"),
+        _domain: Arc::clone(domain),
+    })
+}
+
+/// Opens the RDM endpoint `info` describes on `domain`, bound to `cq`, `av` and (where the
+/// provider offers one; required on efa, which aborts without) an event queue, and enables
+/// it. Answers the endpoint and its event queue.
+pub(super) fn open_endpoint(
+    domain: &Arc<Domain>,
+    info: &super::info::Info,
+    cq: &Arc<CompletionQueue>,
+    av: &Arc<AddressVector>,
+    provider: &str,
+) -> Result<(Endpoint, Option<Arc<EventQueue>>), FabricError> {
+    let i = info.raw();
+    let mut ep: *mut sys::fid_ep = ptr::null_mut();
+    // SAFETY: valid domain, and info from fi_getinfo (its owner outlives this call); `ep`
+    // receives a new object we own.
+    check("fi_endpoint", unsafe {
+        sys::rasa_fi_endpoint(domain.raw.as_ptr(), i, &mut ep, ptr::null_mut())
+    } as isize)?;
+    let mut ep = Endpoint {
+        raw: NonNull::new(ep).expect("fi_endpoint succeeded"),
+        _eq: None,
+        _cq: Arc::clone(cq),
+        _av: Arc::clone(av),
+        _domain: Arc::clone(domain),
+    };
+    // SAFETY: ep, cq and av are open objects of the same domain.
+    unsafe {
+        check(
+            "fi_ep_bind(cq)",
+            sys::rasa_fi_ep_bind(
+                ep.raw.as_ptr(),
+                &mut (*cq.raw.as_ptr()).fid,
+                (sys::FI_TRANSMIT | sys::FI_RECV) as u64,
+            ) as isize,
+        )?;
+        check(
+            "fi_ep_bind(av)",
+            sys::rasa_fi_ep_bind(ep.raw.as_ptr(), &mut (*av.raw.as_ptr()).fid, 0) as isize,
+        )?;
+    }
+    // An event queue: required on efa (which aborts without one), taken where the
+    // provider offers it elsewhere.
+    let bound = open_eq(&domain._fabric).and_then(|q| {
+        let q = Arc::new(q);
+        // SAFETY: ep and q are open objects of the same fabric; the endpoint keeps an
+        // Arc of the queue, so the queue is closed after it.
+        check("fi_ep_bind(eq)", unsafe {
+            sys::rasa_fi_ep_bind(ep.raw.as_ptr(), &mut (*q.raw.as_ptr()).fid, 0)
+        } as isize)?;
+        Ok(q)
+    });
+    let eq = match bound {
+        Ok(q) => {
+            ep._eq = Some(Arc::clone(&q));
+            Some(q)
+        }
+        Err(e) if crate::fabric::plan::is_efa(provider) => return Err(e),
+        Err(e) => {
+            tracing::debug!(%provider, error = %e, "no event queue on this endpoint");
+            None
+        }
+    };
+    // SAFETY: the endpoint is bound to its queues and AV.
+    unsafe {
+        check("fi_enable", sys::rasa_fi_enable(ep.raw.as_ptr()) as isize)?;
+    }
+    Ok((ep, eq))
+}

@@ -12,12 +12,6 @@ const MOST_LINES: usize = 500;
 /// Longest function, in lines (from its `fn` line to its closing brace).
 const MOST_FUNCTION_LINES: usize = 100;
 
-/// Functions still over the limit, each to be split (issue 44): the test fails when one
-/// of them is split (take it off this list) as when another grows past the limit.
-const LONG_FUNCTIONS_LEFT: &[&str] = &[
-    "fastpath/src/fabric/mod.rs: open",
-];
-
 /// Where the rules hold: every crate's sources and the tests'.
 const DIRS: &[&str] = &[
     "gateway/src",
@@ -120,30 +114,16 @@ fn fn_name(line: &str) -> Option<String> {
 
 #[test]
 fn no_function_is_over_about_100_lines() {
-    let mut over = Vec::new();
-    let mut left = Vec::new();
     let scenario = |f: &str| f.starts_with("tests/e2e/") || f.ends_with("tests.rs");
+    let mut over = Vec::new();
     for (file, text) in sources().into_iter().filter(|(f, _)| !scenario(f)) {
         for (name, n) in functions(&text) {
-            let id = format!("{file}: {name}");
             if n > MOST_FUNCTION_LINES {
-                if LONG_FUNCTIONS_LEFT.contains(&id.as_str()) {
-                    left.push(id);
-                } else {
-                    over.push(format!("{id} ({n} lines)"));
-                }
+                over.push(format!("{file}: {name} ({n} lines)"));
             }
         }
     }
     assert!(over.is_empty(), "functions to split:\n{}", over.join("\n"));
-    let split: Vec<&&str> = LONG_FUNCTIONS_LEFT
-        .iter()
-        .filter(|id| !left.iter().any(|l| l == *id))
-        .collect();
-    assert!(
-        split.is_empty(),
-        "now within the limit, take them off LONG_FUNCTIONS_LEFT: {split:?}"
-    );
 }
 
 #[test]
