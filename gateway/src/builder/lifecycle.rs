@@ -13,42 +13,53 @@ use crate::store::Store;
 
 use super::Gateway;
 
-/// Listens, announces, serves until `shutdown`, then shuts down in order.
-pub(super) async fn serve(
+/// A gateway listening (connections queue from here on), not yet serving.
+pub(super) struct Listening {
     gw: Gateway,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> Result<(), String> {
-    let Gateway {
-        args,
-        tokens,
-        tls,
-        namespaces,
-        state,
-        socket,
-        addr,
-        s3,
-        cluster,
-    } = gw;
+    listener: tokio::net::TcpListener,
+}
+
+/// Listens on the reserved port and announces it (one line per listener on stdout).
+pub(super) fn listen(mut gw: Gateway) -> Result<Listening, String> {
+    let addr = gw.addr;
+    let socket = gw.socket.take().ok_or("the gateway listens once")?;
     let listener = socket
         .listen(crate::net::BACKLOG)
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let (args, tls) = (&gw.args, gw.tls.is_some());
     tracing::info!(
         %addr,
         memory = args.memory,
         arena_size = args.arena_size,
         max_object_size = args.max_object_size,
         lease_ms = args.lease.as_millis() as u64,
-        tokens = tokens.as_ref().map_or(0, |t| t.current().len()),
-        tls = tls.is_some(),
+        tokens = gw.tokens.as_ref().map_or(0, |t| t.current().len()),
+        tls,
         max_concurrent_requests = args.max_concurrent_requests,
         "rasa-gateway ready"
     );
-    warn_if_open(addr, tokens.is_some(), tls.is_some());
-    announce(
-        tls.is_some(),
-        addr,
-        s3.as_ref().map(|s3| (s3.addr, s3.open)),
-    );
+    warn_if_open(addr, gw.tokens.is_some(), tls);
+    announce(tls, addr, gw.s3.as_ref().map(|s3| (s3.addr, s3.open)));
+    Ok(Listening { gw, listener })
+}
+
+/// Serves until `shutdown`, then shuts down in order.
+pub(super) async fn serve(
+    listening: Listening,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    let Listening { gw, listener } = listening;
+    let Gateway {
+        args,
+        tokens: _,
+        tls,
+        namespaces,
+        state,
+        socket: _,
+        addr: _,
+        s3,
+        cluster,
+    } = gw;
     let listeners = 1 + usize::from(s3.is_some());
     let fd_limit = server::gate::raise_fd_limit();
     let options = ServeOptions {

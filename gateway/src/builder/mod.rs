@@ -30,7 +30,8 @@ pub struct Gateway {
     tls: Option<Arc<rustls::ServerConfig>>,
     namespaces: Arc<Namespaces>,
     state: AppState,
-    socket: tokio::net::TcpSocket,
+    /// Reserved, taken when the gateway listens.
+    socket: Option<tokio::net::TcpSocket>,
     addr: SocketAddr,
     s3: Option<crate::s3::listener::Prepared>,
     cluster: Option<Arc<Cluster>>,
@@ -90,7 +91,7 @@ impl Gateway {
             tls,
             namespaces,
             state,
-            socket: fronts.socket,
+            socket: Some(fronts.socket),
             addr: fronts.addr,
             s3: fronts.s3,
             cluster,
@@ -112,12 +113,14 @@ impl Gateway {
     }
 
     /// [`Gateway::serve`] until `shutdown` completes rather than a signal (for embedders
-    /// and tests).
-    pub async fn serve_until(
+    /// and tests). It listens (and announces) at once, when called: connections made after
+    /// it returns queue until the returned future, spawned or awaited, serves them.
+    pub fn serve_until(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    ) -> Result<(), String> {
-        lifecycle::serve(self, shutdown).await
+    ) -> impl std::future::Future<Output = Result<(), String>> + Send {
+        let listening = lifecycle::listen(self);
+        async move { lifecycle::serve(listening?, shutdown).await }
     }
 }
 
