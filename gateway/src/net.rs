@@ -1,7 +1,6 @@
 //! Sockets and what arrives on them: listening sockets with an accept backlog fit for
-//! bursts of connections, the size of a request's head as it came on the wire, and what
-//! both fronts need to pass a request on to another cluster member and relay its answer
-//! (hop-by-hop headers, the answer-start deadline of reads, `Rasa-Served-By`).
+//! bursts of connections, the size of a request's head as it came on the wire, the
+//! headers that belong to one connection, and an error's causes on one line.
 
 use std::io;
 use std::net::SocketAddr;
@@ -81,41 +80,4 @@ pub fn strip_hop_by_hop(headers: &mut http::HeaderMap) {
         headers.remove(h);
     }
     headers.remove("keep-alive");
-}
-
-/// The response header naming the member that served a forwarded request.
-pub const SERVED_BY_HEADER: &str = "rasa-served-by";
-
-/// Sends a request passed on to another member; a read's answer must start within
-/// `answer_within` (it has no body to send first): a member that accepts but does not
-/// answer (frozen, overloaded) then counts as unreachable. The error says why, on one line.
-pub async fn send_forwarded(
-    out: reqwest::RequestBuilder,
-    read: bool,
-    answer_within: std::time::Duration,
-) -> Result<reqwest::Response, String> {
-    if !read {
-        return out.send().await.map_err(|e| error_chain(&e));
-    }
-    match tokio::time::timeout(answer_within, out.send()).await {
-        Ok(sent) => sent.map_err(|e| error_chain(&e)),
-        Err(_) => Err(format!("no answer within {answer_within:?}")),
-    }
-}
-
-/// The answer of member `node_id`, relayed as it streams: its headers but those of one
-/// connection, and [`SERVED_BY_HEADER`].
-pub fn relay(
-    resp: reqwest::Response,
-    node_id: &str,
-) -> Result<axum::response::Response, http::Error> {
-    let mut back = axum::response::Response::builder().status(resp.status());
-    if let Some(h) = back.headers_mut() {
-        *h = resp.headers().clone();
-        strip_hop_by_hop(h);
-        if let Ok(v) = http::HeaderValue::from_str(node_id) {
-            h.insert(SERVED_BY_HEADER, v);
-        }
-    }
-    back.body(axum::body::Body::from_stream(resp.bytes_stream()))
 }

@@ -102,19 +102,16 @@ pub(super) async fn join_cluster(
         config.ca_file.as_deref(),
     )?;
     let cluster = Cluster::join(config, incarnation, fabric).await?;
+    let peers = Arc::new(crate::cluster::Peers::new(Arc::clone(&cluster), peers));
     if let Some(rt) = objects.read_through() {
         // Back after its lease was lost: others may have written its keys.
         let stale = Arc::clone(rt);
         cluster.on_rejoin(move || stale.revalidate_all());
-        rt.fill_from(crate::origin::peers::Peers {
-            cluster: Arc::clone(&cluster),
-            client: peers.clone(),
-        });
+        rt.fill_from(Arc::clone(&peers));
     }
     if let Some(s3) = s3 {
         let wide = crate::s3::cluster::Wide::new(
-            Arc::clone(&cluster),
-            peers.clone(),
+            Arc::clone(&peers),
             args.cluster.cluster_ca_file.as_deref(),
         )?;
         let _ = s3.front.wide.set(wide);

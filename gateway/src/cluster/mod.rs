@@ -8,10 +8,19 @@
 //! with rendezvous hashing ([`rasa_openapi::cluster::placement`]).
 //!
 //! When etcd cannot be reached the gateway keeps its last view and keeps serving.
+//!
+//! Everything a member does with the others goes through [`Peers`], for both fronts and
+//! the read-through origin: where a keyed request is served ([`peers`]), passing it to
+//! the owner ([`forward`]), asking every member for its part of a listing or batch
+//! ([`Peers::each_other`], [`Peers::by_owner`]), and filling a miss from the previous
+//! owner ([`fill`]). The fronts only map each outcome to their wire format.
 
 mod args;
 pub mod etcd_access;
+pub mod fill;
+pub mod forward;
 mod membership;
+pub mod peers;
 pub mod suspects;
 
 use std::sync::atomic::Ordering;
@@ -22,6 +31,8 @@ use rasa_openapi::{ClusterMember, ClusterView, FabricInfo, MemberState};
 use tokio::sync::watch;
 
 pub use args::{ClusterArgs, EtcdEndpoints, Routing};
+pub use forward::{Forwarded, Outgoing, SERVED_BY_HEADER};
+pub use peers::{Peers, Route, Wire};
 
 /// What this node needs to join a cluster.
 #[derive(Clone, Debug)]

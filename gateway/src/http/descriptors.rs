@@ -78,16 +78,16 @@ pub async fn batch_descriptors(
         });
     }
     let mut results: Vec<Option<DescriptorResult>> = req.keys.iter().map(|_| None).collect();
-    if fanout::cluster_wide(&st, &headers) {
+    if let Some(peers) = fanout::cluster_wide(&st, &headers) {
         // Keys other members own go to their owners, one sub-batch each, concurrently.
-        let asks = fanout::remote_groups(&st, &req.keys)
+        let asks = fanout::remote_groups(peers, &req.keys)
             .into_iter()
             .map(|(owner, idx)| {
-                let (st, headers) = (&st, &headers);
+                let headers = &headers;
                 let root = super::NamespaceName::api_root_of(ns.as_ref());
                 let keys: Vec<String> = idx.iter().map(|&i| req.keys[i].clone()).collect();
                 async move {
-                    let answer = fanout::ask_owner(st, headers, &root, &owner, keys).await;
+                    let answer = fanout::ask_owner(peers, headers, &root, &owner, keys).await;
                     (idx, answer)
                 }
             });

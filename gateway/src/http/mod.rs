@@ -151,8 +151,8 @@ pub struct Shared {
     pub openapi_json: Arc<String>,
     /// This node's cluster membership (`--cluster`); `None` for a single gateway.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
-    /// The client that forwards requests to other members (set with `cluster`).
-    pub peers: Option<reqwest::Client>,
+    /// The way to the other members (set with `cluster`).
+    pub peers: Option<Arc<crate::cluster::Peers>>,
     /// Corrupt frame copies made by the test hooks, kept alive while a test reads them.
     pub(crate) test_frames: Arc<std::sync::Mutex<Vec<Arc<crate::store::StoredVersion>>>>,
     /// Keys whose descriptors the test hooks point at a corrupt copy.

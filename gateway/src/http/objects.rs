@@ -471,10 +471,10 @@ pub async fn list_objects(State(st): State<AppState>, req: Request) -> Result<Re
         })
         .collect();
     let mut list = ObjectList { items, next_after };
-    if super::fanout::cluster_wide(&st, req.headers()) {
+    if let Some(peers) = super::fanout::cluster_wide(&st, req.headers()) {
         let query = req.uri().query().unwrap_or_default();
         let root = super::NamespaceName::api_root(req.extensions());
-        list = super::fanout::merge_lists(&st, req.headers(), &root, query, limit, list).await?;
+        list = super::fanout::merge_lists(peers, req.headers(), &root, query, limit, list).await?;
     }
     Ok(json_response(StatusCode::OK, &list))
 }

@@ -7,7 +7,6 @@
 
 pub mod filling;
 pub mod flight;
-pub mod peers;
 pub mod readthrough;
 pub mod remembered;
 pub mod s3;

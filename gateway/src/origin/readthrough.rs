@@ -9,7 +9,7 @@
 //! - "Not found" answers are remembered for `--negative-ttl`, so a storm of misses for
 //!   absent keys does not hammer the bucket ([`super::remembered`]).
 //! - After a membership change, a miss is first filled from the key's previous owner
-//!   ([`super::peers`]).
+//!   ([`crate::cluster::Peers::copy`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +19,7 @@ use futures_util::StreamExt;
 use super::filling::Filling;
 use super::flight::{Flights, InFlight, Permit};
 use super::remembered::{Remembered, Verdict};
-use super::{Fetch, Origin, OriginError};
+use super::{Fetch, Origin, OriginError, OriginObject};
 use crate::store::disk::Want;
 use crate::store::{Store, StoreError, StoredVersion};
 
@@ -54,7 +54,7 @@ pub struct ReadThrough {
     /// `--negative-ttl`, within `--negative-cache-size`.
     remembered: Remembered,
     /// Other cluster members to fill misses from before the origin.
-    peers: std::sync::OnceLock<super::peers::Peers>,
+    peers: std::sync::OnceLock<Arc<crate::cluster::Peers>>,
     /// Whether a cold ranged read also fills the whole object (`--origin-fill`).
     range_fill: std::sync::atomic::AtomicBool,
     /// Versions the origin confirmed before this instant are revalidated on their next
@@ -90,7 +90,7 @@ impl ReadThrough {
 
     /// Fill misses from the key's next choice among `peers` before the origin (cluster
     /// members, after a membership change).
-    pub fn fill_from(&self, peers: super::peers::Peers) {
+    pub fn fill_from(&self, peers: Arc<crate::cluster::Peers>) {
         let _ = self.peers.set(peers);
     }
 
@@ -287,7 +287,15 @@ impl ReadThrough {
     ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
         if current.is_none() {
             if let Some(peers) = self.peers.get() {
-                if let Some((obj, age)) = super::peers::copy(peers, key).await {
+                if let Some(copy) = peers.copy(key).await {
+                    let age = copy.age;
+                    let obj = OriginObject {
+                        length: copy.length,
+                        content_type: copy.content_type,
+                        etag: copy.etag,
+                        content_range: None,
+                        body: Box::pin(copy.body.map(|c| c.map_err(OriginError::Failed))),
+                    };
                     match self.store_object(key, obj, None, filling).await {
                         Ok(v) => {
                             if let (Some(v), Some(age)) = (&v, age) {

@@ -335,4 +335,5 @@ fn inherent_type(rest: &str) -> String {
 }
 
 mod circles;
+mod room;
 mod sizes;

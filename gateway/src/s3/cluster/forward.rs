@@ -1,23 +1,18 @@
-//! Keyed S3 requests for keys another member owns: forwarded to the owner's S3 listener as
-//! they came (one hop, the body streamed both ways, the caller's signature intact).
-//!
-//! An owner that cannot be reached: a read is served here (from memory, else the origin),
-//! as the native API does; a write is refused with `503 SlowDown` and `Retry-After` (a
-//! value written here would not be found where the others look for it).
-
-use std::time::Duration;
+//! The S3 listener's side of keyed requests for keys another member owns: the key a
+//! request names (path or virtual-host style), the request passed on as it came — the
+//! caller's signature intact, so `Host` stays and the body keeps its length — through
+//! [`crate::cluster::Peers::forward`], and each outcome as S3 answers it (`503 SlowDown`
+//! with `Retry-After` for a write no owner took).
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use http::{header, HeaderValue, Method, StatusCode};
-use rasa_openapi::{ClusterMember, HOP_HEADER};
+use rasa_openapi::HOP_HEADER;
 
 use super::super::edge::xml_error;
 use super::super::S3Front;
-
-/// Longest wait for a forwarded read's answer to start before it is served here.
-const READ_ANSWER_WITHIN: Duration = Duration::from_secs(2);
+use crate::cluster::{Forwarded, Outgoing, Route, Wire};
 
 /// `req` to serve here, or the answer of the key's owner it was forwarded to (`domains`:
 /// the `--s3-domain` names, for virtual-host-style buckets).
@@ -26,7 +21,7 @@ pub(crate) async fn to_owner(
     domains: &[String],
     req: Request,
 ) -> Result<Request, Response> {
-    let Some(wide) = front.wide(req.headers()) else {
+    let Some(wide) = front.wide.get() else {
         return Ok(req);
     };
     let Some((bucket, key)) = bucket_and_key(&req, domains) else {
@@ -35,22 +30,15 @@ pub(crate) async fn to_owner(
     let Some(rasa_key) = front.bucket(&bucket).ok().and_then(|b| b.rasa_key(&key)) else {
         return Ok(req); // refused here, by the handler
     };
-    let Some(owner) = wide.remote_owner(&rasa_key) else {
-        return Ok(req);
+    let write = !matches!(*req.method(), Method::GET | Method::HEAD);
+    let hopped = req.headers().contains_key(HOP_HEADER);
+    let owner = match wide.peers.route(&rasa_key, Wire::S3, hopped, write) {
+        Route::Here => return Ok(req),
+        Route::Fenced(why) => return Err(slow_down(&why, 1)),
+        Route::Redirect(owner) | Route::Forward(owner) => owner,
     };
-    let read = matches!(*req.method(), Method::GET | Method::HEAD);
     let (parts, body) = req.into_parts();
-    let base = owner
-        .s3_url
-        .as_deref()
-        .unwrap_or_default()
-        .trim_end_matches('/');
-    let target = format!(
-        "{base}{}",
-        parts.uri.path_and_query().map_or("/", |p| p.as_str())
-    );
     let mut headers = parts.headers.clone();
-    crate::net::strip_hop_by_hop(&mut headers);
     // `Host` stays as the caller sent it: the signature covers it (over HTTP/2 the caller
     // sent it as the `:authority`).
     if let (false, Some(a)) = (headers.contains_key(header::HOST), parts.uri.authority()) {
@@ -58,43 +46,30 @@ pub(crate) async fn to_owner(
             headers.insert(header::HOST, v);
         }
     }
-    headers.insert(HOP_HEADER, HeaderValue::from_static("1"));
-    let mut out = wide
-        .client
-        .request(parts.method.clone(), &target)
-        .headers(headers);
-    if !read {
+    let out = Outgoing {
+        method: parts.method.clone(),
+        path_and_query: parts
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned(),
+        headers,
         // With its length, when the caller said it: S3 wants `Content-Length`.
-        out = out.body(reqwest::Body::wrap(Sized(std::sync::Mutex::new(body))));
+        body: write.then(|| reqwest::Body::wrap(Sized(std::sync::Mutex::new(body)))),
+    };
+    match wide.peers.forward(Wire::S3, &rasa_key, &owner, out).await {
+        Forwarded::Answer(resp) => Err(resp),
+        Forwarded::ServeHere => Ok(Request::from_parts(parts, Body::empty())),
+        Forwarded::Refused { why, retry_after } => Err(slow_down(&why, retry_after)),
     }
-    let sent = crate::net::send_forwarded(out, read, READ_ANSWER_WITHIN).await;
-    match sent {
-        Ok(resp) => {
-            metrics::counter!("rasa_s3_forwards_total", "result" => "ok").increment(1);
-            Err(answer(resp, &owner))
-        }
-        Err(cause) => {
-            metrics::counter!("rasa_s3_forwards_total", "result" => "owner_unreachable")
-                .increment(1);
-            let why = format!(
-                "the owner of '{rasa_key}', node {} at {base}, cannot be reached: {cause}",
-                owner.node_id
-            );
-            if read {
-                tracing::warn!("{why}; serving it here");
-                return Ok(Request::from_parts(parts, axum::body::Body::empty()));
-            }
-            tracing::warn!("{why}; write refused");
-            let mut r = xml_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "SlowDown",
-                &format!("{why}; nothing was stored, retry shortly"),
-            );
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            Err(r)
-        }
-    }
+}
+
+/// `503 SlowDown` saying `why`, to be retried after `retry_after` seconds.
+fn slow_down(why: &str, retry_after: u64) -> Response {
+    let mut r = xml_error(StatusCode::SERVICE_UNAVAILABLE, "SlowDown", why);
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+    r
 }
 
 /// A request body passed on with its size hint (a stream alone would go out chunked).
@@ -157,18 +132,6 @@ fn bucket_and_key(req: &Request, domains: &[String]) -> Option<(String, String)>
         .ok()?
         .into_owned();
     Some((bucket.to_owned(), key))
-}
-
-/// The owner's answer, relayed as it streams.
-fn answer(resp: reqwest::Response, owner: &ClusterMember) -> Response {
-    crate::net::relay(resp, &owner.node_id).unwrap_or_else(|_| {
-        xml_error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "InternalError",
-            "the owner's answer could not be relayed",
-        )
-        .into_response()
-    })
 }
 
 #[cfg(test)]

@@ -13,6 +13,10 @@
 //!
 //! A request from another member carries the hop marker and is answered from this member
 //! alone, whatever its view says, so two members whose views differ never bounce a request.
+//!
+//! Who owns what, forwarding, failing over and asking every member at once are the
+//! cluster's ([`crate::cluster::Peers`], the same for the native API); what is here is the
+//! S3 wire: which key a request names, S3 clients acting as the caller, S3 errors.
 
 pub(super) mod forward;
 pub(super) mod peers;
@@ -22,28 +26,22 @@ use std::sync::Arc;
 use rasa_openapi::{ClusterMember, HOP_HEADER};
 
 use super::S3Front;
-use crate::cluster::Cluster;
+use crate::cluster::{Peers, Wire};
 
 /// A member's view of the cluster, for its S3 listener.
 #[derive(Debug)]
 pub struct Wide {
-    /// This node's membership.
-    pub cluster: Arc<Cluster>,
-    /// The client that forwards requests to other members (`--cluster-ca-file` trusted).
-    pub client: reqwest::Client,
+    /// The way to the other members.
+    pub peers: Arc<Peers>,
     /// The HTTP client of the S3 clients that ask other members as the caller (the same
     /// certificate authorities trusted; its connections kept for the next ask).
     pub s3_http: aws_sdk_s3::config::SharedHttpClient,
 }
 
 impl Wide {
-    /// The S3 listener's view of `cluster`, whose other members are reached with `client`
-    /// and, besides the system's certificate authorities, those in `ca_file`.
-    pub fn new(
-        cluster: Arc<Cluster>,
-        client: reqwest::Client,
-        ca_file: Option<&std::path::Path>,
-    ) -> Result<Self, String> {
+    /// The S3 listener's view of the cluster `peers` reach; S3 clients of the other
+    /// members trust, besides the system's certificate authorities, those in `ca_file`.
+    pub fn new(peers: Arc<Peers>, ca_file: Option<&std::path::Path>) -> Result<Self, String> {
         use aws_smithy_http_client::tls;
         let mut trust = tls::TrustStore::default().with_native_roots(true);
         if let Some(path) = ca_file {
@@ -61,26 +59,12 @@ impl Wide {
             ))
             .tls_context(context)
             .build_https();
-        Ok(Self {
-            cluster,
-            client,
-            s3_http,
-        })
+        Ok(Self { peers, s3_http })
     }
 
     /// The member that owns Rasa key `key` when it is another one (with an S3 listener).
     pub(crate) fn remote_owner(&self, key: &str) -> Option<ClusterMember> {
-        self.cluster.owner(key).filter(|m| m.s3_url.is_some())
-    }
-
-    /// Every other member with an S3 listener (serving or draining: both hold values).
-    pub(crate) fn others(&self) -> Vec<ClusterMember> {
-        self.cluster
-            .snapshot()
-            .members
-            .into_iter()
-            .filter(|m| m.node_id != self.cluster.node_id() && m.s3_url.is_some())
-            .collect()
+        self.peers.remote_owner(key, Wire::S3)
     }
 }
 

@@ -3,7 +3,7 @@
 //! credentials file on every member; unsigned on an open listener), with the hop marker so
 //! that each answers for itself alone.
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use aws_sdk_s3 as sdk;
 use aws_sdk_s3::error::ProvideErrorMetadata;
@@ -12,10 +12,9 @@ use s3s::{s3_error, S3Error, S3Result};
 
 use super::super::paging::{Listed, Page};
 use super::Caller;
+use crate::cluster::peers::PART_WITHIN;
+use crate::cluster::Wire;
 use crate::store::ObjectHeaders;
-
-/// Longest wait for one member's part.
-const PART_WITHIN: Duration = Duration::from_secs(30);
 
 /// An S3 client of `member`'s listener that acts as `caller`.
 fn client(caller: &Caller<'_>, member: &ClusterMember) -> sdk::Client {
@@ -85,21 +84,25 @@ where
 }
 
 /// `ask` of every other member (with an S3 client of its listener acting as `caller`), all
-/// at once; the first failure fails the whole (a part missing would look complete).
+/// at once ([`crate::cluster::Peers::each_other`]); the first failure fails the whole.
 async fn each_member<'c, T, F, Fut>(caller: &'c Caller<'_>, ask: F) -> S3Result<Vec<T>>
 where
     F: Fn(sdk::Client, ClusterMember) -> Fut,
     Fut: std::future::Future<Output = S3Result<T>> + 'c,
 {
-    let asks = caller
+    let late = |m: &ClusterMember| {
+        s3_error!(
+            SlowDown,
+            "member {} at {} did not answer its part within {PART_WITHIN:?}; retry shortly",
+            m.node_id,
+            m.s3_url.as_deref().unwrap_or_default()
+        )
+    };
+    caller
         .wide
-        .others()
-        .into_iter()
-        .map(|m| ask(client(caller, &m), m));
-    futures_util::future::join_all(asks)
+        .peers
+        .each_other(Wire::S3, |m| ask(client(caller, &m), m), late)
         .await
-        .into_iter()
-        .collect()
 }
 
 /// The other members' pages of `bucket`'s keys under `prefix` after `after` (at most `max`

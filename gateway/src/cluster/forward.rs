@@ -1,0 +1,189 @@
+//! A keyed request passed on to the key's owner, one hop, for either front: the body
+//! streamed as it arrives, the answer relayed as it streams, the hop marker set so the
+//! owner serves it whatever its view says.
+//!
+//! When the owner cannot be reached, a read goes to the key's next choice (which fills it
+//! once for every member) or is served here (from memory, else the origin); a write is
+//! refused with a time to retry, since a value written here would not be found where the
+//! others look for it. An owner that failed to answer is passed over for a few seconds
+//! ([`super::suspects`]), so only one request waits for a crashed or frozen owner, not
+//! every one until its lease ends.
+
+use std::time::{Duration, Instant};
+
+use axum::response::Response;
+use http::{HeaderMap, HeaderValue, Method};
+use rasa_openapi::{ClusterMember, HOP_HEADER};
+
+use super::peers::{Peers, Wire};
+use super::suspects::SUSPECT_FOR;
+
+/// A forwarded read that failed faster than this (a refused or reset connection, not an
+/// owner that does not answer) is sent once more before the owner is suspected.
+const STALE_CONNECTION_FAILS_WITHIN: Duration = Duration::from_millis(250);
+
+/// Longest wait for a forwarded read's answer to start before it is served elsewhere.
+pub const FORWARDED_READ_ANSWER_WITHIN: Duration = Duration::from_secs(2);
+
+/// The response header naming the member that served a forwarded request.
+pub const SERVED_BY_HEADER: &str = "rasa-served-by";
+
+/// A request to pass on, as the front received it.
+pub struct Outgoing {
+    /// Its method.
+    pub method: Method,
+    /// Its path and query, as the client sent them.
+    pub path_and_query: String,
+    /// Its headers, the front's choice of `Host` made (hop-by-hop ones are dropped here).
+    pub headers: HeaderMap,
+    /// Its body (none for a read).
+    pub body: Option<reqwest::Body>,
+}
+
+/// What became of a forwarded request.
+pub enum Forwarded {
+    /// A member answered; its answer, relayed.
+    Answer(Response),
+    /// No member answered a read: serve it here (the request's head is given back).
+    ServeHere,
+    /// No owner answered a write: refused, to be retried after `retry_after` seconds.
+    Refused {
+        /// Why, naming the key, the owner and the cause.
+        why: String,
+        /// Seconds before the owner is tried again.
+        retry_after: u64,
+    },
+}
+
+impl Peers {
+    /// Passes `out`, a request for `key` on `wire`, to `owner`.
+    pub async fn forward(
+        &self,
+        wire: Wire,
+        key: &str,
+        owner: &ClusterMember,
+        out: Outgoing,
+    ) -> Forwarded {
+        let Outgoing {
+            method,
+            path_and_query,
+            mut headers,
+            body,
+        } = out;
+        crate::net::strip_hop_by_hop(&mut headers);
+        headers.insert(HOP_HEADER, HeaderValue::from_static("1"));
+        let read = matches!(method, Method::GET | Method::HEAD);
+        let counter = match wire {
+            Wire::Api => "rasa_cluster_forwards_total",
+            Wire::S3 => "rasa_s3_forwards_total",
+        };
+        let send = |to: &ClusterMember, body: Option<reqwest::Body>| {
+            let url = format!("{}{path_and_query}", wire.base(to).unwrap_or_default());
+            let mut req = self
+                .client()
+                .request(method.clone(), url)
+                .headers(headers.clone());
+            if let Some(b) = body {
+                req = req.body(b);
+            }
+            send_forwarded(req, read, FORWARDED_READ_ANSWER_WITHIN)
+        };
+        let suspect_for = self.cluster().suspects().remaining(owner);
+        let cause = if suspect_for.is_some() {
+            // It failed a moment ago: pass it over rather than wait for it again.
+            metrics::counter!(counter, "result" => "owner_suspect").increment(1);
+            format!("it did not answer within the last {SUSPECT_FOR:?}")
+        } else {
+            // A read refused at once is first sent once more, on a new connection: a pooled
+            // one may be to the owner's previous process (restarted at the same address),
+            // which says nothing about the owner now. (One that does not answer is not
+            // asked twice.)
+            let started = Instant::now();
+            let mut sent = send(owner, body).await;
+            if read && sent.is_err() && started.elapsed() < STALE_CONNECTION_FAILS_WITHIN {
+                sent = send(owner, None).await;
+            }
+            match sent {
+                Ok(resp) => return answer(resp, owner, counter),
+                Err(cause) => {
+                    // Only a read makes the owner a suspect; a write is refused with
+                    // Retry-After, and its client's retry finds the owner again.
+                    if read {
+                        self.cluster().suspects().suspect(owner);
+                    }
+                    metrics::counter!(counter, "result" => "owner_unreachable").increment(1);
+                    cause
+                }
+            }
+        };
+        let hint = if cause.contains("certificate") {
+            " (members with a private certificate authority need --cluster-ca-file)"
+        } else {
+            ""
+        };
+        let why = format!(
+            "the owner of '{key}', node {} at {}, cannot be reached: {cause}{hint}",
+            owner.node_id,
+            wire.base(owner).unwrap_or_default(),
+        );
+        if !read {
+            tracing::warn!("{why}; write refused");
+            // Retry when the owner is tried again: at once for one that just failed, when
+            // the suspicion ends for a suspect one.
+            let retry_after =
+                suspect_for.map_or(1, |left| left.as_secs_f64().ceil().max(1.0) as u64);
+            return Forwarded::Refused {
+                why: format!("{why}; nothing was stored, retry shortly"),
+                retry_after,
+            };
+        }
+        // The key's next choice serves it (and fills it once for every member), unless
+        // that is this node.
+        let next = self
+            .cluster()
+            .next_choice(key, &owner.node_id)
+            .filter(|m| wire.base(m).is_some());
+        if let Some(next) = next {
+            if let Ok(resp) = send(&next, None).await {
+                tracing::warn!(next = %next.node_id, "{why}; asked the key's next choice");
+                metrics::counter!(counter, "result" => "next_choice").increment(1);
+                return answer(resp, &next, counter);
+            }
+        }
+        tracing::warn!("{why}; serving it here");
+        Forwarded::ServeHere
+    }
+}
+
+/// Sends a request passed on to another member; a read's answer must start within
+/// `answer_within` (it has no body to send first): a member that accepts but does not
+/// answer (frozen, overloaded) then counts as unreachable. The error says why, on one line.
+async fn send_forwarded(
+    out: reqwest::RequestBuilder,
+    read: bool,
+    answer_within: Duration,
+) -> Result<reqwest::Response, String> {
+    if !read {
+        return out.send().await.map_err(|e| crate::net::error_chain(&e));
+    }
+    match tokio::time::timeout(answer_within, out.send()).await {
+        Ok(sent) => sent.map_err(|e| crate::net::error_chain(&e)),
+        Err(_) => Err(format!("no answer within {answer_within:?}")),
+    }
+}
+
+/// The answer of `member`, relayed as it streams: its headers but those of one
+/// connection, and [`SERVED_BY_HEADER`].
+fn answer(resp: reqwest::Response, member: &ClusterMember, counter: &'static str) -> Forwarded {
+    metrics::counter!(counter, "result" => "ok").increment(1);
+    let mut back = Response::new(axum::body::Body::empty());
+    *back.status_mut() = resp.status();
+    let mut headers = resp.headers().clone();
+    crate::net::strip_hop_by_hop(&mut headers);
+    if let Ok(v) = HeaderValue::from_str(&member.node_id) {
+        headers.insert(SERVED_BY_HEADER, v);
+    }
+    *back.headers_mut() = headers;
+    *back.body_mut() = axum::body::Body::from_stream(resp.bytes_stream());
+    Forwarded::Answer(back)
+}

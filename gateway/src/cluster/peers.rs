@@ -1,0 +1,174 @@
+//! The one interface through which the fronts and the read-through origin work with the
+//! other members: where a keyed request is served ([`Peers::route`]), who holds which keys
+//! of a batch ([`Peers::by_owner`]), every other member asked at once, all or nothing
+//! ([`Peers::each_other`]); forwarding is in [`super::forward`] and peer fill in
+//! [`super::fill`].
+//!
+//! It speaks no front's wire format: a front says which listener it speaks for
+//! ([`Wire`]), and maps each outcome to its own answer (problem+json on the native API, S3
+//! XML on the S3 listener).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rasa_openapi::ClusterMember;
+
+use super::{Cluster, Routing};
+
+/// Longest wait for one member's part of a request that spans members (a listing, a batch
+/// of descriptors, a `DeleteObjects`, a copy's source).
+pub const PART_WITHIN: Duration = Duration::from_secs(30);
+
+/// Which of a member's listeners a request is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wire {
+    /// The native HTTP API (`ClusterMember::url`).
+    Api,
+    /// The S3 listener (`ClusterMember::s3_url`; members without one are left out).
+    S3,
+}
+
+impl Wire {
+    /// `member`'s listener for this wire, without a trailing `/`.
+    pub fn base(self, member: &ClusterMember) -> Option<&str> {
+        match self {
+            Wire::Api => Some(member.url.as_str()),
+            Wire::S3 => member.s3_url.as_deref(),
+        }
+        .map(|u| u.trim_end_matches('/'))
+    }
+}
+
+/// Where a keyed request is served.
+#[derive(Debug)]
+pub enum Route {
+    /// Here: this node owns the key, or another member forwarded the request.
+    Here,
+    /// Nowhere, for now: a write while this node is fenced (its membership not renewed);
+    /// the text says why.
+    Fenced(String),
+    /// At `owner`, which the client is sent to (`--cluster-routing redirect`, native API).
+    Redirect(ClusterMember),
+    /// At `owner`, to which this node forwards it.
+    Forward(ClusterMember),
+}
+
+/// A member's way to the others: its membership and the client that reaches them
+/// (`--cluster-ca-file` trusted).
+#[derive(Debug)]
+pub struct Peers {
+    cluster: Arc<Cluster>,
+    client: reqwest::Client,
+}
+
+impl Peers {
+    /// The others of `cluster`, reached with `client`.
+    pub fn new(cluster: Arc<Cluster>, client: reqwest::Client) -> Self {
+        Self { cluster, client }
+    }
+
+    /// This node's membership.
+    pub fn cluster(&self) -> &Arc<Cluster> {
+        &self.cluster
+    }
+
+    /// The client that reaches the other members.
+    pub fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    /// Where a request for `key` on `wire` is served; `hopped`: another member sent it
+    /// (it is then served here whatever this node's view says, so that two members whose
+    /// views differ never send a request back and forth).
+    pub fn route(&self, key: &str, wire: Wire, hopped: bool, write: bool) -> Route {
+        let fenced = || {
+            Route::Fenced(format!(
+                "node {} has not renewed its cluster membership within --member-ttl (etcd unreachable from here); writes are refused until it has",
+                self.cluster.node_id()
+            ))
+        };
+        let owner = if hopped {
+            None
+        } else {
+            self.cluster.owner(key).filter(|m| wire.base(m).is_some())
+        };
+        match owner {
+            // Not a member as far as the others can tell (its lease may have expired): it
+            // owns nothing, so it takes no write as an owner would.
+            None if write && self.cluster.fenced() => fenced(),
+            None => Route::Here,
+            Some(owner)
+                if wire == Wire::Api && self.cluster.config().routing == Routing::Redirect =>
+            {
+                metrics::counter!("rasa_cluster_redirects_total").increment(1);
+                Route::Redirect(owner)
+            }
+            Some(owner) => Route::Forward(owner),
+        }
+    }
+
+    /// Every other member with a listener on `wire` (serving or draining: both hold
+    /// values).
+    pub fn others(&self, wire: Wire) -> Vec<ClusterMember> {
+        self.cluster
+            .snapshot()
+            .members
+            .into_iter()
+            .filter(|m| m.node_id != self.cluster.node_id() && wire.base(m).is_some())
+            .collect()
+    }
+
+    /// The owner of `key` on `wire` when it is another member.
+    pub fn remote_owner(&self, key: &str, wire: Wire) -> Option<ClusterMember> {
+        self.cluster.owner(key).filter(|m| wire.base(m).is_some())
+    }
+
+    /// The items of a batch that other members own, grouped by owner in the order first
+    /// met (indices into `keys`; `None` keys — refused in place — are left out).
+    pub fn by_owner<'k>(
+        &self,
+        keys: impl IntoIterator<Item = Option<&'k str>>,
+        wire: Wire,
+    ) -> Vec<(ClusterMember, Vec<usize>)> {
+        let mut groups: Vec<(ClusterMember, Vec<usize>)> = Vec::new();
+        for (i, key) in keys.into_iter().enumerate() {
+            let Some(owner) = key.and_then(|k| self.remote_owner(k, wire)) else {
+                continue;
+            };
+            match groups.iter_mut().find(|(m, _)| m.node_id == owner.node_id) {
+                Some((_, idx)) => idx.push(i),
+                None => groups.push((owner, vec![i])),
+            }
+        }
+        groups
+    }
+
+    /// `ask` of every other member on `wire`, all at once, each within [`PART_WITHIN`]
+    /// (`late` makes the error of one that is not done by then); the first failure fails
+    /// the whole, since a part missing would look complete.
+    pub async fn each_other<T, E, F, Fut>(
+        &self,
+        wire: Wire,
+        ask: F,
+        late: impl Fn(&ClusterMember) -> E,
+    ) -> Result<Vec<T>, E>
+    where
+        F: Fn(ClusterMember) -> Fut,
+        Fut: std::future::Future<Output = Result<T, E>>,
+    {
+        let asks = self.others(wire).into_iter().map(|m| {
+            let late = &late;
+            let asked = ask(m.clone());
+            async move {
+                match tokio::time::timeout(PART_WITHIN, asked).await {
+                    Ok(answer) => answer,
+                    Err(_) => Err(late(&m)),
+                }
+            }
+        });
+        futures_util::future::join_all(asks)
+            .await
+            .into_iter()
+            .collect()
+    }
+}
