@@ -141,6 +141,8 @@ pub const METRICS: &[Metric] = &[
     m("rasa_cluster_forwards_total", C, &["result"], "Requests forwarded to a key's owner."),
     m("rasa_cluster_redirects_total", C, &[], "Requests redirected (307) to a key's owner."),
     m("rasa_peer_fills_total", C, &["result"], "Misses asked of the key's previous owner: hit, miss, unreachable."),
+    m("rasa_cluster_records_rejected_total", C, &[], "Member records in etcd ignored: not parsing, under another node's key, or without a valid MAC under --cluster-secret-file."),
+    m("rasa_cluster_hops_rejected_total", C, &[], "Requests marked as forwarded without a valid proof (--cluster-secret-file), served as clients' requests."),
     // S3 listener
     m("rasa_s3_requests_total", C, &["status"], "Requests the S3 listener answered."),
     m("rasa_s3_requests_refused_total", C, &["reason"], "S3 requests refused before parsing: headers_too_large, foreign_origin (open listener), not_implemented (server-side encryption, POST form uploads)."),

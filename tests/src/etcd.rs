@@ -311,3 +311,36 @@ pub fn serving(v: &ClusterView) -> Vec<String> {
         .map(|m| m.node_id.clone())
         .collect()
 }
+
+/// A `Rasa-Hop-Proof` for `method` on `path` (with its query) from member `node`, under the
+/// secret in `secret_file`, made as `docs/cluster.md` says (not with the gateway's code):
+/// what lets a test ask one member for what it holds itself in a cluster with a secret.
+pub fn hop_proof(secret_file: &std::path::Path, node: &str, method: &str, path: &str) -> String {
+    use hmac::Mac;
+    let secret = std::fs::read_to_string(secret_file).expect("read the secret");
+    let key = secret.trim_end_matches(['\r', '\n']);
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    // Unique per process and call: a receiver takes each nonce once.
+    let nonce = u64::from(std::process::id()) << 32
+        | NONCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key.as_bytes()).unwrap();
+    let parts: [&[u8]; 6] = [
+        b"rasa-hop-v1",
+        node.as_bytes(),
+        &at.to_be_bytes(),
+        &nonce.to_be_bytes(),
+        method.as_bytes(),
+        path.as_bytes(),
+    ];
+    for p in parts {
+        mac.update(&(p.len() as u64).to_be_bytes());
+        mac.update(p);
+    }
+    let tag = hex::encode(mac.finalize().into_bytes());
+    format!("{node} {at} {nonce:016x} {tag}")
+}
+
+static NONCES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);

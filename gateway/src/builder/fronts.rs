@@ -94,6 +94,11 @@ pub(super) async fn join_cluster(
     let Some(config) = args.cluster_config(addr, tls, s3.map(|s3| s3.addr))? else {
         return Ok(None);
     };
+    if config.secret.is_none() {
+        tracing::warn!(
+            "cluster: no --cluster-secret-file: anyone who can write etcd can join this cluster (and be sent its clients' requests and credentials), and a client can mark a request as forwarded; give every member the same secret on a shared network"
+        );
+    }
     let fabric = crate::http::fabric::info(state.store());
     let incarnation = fabric.incarnation.clone();
     let peers = crate::cluster::peer_client(

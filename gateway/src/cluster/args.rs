@@ -1,5 +1,6 @@
 //! The cluster's flags (`--cluster`, `--node-id`, …), flattened into the gateway's.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How a gateway answers a request for a key another member owns.
@@ -66,6 +67,13 @@ pub struct ClusterArgs {
     /// read it).
     #[arg(long, env = "RASA_ETCD_PASSWORD_FILE", requires = "etcd_user")]
     pub etcd_password_file: Option<std::path::PathBuf>,
+    /// A file holding the secret every member of the cluster shares (one line, at least 16
+    /// bytes, e.g. `openssl rand -hex 32`; 0600: refused if other users may read it).
+    /// Members sign their records in etcd and the requests they pass each other with it:
+    /// a record without a valid signature is ignored, a request marked as forwarded
+    /// without one is a client's. Without it, anyone who can write etcd can join.
+    #[arg(long, env = "RASA_CLUSTER_SECRET_FILE", requires = "etcd")]
+    pub cluster_secret_file: Option<std::path::PathBuf>,
 }
 
 /// etcd's client endpoints, as `http://HOST:PORT` URLs.
@@ -144,6 +152,10 @@ impl ClusterArgs {
             routing: c.cluster_routing,
             ca_file: c.cluster_ca_file.clone(),
             s3_url,
+            secret: match &c.cluster_secret_file {
+                Some(path) => Some(Arc::new(super::secret::ClusterSecret::load(path)?)),
+                None => None,
+            },
             access: super::etcd_access::EtcdAccess::load(&super::etcd_access::EtcdAccessFiles {
                 ca: c.etcd_ca_file.clone(),
                 identity: c.etcd_cert_file.clone().zip(c.etcd_key_file.clone()),

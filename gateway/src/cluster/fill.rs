@@ -11,7 +11,6 @@ use std::time::Duration;
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 use rasa_openapi::cluster::{ORIGIN_ETAG_HEADER, PEER_FILL_HEADER};
-use rasa_openapi::HOP_HEADER;
 
 use super::peers::{Peers, Wire};
 
@@ -41,10 +40,11 @@ impl Peers {
             Wire::Api.base(&peer).unwrap_or_default(),
             rasa_openapi::key_to_path(key)
         );
+        let url = reqwest::Url::parse(&url).ok()?;
         let request = self
             .client()
-            .get(url)
-            .header(HOP_HEADER, "1")
+            .get(url.clone())
+            .headers(self.hop_headers(&http::Method::GET, &url))
             .header(PEER_FILL_HEADER, "1")
             .send();
         let resp = match tokio::time::timeout(ANSWER_WITHIN, request).await {

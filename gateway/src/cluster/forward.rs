@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use axum::response::Response;
 use http::{HeaderMap, HeaderValue, Method};
-use rasa_openapi::{ClusterMember, HOP_HEADER};
+use rasa_openapi::ClusterMember;
 
 use super::peers::{Peers, Wire};
 use super::suspects::SUSPECT_FOR;
@@ -71,7 +71,7 @@ impl Peers {
             body,
         } = out;
         crate::net::strip_hop_by_hop(&mut headers);
-        headers.insert(HOP_HEADER, HeaderValue::from_static("1"));
+        headers.remove(super::secret::PROOF_HEADER);
         let read = matches!(method, Method::GET | Method::HEAD);
         let counter = match wire {
             Wire::Api => "rasa_cluster_forwards_total",
@@ -79,14 +79,19 @@ impl Peers {
         };
         let send = |to: &ClusterMember, body: Option<reqwest::Body>| {
             let url = format!("{}{path_and_query}", wire.base(to).unwrap_or_default());
-            let mut req = self
-                .client()
-                .request(method.clone(), url)
-                .headers(headers.clone());
-            if let Some(b) = body {
-                req = req.body(b);
-            }
-            send_forwarded(req, read, FORWARDED_READ_ANSWER_WITHIN)
+            let url = reqwest::Url::parse(&url).map_err(|e| format!("{url}: {e}"));
+            let req = url.map(|url| {
+                let mut req = self
+                    .client()
+                    .request(method.clone(), url.clone())
+                    .headers(headers.clone())
+                    .headers(self.hop_headers(&method, &url));
+                if let Some(b) = body {
+                    req = req.body(b);
+                }
+                req
+            });
+            async move { send_forwarded(req?, read, FORWARDED_READ_ANSWER_WITHIN).await }
         };
         let suspect_for = self.cluster().suspects().remaining(owner);
         let cause = if suspect_for.is_some() {
@@ -116,16 +121,7 @@ impl Peers {
                 }
             }
         };
-        let hint = if cause.contains("certificate") {
-            " (members with a private certificate authority need --cluster-ca-file)"
-        } else {
-            ""
-        };
-        let why = format!(
-            "the owner of '{key}', node {} at {}, cannot be reached: {cause}{hint}",
-            owner.node_id,
-            wire.base(owner).unwrap_or_default(),
-        );
+        let why = unreachable(key, owner, wire, &cause);
         if !read {
             tracing::warn!("{why}; write refused");
             // Retry when the owner is tried again: at once for one that just failed, when
@@ -153,6 +149,20 @@ impl Peers {
         tracing::warn!("{why}; serving it here");
         Forwarded::ServeHere
     }
+}
+
+/// Why `owner` did not take the request for `key`: `cause`, with a hint for certificates.
+fn unreachable(key: &str, owner: &ClusterMember, wire: Wire, cause: &str) -> String {
+    let hint = if cause.contains("certificate") {
+        " (members with a private certificate authority need --cluster-ca-file)"
+    } else {
+        ""
+    };
+    format!(
+        "the owner of '{key}', node {} at {}, cannot be reached: {cause}{hint}",
+        owner.node_id,
+        wire.base(owner).unwrap_or_default(),
+    )
 }
 
 /// Sends a request passed on to another member; a read's answer must start within

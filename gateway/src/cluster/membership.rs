@@ -20,6 +20,7 @@ use etcd_client::{
 };
 use rasa_openapi::ClusterMember;
 
+use super::secret::Signed;
 use super::{members_prefix, Cluster, ClusterConfig, View};
 
 /// Longest wait for one etcd call at start-up.
@@ -91,7 +92,7 @@ pub(super) async fn register(cluster: &Cluster) -> Result<(), String> {
         // The lease lasts from `asked` on: fresh before the record is visible, so a member
         // back from a lost lease is not fenced when the others start forwarding to it.
         cluster.renewed(asked);
-        let value = serde_json::to_string(&cluster.record()).expect("a member serializes");
+        let value = cluster.record_value();
         let absent = Compare::create_revision(key.as_str(), CompareOp::Equal, 0);
         let resp = put_record(
             &mut etcd,
@@ -237,7 +238,7 @@ async fn record_gone(cluster: &Cluster, key: &str, wait: Duration) -> bool {
 
 /// Writes this node's record again (its state changed), under its lease.
 pub(super) async fn write_record(cluster: &Cluster) -> Result<(), etcd_client::Error> {
-    let value = serde_json::to_string(&cluster.record()).expect("a member serializes");
+    let value = cluster.record_value();
     let lease = cluster.lease.load(Ordering::Acquire);
     cluster
         .etcd
@@ -344,21 +345,44 @@ pub(super) async fn list(cluster: &Cluster) -> Result<i64, String> {
     let mut members: Vec<ClusterMember> = resp
         .kvs()
         .iter()
-        .filter_map(|kv| parse(kv.key(), kv.value()))
+        .filter_map(|kv| parse(cluster, kv.key(), kv.value()))
         .collect();
     members.sort_by(|a, b| a.node_id.cmp(&b.node_id));
     publish(cluster, revision, members);
     Ok(revision)
 }
 
-fn parse(key: &[u8], value: &[u8]) -> Option<ClusterMember> {
-    match serde_json::from_slice::<ClusterMember>(value) {
-        Ok(m) => Some(m),
-        Err(e) => {
-            tracing::warn!(key = %String::from_utf8_lossy(key), error = %e, "cluster: ignoring a member record that does not parse");
-            None
+/// The member a record describes, or `None` (logged once per key, counted) when it does
+/// not parse, names another node than its key, or — in a cluster with a secret — does not
+/// carry a valid MAC: such a record owns no key and is sent nothing.
+fn parse(cluster: &Cluster, key: &[u8], value: &[u8]) -> Option<ClusterMember> {
+    let key = String::from_utf8_lossy(key);
+    let node = key.rsplit('/').next().unwrap_or_default();
+    let why = match serde_json::from_slice::<Signed>(value) {
+        Err(e) => format!("it does not parse ({e})"),
+        Ok(r) if r.member.node_id != node => {
+            format!(
+                "it names node {:?} under another node's key",
+                r.member.node_id
+            )
         }
+        Ok(r) => match (&cluster.config.secret, &r.mac) {
+            (None, _) => return Some(r.member),
+            (Some(s), Some(mac)) if s.verify_record(&key, &r.member, mac) => return Some(r.member),
+            (Some(_), Some(_)) => "its MAC does not verify under --cluster-secret-file".into(),
+            (Some(_), None) => "it carries no MAC (this cluster has --cluster-secret-file)".into(),
+        },
+    };
+    metrics::counter!("rasa_cluster_records_rejected_total").increment(1);
+    let first = cluster
+        .rejected
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key.to_string());
+    if first {
+        tracing::warn!(%key, "cluster: ignoring a member record: {why}; it owns no key and is sent nothing");
     }
+    None
 }
 
 fn publish(cluster: &Cluster, revision: i64, members: Vec<ClusterMember>) {
@@ -420,7 +444,7 @@ pub(super) async fn watch_members(cluster: Arc<Cluster>, mut revision: i64) {
                     let node = String::from_utf8_lossy(&kv.key()[prefix.len()..]).into_owned();
                     members.retain(|m| m.node_id != node);
                     if event.event_type() == EventType::Put {
-                        members.extend(parse(kv.key(), kv.value()));
+                        members.extend(parse(&cluster, kv.key(), kv.value()));
                     }
                     revision = revision.max(kv.mod_revision());
                 }

@@ -21,6 +21,7 @@ pub mod fill;
 pub mod forward;
 mod membership;
 pub mod peers;
+pub mod secret;
 pub mod suspects;
 
 use std::sync::atomic::Ordering;
@@ -57,6 +58,8 @@ pub struct ClusterConfig {
     pub s3_url: Option<String>,
     /// TLS and the user etcd is reached with.
     pub access: etcd_access::EtcdAccess,
+    /// The secret members prove themselves with (`--cluster-secret-file`).
+    pub secret: Option<Arc<secret::ClusterSecret>>,
 }
 
 /// The members a node knows, at an etcd revision.
@@ -87,6 +90,8 @@ pub struct Cluster {
     rejoin: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
     /// Members that did not answer a forward a moment ago.
     suspects: suspects::Suspects,
+    /// Keys of member records ignored so far (each logged once).
+    rejected: Mutex<std::collections::HashSet<String>>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -126,6 +131,7 @@ impl Cluster {
             born: std::time::Instant::now(),
             rejoin: std::sync::OnceLock::new(),
             suspects: Default::default(),
+            rejected: Mutex::default(),
             config,
         });
         membership::register(&cluster).await?;
@@ -280,6 +286,18 @@ impl Cluster {
 
     fn record(&self) -> ClusterMember {
         self.me.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// This node's record as it is kept in etcd (with its MAC, under a secret).
+    fn record_value(&self) -> String {
+        let member = self.record();
+        let key = self.key();
+        let mac = self
+            .config
+            .secret
+            .as_ref()
+            .map(|s| s.sign_record(&key, &member));
+        serde_json::to_string(&secret::Signed { member, mac }).expect("a member serializes")
     }
 
     fn key(&self) -> String {

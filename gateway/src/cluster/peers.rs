@@ -77,6 +77,34 @@ impl Peers {
         &self.client
     }
 
+    /// The hop marker for a request of `method` to `url` at another member, and under
+    /// `--cluster-secret-file` its proof ([`super::secret`]).
+    pub fn hop_headers(&self, method: &http::Method, url: &reqwest::Url) -> http::HeaderMap {
+        let mut h = http::HeaderMap::new();
+        h.insert(
+            rasa_openapi::HOP_HEADER,
+            http::HeaderValue::from_static("1"),
+        );
+        if let Some(secret) = &self.cluster.config().secret {
+            let path = match url.query() {
+                Some(q) => format!("{}?{q}", url.path()),
+                None => url.path().to_owned(),
+            };
+            let proof = secret.proof(self.cluster.node_id(), method, &path);
+            h.insert(super::secret::PROOF_HEADER, proof);
+        }
+        h
+    }
+
+    /// Takes an unproven hop marker off a request this member received (see
+    /// [`super::secret::ClusterSecret::admit`]); without a secret the marker is trusted.
+    pub fn admit(&self, headers: &mut http::HeaderMap, method: &http::Method, uri: &http::Uri) {
+        if let Some(secret) = &self.cluster.config().secret {
+            let path = uri.path_and_query().map_or("/", |p| p.as_str());
+            secret.admit(headers, method, path);
+        }
+    }
+
     /// Where a request for `key` on `wire` is served; `hopped`: another member sent it
     /// (it is then served here whatever this node's view says, so that two members whose
     /// views differ never send a request back and forth).

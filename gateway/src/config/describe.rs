@@ -32,6 +32,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("etcd_key_file", "\"/etc/rasa/etcd-client-key.pem\""),
     ("etcd_user", "\"rasa\""),
     ("etcd_password_file", "\"/etc/rasa/etcd-password\""),
+    ("cluster_secret_file", "\"/etc/rasa/cluster.secret\""),
     ("s3_listen", "\"127.0.0.1:9000\""),
     ("s3_bucket", "[\"models=weights/\"]"),
     ("s3_domain", "[\"s3.example.com\"]"),

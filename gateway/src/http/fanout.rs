@@ -31,7 +31,14 @@ fn to_member(
     method: reqwest::Method,
     url: String,
 ) -> reqwest::RequestBuilder {
-    let mut req = peers.client().request(method, url).header(HOP_HEADER, "1");
+    let Ok(url) = reqwest::Url::parse(&url) else {
+        // Sent as it is, to fail with the reason.
+        return peers.client().request(method, url);
+    };
+    let mut req = peers
+        .client()
+        .request(method.clone(), url.clone())
+        .headers(peers.hop_headers(&method, &url));
     if let Some(auth) = headers.get(header::AUTHORIZATION) {
         req = req.header(header::AUTHORIZATION, auth);
     }

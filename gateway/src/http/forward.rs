@@ -80,6 +80,18 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
     }
 }
 
+/// Middleware of every route in a cluster: a hop marker without a valid proof
+/// (`--cluster-secret-file`) is taken off, so the request is a client's like any other.
+pub(crate) async fn admit_hop(
+    State(peers): State<std::sync::Arc<crate::cluster::Peers>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let (method, uri) = (req.method().clone(), req.uri().clone());
+    peers.admit(req.headers_mut(), &method, &uri);
+    next.run(req).await
+}
+
 fn redirect(target: &str, owner: &ClusterMember) -> Response {
     let mut resp = StatusCode::TEMPORARY_REDIRECT.into_response();
     if let Ok(v) = HeaderValue::from_str(target) {

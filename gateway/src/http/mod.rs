@@ -362,7 +362,11 @@ pub fn app(state: AppState) -> Router {
         };
         api = api.route(path, handler);
     }
-    let api = api.fallback(no_such_route).with_state(state);
+    let peers = state.peers.clone();
+    let mut api = api.fallback(no_such_route).with_state(state);
+    if let Some(peers) = peers {
+        api = api.layer(middleware::from_fn_with_state(peers, forward::admit_hop));
+    }
     let edge_checks = EdgeChecks {
         max_header_size: config.max_header_size,
         // Open: no token stops a web page, so Host and Origin must.

@@ -308,10 +308,14 @@ pub fn router(
         let front = Arc::clone(&front);
         let domains = Arc::clone(&domains);
         async move {
-            let req = match edge.admit(req).await {
+            let mut req = match edge.admit(req).await {
                 Ok(req) => req,
                 Err(refusal) => return Ok(refusal),
             };
+            if let Some(wide) = front.wide.get() {
+                let (method, uri) = (req.method().clone(), req.uri().clone());
+                wide.peers.admit(req.headers_mut(), &method, &uri);
+            }
             if open && signed(&req) {
                 return Ok(edge::xml_error(
                     http::StatusCode::FORBIDDEN,

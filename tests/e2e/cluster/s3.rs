@@ -17,16 +17,30 @@ use super::all_see;
 
 /// Three members with S3 listeners and one credentials file; their S3 clients (as the
 /// view advertises them) and the view's members.
-async fn s3_fleet(etcd: &Etcd) -> (Vec<Gateway>, Vec<aws_sdk_s3::Client>, Vec<ClusterMember>) {
+/// Three members with S3 listeners, their S3 clients, the member list, and the file of
+/// the secret they share.
+async fn s3_fleet(
+    etcd: &Etcd,
+) -> (
+    Vec<Gateway>,
+    Vec<aws_sdk_s3::Client>,
+    Vec<ClusterMember>,
+    std::path::PathBuf,
+) {
     let dir = temp_dir("cluster-s3");
     let keys = dir.join("s3-keys");
     let (id, secret) = new_s3_key(&keys, "admin", "read,write");
     let name = cluster_name("s3");
+    // Members that prove themselves: every hop they send each other carries its proof,
+    // S3 signatures and all.
+    let cluster_secret = super::proof::secret_file("cluster-s3", 0o600);
     let gws: Vec<Gateway> = (1..=3)
         .map(|i| {
             let mut args = member_args(etcd, &name, &format!("g{i}"), "10s");
             args.extend(
                 [
+                    "--cluster-secret-file",
+                    cluster_secret.to_str().unwrap(),
                     "--s3-listen",
                     "127.0.0.1:0",
                     "--s3-bucket",
@@ -60,7 +74,7 @@ async fn s3_fleet(etcd: &Etcd) -> (Vec<Gateway>, Vec<aws_sdk_s3::Client>, Vec<Cl
             s3_client_with(s3, &id, &secret)
         })
         .collect();
-    (gws, clients, members)
+    (gws, clients, members, cluster_secret)
 }
 
 async fn body(c: &aws_sdk_s3::Client, key: &str) -> Vec<u8> {
@@ -80,7 +94,7 @@ fn owned_by(stem: &str, node: &str, members: &[ClusterMember]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_member_serves_s3_with_each_key_at_its_owner() {
     let etcd = Etcd::start();
-    let (gws, s3, members) = s3_fleet(&etcd).await;
+    let (gws, s3, members, secret) = s3_fleet(&etcd).await;
     let http = rasa_tests::http();
 
     // 24 objects written through the first member, under two directories.
@@ -124,9 +138,15 @@ async fn every_member_serves_s3_with_each_key_at_its_owner() {
         );
         let own = owner(key, &members).unwrap();
         for gw in &gws {
+            // Asked as a member asks (the hop marker with its proof): what it holds itself.
+            let path = format!("/v1/objects/{key}");
             let here = http
-                .get(gw.url(&format!("/v1/objects/{key}")))
+                .get(gw.url(&path))
                 .header(HOP_HEADER, "1")
+                .header(
+                    "rasa-hop-proof",
+                    rasa_tests::etcd::hop_proof(&secret, "g1", "GET", &path),
+                )
                 .send()
                 .await
                 .unwrap()
@@ -370,5 +390,13 @@ async fn every_member_serves_s3_with_each_key_at_its_owner() {
     // Tools create the bucket first: it exists, so that succeeds on every member.
     for c in &s3 {
         c.create_bucket().bucket("data").send().await.unwrap();
+    }
+    // Every hop the members sent each other proved itself.
+    for gw in &gws {
+        let rejected = rasa_tests::metric(gw, "rasa_cluster_hops_rejected_total").await;
+        assert_eq!(
+            rejected, 0.0,
+            "a member's own hop was taken for a forged one"
+        );
     }
 }

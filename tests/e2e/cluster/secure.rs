@@ -10,8 +10,14 @@ use rasa_tests::{pattern, temp_dir, Gateway};
 
 use super::{all_see, member_with};
 
-/// Runs a member with `args`, which must refuse to start: its one-line reason.
+/// Runs a member with `args`, which must refuse to start: its one-line reason, which
+/// names etcd.
 fn refused_at_start(args: &[String]) -> String {
+    refused_naming(args, "etcd")
+}
+
+/// Runs a member with `args`, which must refuse to start: its reason, which names `what`.
+pub(super) fn refused_naming(args: &[String], what: &str) -> String {
     let mut child = std::process::Command::new(rasa_tests::gateway_bin())
         .args(["--listen", "127.0.0.1:0"])
         .args(args)
@@ -36,7 +42,7 @@ fn refused_at_start(args: &[String]) -> String {
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     assert!(
-        err.starts_with("rasa-gateway: ") && err.contains("etcd"),
+        err.starts_with("rasa-gateway: ") && err.contains(what),
         "{err}"
     );
     err

@@ -49,7 +49,10 @@ fn routing_forwarding_fan_out_and_peer_fill_live_in_cluster() {
 fn the_old_rooms_of_the_cluster_are_gone() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../gateway/src");
     // Peer fill used to live in the origin; the forwarding engine in the native front.
-    assert!(!src.join("origin/peers.rs").exists(), "peer fill is cluster/fill.rs");
+    assert!(
+        !src.join("origin/peers.rs").exists(),
+        "peer fill is cluster/fill.rs"
+    );
     let forward = std::fs::read_to_string(src.join("http/forward.rs")).expect("http/forward.rs");
     assert!(
         !forward.contains("STALE_CONNECTION") && !forward.contains("next_choice"),

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 
 use aws_sdk_s3 as sdk;
 use aws_sdk_s3::error::ProvideErrorMetadata;
-use rasa_openapi::{ClusterMember, HOP_HEADER};
+use rasa_openapi::ClusterMember;
 use s3s::{s3_error, S3Error, S3Result};
 
 use super::super::paging::{Listed, Page};
@@ -38,9 +38,23 @@ fn client(caller: &Caller<'_>, member: &ClusterMember) -> sdk::Client {
     sdk::Client::from_conf(b.build())
 }
 
-/// Marks a request to a member as a hop: it answers for itself.
-fn hop(req: &mut sdk::config::http::HttpRequest) {
-    req.headers_mut().insert(HOP_HEADER, "1");
+/// Marks a request to a member as a hop, with its proof under a secret: it answers for
+/// itself.
+fn hop(caller: &Caller<'_>) -> impl Fn(&mut sdk::config::http::HttpRequest) + Send + Sync {
+    let peers = std::sync::Arc::clone(&caller.wide.peers);
+    move |req| {
+        let method = http::Method::from_bytes(req.method().as_bytes()).unwrap_or_default();
+        let marks = match reqwest::Url::parse(req.uri()) {
+            Ok(url) => peers.hop_headers(&method, &url),
+            Err(_) => return,
+        };
+        for (name, value) in &marks {
+            if let Ok(v) = value.to_str() {
+                req.headers_mut()
+                    .insert(name.as_str().to_owned(), v.to_owned());
+            }
+        }
+    }
 }
 
 /// Runs one call to `member` within [`PART_WITHIN`]; a failure as the S3 error the caller
@@ -125,7 +139,7 @@ pub(crate) async fn pages(
             .set_key_marker(after.map(str::to_owned))
             .max_keys(max as i32)
             .customize()
-            .mutate_request(hop)
+            .mutate_request(hop(caller))
             .send();
         let out = within(&m, call).await?;
         let contents = out
@@ -179,7 +193,7 @@ pub(crate) async fn uploads(
             .set_upload_id_marker(id_marker.map(str::to_owned))
             .max_uploads(max as i32)
             .customize()
-            .mutate_request(hop)
+            .mutate_request(hop(caller))
             .send();
         let out = within(&m, call).await?;
         let page = out
@@ -243,7 +257,7 @@ pub(crate) async fn delete(
             .bucket(bucket)
             .delete(d)
             .customize()
-            .mutate_request(hop)
+            .mutate_request(hop(caller))
             .send(),
         Err(e) => {
             let why = s3_error!(InternalError, "{e}");
@@ -318,7 +332,7 @@ pub(crate) async fn fetch(
         .set_version_id(version.map(str::to_owned))
         .checksum_mode(sdk::types::ChecksumMode::Enabled)
         .customize()
-        .mutate_request(hop)
+        .mutate_request(hop(caller))
         .send();
     let out = within(member, call).await?;
     let metadata: Vec<(String, String)> = out
