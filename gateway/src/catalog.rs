@@ -131,6 +131,7 @@ pub const METRICS: &[Metric] = &[
     m("rasa_origin_remembered_evictions_total", C, &[], "Remembered origin answers forgotten early to stay within --negative-cache-size."),
     m("rasa_cache_negative_hits_total", C, &[], "Reads answered 404 from a remembered origin miss."),
     m("rasa_cache_stale_served_total", C, &[], "Stale versions served because the origin failed."),
+    m("rasa_cache_untied_refused_total", C, &[], "Reads refused because a copy made under another owner of the key could not be confirmed with the origin (never served: it may be older than a write acknowledged elsewhere)."),
     m("rasa_cache_revalidate_all_total", C, &[], "Times every held version was marked for revalidation (a cluster member back after its lease was lost)."),
     m("rasa_singleflight_joins_total", C, &[], "Misses that joined a fetch already under way."),
     m("rasa_cold_streams_total", C, &[], "Cold objects streamed to a client while they filled."),
@@ -140,7 +141,7 @@ pub const METRICS: &[Metric] = &[
     m("rasa_cluster_revision", G, &[], "The etcd revision of this node's member list."),
     m("rasa_cluster_forwards_total", C, &["result"], "Requests forwarded to a key's owner."),
     m("rasa_cluster_redirects_total", C, &[], "Requests redirected (307) to a key's owner."),
-    m("rasa_peer_fills_total", C, &["result"], "Misses asked of the key's previous owner: hit, miss, unreachable."),
+    m("rasa_peer_fills_total", C, &["result"], "Misses asked of the key's previous owner: hit, miss, unreachable; stale (a copy the origin's HEAD did not confirm, fetched instead)."),
     m("rasa_cluster_records_rejected_total", C, &[], "Member records in etcd ignored: not parsing, under another node's key, or without a valid MAC under --cluster-secret-file."),
     m("rasa_cluster_hops_rejected_total", C, &[], "Requests marked as forwarded without a valid proof (--cluster-secret-file), served as clients' requests."),
     // S3 listener

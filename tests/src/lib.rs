@@ -164,11 +164,16 @@ impl Gateway {
 
     /// Starts a gateway listening on `addr` (e.g. the address of one that was stopped).
     pub fn start_at(addr: SocketAddr, args: &[&str]) -> Gateway {
+        Self::start_at_env(addr, args, &[])
+    }
+
+    /// [`Gateway::start_at`] with `env` added to its environment.
+    pub fn start_at_env(addr: SocketAddr, args: &[&str], env: &[(&str, &str)]) -> Gateway {
         let log = std::env::var_os("RASA_TEST_LOG").is_some();
         Self::spawn_at(
             &addr.to_string(),
             args,
-            &[],
+            env,
             if log { Stdio::inherit() } else { Stdio::null() },
         )
     }

@@ -202,15 +202,20 @@ impl Drop for S3Server {
     }
 }
 
+/// The S3 test credentials, as a gateway's environment.
+const S3_ENV: [(&str, &str); 2] = [
+    ("AWS_ACCESS_KEY_ID", S3_ACCESS_KEY),
+    ("AWS_SECRET_ACCESS_KEY", S3_SECRET_KEY),
+];
+
 impl Gateway {
     /// Starts a gateway with the S3 test credentials in its environment.
     pub fn start_with_s3(args: &[&str]) -> Gateway {
-        Self::start_env(
-            args,
-            &[
-                ("AWS_ACCESS_KEY_ID", S3_ACCESS_KEY),
-                ("AWS_SECRET_ACCESS_KEY", S3_SECRET_KEY),
-            ],
-        )
+        Self::start_env(args, &S3_ENV)
+    }
+
+    /// [`Gateway::start_at`] with the S3 test credentials in its environment.
+    pub fn start_at_with_s3(addr: std::net::SocketAddr, args: &[&str]) -> Gateway {
+        Self::start_at_env(addr, args, &S3_ENV)
     }
 }

@@ -112,8 +112,8 @@ pub(super) async fn join_cluster(
         // Back after its lease was lost: others may have written its keys.
         let stale = Arc::clone(rt);
         cluster.on_rejoin(move || stale.revalidate_all());
-        rt.fill_from(Arc::clone(&peers));
     }
+    objects.join(&peers);
     if let Some(s3) = s3 {
         let wide = crate::s3::cluster::Wide::new(
             Arc::clone(&peers),

@@ -59,12 +59,27 @@ pub enum Route {
 pub struct Peers {
     cluster: Arc<Cluster>,
     client: reqwest::Client,
+    /// [`Peers::owner_tag`] of the keys this member owns.
+    own_tag: u64,
+}
+
+/// The tag of `member` as the owner copies are tied to: its node id and incarnation.
+fn tag_of(member: &ClusterMember) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (member.node_id.as_str(), member.incarnation.as_str()).hash(&mut h);
+    h.finish() | 1
 }
 
 impl Peers {
     /// The others of `cluster`, reached with `client`.
     pub fn new(cluster: Arc<Cluster>, client: reqwest::Client) -> Self {
-        Self { cluster, client }
+        let own_tag = tag_of(&cluster.record());
+        Self {
+            cluster,
+            client,
+            own_tag,
+        }
     }
 
     /// This node's membership.
@@ -133,6 +148,22 @@ impl Peers {
             }
             Some(owner) => Route::Forward(owner),
         }
+    }
+
+    /// A tag of `key`'s owner as this member sees it now (its node id and incarnation;
+    /// this member's own when it owns the key): copies are tied to it, so a copy made
+    /// under another owner — one that is gone, restarted, or was replaced — is confirmed
+    /// again before it is served as current. Never 0.
+    pub fn owner_tag(&self, key: &str) -> u64 {
+        match self.cluster.owner(key) {
+            Some(m) => tag_of(&m),
+            None => self.own_tag,
+        }
+    }
+
+    /// Whether this member owns `key` (as its view says; fenced, it owns none).
+    pub fn owns(&self, key: &str) -> bool {
+        self.cluster.owner(key).is_none()
     }
 
     /// Every other member with a listener on `wire` (serving or draining: both hold

@@ -65,6 +65,8 @@ pub struct Objects {
     origin: Option<Arc<ReadThrough>>,
     write_policy: WritePolicy,
     order: order::KeyOrder,
+    /// In a cluster, the other members: versions are tied to their key's owner.
+    peers: std::sync::OnceLock<Arc<crate::cluster::Peers>>,
 }
 
 impl Objects {
@@ -80,7 +82,31 @@ impl Objects {
             origin,
             write_policy,
             order: order::KeyOrder::default(),
+            peers: std::sync::OnceLock::new(),
         })
+    }
+
+    /// This service in the cluster `peers` reach: versions are tied to their key's owner
+    /// (a copy made under another owner is not served as current unless the origin
+    /// confirms it), and misses are filled from the key's previous owner first.
+    pub fn join(&self, peers: &Arc<crate::cluster::Peers>) {
+        let _ = self.peers.set(Arc::clone(peers));
+        if let Some(rt) = &self.origin {
+            rt.fill_from(Arc::clone(peers));
+        }
+    }
+
+    /// In a cluster without an origin, whether `v` was written here under another owner
+    /// of its key than the one now: nothing can confirm it, and it may be older than a
+    /// write the owner acknowledged since, so it is not served as current. (A version
+    /// recovered from the disk tier is tied to no owner and served as before.)
+    fn untied(&self, v: &StoredVersion) -> bool {
+        let tied = v.origin.tied();
+        tied != 0
+            && self
+                .peers
+                .get()
+                .is_some_and(|p| tied != p.owner_tag(v.key()))
     }
 
     /// The versions.
@@ -126,7 +152,10 @@ impl Objects {
                 });
             }
             (None, Some(rt)) => rt.current(key).await?,
-            (None, None) => self.store.tier().read_current(key).await,
+            (None, None) => {
+                let v = self.store.tier().read_current(key).await;
+                v.filter(|v| !self.untied(v))
+            }
         };
         found.ok_or_else(|| ObjectError::NotFound(key.to_owned()))
     }
@@ -204,6 +233,9 @@ impl Objects {
             .publish(sealed, Self::with_disk(&check, on_disk))?;
         if let Some(rt) = &self.origin {
             rt.forget_negative(&key);
+        }
+        if let Some(p) = self.peers.get() {
+            stored.origin.tie(p.owner_tag(&key)); // written under the owner now
         }
         Ok(stored)
     }

@@ -126,16 +126,28 @@ impl ReadThrough {
                 .flatten(),
         };
         if let Some(v) = held {
-            let stale = match (self.ttl, v.origin.age()) {
-                (Some(ttl), Some(age)) => age >= ttl,
-                _ => false,
-            } || self.confirmed_before_all_stale(&v);
+            // A copy made under another owner of the key than the one now (gone,
+            // restarted, replaced) may be older than what that owner acknowledged since.
+            let untied = self.untied(key, &v);
+            let stale = untied
+                || match (self.ttl, v.origin.age()) {
+                    (Some(ttl), Some(age)) => age >= ttl,
+                    _ => false,
+                }
+                || self.confirmed_before_all_stale(&v);
             if !stale {
                 metrics::counter!("rasa_cache_hits_total").increment(1);
                 return Ok(Lookup::Stored(v));
             }
             return match self.flight(key, Some(v.clone())).0.await {
                 Ok(v) => Ok(found(v)),
+                Err(FetchError::Origin(e)) if untied => {
+                    // Stale beats unavailable, but not older than a write acknowledged
+                    // elsewhere: no answer rather than one that goes back in time.
+                    tracing::warn!(key, error = %e, "a copy made under another owner could not be confirmed; not served");
+                    metrics::counter!("rasa_cache_untied_refused_total").increment(1);
+                    Err(FetchError::Origin(e))
+                }
                 Err(FetchError::Origin(e)) => {
                     tracing::warn!(key, error = %e, "revalidation failed; serving the cached version");
                     metrics::counter!("rasa_cache_stale_served_total").increment(1);
@@ -144,7 +156,9 @@ impl ReadThrough {
                 Err(e) => Err(e),
             };
         }
-        if self.is_negative(key) {
+        // "Not found" is remembered by the key's owner only: elsewhere it may predate a
+        // write the owner acknowledged since.
+        if self.is_negative(key) && self.owns(key) {
             metrics::counter!("rasa_cache_negative_hits_total").increment(1);
             return Ok(Lookup::Missing);
         }
@@ -180,6 +194,52 @@ impl ReadThrough {
                 }
             }
         }
+    }
+
+    /// Whether this member owns `key` (always, outside a cluster).
+    fn owns(&self, key: &str) -> bool {
+        self.peers.get().is_none_or(|p| p.owns(key))
+    }
+
+    /// Whether `v`, a copy of `key`, was made under another owner of the key than the one
+    /// now (never outside a cluster).
+    fn untied(&self, key: &str, v: &StoredVersion) -> bool {
+        self.peers
+            .get()
+            .is_some_and(|p| v.origin.tied() != p.owner_tag(key))
+    }
+
+    /// Ties `v`, a version of `key` written, fetched or confirmed here, to the key's owner
+    /// now (see [`crate::cluster::Peers::owner_tag`]).
+    pub fn tie(&self, key: &str, v: &StoredVersion) {
+        if let Some(p) = self.peers.get() {
+            v.origin.tie(p.owner_tag(key));
+        }
+    }
+
+    /// A peer's `copy` of `key` once the origin confirms it is current (a HEAD: the same
+    /// entity tag), else `None`: a restarted or new owner adopts nothing older than what
+    /// the origin holds.
+    async fn confirmed(
+        &self,
+        copy: Option<crate::cluster::fill::PeerCopy>,
+        key: &str,
+    ) -> Option<crate::cluster::fill::PeerCopy> {
+        let copy = copy?;
+        metrics::counter!("rasa_origin_heads_total").increment(1);
+        let head = self.origin.head(key).await;
+        let current = match &head {
+            Ok(Some(h)) => h.etag.is_some() && h.etag == copy.etag,
+            _ => false,
+        };
+        if !current {
+            tracing::debug!(
+                key,
+                "the peer's copy is not the origin's current one; fetching"
+            );
+            metrics::counter!("rasa_peer_fills_total", "result" => "stale").increment(1);
+        }
+        current.then_some(copy)
     }
 
     /// Makes every version held now be revalidated with the origin on its next read (a
@@ -272,6 +332,9 @@ impl ReadThrough {
             let key = key.to_owned();
             Box::pin(async move {
                 let r = this.fill(&key, current, &permit).await;
+                if let Ok(Some(v)) = &r {
+                    this.tie(&key, v); // fetched or confirmed under the owner now
+                }
                 // Done: later lookups see the store (or the remembered answer) instead.
                 drop(permit);
                 r
@@ -287,7 +350,7 @@ impl ReadThrough {
     ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
         if current.is_none() {
             if let Some(peers) = self.peers.get() {
-                if let Some(copy) = peers.copy(key).await {
+                if let Some(copy) = self.confirmed(peers.copy(key).await, key).await {
                     let age = copy.age;
                     let obj = OriginObject {
                         length: copy.length,

@@ -122,6 +122,10 @@ struct OriginState {
     etag: std::sync::OnceLock<Box<str>>,
     /// When the origin last confirmed this version (ms since the epoch; 0 = never).
     validated_ms: AtomicU64,
+    /// In a cluster, the owner (a tag of its node id and incarnation) this copy was
+    /// written, fetched or confirmed under (0 = none): a copy whose key's owner has since
+    /// changed is not served as current before it is confirmed again.
+    tied: AtomicU64,
     /// The entity tag S3 clients see, when it is not the SHA-256 (the MD5 an S3 upload
     /// was checked against), unquoted.
     s3_etag: std::sync::OnceLock<Box<str>>,
@@ -173,6 +177,17 @@ impl OriginMeta {
     pub fn confirmed_ago(&self, age: Duration) {
         let then = now_ms().saturating_sub(age.as_millis() as u64).max(1);
         self.state().validated_ms.store(then, Ordering::Release);
+    }
+
+    /// Ties the copy to the key's owner `tag` (see [`OriginMeta::tied`]).
+    pub fn tie(&self, tag: u64) {
+        self.state().tied.store(tag, Ordering::Release);
+    }
+
+    /// The owner tag the copy is tied to (0: none): in a cluster, the key's owner when the
+    /// copy was last written, fetched or confirmed.
+    pub fn tied(&self) -> u64 {
+        self.0.get().map_or(0, |s| s.tied.load(Ordering::Acquire))
     }
 
     /// How long ago the origin last confirmed the copy (`None`: never).

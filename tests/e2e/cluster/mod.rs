@@ -5,6 +5,7 @@
 mod failures;
 mod heal;
 mod namespaced;
+mod never_back;
 mod proof;
 mod s3;
 mod secure;
