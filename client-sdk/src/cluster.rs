@@ -306,8 +306,16 @@ where
         return op(client.clone()).await; // no serving member: the seed serves it
     }
     let mut last = None;
-    for (node, client, owner) in order.into_iter().take(MAX_TRIES) {
-        let result = HOP.scope(!owner, op(client)).await;
+    let timeout = client.inner.http.request_timeout;
+    let tries = order.len().min(MAX_TRIES);
+    for (i, (node, client, owner)) in order.into_iter().take(MAX_TRIES).enumerate() {
+        // Each member but the last gets half the time left, so a frozen one leaves the
+        // next time to answer within the call's timeout.
+        let tried = HOP.scope(!owner, op(client));
+        let result = match i + 1 < tries {
+            true => crate::timeouts::attempt(timeout, 2, tried).await,
+            false => tried.await,
+        };
         match result {
             Err(e) if e.is_unreachable() => {
                 tracing::debug!(key, node, error = %e, "cluster member did not answer; trying the key's next choice");

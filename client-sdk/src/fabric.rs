@@ -77,6 +77,9 @@ pub(crate) struct FabricPool {
     pub(crate) in_use: std::sync::atomic::AtomicUsize,
     pub(crate) fast_path: FastPath,
     pub(crate) read_timeout: std::time::Duration,
+    /// The request timeout: what a whole call has, from its first step
+    /// ([`crate::timeouts::call_deadline`]).
+    pub(crate) call_timeout: std::time::Duration,
     pub(crate) verify_sha256: bool,
     /// The gateway's HTTP API (descriptors, its fabric address).
     pub(crate) http: Arc<Transport>,
@@ -112,6 +115,20 @@ impl FabricPool {
         Arc::clone(&slots[turn % slots.len()]).lock_owned().await
     }
 
+    /// [`FabricPool::endpoint`], waited for no longer than the call has left.
+    pub(crate) async fn endpoint_within_call(
+        &self,
+    ) -> Result<tokio::sync::OwnedMutexGuard<FabricState>, Error> {
+        let left = crate::timeouts::within_call(self.call_timeout, self.call_timeout);
+        tokio::time::timeout(left, self.endpoint())
+            .await
+            .map_err(|_| Error::Timeout {
+                endpoint: "the fabric".into(),
+                kind: crate::TimeoutKind::FastPathRead,
+                after: self.call_timeout,
+            })
+    }
+
     /// Whether the endpoint is being rebuilt after a failure (reads go over HTTP meanwhile).
     pub(crate) fn rebuilding(&self) -> bool {
         self.rebuilding.load(std::sync::atomic::Ordering::Acquire)
@@ -122,6 +139,9 @@ impl FabricPool {
     pub(crate) async fn get(&self, key: &str) -> Result<Object, Error> {
         let mut last = None;
         for attempt in 0..2 {
+            if attempt > 0 && crate::timeouts::within_call(self.call_timeout, self.call_timeout).is_zero() {
+                break; // the call's time is up: no second try
+            }
             let (d, deadline) = self.descriptor(key, attempt > 0).await?;
             match self.read_one(&d, deadline).await {
                 Ok(obj) => return Ok(obj),
@@ -186,9 +206,20 @@ impl FabricPool {
         let earliest = earliest.expect("non-empty");
         let state = self.ready_endpoint(earliest).await?;
         let frames = frames_on(&state, ds.iter().map(|(d, _)| *d))?;
-        let timeout = earliest
-            .saturating_duration_since(Instant::now())
-            .min(self.read_timeout);
+        // Within the call's time too: a frozen gateway ends the call by its deadline.
+        let timeout = crate::timeouts::within_call(
+            earliest
+                .saturating_duration_since(Instant::now())
+                .min(self.read_timeout),
+            self.call_timeout,
+        );
+        if timeout.is_zero() {
+            return Err(Error::Timeout {
+                endpoint: "the fabric".into(),
+                kind: crate::TimeoutKind::FastPathRead,
+                after: self.call_timeout,
+            });
+        }
         let (results, ()) = self
             .on_reader(state, (), move |reader, _| {
                 reader.read_many(&frames, timeout)
@@ -244,7 +275,7 @@ impl FabricPool {
                 "the descriptor's lease ended before the read".into(),
             ));
         }
-        let mut state = self.endpoint().await;
+        let mut state = self.endpoint_within_call().await?;
         if let Err(e) = self.connect(&mut state).await {
             self.counters.fallback(Fallback::Unavailable);
             return Err(e);

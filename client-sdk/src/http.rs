@@ -212,7 +212,9 @@ impl Transport {
             }
             let wait =
                 Duration::from_secs(header_str(&resp, "retry-after").parse::<u64>().unwrap_or(1));
-            if wait > MAX_BUSY_WAIT {
+            // A wait longer than the call has left is not waited: the busy answer is it.
+            let left = crate::timeouts::within_call(wait, self.request_timeout);
+            if wait > MAX_BUSY_WAIT || left < wait {
                 return Ok(resp);
             }
             progress = Progress::new();
@@ -227,7 +229,7 @@ impl Transport {
             };
             self.counters.busy_retry();
             tokio::time::sleep(wait).await;
-            progress.bump(); // the idle clock starts when the request is sent
+            progress.restart(); // the idle clock starts when the request is sent
             req = again;
         }
     }

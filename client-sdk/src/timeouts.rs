@@ -13,6 +13,13 @@
 //!   that gateway fails at once with the same timeout ([`call_scope`]), so a frozen
 //!   gateway fails a call after one timeout, not after one per exchange. (Failing over to
 //!   another cluster member is still allowed.)
+//! - **One call, one deadline**: the first exchange or one-sided read of a call sets its
+//!   deadline, the request timeout from then ([`call_deadline`]). Until an exchange makes
+//!   progress (request body bytes taken, or its answer arriving), every wait of the call —
+//!   an answer's head, a one-sided read, a turn at a busy fabric endpoint, the second try
+//!   with a fresh descriptor, the fallback over HTTP, a failover to another member — ends
+//!   by then: a call against a frozen gateway ends within its timeout, however many steps
+//!   it would have taken. A download or upload that keeps moving is not cut.
 //!
 //! [`ClientBuilder::connect_timeout`]: crate::ClientBuilder::connect_timeout
 //! [`ClientBuilder::timeout`]: crate::ClientBuilder::timeout
@@ -48,20 +55,62 @@ impl TimeoutKind {
     }
 }
 
-/// The gateways that timed out during one call, with the timeout that fired.
-type Stalled = Arc<std::sync::Mutex<Vec<(String, TimeoutKind, Duration)>>>;
+/// One public call: the gateways that timed out during it (with the timeout that fired),
+/// and its deadline once set.
+#[derive(Default)]
+struct Call {
+    stalled: std::sync::Mutex<Vec<(String, TimeoutKind, Duration)>>,
+    deadline: std::sync::OnceLock<Instant>,
+}
 
 tokio::task_local! {
-    static CALL: Stalled;
+    static CALL: Arc<Call>;
+    /// The deadline of one attempt of the call (on one cluster member), when it has one.
+    static ATTEMPT: Instant;
 }
 
 /// Runs one public call: exchanges inside it share the memory of gateways that timed out
-/// (a call inside a call shares its caller's).
+/// and one deadline (a call inside a call shares its caller's).
 pub(crate) async fn call_scope<F: std::future::Future>(f: F) -> F::Output {
     if CALL.try_with(|_| ()).is_ok() {
         f.await
     } else {
-        CALL.scope(Stalled::default(), f).await
+        CALL.scope(Arc::default(), f).await
+    }
+}
+
+/// The current call's deadline: `timeout` from its first exchange or read (set now if
+/// this is the first). `None` outside a call.
+pub(crate) fn call_deadline(timeout: Duration) -> Option<Instant> {
+    let call = CALL
+        .try_with(|c| *c.deadline.get_or_init(|| Instant::now() + timeout))
+        .ok()?;
+    Some(ATTEMPT.try_with(|a| call.min(*a)).unwrap_or(call))
+}
+
+/// Runs `fut`, one attempt of the current call that another may follow (the key's next
+/// choice, when this member does not answer), with `1 / share` of the time the call has
+/// left: a frozen member leaves the next one time to answer within the call's timeout.
+pub(crate) async fn attempt<F: std::future::Future>(
+    timeout: Duration,
+    share: u32,
+    fut: F,
+) -> F::Output {
+    match call_deadline(timeout) {
+        Some(deadline) => {
+            let now = Instant::now();
+            let until = now + deadline.saturating_duration_since(now) / share.max(1);
+            ATTEMPT.scope(until, fut).await
+        }
+        None => fut.await,
+    }
+}
+
+/// `wait`, or less: what is left of the current call's time (see [`call_deadline`]).
+pub(crate) fn within_call(wait: Duration, timeout: Duration) -> Duration {
+    match call_deadline(timeout) {
+        Some(d) => wait.min(d.saturating_duration_since(Instant::now())),
+        None => wait,
     }
 }
 
@@ -70,8 +119,11 @@ pub(crate) fn mark_stalled(endpoint: &str, kind: TimeoutKind, after: Duration) {
     if kind == TimeoutKind::FastPathRead {
         return; // the fabric timing out says nothing of the gateway's HTTP side
     }
-    let _ = CALL.try_with(|s| {
-        let mut s = s.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _ = CALL.try_with(|c| {
+        let mut s = c
+            .stalled
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if !s.iter().any(|(e, _, _)| e == endpoint) {
             s.push((endpoint.to_owned(), kind, after));
         }
@@ -80,8 +132,11 @@ pub(crate) fn mark_stalled(endpoint: &str, kind: TimeoutKind, after: Duration) {
 
 /// The timeout `endpoint` already hit in the current call, if it did.
 pub(crate) fn stalled(endpoint: &str) -> Option<(TimeoutKind, Duration)> {
-    CALL.try_with(|s| {
-        let s = s.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    CALL.try_with(|c| {
+        let s = c
+            .stalled
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         s.iter()
             .find(|(e, _, _)| e == endpoint)
             .map(|&(_, kind, after)| (kind, after))
@@ -95,6 +150,8 @@ pub(crate) fn stalled(endpoint: &str) -> Option<(TimeoutKind, Duration)> {
 pub(crate) struct Progress {
     start: Instant,
     last_ms: AtomicU64,
+    /// Whether bytes moved (not only the idle clock restarted).
+    moved: std::sync::atomic::AtomicBool,
 }
 
 impl Progress {
@@ -102,10 +159,18 @@ impl Progress {
         Arc::new(Self {
             start: Instant::now(),
             last_ms: AtomicU64::new(0),
+            moved: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
+    /// Bytes moved now.
     pub(crate) fn bump(&self) {
+        self.moved.store(true, Ordering::Relaxed);
+        self.restart();
+    }
+
+    /// The idle clock starts again now (nothing moved).
+    pub(crate) fn restart(&self) {
         let ms = self.start.elapsed().as_millis() as u64;
         self.last_ms.fetch_max(ms, Ordering::Relaxed);
     }
@@ -113,20 +178,29 @@ impl Progress {
     fn last(&self) -> Instant {
         self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed))
     }
+
+    fn moved(&self) -> bool {
+        self.moved.load(Ordering::Relaxed)
+    }
 }
 
 /// Waits for `fut` while `progress` keeps moving: fails with `None` once nothing moved for
-/// `idle`.
+/// `idle`, or, before anything moved, at the call's deadline ([`call_deadline`]).
 pub(crate) async fn until_idle<F: std::future::Future>(
     fut: F,
     progress: &Progress,
     idle: Duration,
 ) -> Option<F::Output> {
     tokio::pin!(fut);
+    let call = call_deadline(idle);
     loop {
-        let deadline = progress.last() + idle;
+        let deadline = match call {
+            Some(call) if !progress.moved() => (progress.last() + idle).min(call),
+            _ => progress.last() + idle,
+        };
         match tokio::time::timeout_at(deadline.into(), &mut fut).await {
             Ok(out) => return Some(out),
+            Err(_) if deadline <= Instant::now() && !progress.moved() => return None,
             Err(_) if progress.last() + idle <= Instant::now() => return None,
             Err(_) => {} // something moved meanwhile: wait on from then
         }

@@ -348,7 +348,9 @@ impl ReadThrough {
         current: Option<Arc<StoredVersion>>,
         filling: &Permit,
     ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
-        if current.is_none() {
+        // Only a key's owner fills from a peer (its previous owner): a member serving a
+        // key it does not own does so because the owner did not answer — not again.
+        if current.is_none() && self.owns(key) {
             if let Some(peers) = self.peers.get() {
                 if let Some(copy) = self.confirmed(peers.copy(key).await, key).await {
                     let age = copy.age;

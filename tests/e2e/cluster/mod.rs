@@ -3,6 +3,7 @@
 //! cluster, filling from the previous owner after a join; failures are in [`failures`].
 
 mod failures;
+mod frozen;
 mod heal;
 mod namespaced;
 mod never_back;

@@ -1,0 +1,64 @@
+//! A read ends within the caller's timeout, frozen member or not (issue 45, item 6): a
+//! client holding a descriptor of a member that then freezes (SIGSTOP) read one-sided from
+//! it — one fabric timeout, then a fresh descriptor, then HTTP, each waiting its own
+//! timeout (15.3 s for `rasa get --timeout 5s`). A call now has one deadline, and a member
+//! that may be followed by the key's next choice gets half of what is left.
+
+use std::time::{Duration, Instant};
+
+use rasa_client::{Client, FastPath};
+use rasa_openapi::cluster::owner;
+use rasa_tests::etcd::{cluster_name, Etcd};
+use rasa_tests::S3Server;
+
+use super::{all_see, fleet, kill};
+
+const TIMEOUT: Duration = Duration::from_secs(3);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_sided_read_of_a_frozen_member_ends_within_the_timeout() {
+    let s3 = S3Server::start();
+    let objects = super::seed_bucket(&s3, "pre", 40).await;
+    let etcd = Etcd::start();
+    let name = cluster_name("frozen-fabric");
+    let gws = fleet(&etcd, &name, 2, "10s", &s3.gateway_args("pre"));
+    let view = all_see(&gws.iter().collect::<Vec<_>>(), 2).await;
+    let theirs: Vec<&(String, Vec<u8>)> = objects
+        .iter()
+        .filter(|(k, _)| owner(k, &view.members).is_some_and(|m| m.node_id == "g2"))
+        .take(4)
+        .collect();
+    assert!(theirs.len() >= 2, "g2 owns some keys");
+    let client = Client::builder(gws[0].base.clone())
+        .fast_path(FastPath::Auto)
+        .timeout(TIMEOUT)
+        .build()
+        .unwrap();
+    // Warm: each read one-sided from g2, its descriptor held.
+    for (key, body) in &theirs {
+        assert_eq!(client.get(key).await.unwrap().bytes.as_ref(), &body[..]);
+    }
+    assert!(client.stats().fabric_reads >= theirs.len() as u64, "{:?}", client.stats());
+
+    kill(&gws[1], "STOP");
+    let mut took = Vec::new();
+    for (key, body) in &theirs {
+        let started = Instant::now();
+        let got = client.get(key).await;
+        took.push(started.elapsed());
+        // Served by the key's next choice (from S3), or a timeout naming the setting:
+        // either way within the call's timeout.
+        match got {
+            Ok(obj) => assert_eq!(obj.bytes.as_ref(), &body[..], "{key}"),
+            Err(e) => eprintln!("{key}: {e}"),
+        }
+    }
+    kill(&gws[1], "CONT");
+    eprintln!("reads of a frozen member's keys took {took:?} (timeout {TIMEOUT:?})");
+    for t in &took {
+        assert!(
+            *t <= TIMEOUT + TIMEOUT / 10,
+            "a read took {t:?}, past its timeout {TIMEOUT:?} (+10 %): {took:?}"
+        );
+    }
+}
