@@ -139,7 +139,9 @@ impl FabricPool {
     pub(crate) async fn get(&self, key: &str) -> Result<Object, Error> {
         let mut last = None;
         for attempt in 0..2 {
-            if attempt > 0 && crate::timeouts::within_call(self.call_timeout, self.call_timeout).is_zero() {
+            if attempt > 0
+                && crate::timeouts::within_call(self.call_timeout, self.call_timeout).is_zero()
+            {
                 break; // the call's time is up: no second try
             }
             let (d, deadline) = self.descriptor(key, attempt > 0).await?;

@@ -194,6 +194,66 @@ fn helper_reads_once_on_a_fresh_shm_endpoint() {
     assert_eq!(rasa_fastpath::reader::abandoned_shm_endpoints(), 1);
 }
 
+/// A `tcp;ofi_rxm` reader whose read timed out with reads in flight (the gateway frozen)
+/// must not close its endpoint: libfabric 1.17's rxm then handles the flushed, cancelled
+/// reads and dereferences a NULL context — the reader died of SIGSEGV inside `fi_close`
+/// (core dump of a reader hammering a gateway frozen and cut off in turns:
+/// `scripts/chaos-fabric.sh`). The endpoint is kept, unused; the reader (this test binary
+/// again, below) exits normally, and the resumed gateway serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_tcp_a_reader_timing_out_with_reads_in_flight_keeps_its_endpoint() {
+    let gw = Gateway::start(&["--fast-path", "on", "--fabric-provider", "tcp;ofi_rxm"]);
+    let body = pattern(256 << 10, 7);
+    let d: Descriptor = put_value(&gw, "inflight/v", &body).await;
+    let info: FabricInfo = gw.get_json("/v1/fabric").await;
+    let frozen = Frozen::stop(gw.pid());
+    let helper = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "providers::helper_times_out_on_tcp_with_reads_in_flight",
+            "--nocapture",
+        ])
+        .env("RASA_HELPER_ADDRESS", info.address.unwrap())
+        .env("RASA_HELPER_DESCRIPTOR", serde_json::to_string(&d).unwrap())
+        .output()
+        .unwrap();
+    drop(frozen);
+    let out = String::from_utf8_lossy(&helper.stdout);
+    assert!(
+        helper.status.success(),
+        "helper ({:?}): {out}",
+        helper.status
+    );
+    assert!(out.contains("helper read: timeout"), "helper: {out}");
+    assert!(out.contains("kept: 1"), "helper: {out}");
+    let mut reader = reader_of(&gw, "tcp;ofi_rxm").await;
+    let frame = rasa_tests::remote(&d);
+    let got = tokio::task::block_in_place(|| reader.read(&frame, Duration::from_secs(5)));
+    assert_eq!(got.unwrap(), body);
+    assert_eq!(gw.exit_status(), None, "{}", gw.postmortem());
+}
+
+/// Not a test on its own: run by the test above in a child process (it does nothing
+/// without `RASA_HELPER_ADDRESS`). Reads once with a short timeout from a frozen gateway
+/// over `tcp;ofi_rxm`, drops the reader, and says how many endpoints it kept.
+#[test]
+fn helper_times_out_on_tcp_with_reads_in_flight() {
+    let Ok(address) = std::env::var("RASA_HELPER_ADDRESS") else {
+        return;
+    };
+    let d: Descriptor =
+        serde_json::from_str(&std::env::var("RASA_HELPER_DESCRIPTOR").unwrap()).unwrap();
+    let address = BASE64_STANDARD.decode(address).unwrap();
+    let cfg = FabricConfig::new("tcp;ofi_rxm", Some("127.0.0.1".into()));
+    let mut reader = Reader::connect(cfg, address).unwrap();
+    match reader.read(&rasa_tests::remote(&d), Duration::from_millis(300)) {
+        Err(ReadError::Timeout(_)) => println!("helper read: timeout"),
+        other => println!("helper read: {:?}", other.map(|b| b.len())),
+    }
+    drop(reader);
+    println!("kept: {}", rasa_fastpath::reader::abandoned_rxm_endpoints());
+}
+
 /// A gateway serving shm removes, at start, the `/dev/shm` regions left by processes that
 /// are gone (killed readers and gateways: libfabric 1.17 unlinks a region only when its
 /// endpoint is closed), but not a young one nor a live process's.

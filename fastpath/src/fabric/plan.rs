@@ -44,6 +44,11 @@ pub fn is_efa(provider: &str) -> bool {
         .is_some_and(|p| p.trim() == "efa")
 }
 
+/// Whether `provider` is layered over `ofi_rxm` (`tcp;ofi_rxm`, `verbs;ofi_rxm`).
+pub fn is_rxm(provider: &str) -> bool {
+    provider.split(';').any(|p| p.trim() == "ofi_rxm")
+}
+
 /// Whether `provider` is libfabric's shared-memory provider (`shm`).
 pub fn is_shm(provider: &str) -> bool {
     provider

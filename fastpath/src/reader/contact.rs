@@ -1,4 +1,5 @@
-//! Closing `shm` endpoints safely on libfabric 1.17.
+//! Closing endpoints safely on libfabric 1.17: `shm` ones whose first contact was never
+//! answered, and `tcp;ofi_rxm` ones with reads in flight.
 //!
 //! An `shm` reader's first read to a gateway cannot complete until the gateway's progress
 //! thread has handled the reader's *first contact* (a connection request naming the
@@ -13,6 +14,17 @@
 //! `fi_close` and on SIGINT/SIGTERM). At most [`MAX_ABANDONED`] are kept; beyond that no
 //! new `shm` endpoint is opened in this process ([`may_open`]), so a gateway that never
 //! answers costs bounded memory.
+//!
+//! **`tcp;ofi_rxm` with reads in flight.** Closing an rxm endpoint whose reads did not all
+//! complete (a read timed out against a frozen or cut-off gateway) makes the tcp provider
+//! flush its queues as cancelled completions, and rxm 1.17's `rxm_handle_comp_error`
+//! dereferences an entry's `op_context` that is NULL: the **reader** dies of SIGSEGV
+//! inside `fi_close` (`segfault at 20 … libfabric.so.1.20.0[b83f9]`, found from a core
+//! dump of a reader hammering a gateway that was frozen and cut off in turns). Such an
+//! endpoint is never closed either: it is kept, never progressed again (so rxm never
+//! handles its flushed entries), at most [`MAX_ABANDONED_RXM`] per process; beyond that
+//! this process opens no new `tcp;ofi_rxm` endpoint (reads go over HTTP), so a gateway
+//! that keeps timing out costs bounded memory, never a crash.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -20,9 +32,38 @@ use std::sync::{Mutex, PoisonError};
 /// Most `shm` endpoints kept open after an unanswered first contact.
 pub const MAX_ABANDONED: usize = 8;
 
+/// Most `tcp;ofi_rxm` endpoints kept open after reads were left in flight.
+pub const MAX_ABANDONED_RXM: usize = 64;
+
 /// Endpoints whose first contact was never answered (never dropped: see the module).
 static ABANDONED: Mutex<Vec<super::Conn>> = Mutex::new(Vec::new());
 static COUNT: AtomicUsize = AtomicUsize::new(0);
+/// `tcp;ofi_rxm` endpoints left with reads in flight (never dropped: see the module).
+static ABANDONED_RXM: Mutex<Vec<super::Conn>> = Mutex::new(Vec::new());
+static COUNT_RXM: AtomicUsize = AtomicUsize::new(0);
+
+/// Keeps `conn` (a `tcp;ofi_rxm` endpoint with reads in flight) open, never progressed,
+/// for the rest of the process instead of closing it.
+pub(super) fn abandon_in_flight(conn: super::Conn) {
+    let mut all = ABANDONED_RXM.lock().unwrap_or_else(PoisonError::into_inner);
+    all.push(conn);
+    COUNT_RXM.store(all.len(), Ordering::Release);
+    tracing::warn!(
+        kept = all.len(),
+        "a tcp;ofi_rxm endpoint still had reads in flight; it stays open, unused (closing it crashes this process on libfabric 1.17)"
+    );
+}
+
+/// Whether this process may open another `tcp;ofi_rxm` endpoint (fewer than
+/// [`MAX_ABANDONED_RXM`] were abandoned).
+pub(super) fn may_open_rxm() -> bool {
+    COUNT_RXM.load(Ordering::Acquire) < MAX_ABANDONED_RXM
+}
+
+/// How many `tcp;ofi_rxm` endpoints this process abandoned with reads in flight.
+pub fn abandoned_in_flight() -> usize {
+    COUNT_RXM.load(Ordering::Acquire)
+}
 
 /// Keeps `conn` (an `shm` endpoint whose first contact was never answered) open for the
 /// rest of the process instead of closing it.

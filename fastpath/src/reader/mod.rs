@@ -9,7 +9,10 @@ use crate::fabric::plan::{self, ReadFailure};
 use crate::fabric::{FabricConfig, FabricError, MemoryRegion, Node};
 use crate::frame::{self, FrameError, FrameIdentity, HEADER_LEN};
 
-pub use contact::{abandoned as abandoned_shm_endpoints, MAX_ABANDONED};
+pub use contact::{
+    abandoned as abandoned_shm_endpoints, abandoned_in_flight as abandoned_rxm_endpoints,
+    MAX_ABANDONED, MAX_ABANDONED_RXM,
+};
 pub use landing::LandingBuffer;
 
 mod contact;
@@ -231,6 +234,16 @@ impl Reader {
                 ),
             });
         }
+        if plan::is_rxm(&self.config.provider) && !contact::may_open_rxm() {
+            return Err(FabricError::Call {
+                call: "open a tcp;ofi_rxm endpoint",
+                errno: libc::EAGAIN,
+                text: format!(
+                    "{} tcp;ofi_rxm endpoints of this process were left with reads in flight; no more are opened",
+                    contact::MAX_ABANDONED_RXM
+                ),
+            });
+        }
         let node = Node::open(&self.config)?;
         let peer = node.insert_peer(&self.target)?;
         let cma_pid = self
@@ -251,9 +264,17 @@ impl Reader {
     /// Closes the endpoint, unless it is an `shm` one whose first contact was never
     /// answered: that one is kept open for good ([`contact`]).
     fn close(&mut self) {
+        self.close_after(true);
+    }
+
+    /// [`Reader::close`] after a failure; `quiet`: every read issued has completed. A
+    /// `tcp;ofi_rxm` endpoint with reads in flight is kept open, unused ([`contact`]).
+    fn close_after(&mut self, quiet: bool) {
         if let Some(conn) = self.conn.take() {
             if !conn.contacted && plan::is_shm(&self.config.provider) {
                 contact::abandon(conn);
+            } else if !quiet && plan::is_rxm(&self.config.provider) {
+                contact::abandon_in_flight(conn);
             }
         }
     }
@@ -294,7 +315,7 @@ impl Reader {
                 Err(failed.error)
             }
             Err(failed) => {
-                self.close();
+                self.close_after(failed.quiet);
                 Err(failed.error)
             }
         }
@@ -346,11 +367,12 @@ impl Reader {
                 error: e @ ReadError::KeyRevoked(_),
                 quiet: true,
             }) if plan::survives_revoked_key(&self.config.provider) => Err(e),
-            Err(Failed { error, .. }) => {
+            Err(Failed { error, quiet }) => {
                 // The provider may have torn the connection down (tcp;ofi_rxm does after a
                 // revoked key) or reads may still be in flight: drop the endpoint, which
-                // cancels them, and build a new one next time.
-                self.close();
+                // cancels them (or keep it unused, where closing would crash), and build a
+                // new one next time.
+                self.close_after(quiet);
                 Err(error)
             }
         }

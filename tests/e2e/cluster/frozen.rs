@@ -38,7 +38,11 @@ async fn a_one_sided_read_of_a_frozen_member_ends_within_the_timeout() {
     for (key, body) in &theirs {
         assert_eq!(client.get(key).await.unwrap().bytes.as_ref(), &body[..]);
     }
-    assert!(client.stats().fabric_reads >= theirs.len() as u64, "{:?}", client.stats());
+    assert!(
+        client.stats().fabric_reads >= theirs.len() as u64,
+        "{:?}",
+        client.stats()
+    );
 
     kill(&gws[1], "STOP");
     let mut took = Vec::new();
