@@ -211,6 +211,33 @@ impl Etcd {
         }
     }
 
+    /// Puts `value` at `key` (no lease) as any client with access to etcd could: over TLS
+    /// with `tls`'s client certificate when given.
+    pub async fn put_as_client(&self, tls: Option<&EtcdTls>, key: &str, value: &str) {
+        use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
+        let host = self.endpoint.trim_start_matches("etcd://");
+        let (url, options) = match tls {
+            None => (format!("http://{host}"), None),
+            Some(t) => {
+                let read = |p: &PathBuf| std::fs::read(p).unwrap();
+                let options = TlsOptions::new()
+                    .ca_certificate(Certificate::from_pem(read(&t.ca)))
+                    .identity(Identity::from_pem(
+                        read(&t.client_cert),
+                        read(&t.client_key),
+                    ));
+                (
+                    format!("https://{host}"),
+                    Some(ConnectOptions::new().with_tls(options)),
+                )
+            }
+        };
+        let mut client = etcd_client::Client::connect([url], options)
+            .await
+            .expect("connect to etcd as a client");
+        client.put(key, value, None).await.expect("etcd put");
+    }
+
     /// Sends `signal` (e.g. `STOP`, `CONT`) to etcd.
     pub fn signal(&self, signal: &str) {
         let ok = Command::new("kill")

@@ -1,5 +1,5 @@
 //! Members that prove themselves (issue 45, item 2), on a shared network where others can
-//! write etcd: with `--cluster-secret-file`, a member record written by hand — pointing at
+//! write etcd (here a client with its own certificate for an etcd over TLS): with `--cluster-secret-file`, a member record written by hand — pointing at
 //! a listener that answers anything — is ignored (it receives 0 requests, and no client
 //! bytes or credentials), and a client that marks its request as forwarded (`rasa-hop: 1`)
 //! changes nothing: the write goes to the key's owner, and one version exists.
@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use rasa_openapi::cluster::owner;
 use rasa_openapi::{ClusterView, Descriptor, HOP_HEADER};
-use rasa_tests::etcd::{cluster_name, member_args, Etcd};
+use rasa_tests::etcd::{cluster_name, member_args, Etcd, EtcdTls};
 use rasa_tests::{http, json_of, pattern, temp_dir, Gateway};
 
 use super::secure::refused_naming;
@@ -52,31 +52,19 @@ async fn rogue_listener() -> (String, Arc<AtomicUsize>) {
     (url, hits)
 }
 
-/// Puts `record` at `key` in etcd through its JSON gateway, as anyone who may write etcd
-/// could (no lease).
-async fn etcd_put(etcd: &Etcd, key: &str, record: &serde_json::Value) {
-    use base64::Engine;
-    let b64 = |s: &[u8]| base64::engine::general_purpose::STANDARD.encode(s);
-    let base = etcd.endpoint.replace("etcd://", "http://");
-    let body = serde_json::json!({"key": b64(key.as_bytes()), "value": b64(record.to_string().as_bytes())});
-    let r = http()
-        .post(format!("{base}/v3/kv/put"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "etcd put: {}", r.status());
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rogue_record_gets_nothing_and_a_forged_hop_changes_nothing() {
-    let etcd = Etcd::start();
+    // etcd as production runs it (TLS, client certificates); the rogue holds a client
+    // certificate too: what keeps it out is the members' secret, not etcd's access.
+    let tls = EtcdTls::make();
+    let etcd = Etcd::start_tls(&tls);
     let name = cluster_name("proof");
     let secret = secret_file("proof", 0o600);
     let gws: Vec<Gateway> = ["g1", "g2"]
         .iter()
         .map(|node| {
             let mut args = member_args(&etcd, &name, node, "5s");
+            args.extend(tls.member_flags());
             args.extend(["--cluster-secret-file".into(), secret.display().to_string()]);
             member_with(&args)
         })
@@ -95,7 +83,8 @@ async fn a_rogue_record_gets_nothing_and_a_forged_hop_changes_nothing() {
         if let Some(mac) = &mac {
             rogue["mac"] = mac.clone().into();
         }
-        etcd_put(&etcd, &format!("/rasa/{name}/members/{node}"), &rogue).await;
+        let key = format!("/rasa/{name}/members/{node}");
+        etcd.put_as_client(Some(&tls), &key, &rogue.to_string()).await;
     }
     for gw in &gws {
         rasa_tests::wait_for_metric(gw, "rasa_cluster_records_rejected_total", 2.0).await;
