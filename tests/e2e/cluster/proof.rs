@@ -84,7 +84,8 @@ async fn a_rogue_record_gets_nothing_and_a_forged_hop_changes_nothing() {
             rogue["mac"] = mac.clone().into();
         }
         let key = format!("/rasa/{name}/members/{node}");
-        etcd.put_as_client(Some(&tls), &key, &rogue.to_string()).await;
+        etcd.put_as_client(Some(&tls), &key, &rogue.to_string())
+            .await;
     }
     for gw in &gws {
         rasa_tests::wait_for_metric(gw, "rasa_cluster_records_rejected_total", 2.0).await;
