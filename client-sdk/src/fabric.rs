@@ -209,13 +209,12 @@ impl FabricPool {
         let state = self.ready_endpoint(earliest).await?;
         let frames = frames_on(&state, ds.iter().map(|(d, _)| *d))?;
         // Within the call's time too: a frozen gateway ends the call by its deadline.
-        let timeout = crate::timeouts::within_call(
-            earliest
-                .saturating_duration_since(Instant::now())
-                .min(self.read_timeout),
-            self.call_timeout,
-        );
-        if timeout.is_zero() {
+        let call_left = crate::timeouts::within_call(self.call_timeout, self.call_timeout);
+        let timeout = earliest
+            .saturating_duration_since(Instant::now())
+            .min(self.read_timeout)
+            .min(call_left);
+        if call_left.is_zero() {
             return Err(Error::Timeout {
                 endpoint: "the fabric".into(),
                 kind: crate::TimeoutKind::FastPathRead,

@@ -73,10 +73,7 @@ impl Peers {
         crate::net::strip_hop_by_hop(&mut headers);
         headers.remove(super::secret::PROOF_HEADER);
         let read = matches!(method, Method::GET | Method::HEAD);
-        let counter = match wire {
-            Wire::Api => "rasa_cluster_forwards_total",
-            Wire::S3 => "rasa_s3_forwards_total",
-        };
+        let counter = Counter(wire);
         let send = |to: &ClusterMember, body: Option<reqwest::Body>| {
             let url = format!("{}{path_and_query}", wire.base(to).unwrap_or_default());
             let url = reqwest::Url::parse(&url).map_err(|e| format!("{url}: {e}"));
@@ -96,7 +93,7 @@ impl Peers {
         let suspect_for = self.cluster().suspects().remaining(owner);
         let cause = if suspect_for.is_some() {
             // It failed a moment ago: pass it over rather than wait for it again.
-            metrics::counter!(counter, "result" => "owner_suspect").increment(1);
+            counter.add("owner_suspect");
             format!("it did not answer within the last {SUSPECT_FOR:?}")
         } else {
             // A read refused at once is first sent once more, on a new connection: a pooled
@@ -116,7 +113,7 @@ impl Peers {
                     if read {
                         self.cluster().suspects().suspect(owner);
                     }
-                    metrics::counter!(counter, "result" => "owner_unreachable").increment(1);
+                    counter.add("owner_unreachable");
                     cause
                 }
             }
@@ -142,12 +139,30 @@ impl Peers {
         if let Some(next) = next {
             if let Ok(resp) = send(&next, None).await {
                 tracing::warn!(next = %next.node_id, "{why}; asked the key's next choice");
-                metrics::counter!(counter, "result" => "next_choice").increment(1);
+                counter.add("next_choice");
                 return answer(resp, &next, counter);
             }
         }
         tracing::warn!("{why}; serving it here");
         Forwarded::ServeHere
+    }
+}
+
+/// The forwards counter of a wire: `rasa_cluster_forwards_total` on the native API,
+/// `rasa_s3_forwards_total` on the S3 listener.
+#[derive(Clone, Copy)]
+struct Counter(Wire);
+
+impl Counter {
+    fn add(self, result: &'static str) {
+        match self.0 {
+            Wire::Api => {
+                metrics::counter!("rasa_cluster_forwards_total", "result" => result).increment(1)
+            }
+            Wire::S3 => {
+                metrics::counter!("rasa_s3_forwards_total", "result" => result).increment(1)
+            }
+        }
     }
 }
 
@@ -184,8 +199,8 @@ async fn send_forwarded(
 
 /// The answer of `member`, relayed as it streams: its headers but those of one
 /// connection, and [`SERVED_BY_HEADER`].
-fn answer(resp: reqwest::Response, member: &ClusterMember, counter: &'static str) -> Forwarded {
-    metrics::counter!(counter, "result" => "ok").increment(1);
+fn answer(resp: reqwest::Response, member: &ClusterMember, counter: Counter) -> Forwarded {
+    counter.add("ok");
     let mut back = Response::new(axum::body::Body::empty());
     *back.status_mut() = resp.status();
     let mut headers = resp.headers().clone();
