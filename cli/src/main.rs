@@ -324,6 +324,9 @@ fn client_for(cli: &Cli) -> Result<Client, String> {
         .timeout(cli.timeout)
         .connect_timeout(cli.timeout.min(Duration::from_secs(3)))
         .fast_path(mode)
+        // `rasa put` prints a descriptor to read one-sided (another process, a script):
+        // it asks for the remote address, and so a lease.
+        .lease_puts(matches!(&cli.command, Cmd::Put { .. }))
         .verify_sha256(verify);
     if let Some(a) = &cli.fabric_addr {
         builder = builder.fabric_addr(a);

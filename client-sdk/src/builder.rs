@@ -21,6 +21,7 @@ pub struct ClientBuilder {
     fabric_provider: Option<String>,
     verify_sha256: bool,
     read_timeout: Duration,
+    lease_puts: Option<bool>,
     connect_timeout: Duration,
     request_timeout: Duration,
     token: Option<String>,
@@ -122,6 +123,15 @@ impl ClientBuilder {
         self
     }
 
+    /// Whether a PUT asks for a descriptor it can read one-sided (the gateway then leases
+    /// the new version for its `--lease`, and its memory waits for that lease before
+    /// reuse). Default: when the fast path is not off. A writer whose descriptors nobody
+    /// reads one-sided turns it off and is never throttled by leases.
+    pub fn lease_puts(mut self, on: bool) -> Self {
+        self.lease_puts = Some(on);
+        self
+    }
+
     /// Longest a single one-sided read may take (default 5 s; never past the lease).
     pub fn read_timeout(mut self, t: Duration) -> Self {
         self.read_timeout = t;
@@ -220,6 +230,7 @@ impl ClientBuilder {
             connect_timeout: self.connect_timeout,
             request_timeout: self.request_timeout,
             retries_when_busy: self.retries_when_busy,
+            lease_puts: self.lease_puts.unwrap_or(self.fast_path != FastPath::Off),
             verify_sha256: self.verify_sha256,
             counters: counters.clone(),
             descriptors: Arc::clone(&descriptors),
@@ -289,6 +300,7 @@ impl Client {
             fabric_provider: None,
             verify_sha256: false,
             read_timeout: Duration::from_secs(5),
+            lease_puts: None,
             fabric_endpoints: 4,
             namespace: None,
             connect_timeout: Duration::from_secs(3),

@@ -76,6 +76,9 @@ pub(crate) struct Transport {
     /// Longest an HTTP exchange may go without progress.
     pub(crate) request_timeout: Duration,
     pub(crate) retries_when_busy: u32,
+    /// Whether a PUT asks for a descriptor it can read one-sided (`?lease=true`): when the
+    /// fast path is not off; the new version is then leased for the gateway's `--lease`.
+    pub(crate) lease_puts: bool,
     /// Check bodies against their SHA-256 as they arrive.
     pub(crate) verify_sha256: bool,
     pub(crate) counters: Counters,
@@ -324,7 +327,10 @@ impl Transport {
         content_type: Option<&str>,
         condition: Option<&crate::Condition>,
     ) -> Result<Descriptor, Error> {
-        let url = self.url("objects", key)?;
+        let mut url = self.url("objects", key)?;
+        if self.lease_puts {
+            url.push_str("?lease=true");
+        }
         let resp = self
             .exchange(|progress| {
                 let mut req = self.http.put(&url).body(payload.body(progress)?);

@@ -77,16 +77,18 @@ pub struct Descriptor {
     /// When this version was stored (RFC 3339).
     pub created_at: String,
     /// Lease length in milliseconds. A fast-path reader must not start a read later than
-    /// this long after it *sent* the request that returned this descriptor.
+    /// this long after it *sent* the request that returned this descriptor. `0` when the
+    /// descriptor carries no remote address (nothing was leased).
     pub lease_ms: u64,
     /// The gateway's view of the lease end (RFC 3339). Clients should compute their own
     /// deadline from `lease_ms` and their send time, which is safe under clock skew.
     pub lease_expires_at: String,
     /// Remote address of the frame (header, then payload) on the fabric; `null` when the
-    /// fast path is off, and in the answer to a PUT whose token may not read.
+    /// fast path is off, in the answer to a PUT without `?lease=true`, and to a PUT whose
+    /// token may not read.
     pub addr: Option<u64>,
-    /// Remote key of the memory region holding the frame; `null` when the fast path is off,
-    /// and in the answer to a PUT whose token may not read (a key opens memory one-sided).
+    /// Remote key of the memory region holding the frame; `null` when `addr` is (a key
+    /// opens memory one-sided).
     pub rkey: Option<u64>,
     /// Length of the frame header that precedes the payload at `addr`.
     pub frame_header_len: u32,

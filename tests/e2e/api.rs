@@ -349,7 +349,7 @@ async fn metrics_move_by_the_right_amounts() {
     let c = rasa_tests::http();
     for (k, n) in [("m/a", 10usize), ("m/b", 20), ("m/c", 30)] {
         let r = c
-            .put(gw.url(&format!("/v1/objects/{k}")))
+            .put(gw.url(&format!("/v1/objects/{k}?lease=true")))
             .body(vec![1u8; n])
             .send()
             .await

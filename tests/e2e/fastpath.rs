@@ -41,7 +41,7 @@ async fn suite(provider: &str) {
         let body = pattern(len, 7 + i as u64);
         let key = format!("fp/{len}");
         let r = c
-            .put(gw.url(&format!("/v1/objects/{key}")))
+            .put(gw.url(&format!("/v1/objects/{key}?lease=true")))
             .body(body.clone())
             .send()
             .await
@@ -301,8 +301,11 @@ fn required_fast_path_fails_clearly_against_an_http_only_gateway() {
 async fn clients_that_come_and_go_do_not_leak_gateway_resources() {
     let gw = Gateway::start(&["--fast-path", "on"]);
     let c = rasa_tests::http();
-    let d: Descriptor =
-        rasa_tests::json_of(c.put(gw.url("/v1/objects/churn")).body(vec![5u8; 4096])).await;
+    let d: Descriptor = rasa_tests::json_of(
+        c.put(gw.url("/v1/objects/churn?lease=true"))
+            .body(vec![5u8; 4096]),
+    )
+    .await;
     let info: FabricInfo = gw.get_json("/v1/fabric").await;
     let address = BASE64_STANDARD.decode(info.address.unwrap()).unwrap();
     let fds = || {

@@ -17,6 +17,7 @@ mod hardening;
 mod into;
 mod keys;
 mod layers;
+mod leases;
 mod library;
 mod limits;
 mod misses;

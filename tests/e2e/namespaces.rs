@@ -79,7 +79,7 @@ fn start(namespaces: &str, extra: &[&str]) -> Setup {
 
 async fn put(gw: &Gateway, token: &str, path: &str, body: Vec<u8>) -> reqwest::Response {
     rasa_tests::http()
-        .put(gw.url(path))
+        .put(gw.url(&format!("{path}?lease=true")))
         .bearer_auth(token)
         .body(body)
         .send()

@@ -8,7 +8,7 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::{Client, Response, StatusCode};
 
 async fn put(c: &Client, gw: &Gateway, key: &str, body: Vec<u8>) -> Response {
-    c.put(gw.url(&format!("/v1/objects/{key}")))
+    c.put(gw.url(&format!("/v1/objects/{key}?lease=true")))
         .body(body)
         .send()
         .await

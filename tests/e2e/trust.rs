@@ -26,7 +26,7 @@ async fn a_write_only_token_gets_no_remote_key() {
     ]);
     let c = rasa_tests::http();
     let put = |token: &str, key: &str| {
-        c.put(gw.url(&format!("/v1/objects/{key}")))
+        c.put(gw.url(&format!("/v1/objects/{key}?lease=true")))
             .bearer_auth(token)
             .body(vec![7u8; 4096])
     };

@@ -38,8 +38,9 @@ pub async fn json_of<T: serde::de::DeserializeOwned>(req: reqwest::RequestBuilde
 
 /// Stores `value` under `key` over HTTP and returns its descriptor (panics unless `201`).
 pub async fn put_value(gw: &Gateway, key: &str, value: &[u8]) -> rasa_openapi::Descriptor {
+    // Asks for the remote address (and so a lease): callers read the value one-sided.
     let r = http()
-        .put(gw.url(&format!("/v1/objects/{key}")))
+        .put(gw.url(&format!("/v1/objects/{key}?lease=true")))
         .body(value.to_vec())
         .send()
         .await

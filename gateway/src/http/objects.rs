@@ -161,6 +161,7 @@ async fn receive(
         ("Content-Type" = Option<String>, Header, description = "Stored and served back; default `application/octet-stream`."),
         ("If-Match" = Option<String>, Header, description = "Store only if the current version has one of these ETags."),
         ("If-None-Match" = Option<String>, Header, description = "`*`: store only if the key has no current version."),
+        ("lease" = Option<bool>, Query, description = "`true`: answer with the remote address and key to read the new version one-sided, leased for `--lease` (as `GET /v1/descriptors` does). Without it the descriptor has neither (`addr`, `rkey` null, `lease_ms` 0) and the version is not leased: its memory can be reused as soon as it is replaced or evicted."),
     ),
     request_body(content = rasa_openapi::Binary, content_type = "application/octet-stream", description = "The value (any media type)."),
     responses(
@@ -195,6 +196,15 @@ pub async fn put_object(State(st): State<AppState>, req: Request) -> Result<Resp
         linger(&mut stream).await;
     }
     answer
+}
+
+/// Whether a PUT asks for a descriptor it can read one-sided (`?lease=true`, `?lease=1`
+/// or a bare `?lease`): the new version is then leased for `--lease`.
+fn wants_lease(uri: &http::Uri) -> bool {
+    uri.query().is_some_and(|q| {
+        q.split('&')
+            .any(|p| matches!(p, "lease" | "lease=true" | "lease=1"))
+    })
 }
 
 /// Most bytes of a refused upload's body read and dropped before the answer goes out.
@@ -238,8 +248,10 @@ async fn store_body(
     let stored = objects
         .put(sealed, |cur| pre.evaluate(cur, false).map(drop))
         .await?;
-    // A remote key opens memory: only for a caller that may read (not a write-only token).
-    let d = descriptor_of(st, store, &stored, super::auth::Caller::reads(parts));
+    // A remote key opens memory: only for a caller that may read (not a write-only token)
+    // and that asked for it (`?lease=true`): only then is the new version leased.
+    let remote = wants_lease(&parts.uri) && super::auth::Caller::reads(parts);
+    let d = descriptor_of(st, store, &stored, remote);
     let mut resp = json_response(StatusCode::CREATED, &d);
     let h = resp.headers_mut();
     let location = format!(

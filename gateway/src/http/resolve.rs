@@ -59,11 +59,16 @@ pub fn descriptor(st: &AppState, store: &Store, v: &StoredVersion) -> Descriptor
     descriptor_of(st, store, v, true)
 }
 
-/// The descriptor of `v`; with `remote` false (a caller that may not read) without the
-/// address and key that would open its memory one-sided.
+/// The descriptor of `v`; with `remote` false (a caller that may not read, a PUT that
+/// did not ask for one) without the address and key that would open its memory
+/// one-sided. Only a descriptor that carries them is leased: a version nobody holds an
+/// address of can be reclaimed as soon as it is replaced or evicted.
 pub fn descriptor_of(st: &AppState, store: &Store, v: &StoredVersion, remote: bool) -> Descriptor {
-    let deadline = store.lease(v);
     let remote = store.remote(v).filter(|_| remote);
+    let (lease_ms, deadline) = match remote {
+        Some(_) => (store.config().lease.as_millis() as u64, store.lease(v)),
+        None => (0, std::time::SystemTime::now()),
+    };
     if remote.is_some() {
         // Bytes handed to the fast path: served by the NIC, invisible to the gateway after.
         metrics::counter!("rasa_fastpath_bytes_advertised_total").increment(v.len());
@@ -80,7 +85,7 @@ pub fn descriptor_of(st: &AppState, store: &Store, v: &StoredVersion, remote: bo
         checksum_algorithm: CHECKSUM_ALGORITHM.to_owned(),
         content_type: v.content_type().to_owned(),
         created_at: rfc3339(v.created()),
-        lease_ms: store.config().lease.as_millis() as u64,
+        lease_ms,
         lease_expires_at: rfc3339(deadline),
         addr: remote.as_ref().map(|r| r[0].0),
         rkey: remote.as_ref().map(|r| r[0].1),
