@@ -49,6 +49,17 @@ async fn members_are(at: &[&Gateway], nodes: &[&str], what: &str) {
     }
 }
 
+/// g2 (`gws[1]`) killed: every key reads as `want` through the others while g2 is still
+/// in their views, and again once it is gone from them.
+async fn outage(gws: &[Gateway], keys: &[String], want: u32, when: &str) {
+    kill(&gws[1], "KILL");
+    gws[1].wait_exit(Duration::from_secs(5)).expect("killed");
+    let others = [&gws[0], &gws[2]];
+    all_read(&others, keys, want, &format!("{when}, in the views")).await;
+    members_are(&others, &["g1", "g3"], &format!("{when}: gone")).await;
+    all_read(&others, keys, want, &format!("{when}, gone")).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owner_killed_written_and_killed_again_never_lets_an_older_version_be_read() {
     let s3 = S3Server::start();
@@ -77,11 +88,7 @@ async fn an_owner_killed_written_and_killed_again_never_lets_an_older_version_be
     all_read(&[&gws[0], &gws[1], &gws[2]], &keys, 1, "at first").await;
 
     // First outage: the others serve g2's keys (version 1) and keep copies.
-    kill(&gws[1], "KILL");
-    gws[1].wait_exit(Duration::from_secs(5)).expect("killed");
-    all_read(&[&gws[0], &gws[2]], &keys, 1, "g2 down, in the views").await;
-    members_are(&[&gws[0], &gws[2]], &["g1", "g3"], "g2 gone").await;
-    all_read(&[&gws[0], &gws[2]], &keys, 1, "g2 gone").await;
+    outage(&gws, &keys, 1, "g2 down").await;
 
     // Back, written through (acknowledged): version 2 everywhere.
     gws[1] = restart(&etcd, &name, "g2", addr, &origin);
@@ -99,11 +106,7 @@ async fn an_owner_killed_written_and_killed_again_never_lets_an_older_version_be
     all_read(&[&gws[0], &gws[1], &gws[2]], &keys, 2, "written").await;
 
     // Second outage: nothing older than version 2, while g2 is in the views and after.
-    kill(&gws[1], "KILL");
-    gws[1].wait_exit(Duration::from_secs(5)).expect("killed");
-    all_read(&[&gws[0], &gws[2]], &keys, 2, "g2 down again, in the views").await;
-    members_are(&[&gws[0], &gws[2]], &["g1", "g3"], "g2 gone again").await;
-    all_read(&[&gws[0], &gws[2]], &keys, 2, "g2 gone again").await;
+    outage(&gws, &keys, 2, "g2 down again").await;
 
     // Back again: it adopts no copy older than the origin's, through itself or the others.
     gws[1] = restart(&etcd, &name, "g2", addr, &origin);
