@@ -44,9 +44,10 @@ struct Cli {
     #[arg(long, env = "RASA_CA_FILE", global = true)]
     ca_file: Option<PathBuf>,
 
-    /// Give up on an HTTP exchange that makes no progress for this long (no answer, or no
-    /// body bytes moving), e.g. `30s`, `500ms`. Connecting is bounded by the smaller of this
-    /// and 3 s.
+    /// Give up once the command has waited this long for its answer to start (cluster
+    /// discovery, a descriptor, the one-sided read, the HTTP fallback and a failover
+    /// included), or a transfer stops moving for this long, e.g. `30s`, `500ms`.
+    /// Connecting is bounded by the smaller of this and 3 s.
     #[arg(long, env = "RASA_TIMEOUT", global = true, default_value = "30s", value_parser = humantime::parse_duration)]
     timeout: Duration,
 
