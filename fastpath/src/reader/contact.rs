@@ -22,9 +22,11 @@
 //! inside `fi_close` (`segfault at 20 … libfabric.so.1.20.0[b83f9]`, found from a core
 //! dump of a reader hammering a gateway that was frozen and cut off in turns). Such an
 //! endpoint is never closed either: it is kept, never progressed again (so rxm never
-//! handles its flushed entries), at most [`MAX_ABANDONED_RXM`] per process; beyond that
-//! this process opens no new `tcp;ofi_rxm` endpoint (reads go over HTTP), so a gateway
-//! that keeps timing out costs bounded memory, never a crash.
+//! handles its flushed entries), at most [`MAX_ABANDONED_RXM_PER_GATEWAY`] per gateway
+//! endpoint and [`MAX_ABANDONED_RXM`] per process; beyond that no new `tcp;ofi_rxm`
+//! endpoint is opened towards that gateway (or at all), and reads go over HTTP: a gateway
+//! that keeps timing out costs bounded memory, never a crash, and other gateways keep
+//! their fast path.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -32,21 +34,24 @@ use std::sync::{Mutex, PoisonError};
 /// Most `shm` endpoints kept open after an unanswered first contact.
 pub const MAX_ABANDONED: usize = 8;
 
-/// Most `tcp;ofi_rxm` endpoints kept open after reads were left in flight.
-pub const MAX_ABANDONED_RXM: usize = 64;
+/// Most `tcp;ofi_rxm` endpoints kept open after reads were left in flight, per process.
+pub const MAX_ABANDONED_RXM: usize = 256;
+/// Most of them towards one gateway endpoint (its fabric address).
+pub const MAX_ABANDONED_RXM_PER_GATEWAY: usize = 16;
 
 /// Endpoints whose first contact was never answered (never dropped: see the module).
 static ABANDONED: Mutex<Vec<super::Conn>> = Mutex::new(Vec::new());
 static COUNT: AtomicUsize = AtomicUsize::new(0);
-/// `tcp;ofi_rxm` endpoints left with reads in flight (never dropped: see the module).
-static ABANDONED_RXM: Mutex<Vec<super::Conn>> = Mutex::new(Vec::new());
+/// `tcp;ofi_rxm` endpoints left with reads in flight, with the gateway address each
+/// read from (never dropped: see the module).
+static ABANDONED_RXM: Mutex<Vec<(Vec<u8>, super::Conn)>> = Mutex::new(Vec::new());
 static COUNT_RXM: AtomicUsize = AtomicUsize::new(0);
 
 /// Keeps `conn` (a `tcp;ofi_rxm` endpoint with reads in flight) open, never progressed,
 /// for the rest of the process instead of closing it.
-pub(super) fn abandon_in_flight(conn: super::Conn) {
+pub(super) fn abandon_in_flight(target: &[u8], conn: super::Conn) {
     let mut all = ABANDONED_RXM.lock().unwrap_or_else(PoisonError::into_inner);
-    all.push(conn);
+    all.push((target.to_vec(), conn));
     COUNT_RXM.store(all.len(), Ordering::Release);
     tracing::warn!(
         kept = all.len(),
@@ -54,10 +59,26 @@ pub(super) fn abandon_in_flight(conn: super::Conn) {
     );
 }
 
-/// Whether this process may open another `tcp;ofi_rxm` endpoint (fewer than
-/// [`MAX_ABANDONED_RXM`] were abandoned).
-pub(super) fn may_open_rxm() -> bool {
-    COUNT_RXM.load(Ordering::Acquire) < MAX_ABANDONED_RXM
+/// Why this process may not open another `tcp;ofi_rxm` endpoint towards `target`
+/// (too many were abandoned, towards it or in all), or `None`.
+pub(super) fn may_not_open_rxm(target: &[u8]) -> Option<String> {
+    if COUNT_RXM.load(Ordering::Acquire) == 0 {
+        return None;
+    }
+    let all = ABANDONED_RXM.lock().unwrap_or_else(PoisonError::into_inner);
+    let towards = all.iter().filter(|(t, _)| t == target).count();
+    if towards >= MAX_ABANDONED_RXM_PER_GATEWAY {
+        Some(format!(
+            "{towards} tcp;ofi_rxm endpoints towards this gateway were left with reads in flight; no more are opened towards it"
+        ))
+    } else if all.len() >= MAX_ABANDONED_RXM {
+        Some(format!(
+            "{} tcp;ofi_rxm endpoints of this process were left with reads in flight; no more are opened",
+            all.len()
+        ))
+    } else {
+        None
+    }
 }
 
 /// How many `tcp;ofi_rxm` endpoints this process abandoned with reads in flight.

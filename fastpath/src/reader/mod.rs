@@ -11,7 +11,7 @@ use crate::frame::{self, FrameError, FrameIdentity, HEADER_LEN};
 
 pub use contact::{
     abandoned as abandoned_shm_endpoints, abandoned_in_flight as abandoned_rxm_endpoints,
-    MAX_ABANDONED, MAX_ABANDONED_RXM,
+    MAX_ABANDONED, MAX_ABANDONED_RXM, MAX_ABANDONED_RXM_PER_GATEWAY,
 };
 pub use landing::LandingBuffer;
 
@@ -234,15 +234,14 @@ impl Reader {
                 ),
             });
         }
-        if plan::is_rxm(&self.config.provider) && !contact::may_open_rxm() {
-            return Err(FabricError::Call {
-                call: "open a tcp;ofi_rxm endpoint",
-                errno: libc::EAGAIN,
-                text: format!(
-                    "{} tcp;ofi_rxm endpoints of this process were left with reads in flight; no more are opened",
-                    contact::MAX_ABANDONED_RXM
-                ),
-            });
+        if plan::is_rxm(&self.config.provider) {
+            if let Some(text) = contact::may_not_open_rxm(&self.target) {
+                return Err(FabricError::Call {
+                    call: "open a tcp;ofi_rxm endpoint",
+                    errno: libc::EAGAIN,
+                    text,
+                });
+            }
         }
         let node = Node::open(&self.config)?;
         let peer = node.insert_peer(&self.target)?;
@@ -274,7 +273,7 @@ impl Reader {
             if !conn.contacted && plan::is_shm(&self.config.provider) {
                 contact::abandon(conn);
             } else if !quiet && plan::is_rxm(&self.config.provider) {
-                contact::abandon_in_flight(conn);
+                contact::abandon_in_flight(&self.target, conn);
             }
         }
     }
