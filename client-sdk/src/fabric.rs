@@ -115,18 +115,28 @@ impl FabricPool {
         Arc::clone(&slots[turn % slots.len()]).lock_owned().await
     }
 
+    /// What the current call has left of its time ([`crate::timeouts::call_deadline`]).
+    fn call_left(&self) -> std::time::Duration {
+        crate::timeouts::within_call(self.call_timeout, self.call_timeout)
+    }
+
+    /// The error of a one-sided read that the call's deadline ended.
+    fn call_timed_out(&self) -> Error {
+        Error::Timeout {
+            endpoint: "the fabric".into(),
+            kind: crate::TimeoutKind::FastPathRead,
+            after: self.call_timeout,
+        }
+    }
+
     /// [`FabricPool::endpoint`], waited for no longer than the call has left.
     pub(crate) async fn endpoint_within_call(
         &self,
     ) -> Result<tokio::sync::OwnedMutexGuard<FabricState>, Error> {
-        let left = crate::timeouts::within_call(self.call_timeout, self.call_timeout);
+        let left = self.call_left();
         tokio::time::timeout(left, self.endpoint())
             .await
-            .map_err(|_| Error::Timeout {
-                endpoint: "the fabric".into(),
-                kind: crate::TimeoutKind::FastPathRead,
-                after: self.call_timeout,
-            })
+            .map_err(|_| self.call_timed_out())
     }
 
     /// Whether the endpoint is being rebuilt after a failure (reads go over HTTP meanwhile).
@@ -139,9 +149,7 @@ impl FabricPool {
     pub(crate) async fn get(&self, key: &str) -> Result<Object, Error> {
         let mut last = None;
         for attempt in 0..2 {
-            if attempt > 0
-                && crate::timeouts::within_call(self.call_timeout, self.call_timeout).is_zero()
-            {
+            if attempt > 0 && self.call_left().is_zero() {
                 break; // the call's time is up: no second try
             }
             let (d, deadline) = self.descriptor(key, attempt > 0).await?;
@@ -209,17 +217,13 @@ impl FabricPool {
         let state = self.ready_endpoint(earliest).await?;
         let frames = frames_on(&state, ds.iter().map(|(d, _)| *d))?;
         // Within the call's time too: a frozen gateway ends the call by its deadline.
-        let call_left = crate::timeouts::within_call(self.call_timeout, self.call_timeout);
+        let call_left = self.call_left();
         let timeout = earliest
             .saturating_duration_since(Instant::now())
             .min(self.read_timeout)
             .min(call_left);
         if call_left.is_zero() {
-            return Err(Error::Timeout {
-                endpoint: "the fabric".into(),
-                kind: crate::TimeoutKind::FastPathRead,
-                after: self.call_timeout,
-            });
+            return Err(self.call_timed_out());
         }
         let (results, ()) = self
             .on_reader(state, (), move |reader, _| {

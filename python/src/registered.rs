@@ -25,7 +25,7 @@ pub(crate) struct RegisteredBuffer {
 
 impl RegisteredBuffer {
     /// A buffer of `capacity` bytes for `sdk`'s reads, or, given a writable buffer (a
-    /// numpy array, a `bytearray`, torch memory through `memoryview`), that memory itself,
+    /// numpy array, a `bytearray`, any writable buffer), that memory itself,
     /// exported (so pinned: not resized, not freed) for as long as the registration lives.
     pub(crate) fn new(sdk: &rasa_client::Client, what: &Bound<'_, PyAny>) -> PyResult<Self> {
         let mut buf = match what.extract::<usize>() {

@@ -26,20 +26,25 @@ const SMALL: [&str; 10] = [
     "tcp;ofi_rxm",
 ];
 
+/// A plain PUT (no `?lease=true`) of `body` under `key`: its status and descriptor.
+async fn plain_put(gw: &Gateway, key: &str, body: &[u8]) -> (reqwest::StatusCode, Descriptor) {
+    let r = http()
+        .put(gw.url(&format!("/v1/objects/{key}")))
+        .body(body.to_vec())
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    (status, r.json().await.unwrap())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_puts_larger_than_memory_are_not_throttled_by_leases() {
     let gw = Gateway::start(&SMALL);
     let body = pattern(1 << 20, 1);
     let started = Instant::now();
     for i in 0..300 {
-        let r = http()
-            .put(gw.url(&format!("/v1/objects/burst/{}", i % 40)))
-            .body(body.clone())
-            .send()
-            .await
-            .unwrap();
-        let status = r.status();
-        let d: Descriptor = r.json().await.unwrap();
+        let (status, d) = plain_put(&gw, &format!("burst/{}", i % 40), &body).await;
         assert_eq!(status, 201, "PUT {i} of 300 into 64 MiB");
         assert_eq!(
             (d.addr, d.rkey, d.lease_ms),
@@ -63,13 +68,8 @@ async fn a_descriptor_handed_out_holds_its_bytes_while_memory_is_recycled() {
     put_value(&gw, "kept/v", &pattern(512 << 10, 3)).await;
     let body = pattern(1 << 20, 4);
     for i in 0..120 {
-        let r = http()
-            .put(gw.url(&format!("/v1/objects/churn/{}", i % 30)))
-            .body(body.clone())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 201, "PUT {i}");
+        let (status, _) = plain_put(&gw, &format!("churn/{}", i % 30), &body).await;
+        assert_eq!(status, 201, "PUT {i}");
     }
     let info: FabricInfo = gw.get_json("/v1/fabric").await;
     let address = BASE64_STANDARD.decode(info.address.unwrap()).unwrap();

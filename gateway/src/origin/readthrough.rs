@@ -211,7 +211,7 @@ impl ReadThrough {
 
     /// Ties `v`, a version of `key` written, fetched or confirmed here, to the key's owner
     /// now (see [`crate::cluster::Peers::owner_tag`]).
-    pub fn tie(&self, key: &str, v: &StoredVersion) {
+    fn tie(&self, key: &str, v: &StoredVersion) {
         if let Some(p) = self.peers.get() {
             v.origin.tie(p.owner_tag(key));
         }

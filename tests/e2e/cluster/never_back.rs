@@ -42,6 +42,20 @@ async fn all_read(via: &[&Gateway], keys: &[String], want: u32, when: &str) {
     }
 }
 
+/// Writes `v{n}:{key}` to every key through `gw` (each acknowledged: `201`).
+async fn write_all(gw: &Gateway, keys: &[String], n: u32) {
+    let c = rasa_tests::http();
+    for key in keys {
+        let r = c
+            .put(gw.url(&format!("/v1/objects/{key}")))
+            .body(format!("v{n}:{key}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201, "{key}: {}", r.text().await.unwrap());
+    }
+}
+
 /// Waits until the members `at` see exactly `nodes` serving.
 async fn members_are(at: &[&Gateway], nodes: &[&str], what: &str) {
     for gw in at {
@@ -93,16 +107,7 @@ async fn an_owner_killed_written_and_killed_again_never_lets_an_older_version_be
     // Back, written through (acknowledged): version 2 everywhere.
     gws[1] = restart(&etcd, &name, "g2", addr, &origin);
     all_see(&gws.iter().collect::<Vec<_>>(), 3).await;
-    let c = rasa_tests::http();
-    for key in &keys {
-        let r = c
-            .put(gws[1].url(&format!("/v1/objects/{key}")))
-            .body(format!("v2:{key}"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 201, "{key}: {}", r.text().await.unwrap());
-    }
+    write_all(&gws[1], &keys, 2).await;
     all_read(&[&gws[0], &gws[1], &gws[2]], &keys, 2, "written").await;
 
     // Second outage: nothing older than version 2, while g2 is in the views and after.
@@ -123,34 +128,19 @@ async fn without_an_origin_a_former_owner_serves_a_miss_not_its_older_copy() {
     let name = cluster_name("never-back-mem");
     let mut gws = fleet(&etcd, &name, 1, TTL, &[]);
     all_see(&[&gws[0]], 1).await;
-    let c = rasa_tests::http();
     let keys: Vec<String> = (0..64).map(|i| format!("m/{i}")).collect();
-    for key in &keys {
-        let r = c
-            .put(gws[0].url(&format!("/v1/objects/{key}")))
-            .body(format!("v1:{key}"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 201);
-    }
+    write_all(&gws[0], &keys, 1).await;
     gws.push(super::member(&etcd, &name, "g2", TTL, &[]));
     let view = all_see(&gws.iter().collect::<Vec<_>>(), 2).await;
-    let moved: Vec<&String> = keys
+    let moved: Vec<String> = keys
         .iter()
         .filter(|k| owner(k, &view.members).is_some_and(|m| m.node_id == "g2"))
         .take(4)
+        .cloned()
         .collect();
     assert!(!moved.is_empty(), "some key moved to g2");
-    for key in &moved {
-        let r = c
-            .put(gws[1].url(&format!("/v1/objects/{key}")))
-            .body(format!("v2:{key}"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 201);
-    }
+    write_all(&gws[1], &moved, 2).await;
+    let c = rasa_tests::http();
     kill(&gws[1], "STOP");
     for key in &moved {
         let r = c
