@@ -87,3 +87,22 @@ async fn a_descriptor_handed_out_holds_its_bytes_while_memory_is_recycled() {
         "bytes under a live lease never change"
     );
 }
+
+#[tokio::test]
+async fn a_lease_that_is_not_a_boolean_is_refused_and_stores_nothing() {
+    let gw = Gateway::start(&[]);
+    let r = http()
+        .put(gw.url("/v1/objects/odd?lease=-1873"))
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r
+        .text()
+        .await
+        .unwrap()
+        .contains("lease must be true or false"));
+    let got = http().get(gw.url("/v1/objects/odd")).send().await.unwrap();
+    assert_eq!(got.status(), 404, "nothing stored");
+}

@@ -199,12 +199,29 @@ pub async fn put_object(State(st): State<AppState>, req: Request) -> Result<Resp
 }
 
 /// Whether a PUT asks for a descriptor it can read one-sided (`?lease=true`, `?lease=1`
-/// or a bare `?lease`): the new version is then leased for `--lease`.
-fn wants_lease(uri: &http::Uri) -> bool {
-    uri.query().is_some_and(|q| {
-        q.split('&')
-            .any(|p| matches!(p, "lease" | "lease=true" | "lease=1"))
-    })
+/// or a bare `?lease`; `false`/`0` or no `lease`: no): the new version is then leased for
+/// `--lease`. Any other value is refused (`400`), before the body is read.
+fn wants_lease(uri: &http::Uri) -> Result<bool, ApiError> {
+    let Some(query) = uri.query() else {
+        return Ok(false);
+    };
+    let mut wants = false;
+    for pair in query.split('&') {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, "true"));
+        if name != "lease" {
+            continue;
+        }
+        wants = match value {
+            "true" | "1" | "" => true,
+            "false" | "0" => false,
+            other => {
+                return Err(ApiError::InvalidRequest(format!(
+                    "lease must be true or false, not {other:?}"
+                )))
+            }
+        };
+    }
+    Ok(wants)
 }
 
 /// Most bytes of a refused upload's body read and dropped before the answer goes out.
@@ -235,6 +252,7 @@ async fn store_body(
     let objects = st.objects_in(&parts.extensions)?;
     let key = key_from_uri(parts.uri.path(), "/v1/objects/")?;
     let ctype = content_type(&parts.headers)?;
+    let lease = wants_lease(&parts.uri)?;
     let pre = Preconditions::from_headers(&parts.headers)?;
     if !pre.is_empty() {
         // Fail fast, before the body is read; checked again atomically at commit.
@@ -250,7 +268,7 @@ async fn store_body(
         .await?;
     // A remote key opens memory: only for a caller that may read (not a write-only token)
     // and that asked for it (`?lease=true`): only then is the new version leased.
-    let remote = wants_lease(&parts.uri) && super::auth::Caller::reads(parts);
+    let remote = lease && super::auth::Caller::reads(parts);
     let d = descriptor_of(st, store, &stored, remote);
     let mut resp = json_response(StatusCode::CREATED, &d);
     let h = resp.headers_mut();
