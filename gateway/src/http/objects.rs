@@ -12,7 +12,7 @@ use std::sync::Arc;
 use utoipa::IntoParams;
 
 use super::preconditions::{self, hv, validators, Outcome, Preconditions, RangeOutcome};
-use super::resolve::{descriptor_of, key_from_uri, parse_version, VersionQuery};
+use super::resolve::{descriptor_of, key_from_uri, parse_version, wants_lease, VersionQuery};
 use super::{json_response, ApiError, AppState};
 use crate::key::{self, KeyError};
 use crate::media::DEFAULT_CONTENT_TYPE;
@@ -196,32 +196,6 @@ pub async fn put_object(State(st): State<AppState>, req: Request) -> Result<Resp
         linger(&mut stream).await;
     }
     answer
-}
-
-/// Whether a PUT asks for a descriptor it can read one-sided (`?lease=true`, `?lease=1`
-/// or a bare `?lease`; `false`/`0` or no `lease`: no): the new version is then leased for
-/// `--lease`. Any other value is refused (`400`), before the body is read.
-fn wants_lease(uri: &http::Uri) -> Result<bool, ApiError> {
-    let Some(query) = uri.query() else {
-        return Ok(false);
-    };
-    let mut wants = false;
-    for pair in query.split('&') {
-        let (name, value) = pair.split_once('=').unwrap_or((pair, "true"));
-        if name != "lease" {
-            continue;
-        }
-        wants = match value {
-            "true" | "1" | "" => true,
-            "false" | "0" => false,
-            other => {
-                return Err(ApiError::InvalidRequest(format!(
-                    "lease must be true or false, not {other:?}"
-                )))
-            }
-        };
-    }
-    Ok(wants)
 }
 
 /// Most bytes of a refused upload's body read and dropped before the answer goes out.

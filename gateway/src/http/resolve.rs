@@ -103,3 +103,29 @@ pub fn descriptor_of(st: &AppState, store: &Store, v: &StoredVersion, remote: bo
             .collect(),
     }
 }
+
+/// Whether a PUT asks for a descriptor it can read one-sided (`?lease=true`, `?lease=1`
+/// or a bare `?lease`; `false`/`0` or no `lease`: no): the new version is then leased for
+/// `--lease`. Any other value is refused (`400`), before the body is read.
+pub(crate) fn wants_lease(uri: &http::Uri) -> Result<bool, ApiError> {
+    let Some(query) = uri.query() else {
+        return Ok(false);
+    };
+    let mut wants = false;
+    for pair in query.split('&') {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, "true"));
+        if name != "lease" {
+            continue;
+        }
+        wants = match value {
+            "true" | "1" | "" => true,
+            "false" | "0" => false,
+            other => {
+                return Err(ApiError::InvalidRequest(format!(
+                    "lease must be true or false, not {other:?}"
+                )))
+            }
+        };
+    }
+    Ok(wants)
+}
