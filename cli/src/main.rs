@@ -10,6 +10,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 pub(crate) use rasa_client::with_causes;
 use rasa_client::{Client, FastPath};
 
+mod batch;
+mod fabric;
 mod output;
 mod ranges;
 use output::{sha256_of_file, Hashing};
@@ -111,10 +113,22 @@ enum Cmd {
         #[arg(long, conflicts_with = "verify", allow_hyphen_values = true)]
         range: Option<ByteRange>,
     },
-    /// Delete KEY (succeeds when absent too).
+    /// Store several files, in one request per batch (up to 1000 values, 64 MiB):
+    /// `KEY=FILE`, or FILE stored under `--prefix` and its file name. Prints one line per
+    /// value; fails if any was not stored (the others are).
+    PutMany {
+        /// `KEY=FILE` or FILE, one per value.
+        #[arg(required = true)]
+        values: Vec<String>,
+        /// Put before the file name of a FILE given without a key.
+        #[arg(long, default_value = "")]
+        prefix: String,
+    },
+    /// Delete KEY (succeeds when absent too); several keys go in one request per batch.
     Rm {
-        /// Object key.
-        key: String,
+        /// Object keys.
+        #[arg(required = true)]
+        keys: Vec<String>,
     },
     /// Show KEY's current version, length, ETag and media type.
     Stat {
@@ -217,56 +231,6 @@ fn print_json(v: &serde_json::Value) {
     println!("{v}");
 }
 
-/// `rasa fabric check`: the same report as `rasa-gateway fabric check`, for a client.
-async fn fabric_check(
-    cli: &Cli,
-    provider: Option<String>,
-    domain: Option<String>,
-    largest: u64,
-) -> Result<bool, String> {
-    let provider = match provider {
-        Some(p) => p,
-        None => {
-            let client = Client::builder(&cli.endpoint)
-                .timeout(cli.timeout.min(Duration::from_secs(3)))
-                .build()
-                .map_err(|e| with_causes(&e))?;
-            match client.fabric_info().await {
-                Ok(info) => info.provider.unwrap_or_else(|| "tcp;ofi_rxm".into()),
-                Err(e) => {
-                    eprintln!(
-                        "rasa: cannot ask {} for its provider ({}); checking tcp;ofi_rxm (--provider to choose)",
-                        cli.endpoint,
-                        with_causes(&e)
-                    );
-                    "tcp;ofi_rxm".into()
-                }
-            }
-        }
-    };
-    let node = cli
-        .fabric_addr
-        .clone()
-        .or_else(|| rasa_client::default_fabric_addr(&cli.endpoint));
-    let target = rasa_fastpath::check::Target {
-        fabric: rasa_fastpath::fabric::FabricConfig::new(provider, node).with_domain(domain),
-        registered: largest.next_power_of_two(),
-        key_refresh: false,
-    };
-    let report = tokio::task::spawn_blocking(move || rasa_fastpath::check::run(&target))
-        .await
-        .map_err(|e| format!("fabric check failed: {e}"))?;
-    if cli.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).expect("the report serializes")
-        );
-    } else {
-        print!("{}", report.text());
-    }
-    Ok(!report.failed())
-}
-
 async fn run(cli: Cli) -> Result<(), String> {
     if let Cmd::Fabric(FabricCmd::Check {
         provider,
@@ -274,7 +238,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         largest,
     }) = &cli.command
     {
-        return match fabric_check(&cli, provider.clone(), domain.clone(), *largest).await? {
+        return match fabric::check(&cli, provider.clone(), domain.clone(), *largest).await? {
             true => Ok(()),
             false => Err("the fabric check failed (see FAIL above)".into()),
         };
@@ -294,12 +258,8 @@ async fn run(cli: Cli) -> Result<(), String> {
             ..
         } => ranges::get(&client, &key, range, output.as_deref(), json).await?,
         Cmd::Get { key, output, .. } => get(&client, &key, output.as_deref(), json).await?,
-        Cmd::Rm { key } => {
-            client.delete(&key).await.map_err(|e| with_causes(&e))?;
-            if json {
-                print_json(&serde_json::json!({"key": key, "deleted": true}));
-            }
-        }
+        Cmd::PutMany { values, prefix } => batch::put_many(&client, &prefix, &values, json).await?,
+        Cmd::Rm { keys } => batch::rm(&client, &keys, json).await?,
         Cmd::Stat { key } => stat(&client, &key, json).await?,
         Cmd::Fabric(_) => unreachable!("handled above"),
         Cmd::Ls { prefix, limit } => ls(&client, &prefix, limit, json).await?,

@@ -7,7 +7,7 @@ use rasa_fastpath::frame::FRAME_FORMAT;
 use rasa_fastpath::frame::{key_hash, FrameIdentity};
 use rasa_fastpath::reader::{BlockTable, RemoteFrame};
 use rasa_openapi::{
-    Descriptor, DescriptorBatchRequest, DescriptorBatchResponse, Problem, ProblemCode,
+    Descriptor, DescriptorBatchRequest, DescriptorBatchResponse, DescriptorResult, Problem,
 };
 
 use crate::http::Transport;
@@ -131,18 +131,7 @@ impl Transport {
         let out = batch
             .results
             .into_iter()
-            .map(|r| match (r.descriptor, r.error) {
-                (Some(d), _) => Ok(d),
-                (None, Some(p)) => Err(p),
-                (None, None) => Err(Problem {
-                    type_uri: "urn:rasa:problem:unknown".into(),
-                    title: "Unknown".into(),
-                    status: 500,
-                    detail: "the gateway returned neither a descriptor nor a problem".into(),
-                    code: ProblemCode::Unknown,
-                    instance: None,
-                }),
-            })
+            .map(DescriptorResult::into_result)
             .collect();
         Ok((out, sent))
     }

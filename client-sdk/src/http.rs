@@ -50,7 +50,7 @@ impl Payload {
 
     /// The body for one attempt, reporting progress as the connection takes it; `None`
     /// when a stream was already sent.
-    fn body(&mut self, progress: &Arc<Progress>) -> Option<reqwest::Body> {
+    pub(crate) fn body(&mut self, progress: &Arc<Progress>) -> Option<reqwest::Body> {
         match self {
             Self::Bytes(b) => Some(reqwest::Body::wrap(TrackedBytes::new(
                 b.clone(),

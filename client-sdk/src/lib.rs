@@ -43,6 +43,7 @@
 //! ([`ClientBuilder::fabric_endpoints`], default 4, opened on demand); further reads wait
 //! for one in turn.
 
+mod batch;
 mod builder;
 mod cache;
 mod choose;
@@ -64,6 +65,7 @@ mod tls;
 mod verify;
 mod versions;
 
+pub use batch::{Each, MAX_BATCH_BYTES, MAX_BATCH_VALUES};
 pub use builder::{default_fabric_addr, ClientBuilder};
 pub use client::Client;
 pub use descriptors::{remote_frame, remote_frame_on};

@@ -2,8 +2,6 @@
 //! on to its next choices when the owner does not answer); against a single gateway it is
 //! served by that gateway. The work itself is in the `*_here` methods.
 
-use std::time::Instant;
-
 use bytes::Bytes;
 use rasa_openapi::{Descriptor, ObjectList, Problem};
 
@@ -127,20 +125,6 @@ impl Client {
         Ok(done)
     }
 
-    /// Reads the version `d` names one-sided, from the member that handed it out. `sent`
-    /// is when the request that returned `d` was sent: the lease is counted from then.
-    pub async fn read_descriptor(&self, d: &Descriptor, sent: Instant) -> Result<Object, Error> {
-        if let (Some(node), Some(topology)) = (&d.node_id, self.inner.topology().await) {
-            let Some(c) = topology.node(node) else {
-                return Err(Error::FastPath(format!(
-                    "node {node}, which handed out this descriptor, is no longer a member"
-                )));
-            };
-            return c.inner.fabric.read_descriptor(d, sent).await;
-        }
-        self.inner.fabric.read_descriptor(d, sent).await
-    }
-
     /// Streams `key`'s current version into `out` (one-sided when the policy allows, else
     /// over HTTP), a piece at a time: memory does not grow with the value. The last bytes
     /// are written only once the whole value has been validated; on an error the output
@@ -178,25 +162,6 @@ impl Client {
             c.inner.get_to_file(key, path).await
         })
         .await
-    }
-
-    /// Streams the version `d` names, one-sided, into `out` (see [`Client::get_to`]);
-    /// `sent` is when the request that returned `d` was sent.
-    pub async fn read_descriptor_to<W: tokio::io::AsyncWrite + Unpin + ?Sized>(
-        &self,
-        d: &Descriptor,
-        sent: Instant,
-        out: &mut W,
-    ) -> Result<crate::Written, Error> {
-        if let (Some(node), Some(topology)) = (&d.node_id, self.inner.topology().await) {
-            let Some(c) = topology.node(node) else {
-                return Err(Error::FastPath(format!(
-                    "node {node}, which handed out this descriptor, is no longer a member"
-                )));
-            };
-            return c.inner.fabric.read_descriptor_to(d, sent, out).await;
-        }
-        self.inner.fabric.read_descriptor_to(d, sent, out).await
     }
 
     /// Stores `body` as a new version of `key`.

@@ -1,5 +1,8 @@
 //! Version-aware calls, through [`Client::versions`]: reads of a pinned version
-//! ([`Versions::get`]) and writes on a condition about the current one ([`Versions::put_if`]).
+//! ([`Versions::get`], or of the version a descriptor names: [`Versions::read_descriptor`])
+//! and writes on a condition about the current one ([`Versions::put_if`]).
+
+use std::time::Instant;
 
 use bytes::Bytes;
 use rasa_openapi::Descriptor;
@@ -31,6 +34,39 @@ impl Client {
 }
 
 impl Versions<'_> {
+    /// Reads the version `d` names one-sided, from the member that handed it out. `sent`
+    /// is when the request that returned `d` was sent: the lease is counted from then.
+    pub async fn read_descriptor(&self, d: &Descriptor, sent: Instant) -> Result<Object, Error> {
+        if let (Some(node), Some(topology)) = (&d.node_id, self.0.inner.topology().await) {
+            let Some(c) = topology.node(node) else {
+                return Err(Error::FastPath(format!(
+                    "node {node}, which handed out this descriptor, is no longer a member"
+                )));
+            };
+            return c.inner.fabric.read_descriptor(d, sent).await;
+        }
+        self.0.inner.fabric.read_descriptor(d, sent).await
+    }
+
+    /// Streams the version `d` names, one-sided, into `out` (see [`Client::get_to`]);
+    /// `sent` is when the request that returned `d` was sent.
+    pub async fn read_descriptor_to<W: tokio::io::AsyncWrite + Unpin + ?Sized>(
+        &self,
+        d: &Descriptor,
+        sent: Instant,
+        out: &mut W,
+    ) -> Result<crate::Written, Error> {
+        if let (Some(node), Some(topology)) = (&d.node_id, self.0.inner.topology().await) {
+            let Some(c) = topology.node(node) else {
+                return Err(Error::FastPath(format!(
+                    "node {node}, which handed out this descriptor, is no longer a member"
+                )));
+            };
+            return c.inner.fabric.read_descriptor_to(d, sent, out).await;
+        }
+        self.0.inner.fabric.read_descriptor_to(d, sent, out).await
+    }
+
     /// Reads version `version` of `key` (a version id, as descriptors and
     /// `Object::version` name it) while the gateway still holds it: one-sided when the
     /// policy allows and it works, else over HTTP. `404` once it is gone.

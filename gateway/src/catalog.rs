@@ -62,6 +62,7 @@ pub const METRICS: &[Metric] = &[
     m("rasa_connections_open", G, &["listener"], "Connections open on a listener (http, s3)."),
     m("rasa_connections_refused_total", C, &["listener"], "Connections accepted past --max-connections (served from the reserve, or closed)."),
     m("rasa_connections_closed_total", C, &["listener", "reason"], "Connections closed before their first byte: first_byte_timeout, or displaced by a newer one at --max-connections."),
+    m("rasa_http_batch_items_total", C, &["op", "result"], "Values of put batches and keys of delete batches: done (stored, deleted) or refused (each with its own problem in the answer)."),
     m("rasa_http_uploads_too_slow_total", C, &[], "PUT bodies ended with 408 for arriving slower than --min-upload-rate."),
     m("rasa_http_chunked_upload_bytes", G, &[], "Memory held gathering bodies sent without Content-Length."),
     m("rasa_token_reloads_total", C, &["result"], "Token file reloads (SIGHUP)."),

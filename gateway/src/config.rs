@@ -72,7 +72,7 @@ pub struct Args {
     #[arg(long, env = "RASA_LEASE_GRACE", default_value = "1s", value_parser = parse_duration, help_heading = "Memory")]
     pub lease_grace: Duration,
 
-    /// Most keys accepted in one batch descriptor request.
+    /// Most keys accepted in one batch request (descriptors, puts, deletes).
     #[arg(
         long,
         env = "RASA_MAX_BATCH_KEYS",
@@ -80,6 +80,12 @@ pub struct Args {
         help_heading = "Limits"
     )]
     pub max_batch_keys: usize,
+
+    /// Most bytes of values in one put batch (`POST /v1/batch/put`); larger batches are
+    /// refused with 413 before their values are read. Each value is also held to
+    /// --max-object-size.
+    #[arg(long, env = "RASA_MAX_BATCH_SIZE", default_value = "256MiB", value_parser = parse_size, help_heading = "Limits")]
+    pub max_batch_size: u64,
 
     /// Longest time one remote key stays in force for new descriptors: then its arena is
     /// registered under a fresh key, and the old key is revoked once the leases handed out
@@ -375,6 +381,9 @@ impl Args {
         }
         if self.max_batch_keys == 0 {
             return Err("--max-batch-keys must be at least 1".into());
+        }
+        if self.max_batch_size == 0 {
+            return Err("--max-batch-size must be at least 1B".into());
         }
         Ok(())
     }

@@ -11,9 +11,14 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+pub mod batch;
 pub mod cluster;
 pub mod key;
 pub mod stats;
+pub use batch::{
+    DeleteBatchRequest, DeleteBatchResponse, DeleteResult, PutBatchItem, PutBatchManifest,
+    PutBatchResponse, BATCH_CONTENT_TYPE,
+};
 pub use cluster::{ClusterMember, ClusterView, MemberState, HOP_HEADER};
 
 /// Media type of every error body (RFC 9457).
@@ -327,6 +332,24 @@ pub struct DescriptorResult {
     /// Why the key did not resolve (`not_found`, `invalid_key`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Problem>,
+}
+
+impl DescriptorResult {
+    /// The descriptor, or the problem; neither (a gateway fault) is said as a problem.
+    pub fn into_result(self) -> Result<Descriptor, Problem> {
+        match (self.descriptor, self.error) {
+            (Some(d), _) => Ok(d),
+            (None, Some(p)) => Err(p),
+            (None, None) => Err(Problem {
+                type_uri: "urn:rasa:problem:unknown".into(),
+                title: "Unknown".into(),
+                status: 500,
+                detail: "the gateway returned neither a descriptor nor a problem".into(),
+                code: ProblemCode::Unknown,
+                instance: None,
+            }),
+        }
+    }
 }
 
 /// Answer to a [`DescriptorBatchRequest`]: one result per requested key, in order.

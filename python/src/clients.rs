@@ -265,6 +265,31 @@ macro_rules! methods {
                 $run(py, self.core.limit(), ops::list(self.core.sdk()?, prefix, after, limit))
             }
 
+            /// Stores each `(key, data)` as its own version, in one request per batch
+            /// (up to 1000 values, 64 MiB); one result per item, in order: its
+            /// descriptor, or the exception that kept that value alone from being stored.
+            fn _put_many<'py>(
+                &self,
+                py: Python<'py>,
+                items: Vec<(String, Bound<'py, PyAny>)>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                let items = items
+                    .into_iter()
+                    .map(|(k, v)| Ok((k, In::bytes(&v)?)))
+                    .collect::<PyResult<Vec<_>>>()?;
+                $run(py, self.core.limit(), ops::put_many(self.core.sdk()?, items))
+            }
+
+            /// Deletes each key, in one request per batch; one result per key, in
+            /// order: `None`, or the exception that kept that key alone from being deleted.
+            fn _delete_many<'py>(
+                &self,
+                py: Python<'py>,
+                keys: Vec<String>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                $run(py, self.core.limit(), ops::delete_many(self.core.sdk()?, keys))
+            }
+
             /// Deletes `key` (no error when it is absent).
             fn delete<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
                 $run(py, self.core.limit(), ops::delete(self.core.sdk()?, key))

@@ -56,6 +56,35 @@ pub(crate) async fn put(
         .py()
 }
 
+/// `put_many`: one result per item, a descriptor or the exception (returned, not raised).
+pub(crate) async fn put_many(
+    sdk: Sdk,
+    items: Vec<(String, Bytes)>,
+) -> PyResult<Vec<Each<Descriptor>>> {
+    let refs: Vec<(&str, Bytes)> = items.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    let all = sdk.put_many(&refs).await.py()?;
+    Ok(all
+        .into_iter()
+        .map(|r| match r {
+            Ok(d) => Each::Value(Descriptor(d)),
+            Err(p) => Each::Failed(to_py(Error::Problem(p))),
+        })
+        .collect())
+}
+
+/// `delete_many`: one result per key, `None` or the exception (returned, not raised).
+pub(crate) async fn delete_many(sdk: Sdk, keys: Vec<String>) -> PyResult<Vec<Each<()>>> {
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let all = sdk.delete_many(&refs).await.py()?;
+    Ok(all
+        .into_iter()
+        .map(|r| match r {
+            Ok(()) => Each::Miss, // `None`: deleted
+            Err(p) => Each::Failed(to_py(Error::Problem(p))),
+        })
+        .collect())
+}
+
 pub(crate) async fn get(sdk: Sdk, key: String, version: Option<String>) -> PyResult<Object> {
     let got = match &version {
         Some(v) => sdk.versions().get(&key, v).await,

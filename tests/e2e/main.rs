@@ -2,6 +2,7 @@
 //! S3-compatible server.
 
 mod api;
+mod batch;
 mod black_hole;
 mod cluster;
 mod cold;

@@ -124,6 +124,7 @@ fn policy(method: Option<&Method>, path: &str) -> Access {
             Access::Scope(Scope::Read)
         }
         (Some(&Method::POST), "/v1/descriptors") => Access::Scope(Scope::Read),
+        (Some(&Method::POST), "/v1/batch/put" | "/v1/batch/delete") => Access::Scope(Scope::Write),
         (m, p) => panic!("no access policy for {m:?} {p}: add it here and in route_specs"),
     }
 }

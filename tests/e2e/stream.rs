@@ -110,6 +110,7 @@ async fn a_corrupted_frame_is_never_written_out_as_a_complete_value() {
         .unwrap();
     let mut out = Vec::new();
     let e = client
+        .versions()
         .read_descriptor_to(&bad, sent, &mut out)
         .await
         .unwrap_err();

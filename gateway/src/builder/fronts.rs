@@ -45,6 +45,7 @@ impl Fronts {
                 chunked_upload_memory: args.chunked_upload_memory,
                 hosts: Arc::new(args.host_policy(&[])),
                 min_upload_rate: args.edge.min_upload_rate,
+                max_batch_size: args.max_batch_size,
                 ..HttpConfig::new(args.max_object_size, args.max_batch_keys)
             },
         );

@@ -24,6 +24,8 @@ use super::{route_table, Access, HttpConfig};
         super::objects::head_object,
         super::objects::delete_object,
         super::objects::list_objects,
+        super::batch::put_batch,
+        super::batch::delete::delete_batch,
         super::descriptors::get_descriptor,
         super::descriptors::batch_descriptors,
         super::fabric::get_fabric,

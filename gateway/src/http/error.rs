@@ -129,8 +129,16 @@ pub enum ApiError {
         /// The minimum rate, bytes a second.
         rate: u64,
     },
+    /// A put batch whose values add up to more than `--max-batch-size`.
+    #[error("the batch's values add up to {total} bytes; the limit is {limit} (--max-batch-size): send them in smaller batches; nothing was stored")]
+    BatchTooLarge {
+        /// Their total.
+        total: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// A batch request with more keys than allowed.
-    #[error("{got} keys in one request; the limit is {limit}")]
+    #[error("{got} keys in one request; the limit is {limit} (--max-batch-keys)")]
     TooManyKeys {
         /// Keys sent.
         got: usize,
@@ -155,7 +163,8 @@ impl ApiError {
             Self::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             Self::PayloadTooLarge { .. }
             | Self::ChunkedTooLarge { .. }
-            | Self::OriginTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            | Self::OriginTooLarge { .. }
+            | Self::BatchTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -181,7 +190,8 @@ impl ApiError {
             Self::RangeNotSatisfiable { .. } => ProblemCode::RangeNotSatisfiable,
             Self::PayloadTooLarge { .. }
             | Self::ChunkedTooLarge { .. }
-            | Self::OriginTooLarge { .. } => ProblemCode::PayloadTooLarge,
+            | Self::OriginTooLarge { .. }
+            | Self::BatchTooLarge { .. } => ProblemCode::PayloadTooLarge,
             Self::InsufficientStorage(_) => ProblemCode::InsufficientStorage,
             Self::IncompleteBody(_) => ProblemCode::IncompleteBody,
             Self::TooManyKeys { .. } => ProblemCode::TooManyKeys,

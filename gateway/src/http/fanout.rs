@@ -1,7 +1,7 @@
-//! The native API's side of the two routes that span keys, over
-//! [`crate::cluster::Peers`]: a listing merges every member's page
-//! ([`crate::cluster::Peers::each_other`]), and a batch of descriptors goes, in one
-//! sub-batch per owner ([`crate::cluster::Peers::by_owner`]), to the keys' owners. The
+//! The native API's side of the routes that span keys, over [`crate::cluster::Peers`]: a
+//! listing merges every member's page ([`crate::cluster::Peers::each_other`]); a batch of
+//! descriptors, puts or deletes goes, in one sub-batch per owner
+//! ([`crate::cluster::Peers::by_owner`]), to the keys' owners. The
 //! members are asked with the hop marker, so each answers for itself; what is here is
 //! this API's wire format (JSON pages and batches, problem+json errors).
 
@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 
 use http::{header, HeaderMap};
 use rasa_openapi::{
-    ClusterMember, DescriptorBatchRequest, DescriptorBatchResponse, DescriptorResult, ObjectList,
-    HOP_HEADER,
+    ClusterMember, DeleteBatchRequest, DeleteBatchResponse, DeleteResult, DescriptorBatchRequest,
+    DescriptorBatchResponse, DescriptorResult, ObjectList, PutBatchItem, PutBatchManifest,
+    PutBatchResponse, BATCH_CONTENT_TYPE, HOP_HEADER,
 };
 
 use super::{ApiError, AppState};
@@ -130,28 +131,124 @@ pub(crate) async fn ask_owner(
 ) -> Option<Vec<DescriptorResult>> {
     let url = format!("{}{api_root}/descriptors", owner.url.trim_end_matches('/'));
     let n = keys.len();
+    let body = serde_json::to_vec(&DescriptorBatchRequest { keys }).ok()?;
+    let part = post_part::<DescriptorBatchResponse>(peers, headers, owner, url, JSON, body.into());
+    let answer = part.await.map(|a| a.results);
+    whole(answer, n, owner, "resolving its keys here")
+}
+
+/// Stores `values` (each a manifest entry and its bytes) at `owner`, in one put batch
+/// (`query`: `?lease=true` or nothing); one result per value, `None` when it does not
+/// answer in full within [`crate::cluster::peers::PART_WITHIN`].
+pub(crate) async fn put_at_owner(
+    peers: &Peers,
+    headers: &HeaderMap,
+    api_root: &str,
+    query: &str,
+    owner: &ClusterMember,
+    values: Vec<(PutBatchItem, Vec<bytes::Bytes>)>,
+) -> Option<Vec<DescriptorResult>> {
+    let url = format!(
+        "{}{api_root}/batch/put{query}",
+        owner.url.trim_end_matches('/')
+    );
+    let n = values.len();
+    let (items, bytes): (Vec<_>, Vec<_>) = values.into_iter().unzip();
+    let line = PutBatchManifest { items }.line();
+    let chunks = std::iter::once(bytes::Bytes::from(line)).chain(bytes.into_iter().flatten());
+    let body = reqwest::Body::wrap_stream(futures_util::stream::iter(
+        chunks.map(Ok::<_, std::convert::Infallible>),
+    ));
+    let part = post_part::<PutBatchResponse>(peers, headers, owner, url, BATCH_CONTENT_TYPE, body);
+    whole(
+        part.await.map(|a| a.results),
+        n,
+        owner,
+        "its values are not stored",
+    )
+}
+
+/// Deletes `keys` at `owner`, in one delete batch; one result per key, `None` when it
+/// does not answer in full within [`crate::cluster::peers::PART_WITHIN`].
+pub(crate) async fn delete_at_owner(
+    peers: &Peers,
+    headers: &HeaderMap,
+    api_root: &str,
+    owner: &ClusterMember,
+    keys: Vec<String>,
+) -> Option<Vec<DeleteResult>> {
+    let url = format!("{}{api_root}/batch/delete", owner.url.trim_end_matches('/'));
+    let n = keys.len();
+    let body = serde_json::to_vec(&DeleteBatchRequest { keys }).ok()?;
+    let part = post_part::<DeleteBatchResponse>(peers, headers, owner, url, JSON, body.into());
+    whole(
+        part.await.map(|a| a.results),
+        n,
+        owner,
+        "its keys are not deleted",
+    )
+}
+
+const JSON: &str = "application/json";
+
+/// `body` (of media type `ctype`) posted to `owner` at `url`, and its JSON answer; `None`
+/// on any failure or after [`crate::cluster::peers::PART_WITHIN`].
+async fn post_part<T: serde::de::DeserializeOwned>(
+    peers: &Peers,
+    headers: &HeaderMap,
+    owner: &ClusterMember,
+    url: String,
+    ctype: &'static str,
+    body: reqwest::Body,
+) -> Option<T> {
     let asked = async {
         let r = to_member(peers, headers, reqwest::Method::POST, url)
-            .json(&DescriptorBatchRequest { keys })
+            .header(header::CONTENT_TYPE, ctype)
+            .body(body)
             .send()
-            .await
-            .ok()?;
-        if !r.status().is_success() {
-            return None;
-        }
-        r.json::<DescriptorBatchResponse>().await.ok()
+            .await;
+        let r = match r {
+            Ok(r) if r.status().is_success() => r,
+            Ok(r) => {
+                tracing::warn!(owner = %owner.node_id, status = %r.status(), "a member refused its part of a batch");
+                return None;
+            }
+            Err(e) => {
+                tracing::warn!(owner = %owner.node_id, error = %crate::http::error::chain(&e), "a member did not take its part of a batch");
+                return None;
+            }
+        };
+        r.json::<T>().await.ok()
     };
-    let answer = tokio::time::timeout(crate::cluster::peers::PART_WITHIN, asked)
+    tokio::time::timeout(crate::cluster::peers::PART_WITHIN, asked)
         .await
         .ok()
-        .flatten();
+        .flatten()
+}
+
+/// `answer` when it has all `n` results; else counted, logged (`then`: what follows) and
+/// `None`.
+fn whole<R>(answer: Option<Vec<R>>, n: usize, owner: &ClusterMember, then: &str) -> Option<Vec<R>> {
     match answer {
-        Some(a) if a.results.len() == n => Some(a.results),
+        Some(a) if a.len() == n => Some(a),
         _ => {
             metrics::counter!("rasa_cluster_forwards_total", "result" => "owner_unreachable")
                 .increment(1);
-            tracing::warn!(owner = %owner.node_id, "a batch's owner did not answer; resolving its keys here");
+            tracing::warn!(owner = %owner.node_id, "a batch's owner did not answer in full; {then}");
             None
         }
+    }
+}
+
+/// The problem of a value or key whose `owner` did not take its part of a batch.
+pub(crate) fn unreachable(owner: &ClusterMember) -> ApiError {
+    ApiError::Unavailable {
+        detail: format!(
+            "member {} at {}, which owns this key, did not take its part of the batch within {:?}; nothing was done with it",
+            owner.node_id,
+            owner.url,
+            crate::cluster::peers::PART_WITHIN
+        ),
+        retry_after: 1,
     }
 }

@@ -21,6 +21,7 @@
 //! problem documents by one middleware, so no plain-text error escapes.
 
 pub mod auth;
+pub mod batch;
 pub mod cluster;
 pub mod descriptors;
 pub mod doc;
@@ -73,8 +74,10 @@ pub use routes::{route_table, RouteInfo};
 pub struct HttpConfig {
     /// Largest body a PUT may store.
     pub max_object_size: u64,
-    /// Most keys in one batch descriptor request.
+    /// Most keys in one batch request (descriptors, puts, deletes).
     pub max_batch_keys: usize,
+    /// Most bytes of values in one put batch.
+    pub max_batch_size: u64,
     /// Serve the `/v1/_test/*` routes (fast-path test suite only).
     pub test_hooks: bool,
     /// The accepted bearer tokens; `None` serves every route openly.
@@ -102,6 +105,7 @@ impl HttpConfig {
         Self {
             max_object_size,
             max_batch_keys,
+            max_batch_size: 256 << 20,
             test_hooks: false,
             tokens: None,
             public_metrics: false,
@@ -263,7 +267,7 @@ async fn name_namespace(mut req: Request, next: Next) -> Response {
 
 /// Whether a route acts in a namespace (and is served under `/v1/ns/{ns}` too).
 pub(crate) fn namespaced(path: &str) -> bool {
-    ["/v1/objects", "/v1/descriptors", "/v1/_test/"]
+    ["/v1/objects", "/v1/descriptors", "/v1/batch/", "/v1/_test/"]
         .iter()
         .any(|p| path.starts_with(p))
         && path != "/v1/_test/panic"

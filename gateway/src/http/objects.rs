@@ -28,11 +28,17 @@ fn content_type(h: &HeaderMap) -> Result<String, ApiError> {
     let Some(v) = h.get(header::CONTENT_TYPE) else {
         return Ok(DEFAULT_CONTENT_TYPE.to_owned());
     };
-    let s = v
-        .to_str()
-        .ok()
-        .map(str::trim)
-        .filter(|s| !s.is_empty() && s.len() <= MAX_CONTENT_TYPE_LEN)
+    check_content_type(v.to_str().unwrap_or("\n"))
+}
+
+/// A media type to store with a value: visible ASCII, 1 to 256 bytes once trimmed.
+pub(super) fn check_content_type(v: &str) -> Result<String, ApiError> {
+    let s = Some(v.trim())
+        .filter(|s| {
+            !s.is_empty()
+                && s.len() <= MAX_CONTENT_TYPE_LEN
+                && s.bytes().all(|b| b == b' ' || b.is_ascii_graphic())
+        })
         .ok_or_else(|| {
             ApiError::InvalidRequest(format!(
                 "Content-Type must be visible ASCII of at most {MAX_CONTENT_TYPE_LEN} bytes"
@@ -41,7 +47,7 @@ fn content_type(h: &HeaderMap) -> Result<String, ApiError> {
     Ok(s.to_owned())
 }
 
-fn content_length(h: &HeaderMap) -> Result<Option<u64>, ApiError> {
+pub(super) fn content_length(h: &HeaderMap) -> Result<Option<u64>, ApiError> {
     h.get(header::CONTENT_LENGTH)
         .map(|v| {
             v.to_str()
@@ -52,7 +58,7 @@ fn content_length(h: &HeaderMap) -> Result<Option<u64>, ApiError> {
         .transpose()
 }
 
-fn body_error(e: axum::Error) -> ApiError {
+pub(super) fn body_error(e: axum::Error) -> ApiError {
     if super::limits::is_body_timeout(&e) {
         return ApiError::BodyTimeout;
     }
@@ -186,36 +192,7 @@ pub async fn put_object(State(st): State<AppState>, req: Request) -> Result<Resp
     let (parts, body) = req.into_parts();
     let mut stream = body.into_data_stream();
     let answer = store_body(&st, &parts, &mut stream).await;
-    // Not for a body that stalled, crawled or broke: nothing more is coming (or it must
-    // not be waited for).
-    let cut_short = matches!(
-        answer,
-        Err(ApiError::TooSlow { .. } | ApiError::BodyTimeout | ApiError::IncompleteBody(_))
-    );
-    if answer.is_err() && !cut_short {
-        linger(&mut stream).await;
-    }
-    answer
-}
-
-/// Most bytes of a refused upload's body read and dropped before the answer goes out.
-const LINGER_BYTES: u64 = 64 << 20;
-/// Longest wait for the rest of a refused upload's body.
-const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Reads and drops what is left of a refused upload's body (at most [`LINGER_BYTES`],
-/// for at most [`LINGER`]) before it is answered, as nginx's lingering close does: a
-/// client still sending would otherwise meet a connection reset, which discards the
-/// answer it had not read yet (a broken pipe where `413` or `507` was said).
-async fn linger(stream: &mut BodyDataStream) {
-    let deadline = tokio::time::Instant::now() + LINGER;
-    let mut left = LINGER_BYTES;
-    while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(deadline, stream.next()).await {
-        left = left.saturating_sub(chunk.len() as u64);
-        if left == 0 {
-            break;
-        }
-    }
+    super::limits::with_linger(answer, &mut stream).await
 }
 
 async fn store_body(

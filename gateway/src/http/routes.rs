@@ -6,7 +6,8 @@ use axum::http::Method;
 use axum::routing::{delete, get, head, on, post, put, MethodFilter, MethodRouter};
 
 use super::{
-    cluster, descriptors, fabric, objects, ops, stats, test_hooks, ui, Access, AppState, HttpConfig,
+    batch, cluster, descriptors, fabric, objects, ops, stats, test_hooks, ui, Access, AppState,
+    HttpConfig,
 };
 use crate::tokens;
 
@@ -121,6 +122,7 @@ pub(super) fn route_specs(test_hooks: bool) -> Vec<RouteSpec> {
             get(ops::openapi_json),
         ),
     ];
+    routes.extend(batch_routes());
     if test_hooks {
         routes.extend(test_hook_routes());
     }
@@ -142,6 +144,26 @@ fn spec(
         },
         handler,
     }
+}
+
+/// Batch writes: many values stored, or many keys deleted, in one request.
+fn batch_routes() -> Vec<RouteSpec> {
+    use tokens::Scope::Write;
+    use Access::Scope;
+    vec![
+        spec(
+            Some(Method::POST),
+            "/v1/batch/put",
+            Scope(Write),
+            post(batch::put_batch),
+        ),
+        spec(
+            Some(Method::POST),
+            "/v1/batch/delete",
+            Scope(Write),
+            post(batch::delete_batch),
+        ),
+    ]
 }
 
 /// The routes of `--test-hooks` (never in production).

@@ -116,15 +116,17 @@ class Client(_native.Client):
     def put_many(
         self, items: Mapping[str, Buffer] | Iterable[tuple[str, Buffer]]
     ) -> list[Descriptor]:
-        """Stores each ``(key, data)``, in order; one descriptor per item. Stops at the
-        first failure (the items before it are stored)."""
-        pairs = items.items() if isinstance(items, Mapping) else items
-        return [self.put(k, v) for k, v in pairs]
+        """Stores each ``(key, data)`` as its own version, in one request per batch (up to
+        1000 values, 64 MiB); one descriptor per item, in order. A value the gateway
+        refuses does not stop the others: they are stored, and the first refusal is raised
+        with ``.results`` (a descriptor or the exception, per item)."""
+        return _all_or_raise(self._put_many(_pairs(items)), "stored")
 
     def delete_many(self, keys: Iterable[str]) -> None:
-        """Deletes each key (absent ones too)."""
-        for k in keys:
-            self.delete(k)
+        """Deletes each key (absent ones too), in one request per batch. A key that could
+        not be deleted does not stop the others; the first failure is raised with
+        ``.results``."""
+        _all_or_raise(self._delete_many(list(keys)), "deleted")
 
     def exists_many(self, keys: Iterable[str]) -> list[bool]:
         """Whether each key has a current version, in order."""
@@ -139,6 +141,22 @@ class Client(_native.Client):
     def __reduce__(self):
         kw = self._config()
         return (functools.partial(type(self), **kw), ())
+
+
+def _pairs(items: Mapping[str, Buffer] | Iterable[tuple[str, Buffer]]) -> list[tuple[str, Any]]:
+    return list(items.items() if isinstance(items, Mapping) else items)
+
+
+def _all_or_raise(results: list[Any], done: str) -> list[Any]:
+    """``results`` of a batch when no item failed; else the first failure, raised with
+    ``.results`` and a note naming how many items were not ``done``."""
+    failed = [r for r in results if isinstance(r, BaseException)]
+    if not failed:
+        return results
+    first = failed[0]
+    first.results = results  # type: ignore[attr-defined]
+    first.add_note(f"{len(failed)} of {len(results)} items were not {done}; .results has each")
+    raise first
 
 
 class AsyncClient(_native.AsyncClient):
@@ -191,13 +209,14 @@ class AsyncClient(_native.AsyncClient):
     async def put_many(
         self, items: Mapping[str, Buffer] | Iterable[tuple[str, Buffer]]
     ) -> list[Descriptor]:
-        """Stores each ``(key, data)``, all at once; one descriptor per item, in order."""
-        pairs = items.items() if isinstance(items, Mapping) else items
-        return list(await asyncio.gather(*(self.put(k, v) for k, v in pairs)))
+        """Stores each ``(key, data)`` as its own version, in one request per batch, like
+        ``Client.put_many``."""
+        return _all_or_raise(await self._put_many(_pairs(items)), "stored")
 
     async def delete_many(self, keys: Iterable[str]) -> None:
-        """Deletes each key (absent ones too), all at once."""
-        await asyncio.gather(*(self.delete(k) for k in keys))
+        """Deletes each key (absent ones too), in one request per batch, like
+        ``Client.delete_many``."""
+        _all_or_raise(await self._delete_many(list(keys)), "deleted")
 
     async def exists_many(self, keys: Iterable[str]) -> list[bool]:
         """Whether each key has a current version, in order."""

@@ -6,6 +6,7 @@ from typing import Any, Literal, Protocol, overload
 
 from typing_extensions import Buffer as _Buffer
 from typing_extensions import TypeAlias
+from ._errors import RasaError
 
 class _ArrayInterface(Protocol):
     """numpy arrays (and other array-interface objects): numpy's stubs declare their
@@ -174,6 +175,10 @@ class Client:
         """A page of keys starting with ``prefix``."""
     def delete(self, key: str) -> None:
         """Deletes ``key`` (no error when absent)."""
+    def _put_many(self, items: list[tuple[str, Buffer]]) -> list[Descriptor | RasaError]:
+        """One request per batch; a descriptor or the exception per item."""
+    def _delete_many(self, keys: list[str]) -> list[RasaError | None]:
+        """One request per batch; ``None`` or the exception per key."""
     def resolve(self, key: str) -> Descriptor:
         """The descriptor of ``key``'s current version."""
     def stats(self) -> dict[str, Any]:
@@ -248,6 +253,12 @@ class AsyncClient:
         """A page of keys starting with ``prefix``."""
     def delete(self, key: str) -> Awaitable[None]:
         """Deletes ``key`` (no error when absent)."""
+    def _put_many(
+        self, items: list[tuple[str, Buffer]]
+    ) -> Awaitable[list[Descriptor | RasaError]]:
+        """One request per batch; a descriptor or the exception per item."""
+    def _delete_many(self, keys: list[str]) -> Awaitable[list[RasaError | None]]:
+        """One request per batch; ``None`` or the exception per key."""
     def resolve(self, key: str) -> Awaitable[Descriptor]:
         """The descriptor of ``key``'s current version."""
     def stats(self) -> dict[str, Any]:

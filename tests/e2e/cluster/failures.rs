@@ -127,6 +127,7 @@ async fn sigterm_drains_held_descriptors_stay_readable_until_their_lease_ends() 
     assert!(r.text().await.unwrap().contains("draining"));
     for (i, d) in &held {
         let got = client
+            .versions()
             .read_descriptor(d, sent)
             .await
             .expect("a held descriptor is readable while g3 drains");
@@ -187,7 +188,7 @@ async fn a_restarted_member_has_a_new_incarnation_and_old_descriptors_fail_clean
     )
     .await;
     assert_eq!(serving(&v), ["g1", "g2", "g3"]);
-    let stale = client.read_descriptor(&d, sent).await;
+    let stale = client.versions().read_descriptor(&d, sent).await;
     assert!(
         stale.is_err(),
         "a descriptor of the dead process must not read: {stale:?}"

@@ -2,6 +2,7 @@
 //! membership, placement, forwarding and redirects, one S3 fetch per key for the whole
 //! cluster, filling from the previous owner after a join; failures are in [`failures`].
 
+mod batch;
 mod failures;
 mod frozen;
 mod heal;

@@ -1,0 +1,212 @@
+//! Batch writes: many values stored (`POST /v1/batch/put`) or many keys deleted
+//! (`POST /v1/batch/delete`) in a request per batch, not one per value. Against a cluster,
+//! each owner gets the values it owns in its own batches; an owner that does not answer
+//! has its values written one by one (each goes to the key's next choice, as a lone
+//! `put` does).
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use rasa_openapi::{
+    DeleteBatchRequest, DeleteBatchResponse, Descriptor, DescriptorResult, Problem,
+    PutBatchManifest, PutBatchResponse, BATCH_CONTENT_TYPE,
+};
+
+use crate::http::{Payload, Transport};
+use crate::{Client, Error};
+
+/// Most values the SDK sends in one put batch (the gateway's `--max-batch-keys` is 1000
+/// by default).
+pub const MAX_BATCH_VALUES: usize = 1000;
+/// Most bytes of values the SDK sends in one put batch (a value larger than this goes in
+/// a batch of its own); the gateway's `--max-batch-size` is 256 MiB by default.
+pub const MAX_BATCH_BYTES: u64 = 64 << 20;
+/// Most batches of one call in flight at once, per gateway.
+const IN_FLIGHT: usize = 4;
+
+/// One result of a batch: what the gateway answered for that value or key alone.
+pub type Each<T> = Result<T, Problem>;
+
+impl Client {
+    /// Stores each `(key, value)` as its own version, in one request per batch of at most
+    /// [`MAX_BATCH_VALUES`] values and [`MAX_BATCH_BYTES`] bytes (up to 4 in flight): 256
+    /// values of 64 KiB go in one request. One result per item, in order: its descriptor,
+    /// or the problem that kept that value alone from being stored (the others are
+    /// stored). `Err` when a batch as a whole failed (not answered, refused).
+    pub async fn put_many(&self, items: &[(&str, Bytes)]) -> Result<Vec<Each<Descriptor>>, Error> {
+        let keys: Vec<&str> = items.iter().map(|(k, _)| *k).collect();
+        let groups = match self.inner.topology().await {
+            Some(t) => t.by_owner(&keys),
+            None => None,
+        };
+        let Some(groups) = groups else {
+            return put_batches(&self.inner.http, items).await;
+        };
+        let mut out: Vec<Option<Each<Descriptor>>> = items.iter().map(|_| None).collect();
+        let asks = groups.into_iter().map(|(owner, idx)| async move {
+            let sub: Vec<(&str, Bytes)> = idx.iter().map(|&i| items[i].clone()).collect();
+            (idx, put_batches(&owner.inner.http, &sub).await)
+        });
+        for (idx, answer) in futures_util::future::join_all(asks).await {
+            match answer {
+                Ok(results) => idx
+                    .into_iter()
+                    .zip(results)
+                    .for_each(|(i, r)| out[i] = Some(r)),
+                Err(e) if e.is_unreachable() => {
+                    for i in idx {
+                        let (key, value) = &items[i];
+                        out[i] = Some(lone(self.put(key, value.clone()).await)?);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|r| r.expect("every value answered"))
+            .collect())
+    }
+
+    /// Deletes each key (an absent one too), in one request per batch of at most
+    /// [`MAX_BATCH_VALUES`] keys. One result per key, in order.
+    pub async fn delete_many(&self, keys: &[&str]) -> Result<Vec<Each<()>>, Error> {
+        let Some(out) = crate::cluster::per_owner(self, keys, |c, sub| async move {
+            delete_batches(&c.inner.http, &sub).await
+        })
+        .await
+        else {
+            return delete_batches(&self.inner.http, keys).await;
+        };
+        let mut done = Vec::with_capacity(keys.len());
+        for (i, r) in out.into_iter().enumerate() {
+            done.push(match r {
+                Some(r) => r,
+                None => lone(self.delete(keys[i]).await)?,
+            });
+        }
+        Ok(done)
+    }
+}
+
+/// A lone call's outcome as a batch result: a problem is that item's; anything else
+/// fails the call.
+fn lone<T>(r: Result<T, Error>) -> Result<Each<T>, Error> {
+    match r {
+        Ok(v) => Ok(Ok(v)),
+        Err(Error::Problem(p)) => Ok(Err(p)),
+        Err(e) => Err(e),
+    }
+}
+
+/// `items` cut into batches (index ranges) of at most [`MAX_BATCH_VALUES`] values and
+/// [`MAX_BATCH_BYTES`] bytes.
+fn cut(items: &[(&str, Bytes)]) -> Vec<std::ops::Range<usize>> {
+    let (mut out, mut start, mut bytes) = (Vec::new(), 0, 0u64);
+    for (i, (_, v)) in items.iter().enumerate() {
+        let len = v.len() as u64;
+        if i > start && (i - start == MAX_BATCH_VALUES || bytes + len > MAX_BATCH_BYTES) {
+            out.push(start..i);
+            (start, bytes) = (i, 0);
+        }
+        bytes += len;
+    }
+    if start < items.len() {
+        out.push(start..items.len());
+    }
+    out
+}
+
+/// `items` stored at this gateway, batch by batch (up to [`IN_FLIGHT`] at once).
+async fn put_batches(
+    http: &Transport,
+    items: &[(&str, Bytes)],
+) -> Result<Vec<Each<Descriptor>>, Error> {
+    let answers: Vec<_> = futures_util::stream::iter(cut(items))
+        .map(|r| put_batch(http, &items[r]))
+        .buffered(IN_FLIGHT)
+        .collect()
+        .await;
+    let mut out = Vec::with_capacity(items.len());
+    for a in answers {
+        out.extend(a?);
+    }
+    Ok(out)
+}
+
+/// One put batch: the manifest line, then the values; sent again after a `503`.
+async fn put_batch(
+    http: &Transport,
+    items: &[(&str, Bytes)],
+) -> Result<Vec<Each<Descriptor>>, Error> {
+    for (k, _) in items {
+        rasa_openapi::key::validate(k).map_err(|why| Error::invalid_key(k, &why))?;
+    }
+    let line = PutBatchManifest::of(items.iter().map(|(k, v)| (*k, v.len() as u64))).line();
+    let mut parts = vec![Bytes::from(line)];
+    parts.extend(items.iter().map(|(_, v)| v.clone()));
+    let length: u64 = parts.iter().map(|p| p.len() as u64).sum();
+    let mut url = format!("{}/v1{}/batch/put", http.endpoint, http.space);
+    if http.lease_puts {
+        url.push_str("?lease=true");
+    }
+    let resp = http
+        .exchange(|progress| {
+            let chunks =
+                futures_util::stream::iter(parts.clone().into_iter().map(Ok::<_, std::io::Error>));
+            let body = Payload::Once(Some(reqwest::Body::wrap_stream(chunks))).body(progress)?;
+            Some(
+                http.http
+                    .post(&url)
+                    .header(reqwest::header::CONTENT_TYPE, BATCH_CONTENT_TYPE)
+                    .header(reqwest::header::CONTENT_LENGTH, length)
+                    .body(body),
+            )
+        })
+        .await;
+    for (k, _) in items {
+        http.descriptors.forget(k);
+    }
+    let batch: PutBatchResponse = http.decode(resp?).await?;
+    if batch.results.len() != items.len() {
+        return Err(Error::Protocol(format!(
+            "a put batch of {} values answered with {} results",
+            items.len(),
+            batch.results.len()
+        )));
+    }
+    Ok(batch
+        .results
+        .into_iter()
+        .map(DescriptorResult::into_result)
+        .collect())
+}
+
+/// `keys` deleted at this gateway, batch by batch.
+async fn delete_batches(http: &Transport, keys: &[&str]) -> Result<Vec<Each<()>>, Error> {
+    let mut out = Vec::with_capacity(keys.len());
+    for part in keys.chunks(MAX_BATCH_VALUES) {
+        let body = DeleteBatchRequest {
+            keys: part.iter().map(|k| k.to_string()).collect(),
+        };
+        let url = format!("{}/v1{}/batch/delete", http.endpoint, http.space);
+        let resp = http.send(http.http.post(url).json(&body)).await;
+        for k in part {
+            http.descriptors.forget(k);
+        }
+        let batch: DeleteBatchResponse = http.decode(resp?).await?;
+        if batch.results.len() != part.len() {
+            return Err(Error::Protocol(format!(
+                "a delete batch of {} keys answered with {} results",
+                part.len(),
+                batch.results.len()
+            )));
+        }
+        out.extend(
+            batch
+                .results
+                .into_iter()
+                .map(|r| r.error.map_or(Ok(()), Err)),
+        );
+    }
+    Ok(out)
+}

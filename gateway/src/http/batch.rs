@@ -1,0 +1,310 @@
+//! `/v1/batch/put` and `/v1/batch/delete`: many values stored, or many keys deleted, in
+//! one request. Each value is its own version with its own result: a value refused (a bad
+//! key, too large, no memory) is named in its result and the others are stored. The body
+//! is streamed into memory value by value; the values are published only once the whole
+//! body has arrived, so a batch cut short stores nothing. In a cluster, values other
+//! members own go to them in one sub-batch per owner.
+
+mod body;
+pub mod delete;
+
+pub use delete::delete_batch;
+
+use axum::body::BodyDataStream;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use bytes::Bytes;
+use rasa_openapi::{ClusterMember, DescriptorResult, PutBatchItem, PutBatchResponse, HOP_HEADER};
+
+use super::limits::with_linger;
+use super::objects::{check_content_type, content_length};
+use super::resolve::{descriptor_of, wants_lease};
+use super::{fanout, json_response, ApiError, AppState, NamespaceName};
+use crate::cluster::{Route, Wire};
+use crate::key;
+use crate::objects::Objects;
+use crate::store::{Sealed, Store};
+use body::Framed;
+
+/// Where one value of a batch stands once its bytes have arrived.
+enum Slot {
+    /// Sealed here, published when the whole body has arrived.
+    Here(Box<Sealed>),
+    /// For another member (index into the owners), with its bytes.
+    Away(usize, PutBatchItem, Vec<Bytes>),
+    /// Refused.
+    Failed(ApiError),
+}
+
+/// Store many values in one request.
+///
+/// The body is one line of JSON, the manifest (`{"items":[{"key":"a","length":5,
+/// "content_type":"text/plain"},…]}`), a newline, then the values back to back in
+/// manifest order, each exactly `length` bytes. Each value becomes its own version, as
+/// `PUT /v1/objects/{key}` would store it; one result per value, in order: a descriptor,
+/// or the problem that kept that value alone from being stored (`invalid_key`,
+/// `payload_too_large`, `insufficient_storage`, `unavailable`, …). Values are published
+/// once the whole body has arrived: a body cut short stores nothing.
+#[utoipa::path(
+    post, path = "/v1/batch/put", tag = "objects", operation_id = "put_batch",
+    params(
+        ("lease" = Option<bool>, Query, description = "`true`: each descriptor carries the remote address and key, leased for `--lease`, as with `PUT ?lease=true`."),
+    ),
+    request_body(content = rasa_openapi::Binary, content_type = "application/vnd.rasa.batch", description = "The manifest line (`PutBatchManifest` as JSON), `\\n`, then the values back to back."),
+    responses(
+        (status = 200, description = "One result per value, in manifest order.", body = PutBatchResponse),
+        (status = 400, description = "No manifest line, a malformed one, more values than `--max-batch-keys` (`too_many_keys`), a body that ends early (`incomplete_body`) or goes on after the last value. Nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 408, description = "The body stalled longer than the body timeout; nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The values add up to more than `--max-batch-size`; nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn put_batch(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
+    let (parts, body) = req.into_parts();
+    let mut stream = body.into_data_stream();
+    let answer = put_all(&st, &parts, &mut stream).await;
+    with_linger(answer, &mut stream).await
+}
+
+async fn put_all(
+    st: &AppState,
+    parts: &http::request::Parts,
+    stream: &mut BodyDataStream,
+) -> Result<Response, ApiError> {
+    let objects = st.objects_in(&parts.extensions)?;
+    let lease = wants_lease(&parts.uri)?;
+    let pace = crate::pace::Pace::new(st.config.body_timeout, st.config.min_upload_rate);
+    let mut body = Framed::new(stream, pace);
+    let items = body.manifest(st.config.max_batch_keys).await?.items;
+    check_limits(st, &parts.headers, body.consumed(), &items)?;
+    let keys: Vec<String> = items.iter().map(|i| i.key.clone()).collect();
+    let hopped = parts.headers.contains_key(HOP_HEADER);
+    let mut owners: Vec<ClusterMember> = Vec::new();
+    let mut slots = Vec::with_capacity(items.len());
+    for item in items {
+        let slot = match place(st, &item, hopped) {
+            Err(e) => {
+                body.skip(item.length, &item.key).await?;
+                Slot::Failed(e)
+            }
+            Ok(None) => match receive(objects.store(), &item, &mut body).await? {
+                Ok(sealed) => Slot::Here(Box::new(sealed)),
+                Err(e) => Slot::Failed(e),
+            },
+            Ok(Some(owner)) => {
+                let at = match owners.iter().position(|o| o.node_id == owner.node_id) {
+                    Some(at) => at,
+                    None => {
+                        owners.push(owner);
+                        owners.len() - 1
+                    }
+                };
+                let bytes = gather(&mut body, &item).await?;
+                Slot::Away(at, item, bytes)
+            }
+        };
+        slots.push(slot);
+    }
+    body.end().await?;
+    let remote = lease && super::auth::Caller::reads(parts);
+    let results = publish(st, parts, &objects, (keys, slots), &owners, remote).await;
+    let counted = |ok: bool| results.iter().filter(|r| r.error.is_none() == ok).count();
+    metrics::counter!("rasa_http_batch_items_total", "op" => "put", "result" => "done")
+        .increment(counted(true) as u64);
+    metrics::counter!("rasa_http_batch_items_total", "op" => "put", "result" => "refused")
+        .increment(counted(false) as u64);
+    Ok(json_response(StatusCode::OK, &PutBatchResponse { results }))
+}
+
+/// The whole batch's limits, before any value is read: the count, the values' total, and
+/// the body's declared length when there is one (`manifest` bytes and the values').
+fn check_limits(
+    st: &AppState,
+    h: &HeaderMap,
+    manifest: u64,
+    items: &[PutBatchItem],
+) -> Result<(), ApiError> {
+    if items.len() > st.config.max_batch_keys {
+        return Err(ApiError::TooManyKeys {
+            got: items.len(),
+            limit: st.config.max_batch_keys,
+        });
+    }
+    let total = items
+        .iter()
+        .try_fold(0u64, |t, i| t.checked_add(i.length))
+        .unwrap_or(u64::MAX);
+    if total > st.config.max_batch_size {
+        return Err(ApiError::BatchTooLarge {
+            total,
+            limit: st.config.max_batch_size,
+        });
+    }
+    match content_length(h)? {
+        Some(declared) if Some(declared) != total.checked_add(manifest) => {
+            Err(ApiError::InvalidRequest(format!(
+                "Content-Length is {declared} bytes, but the manifest line ({manifest} bytes) and the values it names ({total} bytes) add up to {}; nothing was stored",
+                manifest.saturating_add(total)
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Where `item` is stored: here (`None`), at another member, or nowhere (why).
+fn place(
+    st: &AppState,
+    item: &PutBatchItem,
+    hopped: bool,
+) -> Result<Option<ClusterMember>, ApiError> {
+    key::validate(&item.key)?;
+    if let Some(ct) = &item.content_type {
+        check_content_type(ct)?;
+    }
+    if item.length > st.config.max_object_size {
+        return Err(ApiError::PayloadTooLarge {
+            limit: st.config.max_object_size,
+        });
+    }
+    let Some(peers) = &st.peers else {
+        return Ok(None);
+    };
+    match peers.route(&item.key, Wire::Api, hopped, true) {
+        Route::Here => Ok(None),
+        Route::Fenced(detail) => Err(ApiError::Unavailable {
+            detail,
+            retry_after: 1,
+        }),
+        Route::Redirect(owner) | Route::Forward(owner) => Ok(Some(owner)),
+    }
+}
+
+/// Streams `item`'s bytes into a new upload, sealed. A value the store refuses (no
+/// memory) is its own failure, the rest of its bytes dropped; a body that breaks fails
+/// the batch.
+async fn receive(
+    store: &Store,
+    item: &PutBatchItem,
+    body: &mut Framed<'_>,
+) -> Result<Result<Sealed, ApiError>, ApiError> {
+    let ctype = item
+        .content_type
+        .as_deref()
+        .unwrap_or(crate::media::DEFAULT_CONTENT_TYPE);
+    let mut upload = match store.begin_streaming(&item.key, ctype, item.length).await {
+        Ok(u) => u,
+        Err(e) => {
+            body.skip(item.length, &item.key).await?;
+            return Ok(Err(e.into()));
+        }
+    };
+    let mut left = item.length;
+    while left > 0 {
+        let piece = body.piece(left, &item.key).await?;
+        left -= piece.len() as u64;
+        if let Err(e) = store.write(&mut upload, &piece).await {
+            body.skip(left, &item.key).await?;
+            return Ok(Err(e.into()));
+        }
+    }
+    Ok(store.seal(upload).map_err(ApiError::from))
+}
+
+/// `item`'s bytes, as they arrived, for another member.
+async fn gather(body: &mut Framed<'_>, item: &PutBatchItem) -> Result<Vec<Bytes>, ApiError> {
+    let (mut left, mut out) = (item.length, Vec::new());
+    while left > 0 {
+        let piece = body.piece(left, &item.key).await?;
+        left -= piece.len() as u64;
+        out.push(piece);
+    }
+    Ok(out)
+}
+
+/// Publishes the values sealed here, in order, while the other members store theirs; one
+/// result per value.
+async fn publish(
+    st: &AppState,
+    parts: &http::request::Parts,
+    objects: &Objects,
+    (keys, slots): (Vec<String>, Vec<Slot>),
+    owners: &[ClusterMember],
+    remote: bool,
+) -> Vec<DescriptorResult> {
+    let mut here = Vec::new();
+    let mut away: Vec<Vec<(usize, PutBatchItem, Vec<Bytes>)>> = vec![Vec::new(); owners.len()];
+    let mut results: Vec<Option<DescriptorResult>> = Vec::with_capacity(slots.len());
+    for (i, slot) in slots.into_iter().enumerate() {
+        results.push(None);
+        match slot {
+            Slot::Here(sealed) => here.push((i, sealed)),
+            Slot::Away(at, item, bytes) => away[at].push((i, item, bytes)),
+            Slot::Failed(e) => results[i] = Some(failed(String::new(), e)),
+        }
+    }
+    let root = NamespaceName::api_root(&parts.extensions);
+    let query = if remote { "?lease=true" } else { "" };
+    let asks = owners.iter().zip(away).map(|(owner, part)| {
+        let (root, headers) = (&root, &parts.headers);
+        async move {
+            let idx: Vec<usize> = part.iter().map(|(i, ..)| *i).collect();
+            let values = part
+                .into_iter()
+                .map(|(_, item, bytes)| (item, bytes))
+                .collect();
+            let peers = st
+                .peers
+                .as_deref()
+                .expect("values go away only in a cluster");
+            let answer = fanout::put_at_owner(peers, headers, root, query, owner, values).await;
+            (idx, owner, answer)
+        }
+    });
+    let stored_here = async {
+        let mut out = Vec::with_capacity(here.len());
+        for (i, sealed) in here {
+            let stored = objects.put(*sealed, |_| Ok(())).await;
+            out.push((
+                i,
+                stored.map(|v| descriptor_of(st, objects.store(), &v, remote)),
+            ));
+        }
+        out
+    };
+    let (away, here) =
+        futures_util::future::join(futures_util::future::join_all(asks), stored_here).await;
+    for (i, r) in here {
+        results[i] = Some(match r {
+            Ok(d) => DescriptorResult {
+                key: String::new(),
+                descriptor: Some(d),
+                error: None,
+            },
+            Err(e) => failed(String::new(), e.into()),
+        });
+    }
+    for (idx, owner, answer) in away {
+        match answer {
+            Some(rs) => idx.iter().zip(rs).for_each(|(&i, r)| results[i] = Some(r)),
+            None => idx.iter().for_each(|&i| {
+                results[i] = Some(failed(String::new(), fanout::unreachable(owner)))
+            }),
+        }
+    }
+    results
+        .into_iter()
+        .zip(keys)
+        .map(|(r, key)| DescriptorResult {
+            key,
+            ..r.expect("every value answered")
+        })
+        .collect()
+}
+
+fn failed(key: String, e: ApiError) -> DescriptorResult {
+    DescriptorResult {
+        key,
+        descriptor: None,
+        error: Some(e.problem()),
+    }
+}

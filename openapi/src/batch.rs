@@ -1,0 +1,93 @@
+//! Batch writes: many values in one `POST /v1/batch/put`, many deletes in one
+//! `POST /v1/batch/delete`.
+//!
+//! A put batch's body is framed so the gateway can stream every value straight into
+//! memory: one line of JSON, the [`PutBatchManifest`] (keys, lengths, media types; JSON
+//! escapes every newline inside it), a `\n`, then the values back to back in manifest
+//! order, each exactly its `length` bytes. Nothing else follows the last value.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::{DescriptorResult, Problem};
+
+/// Media type of a put batch's body.
+pub const BATCH_CONTENT_TYPE: &str = "application/vnd.rasa.batch";
+
+/// The first line of a put batch's body: the values that follow, in order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PutBatchManifest {
+    /// One entry per value, in the order the values follow.
+    pub items: Vec<PutBatchItem>,
+}
+
+impl PutBatchManifest {
+    /// The manifest of values with these keys and lengths (the default media type).
+    pub fn of<'k>(values: impl IntoIterator<Item = (&'k str, u64)>) -> Self {
+        let items = values
+            .into_iter()
+            .map(|(key, length)| PutBatchItem {
+                key: key.to_owned(),
+                length,
+                content_type: None,
+            })
+            .collect();
+        Self { items }
+    }
+
+    /// The manifest as a batch body's first line: its JSON and `\n`.
+    pub fn line(&self) -> Vec<u8> {
+        let mut line = serde_json::to_vec(self).expect("a manifest serializes");
+        line.push(b'\n');
+        line
+    }
+}
+
+/// One value of a put batch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PutBatchItem {
+    /// The key to store the value under (as in `PUT /v1/objects/{key}`).
+    #[schema(example = "kv/layer0/block7")]
+    pub key: String,
+    /// The value's length in bytes: exactly this many bytes of the body are this value.
+    pub length: u64,
+    /// Stored and served back; default `application/octet-stream`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+}
+
+/// Answer to a put batch: one result per value, in manifest order, each a descriptor of
+/// the new version or the problem that kept that value alone from being stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PutBatchResponse {
+    /// One result per value, in manifest order.
+    pub results: Vec<DescriptorResult>,
+}
+
+/// Keys to delete in one request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteBatchRequest {
+    /// The keys, deleted in this order (an absent key is deleted too).
+    #[schema(example = json!(["kv/layer0/block7", "kv/layer0/block8"]))]
+    pub keys: Vec<String>,
+}
+
+/// The answer for one key of a delete batch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DeleteResult {
+    /// The key as requested.
+    pub key: String,
+    /// Why this key was not deleted; absent when it was (or was already absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Problem>,
+}
+
+/// Answer to a [`DeleteBatchRequest`]: one result per key, in order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DeleteBatchResponse {
+    /// One result per key, in request order.
+    pub results: Vec<DeleteResult>,
+}

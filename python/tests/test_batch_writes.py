@@ -1,0 +1,78 @@
+"""Batch writes (issue 46): ``put_many`` and ``delete_many`` send one request per batch —
+not one per value — on ``Client`` and ``AsyncClient``; a refused value is raised with
+every item's result while the others are stored."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+import uuid
+
+import numpy as np
+import pytest
+
+import rasa_client
+
+
+def requests_to(url: str, route: str) -> float:
+    """Requests the gateway answered on ``route``, from ``/metrics``."""
+    total = 0.0
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("rasa_http_requests_total{") and f'route="{route}"' in line:
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def blocks(n: int, size: int) -> dict[str, bytes]:
+    prefix = uuid.uuid4().hex
+    rng = np.random.default_rng(n)
+    return {f"kv/{prefix}/{i}": rng.integers(0, 256, size, dtype=np.uint8).tobytes() for i in range(n)}
+
+
+def test_put_many_of_256_blocks_is_one_request(gateway):
+    items = blocks(256, 64 << 10)
+    puts, singles = requests_to(gateway.url, "/v1/batch/put"), requests_to(gateway.url, "/v1/objects/{*key}")
+    with rasa_client.Client(gateway.url) as c:
+        ds = c.put_many(items)
+        assert requests_to(gateway.url, "/v1/batch/put") - puts == 1
+        assert [d.key for d in ds] == list(items)
+        assert all(d.length == 64 << 10 for d in ds)
+        for k in list(items)[::51]:
+            assert bytes(c.get(k)) == items[k]
+        deletes = requests_to(gateway.url, "/v1/batch/delete")
+        c.delete_many(items)
+        assert requests_to(gateway.url, "/v1/batch/delete") - deletes == 1
+        assert c.exists_many(list(items)[:3]) == [False] * 3
+    # No single-key request was made for any of it (reads go one-sided or as batches).
+    assert requests_to(gateway.url, "/v1/objects/{*key}") - singles <= 4
+
+
+def test_async_put_many_is_one_request(gateway):
+    items = blocks(64, 4096)
+
+    async def main() -> None:
+        a = rasa_client.AsyncClient(gateway.url)
+        before = requests_to(gateway.url, "/v1/batch/put")
+        ds = await a.put_many(list(items.items()))
+        assert requests_to(gateway.url, "/v1/batch/put") - before == 1
+        assert [d.key for d in ds] == list(items)
+        await a.delete_many(list(items))
+        assert await a.exists_many(list(items)[:2]) == [False, False]
+
+    asyncio.run(main())
+
+
+def test_a_refused_value_is_raised_with_every_result_and_the_others_are_stored(own_gateway):
+    gw = own_gateway("--max-object-size", "4KiB")
+    prefix = uuid.uuid4().hex
+    items = [(f"{prefix}/a", b"a" * 10), (f"{prefix}/big", b"b" * 5000), (f"{prefix}/c", b"c")]
+    with rasa_client.Client(gw.url) as c:
+        with pytest.raises(rasa_client.PayloadTooLarge) as e:
+            c.put_many(items)
+        results = e.value.results
+        assert isinstance(results[0], rasa_client.Descriptor) and isinstance(results[2], rasa_client.Descriptor)
+        assert isinstance(results[1], rasa_client.PayloadTooLarge)
+        assert "1 of 3 items were not stored" in "".join(getattr(e.value, "__notes__", []))
+        assert bytes(c.get(f"{prefix}/a")) == b"a" * 10 and bytes(c.get(f"{prefix}/c")) == b"c"
+        assert not c.exists(f"{prefix}/big")
