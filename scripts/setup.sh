@@ -166,6 +166,8 @@ if [ "$bench" = 1 ]; then
   runs memcached -V || need memcached
   runs /usr/bin/time -f %e true || need time
   runs etcd --version || need etcd-server
+  # bench/writes.sh: put_many next to redis's pipelined SET.
+  runs redis-server --version || need redis-server
 fi
 
 # The S3-compatible server the read-through tests start (newer versions need a newer Rust).

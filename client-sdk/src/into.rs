@@ -20,6 +20,12 @@ use crate::registered::RegisteredBuffer;
 use crate::stream::Written;
 use crate::{Client, Error, Fallback, FastPath, ReadPath};
 
+/// [`FabricPool::hold`] at the member `c` (a [`crate::cluster::per_owner`] part).
+async fn hold_at(c: Client, keys: Vec<&str>) -> Result<Vec<()>, Error> {
+    c.inner.fabric.hold(&keys).await;
+    Ok(Vec::new())
+}
+
 /// A result and the buffer that was handed over for it.
 pub type BufResult<T, B> = (Result<T, Error>, B);
 
@@ -52,13 +58,21 @@ impl Client {
     }
 
     /// [`Client::get_into`] for several keys, a buffer each, several in flight at once.
-    /// One result per key, in order, each with its buffer.
+    /// The descriptors this client does not hold yet are asked for first, together (one
+    /// request per member), so a cold batch costs about what a warm one does. One result
+    /// per key, in order, each with its buffer.
     pub async fn get_many_into<B: AsMut<[u8]> + Send + 'static>(
         &self,
         keys: &[&str],
         bufs: Vec<B>,
     ) -> Vec<BufResult<Written, B>> {
         assert_eq!(keys.len(), bufs.len(), "one buffer per key");
+        if crate::cluster::per_owner(self, keys, hold_at)
+            .await
+            .is_none()
+        {
+            self.inner.fabric.hold(keys).await;
+        }
         // Owned keys and clients: the batch's future stays `Send` for any caller.
         let owned: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
         futures_util::stream::iter(owned.into_iter().zip(bufs))
@@ -136,6 +150,35 @@ impl Node {
 }
 
 impl FabricPool {
+    /// Asks for the descriptors of `keys` this pool does not hold, in one request (per
+    /// [`crate::MAX_BATCH_VALUES`] keys), and holds them for the reads that follow. Best
+    /// effort: a key it could not resolve is resolved again by its own read (and fails
+    /// there with its own error).
+    pub(crate) async fn hold(&self, keys: &[&str]) {
+        if self.fast_path == FastPath::Off || self.known_unavailable() {
+            return;
+        }
+        let missing: Vec<&str> = keys
+            .iter()
+            .copied()
+            .filter(|k| self.descriptors.fresh(k).is_none())
+            .collect();
+        if missing.len() < 2 {
+            return; // a lone read asks for its own
+        }
+        for part in missing.chunks(crate::MAX_BATCH_VALUES) {
+            let Ok((resolved, sent)) = self.http.resolve_many_timed(part).await else {
+                return;
+            };
+            for (k, r) in part.iter().zip(resolved) {
+                if let Ok(d) = r {
+                    let deadline = crate::descriptors::deadline_of(&d, sent);
+                    self.descriptors.insert(k, d, deadline);
+                }
+            }
+        }
+    }
+
     /// The frame `d` names, one-sided, copied from the reader's scratch ring straight into
     /// `buf`, or landing in it when it is registered memory (on the blocking pool, which
     /// owns `buf` meanwhile).

@@ -10,9 +10,10 @@ use rasa_fastpath::reader::LandingBuffer;
 use crate::{BufResult, Client, Error, Written};
 
 /// Memory registered for one-sided reads to land in, for a caller that reads value after
-/// value into the same place. Page-aligned, never moving; registered (`FI_READ`) on each of
-/// the client's fabric endpoints the first time one reads into it, and kept registered
-/// until dropped. Dereferences to its bytes.
+/// value into the same place. Page-aligned, never moving; registered (`FI_READ`) on the
+/// client's open fabric endpoints when made ([`Client::register`]), on
+/// any other the first time it reads into it, and kept registered until dropped.
+/// Dereferences to its bytes.
 #[derive(Debug)]
 pub struct RegisteredBuffer {
     pub(crate) landing: LandingBuffer,
@@ -115,6 +116,46 @@ impl Client {
     /// once; keep the buffer and read into it again.
     pub fn register(&self, capacity: usize) -> Result<RegisteredBuffer, Error> {
         let landing = LandingBuffer::new(capacity).map_err(|e| Error::Output(e.to_string()))?;
-        Ok(RegisteredBuffer { landing })
+        let buf = RegisteredBuffer { landing };
+        buf.register_with(self);
+        Ok(buf)
+    }
+}
+
+impl RegisteredBuffer {
+    /// Registers it now on every fabric endpoint `client` has open (towards every member
+    /// it knows, in a cluster) and that is not reading at this moment, so that the first
+    /// batch into it costs what the next ones do ([`Client::register`] does this; a
+    /// buffer made [`from_owned`](Self::from_owned) can); an endpoint opened later
+    /// registers it on its first read into it. Returns on how many it was registered.
+    pub fn register_with(&self, client: &Client) -> usize {
+        let mut nodes = vec![std::sync::Arc::clone(&client.inner)];
+        if let Some(t) = &client.inner.topology {
+            nodes.extend(t.all().into_iter().map(|c| c.inner));
+        }
+        nodes
+            .iter()
+            .filter(|n| n.fast_path != crate::FastPath::Off)
+            .map(|n| n.fabric.prepare(&self.landing))
+            .sum()
+    }
+}
+
+impl crate::fabric::FabricPool {
+    /// Registers `landing` on each connected endpoint not in use now; how many.
+    pub(crate) fn prepare(&self, landing: &LandingBuffer) -> usize {
+        let mut done = 0;
+        for slot in self.slots.iter() {
+            let Ok(state) = slot.try_lock() else { continue };
+            if let crate::fabric::FabricState::Ready { reader, .. } = &*state {
+                match reader.prepare_landing(landing) {
+                    Ok(registered) => done += usize::from(registered),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "registering a buffer ahead of its first read failed; its first read will")
+                    }
+                }
+            }
+        }
+        done
     }
 }

@@ -35,7 +35,11 @@ impl RegisteredBuffer {
                     "capacity must be a non-negative number of bytes",
                 ))
             }
-            Err(_) => rasa_client::RegisteredBuffer::from_owned(Out::of(what)?).py()?,
+            Err(_) => {
+                let buf = rasa_client::RegisteredBuffer::from_owned(Out::of(what)?).py()?;
+                buf.register_with(sdk);
+                buf
+            }
         };
         let (ptr, len) = (buf.as_mut_ptr() as usize, buf.len());
         Ok(Self {

@@ -6,6 +6,7 @@ mod batch;
 mod black_hole;
 mod cluster;
 mod cold;
+mod cold_batches;
 mod concurrent;
 mod config;
 mod dashboard;

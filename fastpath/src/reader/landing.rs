@@ -181,6 +181,18 @@ impl Reader {
 }
 
 impl Reader {
+    /// Registers `dst` on this endpoint now, when it is connected, so that the first read
+    /// into it does not pay for the registration; whether it is registered here.
+    pub fn prepare_landing(&self, dst: &LandingBuffer) -> Result<bool, ReadError> {
+        let Some(conn) = &self.conn else {
+            return Ok(false);
+        };
+        let efa = plan::is_efa(&self.config.provider);
+        dst.region_on(&conn.node)
+            .map(|_| true)
+            .map_err(|e| classify(efa, e))
+    }
+
     /// Reads `len` bytes at `addr` under `rkey` into the front of `dst` exactly as they are,
     /// with no frame to check them against: what any holder of a remote key can do. For
     /// audits of what a key exposes (the trust-model tests); clients read frames.

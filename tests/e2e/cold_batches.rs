@@ -1,0 +1,70 @@
+//! Cold batches cost about what warm ones do (issue 46, item 3): `get_many_into` of keys
+//! whose descriptors the client does not hold asks for all of them in one descriptor
+//! request (not one per key), and `register()` registers its memory on the client's open
+//! endpoints when called, not on the first read into it.
+
+use rasa_client::{Client, FastPath};
+use rasa_tests::{http, pattern, Gateway};
+
+/// Descriptor requests the gateway answered: (one key each, batches).
+async fn descriptor_requests(gw: &Gateway) -> (f64, f64) {
+    let text = rasa_tests::text_of(http().get(gw.url("/metrics"))).await;
+    let count = |route: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with("rasa_http_requests_total{"))
+            .filter(|l| l.contains(&format!("route=\"{route}\"")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    (count("/v1/descriptors/{*key}"), count("/v1/descriptors"))
+}
+
+const FAST: [&str; 4] = ["--fast-path", "on", "--fabric-provider", "tcp;ofi_rxm"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_get_many_into_asks_for_every_descriptor_in_one_request() {
+    let gw = Gateway::start(&FAST);
+    let keys: Vec<String> = (0..64).map(|i| format!("cold/{i}")).collect();
+    let values: Vec<Vec<u8>> = (0..64).map(|i| pattern(4096 + i, i as u64)).collect();
+    for (k, v) in keys.iter().zip(&values) {
+        rasa_tests::put_value(&gw, k, v).await;
+    }
+    let c = Client::builder(&gw.base)
+        .fast_path(FastPath::Required)
+        .build()
+        .unwrap();
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let before = descriptor_requests(&gw).await;
+    let bufs: Vec<Vec<u8>> = (0..64).map(|_| vec![0u8; 8192]).collect();
+    let got = c.get_many_into(&refs, bufs).await;
+    let after = descriptor_requests(&gw).await;
+    for ((r, buf), v) in got.into_iter().zip(&values) {
+        let w = r.unwrap();
+        assert_eq!(&buf[..w.length as usize], &v[..]);
+    }
+    assert_eq!(
+        after.0 - before.0,
+        0.0,
+        "no descriptor asked for one key at a time"
+    );
+    assert_eq!(after.1 - before.1, 1.0, "one batch of descriptors");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn register_registers_on_the_open_endpoints_when_called() {
+    let gw = Gateway::start(&FAST);
+    rasa_tests::put_value(&gw, "reg/a", &pattern(10_000, 1)).await;
+    let c = Client::builder(&gw.base)
+        .fast_path(FastPath::Required)
+        .build()
+        .unwrap();
+    c.get("reg/a").await.unwrap(); // the client's endpoint is open now
+    let buf = c.register(1 << 20).unwrap();
+    assert!(
+        buf.registrations() >= 1,
+        "registered when made, before any read into it"
+    );
+    let (r, buf) = c.get_into("reg/a", buf).await;
+    assert_eq!(r.unwrap().length, 10_000);
+    assert_eq!(&buf[..10_000], &pattern(10_000, 1)[..]);
+}
