@@ -125,6 +125,8 @@ echo "range reads..." >&2
 ranges=$(SECS=$SECS ROUNDS=$ROUNDS ./bench/ranges.sh)
 echo "python SDK..." >&2
 python=$(./bench/python.sh)
+echo "writes next to redis..." >&2
+writes=$(./bench/writes.sh)
 echo "S3 listener..." >&2
 s3front=$(./bench/s3-front.sh)
 echo "cold reads next to Varnish..." >&2
@@ -209,6 +211,8 @@ read -r sr sb sp50 sp99 sbad <<<"$put_steady"
   echo "$ranges"
   echo
   echo "$python"
+  echo
+  echo "$writes"
   echo
   echo "$s3front"
   echo

@@ -234,3 +234,50 @@ async fn the_sdks_put_many_of_256_blocks_is_one_request_and_reads_back() {
     assert_eq!(batch_requests(&gw, "/v1/batch/delete").await, 1.0);
     assert_eq!(status_of(&gw, "kv/block0").await, 404);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_puts_and_removes_many_in_one_request_each() {
+    let gw = Gateway::start(&LIMITED);
+    let dir = rasa_tests::temp_dir("put-many");
+    let (a, b, big) = (dir.join("a.bin"), dir.join("b.bin"), dir.join("big.bin"));
+    std::fs::write(&a, b"alpha").unwrap();
+    std::fs::write(&b, b"beta").unwrap();
+    std::fs::write(&big, pattern(5000, 9)).unwrap();
+    let before = batch_requests(&gw, "/v1/batch/put").await;
+    let out = rasa_tests::rasa_cli(
+        &gw,
+        &[
+            "put-many",
+            "--prefix",
+            "cli/",
+            a.to_str().unwrap(),
+            &format!("cli/named={}", b.display()),
+            big.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(batch_requests(&gw, "/v1/batch/put").await - before, 1.0);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a value not stored fails the command"
+    );
+    assert!(stderr.contains("1 of 3 values were not stored"), "{stderr}");
+    assert!(
+        stdout.contains("stored  cli/a.bin") && stdout.contains("failed  cli/big.bin"),
+        "{stdout}"
+    );
+    assert_eq!(
+        &bytes_of(http().get(gw.url("/v1/objects/cli/named"))).await[..],
+        b"beta"
+    );
+    let out = rasa_tests::rasa_cli(&gw, &["rm", "cli/a.bin", "cli/named", "cli/absent"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(batch_requests(&gw, "/v1/batch/delete").await, 1.0);
+    assert_eq!(status_of(&gw, "cli/a.bin").await, 404);
+    assert_eq!(status_of(&gw, "cli/named").await, 404);
+}

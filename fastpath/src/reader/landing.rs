@@ -38,13 +38,19 @@ impl std::fmt::Debug for LandingBuffer {
 }
 
 impl LandingBuffer {
-    /// A zeroed buffer of `capacity` bytes, registered nowhere yet.
+    /// A zeroed buffer of `capacity` bytes, registered nowhere yet, its pages faulted in
+    /// now: the first read into it costs what the next ones do (a software provider does
+    /// not touch memory when registering it; the reads would take the page faults).
     pub fn new(capacity: usize) -> Result<Self, BufferError> {
         let buffer = ArenaBuffer::new(capacity.max(1))?;
         let slot = buffer
             .try_reserve(capacity, 1)
             .expect("a fresh buffer has room for what it was sized for");
-        Ok(Self::over(slot))
+        let mut landing = Self::over(slot);
+        for page in landing.as_mut_slice().chunks_mut(4096) {
+            page[0] = 0;
+        }
+        Ok(landing)
     }
 
     /// Reads land in `owner`'s own bytes (`owner.as_mut()`, taken once): a `Vec<u8>`, or
