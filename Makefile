@@ -5,7 +5,7 @@ CARGO ?= cargo
 # Extra flags for the gateway, e.g. `make run ARGS="--memory 4GiB --listen 0.0.0.0:8080"`.
 ARGS ?=
 
-.PHONY: setup run build test lint openapi docs bench stress docker-check fuzz-api python s3-tests
+.PHONY: setup run build test test-steps lint openapi docs bench stress docker-check fuzz-api python s3-tests
 
 setup:
 	@./scripts/setup.sh
@@ -20,8 +20,11 @@ build: setup
 ## Formatting, lints, unit tests, end-to-end tests (which start the real binary, s3s-fs and
 ## libfabric endpoints), the Python SDK's tests (pytest), the S3 listener's tests with real
 ## S3 clients (aws-cli, boto3, s5cmd, pyarrow) and a bounded schemathesis run against the
-## OpenAPI document.
+## OpenAPI document. Temporary files go to a directory of the run's own, removed at its end.
 test: setup
+	./scripts/with-tmpdir.sh $(MAKE) --no-print-directory test-steps
+
+test-steps:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) build --workspace --bins --locked
