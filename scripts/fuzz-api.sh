@@ -48,7 +48,8 @@ seed=${FUZZ_SEED:-$(( (RANDOM << 15) | RANDOM ))}
 # headers from the documented pattern.
 for attempt in 1 2; do
   echo "fuzz-api: seed $seed (replay with FUZZ_SEED=$seed make fuzz-api)"
-  if "$venv/bin/schemathesis" --config-file scripts/schemathesis.toml run "$url/openapi.json" \
+  if PYTHONPATH=scripts SCHEMATHESIS_HOOKS=schemathesis_hooks \
+      "$venv/bin/schemathesis" --config-file scripts/schemathesis.toml run "$url/openapi.json" \
       --header "Authorization: Bearer $token" \
       --checks all --phases examples,fuzzing,stateful \
       --max-time "$secs" --workers 2 --seed "$seed" --generation-database none \
