@@ -18,7 +18,8 @@ build: setup
 	$(CARGO) build --workspace --locked
 
 ## Formatting, lints, unit tests, end-to-end tests (which start the real binary, s3s-fs and
-## libfabric endpoints), the Python SDK's tests (pytest), the S3 listener's tests with real
+## libfabric endpoints), the Python SDK's tests (pytest), LMCache's connector tests run
+## against Rasa (scripts/engines.sh), the S3 listener's tests with real
 ## S3 clients (aws-cli, boto3, s5cmd, pyarrow) and a bounded schemathesis run against the
 ## OpenAPI document. Temporary files go to a directory of the run's own, removed at its end.
 test: setup
@@ -32,6 +33,8 @@ test-steps:
 	# 200,000 origin misses: alone, so its memory reading and the timing tests stay clean.
 	$(CARGO) test --locked -p rasa-tests --test e2e misses:: -- --test-threads=1
 	./scripts/python.sh --test
+	# LMCache's own connector tests, against Rasa (torch and lmcache: a base made once per machine).
+	./scripts/engines.sh --test
 	./scripts/s3-clients.sh
 	./scripts/fuzz-api.sh 20
 

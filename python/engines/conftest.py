@@ -1,0 +1,55 @@
+"""The engines' tests against Rasa: one real gateway (fast path over ``tcp;ofi_rxm`` on
+loopback) for the session, and a ``RasaConnector`` factory the patched tests build their
+connectors with — each under a key prefix of its own, so that every test starts from an
+empty store as it would with the engine's in-memory mock."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import uuid
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+
+
+def _gateway_bin() -> str:
+    path = os.environ.get("RASA_GATEWAY_BIN", str(ROOT / "target" / "debug" / "rasa-gateway"))
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"no gateway binary at {path}: run `cargo build -p rasa-gateway` first")
+    return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def rasa_gateway():
+    """Starts the gateway and publishes its URL to the tests (``RASA_ENDPOINT``)."""
+    proc = subprocess.Popen(
+        [_gateway_bin(), "--listen", "127.0.0.1:0", "--memory", "512MiB",
+         "--fast-path", "on", "--fabric-provider", "tcp;ofi_rxm"],
+        stdout=subprocess.PIPE,
+        stderr=None if os.environ.get("RASA_TEST_LOG") else subprocess.DEVNULL,
+        env={**os.environ, "RUST_LOG": "warn"},
+        text=True,
+    )
+    line = proc.stdout.readline().strip()
+    prefix = "rasa-gateway listening on "
+    if not line.startswith(prefix):
+        proc.kill()
+        raise RuntimeError(f"unexpected first line from the gateway: {line!r}")
+    os.environ["RASA_ENDPOINT"] = line[len(prefix):]
+    yield os.environ["RASA_ENDPOINT"]
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def rasa_connector():
+    """A ``RasaConnector`` on the session's gateway, under a fresh key prefix."""
+    from rasa_client.lmcache import RasaConnector
+
+    return RasaConnector(endpoint=os.environ["RASA_ENDPOINT"], prefix=f"t{uuid.uuid4().hex}/", timeout=10)
