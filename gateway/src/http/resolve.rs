@@ -118,7 +118,7 @@ pub(crate) fn wants_lease(uri: &http::Uri) -> Result<bool, ApiError> {
             continue;
         }
         wants = match value {
-            "true" | "1" | "" => true,
+            "true" | "1" => true,
             "false" | "0" => false,
             other => {
                 return Err(ApiError::InvalidRequest(format!(
