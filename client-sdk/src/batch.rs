@@ -98,6 +98,18 @@ fn lone<T>(r: Result<T, Error>) -> Result<Each<T>, Error> {
     }
 }
 
+/// `results` when there is one per item of a batch of `sent` (`what`); else a protocol
+/// error.
+fn one_each<T>(results: Vec<T>, sent: usize, what: &str) -> Result<Vec<T>, Error> {
+    match results.len() == sent {
+        true => Ok(results),
+        false => Err(Error::Protocol(format!(
+            "{what} ({sent}) answered with {} results",
+            results.len()
+        ))),
+    }
+}
+
 /// `items` cut into batches (index ranges) of at most [`MAX_BATCH_VALUES`] values and
 /// [`MAX_BATCH_BYTES`] bytes.
 fn cut(items: &[(&str, Bytes)]) -> Vec<std::ops::Range<usize>> {
@@ -167,18 +179,12 @@ async fn put_batch(
         http.descriptors.forget(k);
     }
     let batch: PutBatchResponse = http.decode(resp?).await?;
-    if batch.results.len() != items.len() {
-        return Err(Error::Protocol(format!(
-            "a put batch of {} values answered with {} results",
-            items.len(),
-            batch.results.len()
-        )));
-    }
-    Ok(batch
-        .results
-        .into_iter()
-        .map(DescriptorResult::into_result)
-        .collect())
+    Ok(
+        one_each(batch.results, items.len(), "a put batch of values")?
+            .into_iter()
+            .map(DescriptorResult::into_result)
+            .collect(),
+    )
 }
 
 /// `keys` deleted at this gateway, batch by batch.
@@ -194,16 +200,8 @@ async fn delete_batches(http: &Transport, keys: &[&str]) -> Result<Vec<Each<()>>
             http.descriptors.forget(k);
         }
         let batch: DeleteBatchResponse = http.decode(resp?).await?;
-        if batch.results.len() != part.len() {
-            return Err(Error::Protocol(format!(
-                "a delete batch of {} keys answered with {} results",
-                part.len(),
-                batch.results.len()
-            )));
-        }
         out.extend(
-            batch
-                .results
+            one_each(batch.results, part.len(), "a delete batch of keys")?
                 .into_iter()
                 .map(|r| r.error.map_or(Ok(()), Err)),
         );

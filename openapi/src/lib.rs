@@ -335,6 +335,19 @@ pub struct DescriptorResult {
 }
 
 impl DescriptorResult {
+    /// The result for `key`: its descriptor, or the problem that kept it from one.
+    pub fn of(key: String, r: Result<Descriptor, Problem>) -> Self {
+        let (descriptor, error) = match r {
+            Ok(d) => (Some(d), None),
+            Err(p) => (None, Some(p)),
+        };
+        Self {
+            key,
+            descriptor,
+            error,
+        }
+    }
+
     /// The descriptor, or the problem; neither (a gateway fault) is said as a problem.
     pub fn into_result(self) -> Result<Descriptor, Problem> {
         match (self.descriptor, self.error) {

@@ -8,6 +8,7 @@ import pathlib
 import signal
 import subprocess
 import tempfile
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -53,6 +54,16 @@ class Gateway:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def requests_to(url: str, route: str) -> float:
+    """Requests the gateway answered on ``route``, from ``/metrics``."""
+    total = 0.0
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("rasa_http_requests_total{") and f'route="{route}"' in line:
+                total += float(line.rsplit(" ", 1)[1])
+    return total
 
 
 FAST = ("--fast-path", "on", "--fabric-provider", "tcp;ofi_rxm")

@@ -5,7 +5,6 @@ every item's result while the others are stored."""
 from __future__ import annotations
 
 import asyncio
-import urllib.request
 import uuid
 
 import numpy as np
@@ -13,15 +12,7 @@ import pytest
 
 import rasa_client
 
-
-def requests_to(url: str, route: str) -> float:
-    """Requests the gateway answered on ``route``, from ``/metrics``."""
-    total = 0.0
-    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith("rasa_http_requests_total{") and f'route="{route}"' in line:
-                total += float(line.rsplit(" ", 1)[1])
-    return total
+from conftest import requests_to
 
 
 def blocks(n: int, size: int) -> dict[str, bytes]:

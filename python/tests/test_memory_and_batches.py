@@ -8,7 +8,6 @@ import asyncio
 import socket
 import threading
 import time
-import urllib.request
 import uuid
 
 import numpy as np
@@ -17,7 +16,7 @@ import pytest
 import rasa_client
 from rasa_client import BufferTooSmall, NotFound
 
-from conftest import FAST
+from conftest import FAST, requests_to
 
 
 def key(name: str) -> str:
@@ -114,17 +113,7 @@ def test_get_many_into_a_registered_buffer(gateway, fast_path, copies):
 
 def descriptor_requests(url: str) -> tuple[float, float]:
     """(single, batch) descriptor requests the gateway answered, from ``/metrics``."""
-    single = batch = 0.0
-    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
-        for line in r.read().decode().splitlines():
-            if not line.startswith("rasa_http_requests_total{"):
-                continue
-            value = float(line.rsplit(" ", 1)[1])
-            if 'route="/v1/descriptors"' in line:
-                batch += value
-            elif 'route="/v1/descriptors/{*key}"' in line:
-                single += value
-    return single, batch
+    return requests_to(url, "/v1/descriptors/{*key}"), requests_to(url, "/v1/descriptors")
 
 
 def test_asyncio_gather_of_gets_is_one_batch(own_gateway):

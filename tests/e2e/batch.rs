@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use rasa_client::{Client, FastPath};
 use rasa_openapi::{DeleteBatchResponse, Problem, ProblemCode, PutBatchManifest, PutBatchResponse};
-use rasa_tests::{bytes_of, http, metric, pattern, Gateway};
+use rasa_tests::{bytes_of, http, metric, pattern, requests_to, Gateway};
 
 const LIMITED: [&str; 8] = [
     "--max-object-size",
@@ -193,16 +193,6 @@ async fn a_delete_batch_deletes_each_key_and_names_the_bad_one() {
     refused(r.send().await.unwrap(), 400, ProblemCode::TooManyKeys).await;
 }
 
-async fn batch_requests(gw: &Gateway, route: &str) -> f64 {
-    let text = rasa_tests::text_of(http().get(gw.url("/metrics"))).await;
-    text.lines()
-        .filter(|l| {
-            l.starts_with("rasa_http_requests_total") && l.contains(&format!("route=\"{route}\""))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sdks_put_many_of_256_blocks_is_one_request_and_reads_back() {
     let gw = Gateway::start(&["--memory", "512MiB"]);
@@ -216,9 +206,9 @@ async fn the_sdks_put_many_of_256_blocks_is_one_request_and_reads_back() {
         .enumerate()
         .map(|(i, k)| (k.as_str(), Bytes::from(pattern(64 << 10, i as u64))))
         .collect();
-    let before = batch_requests(&gw, "/v1/batch/put").await;
+    let before = requests_to(&gw, "/v1/batch/put").await;
     let results = client.put_many(&items).await.unwrap();
-    assert_eq!(batch_requests(&gw, "/v1/batch/put").await - before, 1.0);
+    assert_eq!(requests_to(&gw, "/v1/batch/put").await - before, 1.0);
     assert_eq!(
         metric(&gw, "rasa_http_requests_total{method=\"PUT\"").await,
         0.0
@@ -231,7 +221,7 @@ async fn the_sdks_put_many_of_256_blocks_is_one_request_and_reads_back() {
     }
     let deleted = client.delete_many(&refs).await.unwrap();
     assert!(deleted.iter().all(Result::is_ok));
-    assert_eq!(batch_requests(&gw, "/v1/batch/delete").await, 1.0);
+    assert_eq!(requests_to(&gw, "/v1/batch/delete").await, 1.0);
     assert_eq!(status_of(&gw, "kv/block0").await, 404);
 }
 
@@ -243,7 +233,7 @@ async fn the_cli_puts_and_removes_many_in_one_request_each() {
     std::fs::write(&a, b"alpha").unwrap();
     std::fs::write(&b, b"beta").unwrap();
     std::fs::write(&big, pattern(5000, 9)).unwrap();
-    let before = batch_requests(&gw, "/v1/batch/put").await;
+    let before = requests_to(&gw, "/v1/batch/put").await;
     let out = rasa_tests::rasa_cli(
         &gw,
         &[
@@ -255,7 +245,7 @@ async fn the_cli_puts_and_removes_many_in_one_request_each() {
             big.to_str().unwrap(),
         ],
     );
-    assert_eq!(batch_requests(&gw, "/v1/batch/put").await - before, 1.0);
+    assert_eq!(requests_to(&gw, "/v1/batch/put").await - before, 1.0);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -277,7 +267,7 @@ async fn the_cli_puts_and_removes_many_in_one_request_each() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(batch_requests(&gw, "/v1/batch/delete").await, 1.0);
+    assert_eq!(requests_to(&gw, "/v1/batch/delete").await, 1.0);
     assert_eq!(status_of(&gw, "cli/a.bin").await, 404);
     assert_eq!(status_of(&gw, "cli/named").await, 404);
 }

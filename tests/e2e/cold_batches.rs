@@ -4,19 +4,14 @@
 //! endpoints when called, not on the first read into it.
 
 use rasa_client::{Client, FastPath};
-use rasa_tests::{http, pattern, Gateway};
+use rasa_tests::{pattern, requests_to, Gateway};
 
 /// Descriptor requests the gateway answered: (one key each, batches).
 async fn descriptor_requests(gw: &Gateway) -> (f64, f64) {
-    let text = rasa_tests::text_of(http().get(gw.url("/metrics"))).await;
-    let count = |route: &str| -> f64 {
-        text.lines()
-            .filter(|l| l.starts_with("rasa_http_requests_total{"))
-            .filter(|l| l.contains(&format!("route=\"{route}\"")))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
-    };
-    (count("/v1/descriptors/{*key}"), count("/v1/descriptors"))
+    (
+        requests_to(gw, "/v1/descriptors/{*key}").await,
+        requests_to(gw, "/v1/descriptors").await,
+    )
 }
 
 const FAST: [&str; 4] = ["--fast-path", "on", "--fabric-provider", "tcp;ofi_rxm"];

@@ -433,6 +433,18 @@ pub async fn metric(gw: &Gateway, name: &str) -> f64 {
         + 0.0 // an empty sum is -0.0
 }
 
+/// Requests the gateway answered on `route` (as routes are declared:
+/// `/v1/descriptors/{*key}`), whatever their method and status.
+pub async fn requests_to(gw: &Gateway, route: &str) -> f64 {
+    let text = text_of(http().get(gw.url("/metrics"))).await;
+    let label = format!("route=\"{route}\"");
+    text.lines()
+        .filter(|l| l.starts_with("rasa_http_requests_total{") && l.contains(&label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>()
+        + 0.0 // an empty sum is -0.0
+}
+
 /// Waits until the gateway's metric `name` reaches `at_least` (the gateway's own account
 /// of what happened, so no guessing with sleeps); fails after 30 s.
 pub async fn wait_for_metric(gw: &Gateway, name: &str, at_least: f64) {

@@ -15,13 +15,15 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
-use rasa_openapi::{ClusterMember, DescriptorResult, PutBatchItem, PutBatchResponse, HOP_HEADER};
+use rasa_openapi::{
+    ClusterMember, Descriptor, DescriptorResult, Problem, PutBatchItem, PutBatchResponse,
+    HOP_HEADER,
+};
 
 use super::limits::with_linger;
 use super::objects::{check_content_type, content_length};
 use super::resolve::{descriptor_of, wants_lease};
 use super::{fanout, json_response, ApiError, AppState, NamespaceName};
-use crate::cluster::{Route, Wire};
 use crate::key;
 use crate::objects::Objects;
 use crate::store::{Sealed, Store};
@@ -124,12 +126,7 @@ fn check_limits(
     manifest: u64,
     items: &[PutBatchItem],
 ) -> Result<(), ApiError> {
-    if items.len() > st.config.max_batch_keys {
-        return Err(ApiError::TooManyKeys {
-            got: items.len(),
-            limit: st.config.max_batch_keys,
-        });
-    }
+    st.config.check_batch_keys(items.len())?;
     let total = items
         .iter()
         .try_fold(0u64, |t, i| t.checked_add(i.length))
@@ -166,17 +163,7 @@ fn place(
             limit: st.config.max_object_size,
         });
     }
-    let Some(peers) = &st.peers else {
-        return Ok(None);
-    };
-    match peers.route(&item.key, Wire::Api, hopped, true) {
-        Route::Here => Ok(None),
-        Route::Fenced(detail) => Err(ApiError::Unavailable {
-            detail,
-            retry_after: 1,
-        }),
-        Route::Redirect(owner) | Route::Forward(owner) => Ok(Some(owner)),
-    }
+    fanout::write_owner(st, &item.key, hopped)
 }
 
 /// Streams `item`'s bytes into a new upload, sealed. A value the store refuses (no
@@ -233,13 +220,13 @@ async fn publish(
 ) -> Vec<DescriptorResult> {
     let mut here = Vec::new();
     let mut away: Vec<Vec<(usize, PutBatchItem, Vec<Bytes>)>> = vec![Vec::new(); owners.len()];
-    let mut results: Vec<Option<DescriptorResult>> = Vec::with_capacity(slots.len());
+    let mut results: Vec<Option<Result<Descriptor, Problem>>> = Vec::with_capacity(slots.len());
     for (i, slot) in slots.into_iter().enumerate() {
         results.push(None);
         match slot {
             Slot::Here(sealed) => here.push((i, sealed)),
             Slot::Away(at, item, bytes) => away[at].push((i, item, bytes)),
-            Slot::Failed(e) => results[i] = Some(failed(String::new(), e)),
+            Slot::Failed(e) => results[i] = Some(Err(e.problem())),
         }
     }
     let root = NamespaceName::api_root(&parts.extensions);
@@ -274,37 +261,21 @@ async fn publish(
     let (away, here) =
         futures_util::future::join(futures_util::future::join_all(asks), stored_here).await;
     for (i, r) in here {
-        results[i] = Some(match r {
-            Ok(d) => DescriptorResult {
-                key: String::new(),
-                descriptor: Some(d),
-                error: None,
-            },
-            Err(e) => failed(String::new(), e.into()),
-        });
+        results[i] = Some(r.map_err(|e| ApiError::from(e).problem()));
     }
     for (idx, owner, answer) in away {
         match answer {
-            Some(rs) => idx.iter().zip(rs).for_each(|(&i, r)| results[i] = Some(r)),
-            None => idx.iter().for_each(|&i| {
-                results[i] = Some(failed(String::new(), fanout::unreachable(owner)))
-            }),
+            Some(rs) => idx
+                .iter()
+                .zip(rs)
+                .for_each(|(&i, r)| results[i] = Some(r.into_result())),
+            None => idx
+                .iter()
+                .for_each(|&i| results[i] = Some(Err(fanout::unreachable(owner).problem()))),
         }
     }
-    results
-        .into_iter()
-        .zip(keys)
-        .map(|(r, key)| DescriptorResult {
-            key,
-            ..r.expect("every value answered")
-        })
+    keys.into_iter()
+        .zip(results)
+        .map(|(key, r)| DescriptorResult::of(key, r.expect("every value answered")))
         .collect()
-}
-
-fn failed(key: String, e: ApiError) -> DescriptorResult {
-    DescriptorResult {
-        key,
-        descriptor: None,
-        error: Some(e.problem()),
-    }
 }

@@ -70,13 +70,7 @@ pub async fn batch_descriptors(
 ) -> Result<Response, ApiError> {
     let ns = ns.map(|axum::Extension(n)| n);
     let objects = st.objects_of(ns.as_ref())?;
-    let limit = st.config.max_batch_keys;
-    if req.keys.len() > limit {
-        return Err(ApiError::TooManyKeys {
-            got: req.keys.len(),
-            limit,
-        });
-    }
+    st.config.check_batch_keys(req.keys.len())?;
     let mut results: Vec<Option<DescriptorResult>> = req.keys.iter().map(|_| None).collect();
     if let Some(peers) = fanout::cluster_wide(&st, &headers) {
         // Keys other members own go to their owners, one sub-batch each, concurrently.
@@ -110,19 +104,8 @@ pub async fn batch_descriptors(
                 Ok(()) => lookup(&objects, &k, &VersionQuery::default()).await,
                 Err(e) => Err(ApiError::from(e)),
             };
-            let r = match found {
-                Ok(v) => DescriptorResult {
-                    descriptor: Some(descriptor(&st, objects.store(), &v)),
-                    error: None,
-                    key: k,
-                },
-                Err(e) => DescriptorResult {
-                    descriptor: None,
-                    error: Some(e.problem()),
-                    key: k,
-                },
-            };
-            (i, r)
+            let found = found.map(|v| descriptor(&st, objects.store(), &v));
+            (i, DescriptorResult::of(k, found.map_err(|e| e.problem())))
         }
     });
     // Read-through misses of one batch are fetched concurrently.

@@ -15,7 +15,7 @@ use rasa_openapi::{
 };
 
 use super::{ApiError, AppState};
-use crate::cluster::{Peers, Wire};
+use crate::cluster::{Peers, Route, Wire};
 
 /// The members to ask when a request with `headers` is answered for the whole cluster
 /// (this node is a member, and the request was not sent by another member).
@@ -250,5 +250,25 @@ pub(crate) fn unreachable(owner: &ClusterMember) -> ApiError {
             crate::cluster::peers::PART_WITHIN
         ),
         retry_after: 1,
+    }
+}
+
+/// Where a write of `key` (a valid key) in a batch goes: here (`None`), to the member
+/// that owns it, or nowhere (this node fenced).
+pub(crate) fn write_owner(
+    st: &AppState,
+    key: &str,
+    hopped: bool,
+) -> Result<Option<ClusterMember>, ApiError> {
+    let Some(peers) = &st.peers else {
+        return Ok(None);
+    };
+    match peers.route(key, Wire::Api, hopped, true) {
+        Route::Here => Ok(None),
+        Route::Fenced(detail) => Err(ApiError::Unavailable {
+            detail,
+            retry_after: 1,
+        }),
+        Route::Redirect(owner) | Route::Forward(owner) => Ok(Some(owner)),
     }
 }

@@ -88,3 +88,17 @@ async fn linger(stream: &mut BodyDataStream) {
         }
     }
 }
+
+impl super::HttpConfig {
+    /// `n` keys or values in one batch request: within `--max-batch-keys`, or
+    /// `too_many_keys`.
+    pub(crate) fn check_batch_keys(&self, n: usize) -> Result<(), ApiError> {
+        match n > self.max_batch_keys {
+            true => Err(ApiError::TooManyKeys {
+                got: n,
+                limit: self.max_batch_keys,
+            }),
+            false => Ok(()),
+        }
+    }
+}

@@ -28,23 +28,25 @@ fn content_type(h: &HeaderMap) -> Result<String, ApiError> {
     let Some(v) = h.get(header::CONTENT_TYPE) else {
         return Ok(DEFAULT_CONTENT_TYPE.to_owned());
     };
-    check_content_type(v.to_str().unwrap_or("\n"))
+    v.to_str()
+        .map_err(|_| bad_content_type())
+        .and_then(check_content_type)
 }
 
 /// A media type to store with a value: visible ASCII, 1 to 256 bytes once trimmed.
 pub(super) fn check_content_type(v: &str) -> Result<String, ApiError> {
-    let s = Some(v.trim())
-        .filter(|s| {
-            !s.is_empty()
-                && s.len() <= MAX_CONTENT_TYPE_LEN
-                && s.bytes().all(|b| b == b' ' || b.is_ascii_graphic())
-        })
-        .ok_or_else(|| {
-            ApiError::InvalidRequest(format!(
-                "Content-Type must be visible ASCII of at most {MAX_CONTENT_TYPE_LEN} bytes"
-            ))
-        })?;
-    Ok(s.to_owned())
+    let s = v.trim();
+    let fits = !s.is_empty() && s.len() <= MAX_CONTENT_TYPE_LEN;
+    match fits && s.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
+        true => Ok(s.to_owned()),
+        false => Err(bad_content_type()),
+    }
+}
+
+fn bad_content_type() -> ApiError {
+    ApiError::InvalidRequest(format!(
+        "Content-Type must be visible ASCII of at most {MAX_CONTENT_TYPE_LEN} bytes"
+    ))
 }
 
 pub(super) fn content_length(h: &HeaderMap) -> Result<Option<u64>, ApiError> {

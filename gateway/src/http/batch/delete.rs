@@ -5,10 +5,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::Json;
 use rasa_openapi::{
-    ClusterMember, DeleteBatchRequest, DeleteBatchResponse, DeleteResult, HOP_HEADER,
+    ClusterMember, DeleteBatchRequest, DeleteBatchResponse, DeleteResult, Problem, HOP_HEADER,
 };
 
-use crate::cluster::{Route, Wire};
 use crate::http::{fanout, json_response, ApiError, AppState, NamespaceName};
 use crate::key;
 
@@ -35,33 +34,23 @@ pub async fn delete_batch(
 ) -> Result<Response, ApiError> {
     let ns = ns.map(|axum::Extension(n)| n);
     let objects = st.objects_of(ns.as_ref())?;
-    if req.keys.len() > st.config.max_batch_keys {
-        return Err(ApiError::TooManyKeys {
-            got: req.keys.len(),
-            limit: st.config.max_batch_keys,
-        });
-    }
+    st.config.check_batch_keys(req.keys.len())?;
     let hopped = headers.contains_key(HOP_HEADER);
-    let mut errors: Vec<Option<ApiError>> = Vec::with_capacity(req.keys.len());
+    // Each key's problem (`None`: deleted); keys other members own are filled in below.
+    let mut errors: Vec<Option<Problem>> = Vec::with_capacity(req.keys.len());
     let mut owners: Vec<(ClusterMember, Vec<usize>)> = Vec::new();
     for (i, k) in req.keys.iter().enumerate() {
-        let route = match (key::validate(k), &st.peers) {
-            (Err(e), _) => Err(ApiError::from(e)),
-            (Ok(()), None) => Ok(Route::Here),
-            (Ok(()), Some(p)) => Ok(p.route(k, Wire::Api, hopped, true)),
-        };
-        let error = match route {
+        let owner = key::validate(k)
+            .map_err(ApiError::from)
+            .and_then(|()| fanout::write_owner(&st, k, hopped));
+        let error = match owner {
             Err(e) => Some(e),
-            Ok(Route::Here) => objects
+            Ok(None) => objects
                 .delete(k, |_| Ok(()))
                 .await
                 .err()
                 .map(ApiError::from),
-            Ok(Route::Fenced(detail)) => Some(ApiError::Unavailable {
-                detail,
-                retry_after: 1,
-            }),
-            Ok(Route::Redirect(owner) | Route::Forward(owner)) => {
+            Ok(Some(owner)) => {
                 match owners.iter_mut().find(|(o, _)| o.node_id == owner.node_id) {
                     Some((_, idx)) => idx.push(i),
                     None => owners.push((owner, vec![i])),
@@ -69,7 +58,7 @@ pub async fn delete_batch(
                 None
             }
         };
-        errors.push(error);
+        errors.push(error.map(|e| e.problem()));
     }
     let root = NamespaceName::api_root_of(ns.as_ref());
     let asks = owners.iter().map(|(owner, idx)| {
@@ -79,24 +68,19 @@ pub async fn delete_batch(
         async move { fanout::delete_at_owner(peers, headers, root, owner, keys).await }
     });
     let answers = futures_util::future::join_all(asks).await;
-    let mut away: Vec<Option<Option<rasa_openapi::Problem>>> =
-        req.keys.iter().map(|_| None).collect();
     for ((owner, idx), answer) in owners.iter().zip(answers) {
         for (n, &i) in idx.iter().enumerate() {
-            away[i] = Some(match &answer {
+            errors[i] = match &answer {
                 Some(rs) => rs[n].error.clone(),
                 None => Some(fanout::unreachable(owner).problem()),
-            });
+            };
         }
     }
     let results: Vec<DeleteResult> = req
         .keys
         .into_iter()
-        .zip(errors.into_iter().zip(away))
-        .map(|(key, (here, away))| DeleteResult {
-            key,
-            error: away.unwrap_or_else(|| here.map(|e| e.problem())),
-        })
+        .zip(errors)
+        .map(|(key, error)| DeleteResult { key, error })
         .collect();
     let refused = results.iter().filter(|r| r.error.is_some()).count() as u64;
     metrics::counter!("rasa_http_batch_items_total", "op" => "delete", "result" => "done")
