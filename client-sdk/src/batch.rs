@@ -1,5 +1,6 @@
-//! Batch writes: many values stored (`POST /v1/batch/put`) or many keys deleted
-//! (`POST /v1/batch/delete`) in a request per batch, not one per value. Against a cluster,
+//! Batches: many values stored (`POST /v1/batch/put`), many keys deleted
+//! (`POST /v1/batch/delete`) or checked (`POST /v1/batch/exists`) in a request per batch,
+//! not one per value. Against a cluster,
 //! each owner gets the values it owns in its own batches; an owner that does not answer
 //! has its values written one by one (each goes to the key's next choice, as a lone
 //! `put` does).
@@ -7,8 +8,8 @@
 use bytes::Bytes;
 use futures_util::StreamExt;
 use rasa_openapi::{
-    DeleteBatchRequest, DeleteBatchResponse, Descriptor, DescriptorResult, Problem,
-    PutBatchManifest, PutBatchResponse, BATCH_CONTENT_TYPE,
+    DeleteBatchRequest, DeleteBatchResponse, Descriptor, DescriptorResult, ExistsBatchRequest,
+    ExistsBatchResponse, Problem, PutBatchManifest, PutBatchResponse, BATCH_CONTENT_TYPE,
 };
 
 use crate::http::{Payload, Transport};
@@ -85,6 +86,33 @@ impl Client {
             });
         }
         Ok(done)
+    }
+
+    /// Whether each key has a current version, as the gateways' indexes say (memory and
+    /// disk tier; no value is read, no lease taken, the origin not asked), in one request
+    /// per batch of at most [`MAX_BATCH_VALUES`] keys and per owner. One result per key,
+    /// in order (a problem for an invalid key).
+    pub async fn exists_many(&self, keys: &[&str]) -> Result<Vec<Each<bool>>, Error> {
+        let Some(out) = crate::cluster::per_owner(self, keys, |c, sub| async move {
+            exists_batches(&c.inner.http, &sub).await
+        })
+        .await
+        else {
+            return exists_batches(&self.inner.http, keys).await;
+        };
+        // An owner that did not answer: its keys asked of this gateway, which answers for
+        // the cluster.
+        let missing: Vec<usize> = (0..keys.len()).filter(|&i| out[i].is_none()).collect();
+        let asked: Vec<&str> = missing.iter().map(|&i| keys[i]).collect();
+        let mut here = match asked.is_empty() {
+            true => Vec::new(),
+            false => exists_batches(&self.inner.http, &asked).await?,
+        }
+        .into_iter();
+        Ok(out
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| here.next().expect("one answer per key asked")))
+            .collect())
     }
 }
 
@@ -204,6 +232,26 @@ async fn delete_batches(http: &Transport, keys: &[&str]) -> Result<Vec<Each<()>>
             one_each(batch.results, part.len(), "a delete batch of keys")?
                 .into_iter()
                 .map(|r| r.error.map_or(Ok(()), Err)),
+        );
+    }
+    Ok(out)
+}
+
+/// Whether each of `keys` is stored at this gateway, batch by batch.
+async fn exists_batches(http: &Transport, keys: &[&str]) -> Result<Vec<Each<bool>>, Error> {
+    let mut out = Vec::with_capacity(keys.len());
+    for part in keys.chunks(MAX_BATCH_VALUES) {
+        let body = ExistsBatchRequest {
+            keys: part.iter().map(|k| k.to_string()).collect(),
+        };
+        let url = format!("{}/v1{}/batch/exists", http.endpoint, http.space);
+        let batch: ExistsBatchResponse = http
+            .decode(http.send(http.http.post(url).json(&body)).await?)
+            .await?;
+        out.extend(
+            one_each(batch.results, part.len(), "an exists batch of keys")?
+                .into_iter()
+                .map(|r| r.error.map_or(Ok(r.exists), Err)),
         );
     }
     Ok(out)

@@ -91,3 +91,32 @@ pub struct DeleteBatchResponse {
     /// One result per key, in request order.
     pub results: Vec<DeleteResult>,
 }
+
+/// Keys whose presence to check in one request (`POST /v1/batch/exists`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExistsBatchRequest {
+    /// The keys, answered in this order.
+    #[schema(example = json!(["kv/layer0/block7", "kv/layer0/block8"]))]
+    pub keys: Vec<String>,
+}
+
+/// The answer for one key of an exists batch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ExistsResult {
+    /// The key as requested.
+    pub key: String,
+    /// Whether the key has a current version in the gateway's memory or disk tier (an
+    /// object only the origin holds is not counted; no value is read).
+    pub exists: bool,
+    /// Why this key could not be checked (`exists` is then false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Problem>,
+}
+
+/// Answer to an [`ExistsBatchRequest`]: one result per key, in order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ExistsBatchResponse {
+    /// One result per key, in request order.
+    pub results: Vec<ExistsResult>,
+}

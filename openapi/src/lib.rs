@@ -16,8 +16,8 @@ pub mod cluster;
 pub mod key;
 pub mod stats;
 pub use batch::{
-    DeleteBatchRequest, DeleteBatchResponse, DeleteResult, PutBatchItem, PutBatchManifest,
-    PutBatchResponse, BATCH_CONTENT_TYPE,
+    DeleteBatchRequest, DeleteBatchResponse, DeleteResult, ExistsBatchRequest, ExistsBatchResponse,
+    ExistsResult, PutBatchItem, PutBatchManifest, PutBatchResponse, BATCH_CONTENT_TYPE,
 };
 pub use cluster::{ClusterMember, ClusterView, MemberState, HOP_HEADER};
 

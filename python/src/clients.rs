@@ -290,6 +290,17 @@ macro_rules! methods {
                 $run(py, self.core.limit(), ops::delete_many(self.core.sdk()?, keys))
             }
 
+            /// Whether each key has a current version (the gateway's index: memory and
+            /// disk tier, no value read), in one request per batch; one result per key,
+            /// in order: a bool, or the exception of a key that could not be checked.
+            fn _exists_many<'py>(
+                &self,
+                py: Python<'py>,
+                keys: Vec<String>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                $run(py, self.core.limit(), ops::exists_many(self.core.sdk()?, keys))
+            }
+
             /// Deletes `key` (no error when it is absent).
             fn delete<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
                 $run(py, self.core.limit(), ops::delete(self.core.sdk()?, key))

@@ -85,6 +85,19 @@ pub(crate) async fn delete_many(sdk: Sdk, keys: Vec<String>) -> PyResult<Vec<Eac
         .collect())
 }
 
+/// `exists_many`: one result per key, a bool or the exception (returned, not raised).
+pub(crate) async fn exists_many(sdk: Sdk, keys: Vec<String>) -> PyResult<Vec<Each<bool>>> {
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let all = sdk.exists_many(&refs).await.py()?;
+    Ok(all
+        .into_iter()
+        .map(|r| match r {
+            Ok(there) => Each::Value(there),
+            Err(p) => Each::Failed(to_py(Error::Problem(p))),
+        })
+        .collect())
+}
+
 pub(crate) async fn get(sdk: Sdk, key: String, version: Option<String>) -> PyResult<Object> {
     let got = match &version {
         Some(v) => sdk.versions().get(&key, v).await,

@@ -31,10 +31,16 @@ def test_put_many_of_256_blocks_is_one_request(gateway):
         assert all(d.length == 64 << 10 for d in ds)
         for k in list(items)[::51]:
             assert bytes(c.get(k)) == items[k]
+        checks = requests_to(gateway.url, "/v1/batch/exists")
+        assert c.exists_many([*items, "kv/none"]) == [True] * 256 + [False]
+        assert requests_to(gateway.url, "/v1/batch/exists") - checks == 1
         deletes = requests_to(gateway.url, "/v1/batch/delete")
         c.delete_many(items)
         assert requests_to(gateway.url, "/v1/batch/delete") - deletes == 1
         assert c.exists_many(list(items)[:3]) == [False] * 3
+        with pytest.raises(rasa_client.InvalidRequest) as bad:
+            c.exists_many(["kv/a", "kv/./b"])
+        assert bad.value.results[0] is False
     # No single-key request was made for any of it (reads go one-sided or as batches).
     assert requests_to(gateway.url, "/v1/objects/{*key}") - singles <= 4
 

@@ -11,6 +11,7 @@ mod concurrent;
 mod config;
 mod dashboard;
 mod disk;
+mod exists;
 mod fabric_check;
 mod fastpath;
 mod faults;

@@ -123,7 +123,7 @@ fn policy(method: Option<&Method>, path: &str) -> Access {
         (Some(&Method::GET | &Method::HEAD), p) if p.starts_with("/v1/") => {
             Access::Scope(Scope::Read)
         }
-        (Some(&Method::POST), "/v1/descriptors") => Access::Scope(Scope::Read),
+        (Some(&Method::POST), "/v1/descriptors" | "/v1/batch/exists") => Access::Scope(Scope::Read),
         (Some(&Method::POST), "/v1/batch/put" | "/v1/batch/delete") => Access::Scope(Scope::Write),
         (m, p) => panic!("no access policy for {m:?} {p}: add it here and in route_specs"),
     }

@@ -1,5 +1,5 @@
 //! `/v1/batch/put` and `/v1/batch/delete`: many values stored, or many keys deleted, in
-//! one request. Each value is its own version with its own result: a value refused (a bad
+//! one request (and `/v1/batch/exists`: many keys checked). Each value is its own version with its own result: a value refused (a bad
 //! key, too large, no memory) is named in its result and the others are stored. The body
 //! is streamed into memory value by value; the values are published only once the whole
 //! body has arrived, so a batch cut short stores nothing. In a cluster, values other
@@ -7,8 +7,10 @@
 
 mod body;
 pub mod delete;
+pub mod exists;
 
 pub use delete::delete_batch;
+pub use exists::exists_batch;
 
 use axum::body::BodyDataStream;
 use axum::extract::{Request, State};

@@ -26,6 +26,7 @@ use super::{route_table, Access, HttpConfig};
         super::objects::list_objects,
         super::batch::put_batch,
         super::batch::delete::delete_batch,
+        super::batch::exists::exists_batch,
         super::descriptors::get_descriptor,
         super::descriptors::batch_descriptors,
         super::fabric::get_fabric,

@@ -1,6 +1,6 @@
 //! The native API's side of the routes that span keys, over [`crate::cluster::Peers`]: a
 //! listing merges every member's page ([`crate::cluster::Peers::each_other`]); a batch of
-//! descriptors, puts or deletes goes, in one sub-batch per owner
+//! descriptors, presence checks, puts or deletes goes, in one sub-batch per owner
 //! ([`crate::cluster::Peers::by_owner`]), to the keys' owners. The
 //! members are asked with the hop marker, so each answers for itself; what is here is
 //! this API's wire format (JSON pages and batches, problem+json errors).
@@ -9,9 +9,8 @@ use std::collections::BTreeMap;
 
 use http::{header, HeaderMap};
 use rasa_openapi::{
-    ClusterMember, DeleteBatchRequest, DeleteBatchResponse, DeleteResult, DescriptorBatchRequest,
-    DescriptorBatchResponse, DescriptorResult, ObjectList, PutBatchItem, PutBatchManifest,
-    PutBatchResponse, BATCH_CONTENT_TYPE, HOP_HEADER,
+    ClusterMember, DeleteResult, DescriptorResult, ExistsResult, ObjectList, PutBatchItem,
+    PutBatchManifest, PutBatchResponse, BATCH_CONTENT_TYPE, HOP_HEADER,
 };
 
 use super::{ApiError, AppState};
@@ -129,12 +128,69 @@ pub(crate) async fn ask_owner(
     owner: &ClusterMember,
     keys: Vec<String>,
 ) -> Option<Vec<DescriptorResult>> {
-    let url = format!("{}{api_root}/descriptors", owner.url.trim_end_matches('/'));
-    let n = keys.len();
-    let body = serde_json::to_vec(&DescriptorBatchRequest { keys }).ok()?;
-    let part = post_part::<DescriptorBatchResponse>(peers, headers, owner, url, JSON, body.into());
-    let answer = part.await.map(|a| a.results);
-    whole(answer, n, owner, "resolving its keys here")
+    let part = KeysPart {
+        peers,
+        headers,
+        api_root,
+        owner,
+    };
+    part.send("descriptors", keys, "resolving its keys here")
+        .await
+}
+
+/// Asks `owner` whether it holds each of `keys`; `None` when it does not answer in full
+/// within [`crate::cluster::peers::PART_WITHIN`] (its keys are then checked here).
+pub(crate) async fn exists_at_owner(
+    peers: &Peers,
+    headers: &HeaderMap,
+    api_root: &str,
+    owner: &ClusterMember,
+    keys: Vec<String>,
+) -> Option<Vec<ExistsResult>> {
+    let part = KeysPart {
+        peers,
+        headers,
+        api_root,
+        owner,
+    };
+    part.send("batch/exists", keys, "checking its keys here")
+        .await
+}
+
+/// A batch of keys (`{"keys": [...]}`) for one owner, answered `{"results": [...]}`.
+struct KeysPart<'a> {
+    peers: &'a Peers,
+    headers: &'a HeaderMap,
+    api_root: &'a str,
+    owner: &'a ClusterMember,
+}
+
+/// The answer to a [`KeysPart`].
+#[derive(serde::Deserialize)]
+struct Results<R> {
+    results: Vec<R>,
+}
+
+impl KeysPart<'_> {
+    /// `keys` posted to the owner's `{api_root}/{route}`; one result per key, or `None`
+    /// (counted and logged, `then` saying what follows).
+    async fn send<R: serde::de::DeserializeOwned>(
+        self,
+        route: &str,
+        keys: Vec<String>,
+        then: &str,
+    ) -> Option<Vec<R>> {
+        let url = format!(
+            "{}{}/{route}",
+            self.owner.url.trim_end_matches('/'),
+            self.api_root
+        );
+        let n = keys.len();
+        let body = serde_json::to_vec(&serde_json::json!({ "keys": keys })).ok()?;
+        let part =
+            post_part::<Results<R>>(self.peers, self.headers, self.owner, url, JSON, body.into());
+        whole(part.await.map(|a| a.results), n, self.owner, then)
+    }
 }
 
 /// Stores `values` (each a manifest entry and its bytes) at `owner`, in one put batch
@@ -177,16 +233,14 @@ pub(crate) async fn delete_at_owner(
     owner: &ClusterMember,
     keys: Vec<String>,
 ) -> Option<Vec<DeleteResult>> {
-    let url = format!("{}{api_root}/batch/delete", owner.url.trim_end_matches('/'));
-    let n = keys.len();
-    let body = serde_json::to_vec(&DeleteBatchRequest { keys }).ok()?;
-    let part = post_part::<DeleteBatchResponse>(peers, headers, owner, url, JSON, body.into());
-    whole(
-        part.await.map(|a| a.results),
-        n,
+    let part = KeysPart {
+        peers,
+        headers,
+        api_root,
         owner,
-        "its keys are not deleted",
-    )
+    };
+    part.send("batch/delete", keys, "its keys are not deleted")
+        .await
 }
 
 const JSON: &str = "application/json";

@@ -146,11 +146,17 @@ fn spec(
     }
 }
 
-/// Batch writes: many values stored, or many keys deleted, in one request.
+/// Batches: many values stored, many keys deleted or checked, in one request.
 fn batch_routes() -> Vec<RouteSpec> {
-    use tokens::Scope::Write;
+    use tokens::Scope::{Read, Write};
     use Access::Scope;
     vec![
+        spec(
+            Some(Method::POST),
+            "/v1/batch/exists",
+            Scope(Read),
+            post(batch::exists_batch),
+        ),
         spec(
             Some(Method::POST),
             "/v1/batch/put",

@@ -160,6 +160,15 @@ impl Objects {
         found.ok_or_else(|| ObjectError::NotFound(key.to_owned()))
     }
 
+    /// Whether `key` has a current version here, in memory or in the disk tier, as the
+    /// index says: nothing is read, and an object only the origin holds does not count.
+    pub fn holds(&self, key: &str) -> bool {
+        match self.store.current(key) {
+            Some(v) => !self.untied(&v),
+            None => self.store.tier().on_disk(key),
+        }
+    }
+
     /// [`Objects::lookup`] for a descriptor: a version read back from the disk tier is
     /// admitted into memory first (one-sided readers read memory only).
     pub async fn resident(

@@ -179,6 +179,8 @@ class Client:
         """One request per batch; a descriptor or the exception per item."""
     def _delete_many(self, keys: list[str]) -> list[RasaError | None]:
         """One request per batch; ``None`` or the exception per key."""
+    def _exists_many(self, keys: list[str]) -> list[bool | RasaError]:
+        """One request per batch; a bool or the exception per key."""
     def resolve(self, key: str) -> Descriptor:
         """The descriptor of ``key``'s current version."""
     def stats(self) -> dict[str, Any]:
@@ -259,6 +261,8 @@ class AsyncClient:
         """One request per batch; a descriptor or the exception per item."""
     def _delete_many(self, keys: list[str]) -> Awaitable[list[RasaError | None]]:
         """One request per batch; ``None`` or the exception per key."""
+    def _exists_many(self, keys: list[str]) -> Awaitable[list[bool | RasaError]]:
+        """One request per batch; a bool or the exception per key."""
     def resolve(self, key: str) -> Awaitable[Descriptor]:
         """The descriptor of ``key``'s current version."""
     def stats(self) -> dict[str, Any]:

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use rasa_openapi::cluster::owner;
-use rasa_openapi::{DeleteBatchResponse, PutBatchManifest, PutBatchResponse};
+use rasa_openapi::{DeleteBatchResponse, ExistsBatchResponse, PutBatchManifest, PutBatchResponse};
 use rasa_tests::etcd::{cluster_name, Etcd};
 use rasa_tests::{http, pattern, Gateway};
 
@@ -76,8 +76,28 @@ async fn a_batch_sent_to_one_member_lands_at_each_keys_owner() {
     let got = client.get(items[7].0).await.unwrap();
     assert_eq!(got.bytes, items[7].1);
 
-    // A delete batch through another member deletes at every owner.
+    // An exists batch through any member checks each key at its owner; so does the SDK's.
     let keys: Vec<&str> = values.iter().map(|(k, _)| k.as_str()).collect();
+    let mut asked: Vec<&str> = keys.clone();
+    asked.push("batch/none");
+    let r = http()
+        .post(gws[1].url("/v1/batch/exists"))
+        .json(&serde_json::json!({ "keys": asked }))
+        .send()
+        .await
+        .unwrap();
+    let results = r.json::<ExistsBatchResponse>().await.unwrap().results;
+    let there: Vec<bool> = results.iter().map(|r| r.exists).collect();
+    assert_eq!(
+        there[..keys.len()],
+        vec![true; keys.len()][..],
+        "{results:?}"
+    );
+    assert!(!there[keys.len()]);
+    let there = client.exists_many(&asked).await.unwrap();
+    assert_eq!(there.iter().filter(|r| **r == Ok(true)).count(), keys.len());
+
+    // A delete batch through another member deletes at every owner.
     let r = http()
         .post(gws[2].url("/v1/batch/delete"))
         .json(&serde_json::json!({ "keys": keys }))
