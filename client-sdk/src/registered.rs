@@ -5,6 +5,8 @@
 //! where it landed; [`RegisteredBuffer::get_many_at`] lands several values at offsets of
 //! one buffer, in flight together. Over HTTP it is filled like any buffer (one copy).
 
+use std::ops::Range;
+
 use rasa_fastpath::reader::LandingBuffer;
 
 use crate::{BufResult, Client, Error, Written};
@@ -46,7 +48,7 @@ impl RegisteredBuffer {
     /// the buffer ([`Error::Output`] otherwise, nothing read). One result per key, and the
     /// buffer, whole again.
     pub async fn get_many_at(
-        mut self,
+        self,
         client: &Client,
         keys: &[&str],
         offsets: &[usize],
@@ -65,23 +67,80 @@ impl RegisteredBuffer {
             );
             return (Err(Error::Output(why)), self);
         }
-        // Cut from the end: each part runs from its offset to the next.
-        let mut parts = Vec::with_capacity(offsets.len());
-        for &at in offsets.iter().rev() {
-            let landing = self.landing.split_off(at);
-            parts.push(RegisteredBuffer { landing });
+        let ends = offsets.iter().skip(1).copied().chain([len]);
+        let regions: Vec<Range<usize>> = offsets.iter().zip(ends).map(|(&s, e)| s..e).collect();
+        self.get_many_in(client, keys, &regions).await
+    }
+
+    /// Reads `keys` into this buffer, key `i`'s value landing in `regions[i]`, a range of
+    /// bytes it may not outgrow ([`Error::BufferTooSmall`] for that key alone): one-sided
+    /// with no copy, several in flight at once. The regions may come in any order (the
+    /// rows of a pool, say) but must not overlap and must lie within the buffer
+    /// ([`Error::Output`] otherwise, nothing read); the bytes between them are not touched.
+    /// One result per key, in order, and the buffer, whole again.
+    pub async fn get_many_in(
+        mut self,
+        client: &Client,
+        keys: &[&str],
+        regions: &[Range<usize>],
+    ) -> BufResult<Vec<Result<Written, Error>>, Self> {
+        if keys.len() != regions.len() {
+            let why = format!("{} keys but {} regions", keys.len(), regions.len());
+            return (Err(Error::Output(why)), self);
         }
-        parts.reverse();
-        let results = client.get_many_into(keys, parts).await;
+        let mut order: Vec<usize> = (0..regions.len()).collect();
+        order.sort_by_key(|&i| (regions[i].start, regions[i].end));
+        if let Err(why) = disjoint_within(regions, &order, self.capacity()) {
+            return (Err(Error::Output(why)), self);
+        }
+        // Cut from the end: after each region the bytes up to the next (kept aside), then
+        // the region itself.
+        let mut layout: Vec<(Option<usize>, Option<LandingBuffer>)> = Vec::new();
+        let mut parts: Vec<Option<RegisteredBuffer>> = regions.iter().map(|_| None).collect();
+        for &i in order.iter().rev() {
+            layout.push((None, Some(self.landing.split_off(regions[i].end))));
+            let landing = self.landing.split_off(regions[i].start);
+            parts[i] = Some(RegisteredBuffer { landing });
+            layout.push((Some(i), None));
+        }
+        layout.reverse();
+        let parts: Vec<RegisteredBuffer> = parts.into_iter().map(|p| p.expect("cut")).collect();
+        let mut results = client.get_many_into(keys, parts).await;
         let mut out = Vec::with_capacity(results.len());
-        for (r, part) in results {
+        let mut back: Vec<Option<LandingBuffer>> = results.iter().map(|_| None).collect();
+        for (i, (r, part)) in results.drain(..).enumerate() {
             out.push(r);
+            back[i] = Some(part.landing);
+        }
+        for (region, gap) in layout {
+            let piece = match region {
+                Some(i) => back[i].take().expect("each region once"),
+                None => gap.expect("a gap holds its bytes"),
+            };
             self.landing
-                .unsplit(part.landing)
-                .expect("the parts come back in order");
+                .unsplit(piece)
+                .expect("the pieces come back in order");
         }
         (Ok(out), self)
     }
+}
+
+/// `Ok` when `regions` (visited in `order`, by start) neither overlap nor run past `len`.
+fn disjoint_within(regions: &[Range<usize>], order: &[usize], len: usize) -> Result<(), String> {
+    let mut end = 0;
+    for &i in order {
+        let r = &regions[i];
+        if r.start > r.end || r.end > len {
+            return Err(format!(
+                "region {i} ({r:?}) does not lie within the buffer ({len} bytes)"
+            ));
+        }
+        if r.start < end {
+            return Err(format!("region {i} ({r:?}) overlaps another region"));
+        }
+        end = r.end;
+    }
+    Ok(())
 }
 
 impl std::ops::Deref for RegisteredBuffer {

@@ -69,7 +69,7 @@ pub(crate) struct Out {
 
 // SAFETY: the memory stays valid while `_keeper` (the buffer export, which pins it, or the
 // reference to a fresh `bytes` object) lives, and the SDK uses an `Out` from one thread at a
-// time. Distinct `Out`s of one buffer cover disjoint ranges (checked in `Out::split`).
+// time. Distinct `Out`s of one buffer cover disjoint ranges (checked by `Out::disjoint`).
 unsafe impl Send for Out {}
 
 impl AsMut<[u8]> for Out {
@@ -84,6 +84,11 @@ impl AsMut<[u8]> for Out {
 }
 
 impl Out {
+    /// Bytes it spans.
+    pub(crate) fn capacity(&self) -> usize {
+        self.len
+    }
+
     /// The whole of `obj`, which must be writable and C-contiguous.
     pub(crate) fn of(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
         let export = Export::of(obj, true)?;
@@ -133,26 +138,25 @@ impl Out {
         Ok(())
     }
 
-    /// Consecutive regions starting at `offsets` (non-decreasing, within the buffer); each
-    /// runs to the next offset, the last to the end.
-    pub(crate) fn split(self, offsets: &[usize]) -> PyResult<Vec<Out>> {
-        let mut regions = Vec::with_capacity(offsets.len());
-        for (i, &start) in offsets.iter().enumerate() {
-            let end = offsets.get(i + 1).copied().unwrap_or(self.len);
-            if start > end || end > self.len {
+    /// The buffer's `regions` (byte ranges within it), one `Out` each; overlaps are for
+    /// [`Out::disjoint`] to refuse.
+    pub(crate) fn cut(self, regions: &[std::ops::Range<usize>]) -> PyResult<Vec<Out>> {
+        let mut outs = Vec::with_capacity(regions.len());
+        for (i, r) in regions.iter().enumerate() {
+            if r.start > r.end || r.end > self.len {
                 return Err(PyValueError::new_err(format!(
-                    "offsets must be non-decreasing and within the buffer ({} bytes); offset {i} is {start}",
+                    "region {i} ({r:?}) does not lie within the buffer ({} bytes)",
                     self.len
                 )));
             }
-            regions.push(Out {
+            outs.push(Out {
                 // SAFETY: start <= len, so the pointer stays within (or one past) the buffer.
-                ptr: unsafe { self.ptr.add(start) },
-                len: end - start,
+                ptr: unsafe { self.ptr.add(r.start) },
+                len: r.len(),
                 _keeper: self._keeper.clone(),
             });
         }
-        Ok(regions)
+        Ok(outs)
     }
 }
 

@@ -209,15 +209,16 @@ macro_rules! methods {
 
             /// Reads several keys into caller memory: `out` is a buffer per key, or one
             /// buffer with `offsets` (where each key's value starts; each region runs to
-            /// the next offset). One result per key: bytes written, `None` for a miss, or
-            /// the exception.
-            #[pyo3(signature = (keys, out, offsets = None))]
+            /// the next offset, or for `lengths` bytes when given, in any order). One
+            /// result per key: bytes written, `None` for a miss, or the exception.
+            #[pyo3(signature = (keys, out, offsets = None, lengths = None))]
             fn get_many_into<'py>(
                 &self,
                 py: Python<'py>,
                 keys: Vec<String>,
                 out: &Bound<'py, PyAny>,
                 offsets: Option<Vec<usize>>,
+                lengths: Option<Vec<usize>>,
             ) -> PyResult<Bound<'py, PyAny>> {
                 if let Ok(reg) = out.cast::<RegisteredBuffer>() {
                     let Some(offsets) = offsets else {
@@ -225,10 +226,11 @@ macro_rules! methods {
                             "one buffer for several keys needs offsets=[...] (where each key's value starts)",
                         ));
                     };
+                    let spans = ops::spans(keys.len(), reg.get().len(), offsets, lengths)?;
                     let reg = reg.clone().unbind();
-                    return $run(py, self.core.limit(), ops::get_many_registered(self.core.sdk()?, keys, reg, offsets));
+                    return $run(py, self.core.limit(), ops::get_many_registered(self.core.sdk()?, keys, reg, spans));
                 }
-                let outs = ops::regions(keys.len(), out, offsets)?;
+                let outs = ops::regions(keys.len(), out, offsets, lengths)?;
                 $run(py, self.core.limit(), ops::get_many_into(self.core.sdk()?, keys, outs))
             }
 

@@ -195,17 +195,17 @@ pub(crate) async fn get_batch(sdk: Sdk, keys: Vec<String>) -> PyResult<Vec<Each<
         .collect())
 }
 
-/// `get_many_into` a registered buffer cut at `offsets`: each value lands in place, no
-/// copy one-sided, the reads in flight together.
+/// `get_many_into` a registered buffer, key `i`'s value landing in `spans[i]`: in place,
+/// no copy one-sided, the reads in flight together.
 pub(crate) async fn get_many_registered(
     sdk: Sdk,
     keys: Vec<String>,
     reg: Py<RegisteredBuffer>,
-    offsets: Vec<usize>,
+    spans: Vec<std::ops::Range<usize>>,
 ) -> PyResult<Vec<Each<u64>>> {
     let buf = reg.get().take()?;
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let (r, buf) = buf.get_many_at(&sdk, &refs, &offsets).await;
+    let (r, buf) = buf.get_many_in(&sdk, &refs, &spans).await;
     reg.get().put_back(buf);
     let all = r.map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
     Ok(all
@@ -259,12 +259,56 @@ pub(crate) async fn resolve(sdk: Sdk, key: String) -> PyResult<Descriptor> {
     sdk.resolve(&key).await.map(Descriptor).py()
 }
 
+/// Where each key's value lands in one buffer of `len` bytes: at `offsets[i]`, for
+/// `lengths[i]` bytes when given (any order, no overlaps), else up to the next offset
+/// (offsets non-decreasing).
+pub(crate) fn spans(
+    keys: usize,
+    len: usize,
+    offsets: Vec<usize>,
+    lengths: Option<Vec<usize>>,
+) -> PyResult<Vec<std::ops::Range<usize>>> {
+    use pyo3::exceptions::PyValueError;
+    if offsets.len() != keys {
+        return Err(PyValueError::new_err(format!(
+            "{keys} keys but {} offsets: one offset per key",
+            offsets.len()
+        )));
+    }
+    match lengths {
+        Some(lengths) if lengths.len() != keys => Err(PyValueError::new_err(format!(
+            "{keys} keys but {} lengths: one length per key",
+            lengths.len()
+        ))),
+        Some(lengths) => Ok(offsets
+            .iter()
+            .zip(lengths)
+            .map(|(&s, n)| s..s.saturating_add(n))
+            .collect()),
+        None => {
+            if let Some(i) = (1..keys).find(|&i| offsets[i] < offsets[i - 1]) {
+                return Err(PyValueError::new_err(format!(
+                    "offsets must not decrease (non-decreasing, unless lengths=[...] are given); offset {i} is {}",
+                    offsets[i]
+                )));
+            }
+            let ends = offsets
+                .iter()
+                .skip(1)
+                .copied()
+                .chain([len.max(offsets.last().copied().unwrap_or(0))]);
+            Ok(offsets.iter().zip(ends).map(|(&s, e)| s..e).collect())
+        }
+    }
+}
+
 /// The regions `get_many_into` fills: one buffer per key (no two overlapping), or one
-/// buffer cut at `offsets`.
+/// buffer cut at `offsets` (for `lengths` bytes each when given).
 pub(crate) fn regions(
     keys: usize,
     out: &Bound<'_, PyAny>,
     offsets: Option<Vec<usize>>,
+    lengths: Option<Vec<usize>>,
 ) -> PyResult<Vec<Out>> {
     use pyo3::exceptions::PyValueError;
     let single = pyo3::types::PyMemoryView::from(out).is_ok();
@@ -272,11 +316,16 @@ pub(crate) fn regions(
         Some(_) if !single => Err(PyValueError::new_err(
             "with offsets, out must be one buffer",
         )),
-        Some(offsets) if offsets.len() != keys => Err(PyValueError::new_err(format!(
-            "{keys} keys but {} offsets: one offset per key",
-            offsets.len()
-        ))),
-        Some(offsets) => Out::of(out)?.split(&offsets),
+        Some(offsets) => {
+            let whole = Out::of(out)?;
+            let spans = spans(keys, whole.capacity(), offsets, lengths)?;
+            let outs = whole.cut(&spans)?;
+            Out::disjoint(&outs)?;
+            Ok(outs)
+        }
+        None if lengths.is_some() => Err(PyValueError::new_err(
+            "lengths=[...] goes with offsets=[...]",
+        )),
         None if single => Err(PyValueError::new_err(
             "one buffer for several keys needs offsets=[...] (where each key's value starts)",
         )),

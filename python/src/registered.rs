@@ -58,6 +58,11 @@ impl RegisteredBuffer {
             .ok_or_else(|| PyRuntimeError::new_err("another read into this buffer is in flight"))
     }
 
+    /// Bytes it holds.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     /// Gives the buffer back after a read.
     pub(crate) fn put_back(&self, buf: rasa_client::RegisteredBuffer) {
         *self.inner.lock().unwrap_or_else(|e| e.into_inner()) = Some(buf);

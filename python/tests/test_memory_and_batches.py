@@ -111,6 +111,34 @@ def test_get_many_into_a_registered_buffer(gateway, fast_path, copies):
             c.get_many_into(keys[:1], buf, offsets=[40_001])
 
 
+@pytest.mark.parametrize(("fast_path", "registered"), [("required", True), ("off", True), ("off", False)])
+def test_get_many_into_rows_in_any_order(gateway, fast_path, registered):
+    """With ``lengths``, each value lands in its own row of a pool, rows in any order (a KV
+    pool's chunk ids): the bytes between rows are not touched, and a value longer than
+    its row is that key's ``BufferTooSmall`` (its neighbours untouched)."""
+    with rasa_client.Client(gateway.url, fast_path=fast_path) as c:
+        keys = [key(f"row{i}") for i in range(4)]
+        values = {k: payload(1000, seed=10 + i) for i, k in enumerate(keys)}
+        values[keys[3]] = payload(1500, seed=13)
+        for k, v in values.items():
+            c.put(k, v)
+        arr = np.full(8 * 1024, 0xEE, dtype=np.uint8)
+        buf = c.register(arr) if registered else arr
+        rows = [5, 0, 3, 1]  # row i is arr[i*1024 : i*1024+1000]
+        got = c.get_many_into(keys, buf, offsets=[r * 1024 for r in rows], lengths=[1000] * 4)
+        assert got[:3] == [1000, 1000, 1000]
+        assert isinstance(got[3], BufferTooSmall) and got[3].needed == 1500
+        for k, r in zip(keys[:3], rows):
+            assert arr[r * 1024 : r * 1024 + 1000].tobytes() == values[k]
+        for r in range(8):
+            assert (arr[r * 1024 + 1000 : (r + 1) * 1024] == 0xEE).all(), f"the gap after row {r}"
+        assert (arr[2 * 1024 : 3 * 1024] == 0xEE).all() and (arr[4 * 1024 : 5 * 1024] == 0xEE).all()
+        with pytest.raises(ValueError, match="overlaps|share memory"):
+            c.get_many_into(keys[:2], buf, offsets=[0, 500], lengths=[1000, 1000])
+        with pytest.raises(ValueError, match="one length per key"):
+            c.get_many_into(keys[:2], buf, offsets=[0, 2000], lengths=[1000])
+
+
 def descriptor_requests(url: str) -> tuple[float, float]:
     """(single, batch) descriptor requests the gateway answered, from ``/metrics``."""
     return requests_to(url, "/v1/descriptors/{*key}"), requests_to(url, "/v1/descriptors")
