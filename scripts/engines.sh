@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The inference engines' virtualenv, for the tests that run Rasa behind their own code
-# (LMCache's L2 connector contract today): target/engines-venv, with rasa_client built into
-# it, on top of a base of the engines' pinned packages.
+# (LMCache's L2 connector contract, vLLM's secondary tier): target/engines-venv, with
+# rasa_client built into it, on top of a base of the engines' pinned packages.
 #
 #   scripts/engines.sh           make (or update) target/engines-venv
 #   scripts/engines.sh --test    then run the engines' tests against a real gateway
 #
 # The base — torch 2.15.0 (PyPI's Linux wheel is the CUDA build: ~3 GB to download, ~5.3
-# GB installed, ~5 minutes here; it runs on CPU), lmcache 0.5.6 (+0.9 GB) — is made once
+# GB installed, ~5 minutes here; it runs on CPU), lmcache 0.5.6 (+0.9 GB), vllm 0.33.0
+# (--no-deps: it pins torch 2.14; +0.9 GB, with the few packages its tiering needs) — is made once
 # per machine under ${RASA_ENGINES_BASE:-~/.cache/rasa/engines-<pins>} and shared by every
 # checkout (a .pth file puts its packages on target/engines-venv's path): a fresh clone
 # does not download and unpack it again. It is detected by importing the pinned versions.
@@ -15,7 +16,10 @@
 # kept next to it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TORCH=2.15.0 LMCACHE=0.5.6
+TORCH=2.15.0 LMCACHE=0.5.6 VLLM=0.33.0
+# What vLLM's KV-offloading code imports on CPU (vllm itself goes in --no-deps).
+VLLM_DEPS=(cbor2==6.3.0 openai-harmony==0.0.8 openai==3.57.0 cloudpickle==3.1.3 uvloop==0.23.0
+  xgrammar==0.2.8 partial-json-parser==0.2.1.1.post7 llguidance==1.7.6 pillow==13.0.0 pybase64==1.5.1)
 test=0
 for arg in "$@"; do
   case "$arg" in
@@ -31,22 +35,40 @@ import importlib.metadata as m, torch, lmcache
 assert m.version("torch") == "$TORCH" and m.version("lmcache") == "$LMCACHE"
 PY
 }
+with_vllm() {
+  "$base/bin/python" - <<PY 2>/dev/null
+import importlib.metadata as m
+import vllm.v1.kv_offload.tiering.base
+assert m.version("vllm") == "$VLLM"
+PY
+}
+pip_q() { "$base/bin/pip" install -q --no-cache-dir --disable-pip-version-check "$@"; }
 if ! pinned; then
   echo "engines: making the base at $base (torch $TORCH, lmcache $LMCACHE: ~3 GB download, ~6.5 GB installed, several minutes)" >&2
   rm -rf "$base"
   "$python" -m venv "$base"
-  "$base/bin/pip" install -q --no-cache-dir --disable-pip-version-check "torch==$TORCH" "lmcache==$LMCACHE"
+  pip_q "torch==$TORCH" "lmcache==$LMCACHE"
   pinned || { echo "engines: the base does not import torch $TORCH and lmcache $LMCACHE" >&2; exit 1; }
 fi
-# The engines' own tests, from their source distributions (found through pip's index).
-sdists="$base/sdists"
-if [ ! -f "$sdists/lmcache-$LMCACHE/tests/v1/distributed/test_native_connector_l2_adapter.py" ]; then
-  mkdir -p "$sdists"
-  url=$(curl -fsS "https://pypi.org/simple/lmcache/" | grep -o "href=\"[^\"]*/lmcache-$LMCACHE.tar.gz[^\"]*\"" | head -1 | sed 's/^href="//; s/#.*//; s/"$//')
-  [ -n "$url" ] || { echo "engines: no sdist of lmcache $LMCACHE on the index" >&2; exit 1; }
-  curl -fsS -o "$sdists/lmcache-$LMCACHE.tar.gz" "$url"
-  tar -xzf "$sdists/lmcache-$LMCACHE.tar.gz" -C "$sdists" "lmcache-$LMCACHE/tests"
+if ! with_vllm; then
+  echo "engines: adding vllm $VLLM to the base (--no-deps; ~340 MB download, ~1 minute)" >&2
+  pip_q --no-deps "vllm==$VLLM"
+  pip_q "${VLLM_DEPS[@]}" 2>&1 | grep -v "^ERROR: pip's dependency resolver\|requires\|incompatible" >&2 || true
+  with_vllm || { echo "engines: the base does not import vllm $VLLM's KV offloading" >&2; exit 1; }
 fi
+sdist() { # NAME VERSION: the sdist's tests under $sdists (found through pip's index)
+  [ -d "$sdists/$1-$2/tests" ] && return 0
+  mkdir -p "$sdists"
+  local url
+  url=$(curl -fsS "https://pypi.org/simple/$1/" | grep -o "href=\"[^\"]*/$1-$2.tar.gz[^\"]*\"" | head -1 | sed 's/^href="//; s/#.*//; s/"$//')
+  [ -n "$url" ] || { echo "engines: no sdist of $1 $2 on the index" >&2; exit 1; }
+  curl -fsS -o "$sdists/$1-$2.tar.gz" "$url"
+  tar -xzf "$sdists/$1-$2.tar.gz" -C "$sdists" "$1-$2/tests"
+}
+# The engines' own tests, from their source distributions.
+sdists="$base/sdists"
+sdist lmcache "$LMCACHE"
+sdist vllm "$VLLM"
 
 venv=target/engines-venv
 site() { "$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
@@ -67,5 +89,11 @@ if [ "$test" = 1 ]; then
   python/engines/point_at_rasa.py \
     "$sdists/lmcache-$LMCACHE/tests/v1/distributed/test_native_connector_l2_adapter.py" \
     >"$work/test_native_connector_l2_adapter.py"
+  (cd "$work" && "$OLDPWD/$venv/bin/python" -m pytest -q -p no:cacheprovider .)
+  # vLLM's secondary-tier tests adapted to RasaTier, with vLLM's own helpers.
+  work=target/engines-tests/vllm
+  rm -rf "$work" && mkdir -p "$work"
+  cp python/engines/conftest.py python/engines/test_vllm_rasa_tier.py "$work/"
+  cp "$sdists/vllm-$VLLM/tests/v1/kv_offload/tiering/test_fs_tier.py" "$work/vllm_fs_tier.py"
   (cd "$work" && "$OLDPWD/$venv/bin/python" -m pytest -q -p no:cacheprovider .)
 fi
