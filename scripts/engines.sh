@@ -82,18 +82,19 @@ VIRTUAL_ENV="$PWD/$venv" "$venv/bin/maturin" develop -q --locked -m python/Cargo
 if [ "$test" = 1 ]; then
   cargo build -q --locked -p rasa-gateway --bins
   # LMCache's own contract test of native_plugin connectors, its fixtures pointed at
-  # RasaConnector against a real gateway (python/engines/conftest.py starts it).
+  # RasaConnector against a real gateway (python/engines/conftest.py starts it), and
+  # LMCache's StorageManager storing to Rasa and loading back (test_lmcache_rasa.py).
   work=target/engines-tests/lmcache
   rm -rf "$work" && mkdir -p "$work"
-  cp python/engines/conftest.py "$work/"
+  cp python/engines/conftest.py python/engines/test_lmcache_rasa.py "$work/"
   python/engines/point_at_rasa.py \
     "$sdists/lmcache-$LMCACHE/tests/v1/distributed/test_native_connector_l2_adapter.py" \
     >"$work/test_native_connector_l2_adapter.py"
-  (cd "$work" && "$OLDPWD/$venv/bin/python" -m pytest -q -p no:cacheprovider .)
+  (cd "$work" && "$OLDPWD/$venv/bin/python" -m pytest -q -p no:cacheprovider --disable-warnings .)
   # vLLM's secondary-tier tests adapted to RasaTier, with vLLM's own helpers.
   work=target/engines-tests/vllm
   rm -rf "$work" && mkdir -p "$work"
   cp python/engines/conftest.py python/engines/test_vllm_rasa_tier.py "$work/"
   cp "$sdists/vllm-$VLLM/tests/v1/kv_offload/tiering/test_fs_tier.py" "$work/vllm_fs_tier.py"
-  (cd "$work" && "$OLDPWD/$venv/bin/python" -m pytest -q -p no:cacheprovider .)
+  (cd "$work" && "$OLDPWD/$venv/bin/python" -m pytest -q -p no:cacheprovider --disable-warnings .)
 fi

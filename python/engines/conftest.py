@@ -23,12 +23,10 @@ def _gateway_bin() -> str:
     return path
 
 
-@pytest.fixture(scope="session", autouse=True)
-def rasa_gateway():
-    """Starts the gateway and publishes its URL to the tests (``RASA_ENDPOINT``)."""
+def start_gateway(*args: str) -> tuple[subprocess.Popen, str]:
+    """A gateway with ``args`` (fast path over ``tcp;ofi_rxm``), and its URL."""
     proc = subprocess.Popen(
-        [_gateway_bin(), "--listen", "127.0.0.1:0", "--memory", "512MiB",
-         "--fast-path", "on", "--fabric-provider", "tcp;ofi_rxm"],
+        [_gateway_bin(), "--fast-path", "on", "--fabric-provider", "tcp;ofi_rxm", *args],
         stdout=subprocess.PIPE,
         stderr=None if os.environ.get("RASA_TEST_LOG") else subprocess.DEVNULL,
         env={**os.environ, "RUST_LOG": "warn"},
@@ -39,17 +37,32 @@ def rasa_gateway():
     if not line.startswith(prefix):
         proc.kill()
         raise RuntimeError(f"unexpected first line from the gateway: {line!r}")
-    os.environ["RASA_ENDPOINT"] = line[len(prefix):]
-    yield os.environ["RASA_ENDPOINT"]
+    return proc, line[len(prefix):]
+
+
+def stop_gateway(proc: subprocess.Popen) -> None:
+    """Stops a gateway as an operator would (SIGTERM: memory written down to its disk
+    tier, if it has one)."""
     proc.send_signal(signal.SIGTERM)
     try:
-        proc.wait(timeout=10)
+        proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         proc.kill()
+        raise RuntimeError("the gateway did not stop within 20 s of SIGTERM") from None
 
 
-def rasa_connector():
+@pytest.fixture(scope="session", autouse=True)
+def rasa_gateway():
+    """Starts the gateway and publishes its URL to the tests (``RASA_ENDPOINT``)."""
+    proc, url = start_gateway("--listen", "127.0.0.1:0", "--memory", "512MiB")
+    os.environ["RASA_ENDPOINT"] = url
+    yield url
+    stop_gateway(proc)
+
+
+def rasa_connector(**params):
     """A ``RasaConnector`` on the session's gateway, under a fresh key prefix."""
     from rasa_client.lmcache import RasaConnector
 
-    return RasaConnector(endpoint=os.environ["RASA_ENDPOINT"], prefix=f"t{uuid.uuid4().hex}/", timeout=10)
+    params = {"prefix": f"t{uuid.uuid4().hex}/", "timeout": 10, **params}
+    return RasaConnector(endpoint=os.environ["RASA_ENDPOINT"], **params)

@@ -158,9 +158,11 @@ class Client:
         keys: Sequence[str],
         out: Buffer | Sequence[Buffer] | RegisteredBuffer,
         offsets: Sequence[int] | None = None,
+        lengths: Sequence[int] | None = None,
     ) -> list[int | None | Exception]:
-        """Reads keys into a buffer each, or one buffer cut at ``offsets`` (a
-        ``RegisteredBuffer``: each value lands at its offset with no copy one-sided)."""
+        """Reads keys into a buffer each, or one buffer cut at ``offsets`` (each region
+        running to the next offset, or for ``lengths`` bytes when given, in any order; a
+        ``RegisteredBuffer``: each value lands in place with no copy one-sided)."""
     def get_range_into(self, key: str, start: int, end: int, out: Buffer) -> int:
         """Reads bytes ``start``..``end`` of ``key`` into the front of ``out``; returns the
         bytes written."""
@@ -237,9 +239,11 @@ class AsyncClient:
         keys: Sequence[str],
         out: Buffer | Sequence[Buffer] | RegisteredBuffer,
         offsets: Sequence[int] | None = None,
+        lengths: Sequence[int] | None = None,
     ) -> Awaitable[list[int | None | Exception]]:
-        """Reads keys into a buffer each, or one buffer cut at ``offsets`` (a
-        ``RegisteredBuffer``: each value lands at its offset with no copy one-sided)."""
+        """Reads keys into a buffer each, or one buffer cut at ``offsets`` (each region
+        running to the next offset, or for ``lengths`` bytes when given, in any order; a
+        ``RegisteredBuffer``: each value lands in place with no copy one-sided)."""
     def get_range_into(self, key: str, start: int, end: int, out: Buffer) -> Awaitable[int]:
         """Reads bytes ``start``..``end`` of ``key`` into the front of ``out``."""
     def get_range(self, key: str, start: int, end: int) -> Awaitable[Object]:

@@ -9,17 +9,20 @@ them to its L2 adapters. Point it at Rasa with::
 
 Each batch goes to the gateway as Rasa batches: a store is one ``put_many`` (one request
 per 1000 chunks or 64 MiB), a load one ``get_many_into`` (one descriptor request, then the
-one-sided reads straight into LMCache's buffers, in flight together; HTTP where the fast
-path is not available), an existence check asks the gateway's index (memory and disk
-tier) and reads no value. The work runs on the connector's own threads with the GIL
+one-sided reads in flight together; HTTP where the fast path is not available), an
+existence check one ``exists_many`` (the gateway's index, memory and disk tier: no value is
+read). Loads land in LMCache's buffers with no copy: the L1 arena they point into is
+registered with the client once, the first time a chunk is loaded into it
+(``rasa_client._arena``), not per buffer. The work runs on the connector's own threads with the GIL
 released while bytes move; each batch's completion is signalled on the eventfd LMCache
 polls.
 
 ``adapter_params``: ``endpoint`` (a gateway, or members of a cluster separated by commas),
 ``namespace`` (the tenant: its quota evicts its own chunks only), ``token``, ``ca_file``,
 ``timeout`` (seconds, a whole call), ``fast_path`` (``"auto"``, ``"off"``, ``"required"``),
-``prefix`` (put before every key: deployments sharing a namespace) and ``workers`` (batches
-in flight at once).
+``prefix`` (put before every key: deployments sharing a namespace), ``workers`` (batches
+in flight at once) and ``register_arena`` (``True``; ``False`` reads into each buffer with
+one copy, never registering LMCache's memory).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from . import Client
+from ._arena import Arenas
 
 Completion = tuple[int, bool, str, "list[bool] | None"]
 
@@ -48,6 +52,7 @@ class RasaConnector:
         fast_path: str = "auto",
         prefix: str = "",
         workers: int = 2,
+        register_arena: bool = True,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -60,6 +65,7 @@ class RasaConnector:
             fast_path=fast_path,
         )
         self._prefix = prefix
+        self.arenas = Arenas(self._client) if register_arena else None
         self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rasa-lmcache")
         self._lock = threading.Lock()
@@ -125,7 +131,15 @@ class RasaConnector:
         return True, "", None
 
     def _get(self, names: list[str], views: list[memoryview]) -> tuple[bool, str, None]:
-        got = self._client.get_many_into(names, views)
+        if self.arenas is None:
+            got = self._client.get_many_into(names, views)
+        else:
+            with self.arenas.placed(views) as spot:
+                if spot is None:
+                    got = self._client.get_many_into(names, views)
+                else:
+                    arena, offsets, lengths = spot
+                    got = self._client.get_many_into(names, arena, offsets=offsets, lengths=lengths)
         for name, n, view in zip(names, got, views, strict=True):
             if n is None:
                 return False, f"{name}: not stored", None
