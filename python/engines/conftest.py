@@ -64,5 +64,5 @@ def rasa_connector(**params):
     """A ``RasaConnector`` on the session's gateway, under a fresh key prefix."""
     from rasa_client.lmcache import RasaConnector
 
-    params = {"prefix": f"t{uuid.uuid4().hex}/", "timeout": 10, **params}
-    return RasaConnector(endpoint=os.environ["RASA_ENDPOINT"], **params)
+    params = {"endpoint": os.environ["RASA_ENDPOINT"], "prefix": f"t{uuid.uuid4().hex}/", "timeout": 10, **params}
+    return RasaConnector(**params)

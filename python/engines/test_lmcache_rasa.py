@@ -114,7 +114,7 @@ def test_lmcache_storage_manager_loads_its_chunks_back_from_rasa():
         written = store(sm, keys, endpoint, prefix)
         load_back(sm, keys, written)
         connector = sm._l2_adapters[0]._client  # type: ignore[attr-defined]
-        assert connector.arenas.registered == 1, "the L1 arena registered once"
+        assert connector.tenant(None).arenas.registered == 1, "the L1 arena registered once"
     finally:
         sm.close()
 
@@ -179,14 +179,56 @@ def test_loads_land_in_the_arena_with_no_copy(fast_path):
 
         assert wait(c.submit_batch_set(names, views(range(8))))[1]
         for rows in ([8, 9, 10, 11, 12, 13, 14, 15], [31, 20, 25, 16, 17, 18, 19, 30]):
-            before = c._client.stats()["bytes_copied"]
+            before = c.tenant(None).client.stats()["bytes_copied"]
             fid, ok, err, _ = wait(c.submit_batch_get(names, views(rows)))
             assert ok, err
             for i, r in enumerate(rows):
                 assert (arena[r * size : (r + 1) * size] == want[i * size : (i + 1) * size]).all()
-            copied = c._client.stats()["bytes_copied"] - before
+            copied = c.tenant(None).client.stats()["bytes_copied"] - before
             assert copied == (0 if fast_path == "required" else 8 * size)
-        assert c.arenas.registered == 1, "one registration of the arena for both batches"
+        assert c.tenant(None).arenas.registered == 1, "one registration of the arena for both batches"
         assert not arena[21 * size : 25 * size].any(), "rows no load named are untouched"
     finally:
         c.close()
+
+
+def test_each_tenant_has_its_namespace_and_evicts_only_its_own(tmp_path):
+    """``namespace_by="cache_salt"``: a salted chunk goes to the namespace its salt names;
+    a tenant that overfills its quota evicts its own chunks, never another's."""
+    (tmp_path / "namespaces").write_text("tenant-a 8MiB\ntenant-b 8MiB\n")
+    proc, url = start_gateway(
+        "--listen", "127.0.0.1:0", "--memory", "64MiB", "--arena-size", "1MiB",
+        "--max-object-size", "1MiB", "--namespaces", str(tmp_path / "namespaces"),
+    )
+    c = rasa_connector(endpoint=url, namespace_by="cache_salt", prefix="")
+    try:
+        done: list = []
+
+        def run(fid: int) -> tuple:
+            until(lambda: done.extend(c.drain_completions()) or any(d[0] == fid for d in done), f"batch {fid}")
+            return next(d for d in done if d[0] == fid)
+
+        def salted(salt: str, n: int, first: int = 0) -> list[str]:
+            return [f"llama@00000000@0@{i:08x}@{salt}" for i in range(first, first + n)]
+
+        chunk = memoryview(bytearray(512 << 10))
+        a, b, plain = salted("tenant-a", 6), salted("tenant-b", 40), ["llama@00000000@0@ffff"]
+        # tenant-b stores 20 MiB, 2 MiB a batch, into its 8 MiB.
+        for keys in (a, plain, *(b[i : i + 4] for i in range(0, len(b), 4))):
+            fid, ok, err, _ = run(c.submit_batch_set(keys, [chunk] * len(keys)))
+            assert ok, err
+        with Client(url, namespace="tenant-a") as ta, Client(url) as default:
+            assert len(ta.list("llama").items) == 6, "tenant-a's chunks are in tenant-a"
+            assert [i.key for i in default.list("llama").items] == plain, "unsalted stay in default"
+        # tenant-b wrote 20 MiB into 8: it evicted its own oldest; tenant-a lost nothing.
+        assert run(c.submit_batch_exists(a))[3] == [True] * 6
+        there_b = run(c.submit_batch_exists(b))[3]
+        assert not all(there_b) and there_b[-1], f"tenant-b kept its newest only: {there_b}"
+        assert metric(url, 'rasa_namespace_evictions_total{namespace="tenant-a"}') == 0
+        assert metric(url, 'rasa_namespace_evictions_total{namespace="tenant-b"}') > 0
+        # A salt with no namespace is refused, named, for that batch alone.
+        fid, ok, err, _ = run(c.submit_batch_set(salted("nobody", 1), [chunk]))
+        assert not ok and "namespace" in err, err
+    finally:
+        c.close()
+        stop_gateway(proc)

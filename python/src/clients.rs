@@ -76,6 +76,7 @@ macro_rules! methods {
                                                 retries_when_busy = 2,
                                                 discover_cluster = true,
                                                 namespace = None,
+                                                lease_puts = None,
                                             ))]
             #[allow(clippy::too_many_arguments)]
             fn new(
@@ -92,6 +93,7 @@ macro_rules! methods {
                 retries_when_busy: u32,
                 discover_cluster: bool,
                 namespace: Option<String>,
+                lease_puts: Option<bool>,
             ) -> PyResult<Self> {
                 let config = Config {
                     endpoint,
@@ -107,6 +109,7 @@ macro_rules! methods {
                     retries_when_busy,
                     discover_cluster,
                     namespace,
+                    lease_puts,
                 }
                 .checked()?;
                 Ok(Self {

@@ -32,6 +32,8 @@ pub(crate) struct Config {
     pub(crate) retries_when_busy: u32,
     pub(crate) discover_cluster: bool,
     pub(crate) namespace: Option<String>,
+    /// Whether writes ask for a leased descriptor (`None`: when the fast path is not off).
+    pub(crate) lease_puts: Option<bool>,
 }
 
 /// How long an HTTP exchange may go without progress when `timeout=None` (no total limit).
@@ -103,6 +105,9 @@ impl Config {
         if let Some(ns) = &self.namespace {
             b = b.namespace(ns.clone());
         }
+        if let Some(on) = self.lease_puts {
+            b = b.lease_puts(on);
+        }
         b.build().py()
     }
 
@@ -122,6 +127,7 @@ impl Config {
         d.set_item("retries_when_busy", self.retries_when_busy)?;
         d.set_item("discover_cluster", self.discover_cluster)?;
         d.set_item("namespace", &self.namespace)?;
+        d.set_item("lease_puts", self.lease_puts)?;
         Ok(d)
     }
 

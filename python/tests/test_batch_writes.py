@@ -73,3 +73,15 @@ def test_a_refused_value_is_raised_with_every_result_and_the_others_are_stored(o
         assert "1 of 3 items were not stored" in "".join(getattr(e.value, "__notes__", []))
         assert bytes(c.get(f"{prefix}/a")) == b"a" * 10 and bytes(c.get(f"{prefix}/c")) == b"c"
         assert not c.exists(f"{prefix}/big")
+
+
+def test_lease_puts_off_takes_no_lease(gateway):
+    """``lease_puts=False``: a write's descriptor carries no lease (its memory is never
+    held for it); the default with the fast path on leases each."""
+    items = blocks(4, 4096)
+    with rasa_client.Client(gateway.url, lease_puts=False) as c:
+        assert all(d.lease_ms == 0 for d in c.put_many(items))
+        assert c.put("kv/nolease/one", b"x").lease_ms == 0
+        assert c._config()["lease_puts"] is False
+    with rasa_client.Client(gateway.url, fast_path="auto") as c:
+        assert all(d.lease_ms > 0 for d in c.put_many(items))

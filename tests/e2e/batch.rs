@@ -271,3 +271,54 @@ async fn the_cli_puts_and_removes_many_in_one_request_each() {
     assert_eq!(status_of(&gw, "cli/a.bin").await, 404);
     assert_eq!(status_of(&gw, "cli/named").await, 404);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_larger_than_memory_stores_what_fits_and_refuses_the_rest_at_once() {
+    // 40 × 512 KiB into 16 MiB: the batch's own values, unpublished until it ends, fill
+    // the memory; the rest cannot fit however long they wait. (They waited a lease each:
+    // 10 s per value, minutes for the batch.)
+    let gw = Gateway::start(&[
+        "--memory",
+        "16MiB",
+        "--arena-size",
+        "1MiB",
+        "--max-object-size",
+        "1MiB",
+    ]);
+    let values: Vec<(String, Vec<u8>)> = (0..40u64)
+        .map(|i| (format!("big/{i}"), pattern(512 << 10, i)))
+        .collect();
+    let refs: Vec<(&str, &[u8])> = values
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_slice()))
+        .collect();
+    let started = std::time::Instant::now();
+    let r = post(&gw, body_of(&refs)).await;
+    let took = started.elapsed();
+    assert_eq!(r.status(), 200);
+    let results = r.json::<PutBatchResponse>().await.unwrap().results;
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "the batch took {took:?}"
+    );
+    let stored: Vec<usize> = (0..40).filter(|&i| results[i].error.is_none()).collect();
+    assert!(
+        !stored.is_empty() && stored.len() < 40,
+        "{} stored",
+        stored.len()
+    );
+    for r in results.iter().filter(|r| r.error.is_some()) {
+        let p = r.error.as_ref().unwrap();
+        assert_eq!(
+            p.code,
+            ProblemCode::InsufficientStorage,
+            "{}: {}",
+            r.key,
+            p.detail
+        );
+    }
+    for &i in &stored {
+        let got = bytes_of(http().get(gw.url(&format!("/v1/objects/{}", values[i].0)))).await;
+        assert_eq!(got, values[i].1, "{}", values[i].0);
+    }
+}

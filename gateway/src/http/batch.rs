@@ -85,14 +85,32 @@ async fn put_all(
     let hopped = parts.headers.contains_key(HOP_HEADER);
     let mut owners: Vec<ClusterMember> = Vec::new();
     let mut slots = Vec::with_capacity(items.len());
+    // The values share one wait for room, and only while leases are out (what a wait
+    // can free): those that do not fit then are refused at once. (A wait per value, for
+    // room the batch's own unpublished values hold, kept a batch larger than its memory
+    // busy for a lease per value.)
+    let store = objects.store();
+    let leased = store.memory().leases_end() > std::time::SystemTime::now();
+    let until = std::time::Instant::now() + leased.then(|| store.room_wait()).unwrap_or_default();
+    // Bytes of this batch's values held here, unpublished: no wait makes room for more
+    // than the budget less these.
+    let mut held = 0u64;
     for item in items {
-        let slot = match place(st, &item, hopped) {
+        // A value stored here must fit beside the batch's others.
+        let placed = place(st, &item, hopped).and_then(|at| match at {
+            None => fits(objects.store(), held, &item).map(|()| None),
+            away => Ok(away),
+        });
+        let slot = match placed {
             Err(e) => {
                 body.skip(item.length, &item.key).await?;
                 Slot::Failed(e)
             }
-            Ok(None) => match receive(objects.store(), &item, &mut body).await? {
-                Ok(sealed) => Slot::Here(Box::new(sealed)),
+            Ok(None) => match receive(objects.store(), &item, &mut body, until).await? {
+                Ok(sealed) => {
+                    held += item.length;
+                    Slot::Here(Box::new(sealed))
+                }
                 Err(e) => Slot::Failed(e),
             },
             Ok(Some(owner)) => {
@@ -168,6 +186,21 @@ fn place(
     fanout::write_owner(st, &item.key, hopped)
 }
 
+/// Whether `item` can fit in `store` beside the `held` bytes of its batch (values stored
+/// only when the batch ends, so never evicted for it): if not, it is refused at once.
+fn fits(store: &Store, held: u64, item: &PutBatchItem) -> Result<(), ApiError> {
+    let budget = store.memory().budget();
+    match held.saturating_add(item.length) > budget {
+        true => Err(crate::store::StoreError::InsufficientStorage {
+            needed: item.length,
+            allocated: held,
+            budget,
+        }
+        .into()),
+        false => Ok(()),
+    }
+}
+
 /// Streams `item`'s bytes into a new upload, sealed. A value the store refuses (no
 /// memory) is its own failure, the rest of its bytes dropped; a body that breaks fails
 /// the batch.
@@ -175,16 +208,20 @@ async fn receive(
     store: &Store,
     item: &PutBatchItem,
     body: &mut Framed<'_>,
+    until: std::time::Instant,
 ) -> Result<Result<Sealed, ApiError>, ApiError> {
     let ctype = item
         .content_type
         .as_deref()
         .unwrap_or(crate::media::DEFAULT_CONTENT_TYPE);
-    let mut upload = match store.begin_streaming(&item.key, ctype, item.length).await {
+    let mut upload = match store
+        .begin_streaming_until(&item.key, ctype, item.length, until)
+        .await
+    {
         Ok(u) => u,
         Err(e) => {
             body.skip(item.length, &item.key).await?;
-            return Ok(Err(e.into()));
+            return Ok(Err(no_room(store, item, e)));
         }
     };
     let mut left = item.length;
@@ -197,6 +234,24 @@ async fn receive(
         }
     }
     Ok(store.seal(upload).map_err(ApiError::from))
+}
+
+/// Why `item` found no room: busy while leases hold memory (a retry can succeed), else
+/// out of memory — what is not leased is being written (this batch's values among it).
+fn no_room(store: &Store, item: &PutBatchItem, e: crate::store::StoreError) -> ApiError {
+    use crate::store::StoreError;
+    let m = store.memory();
+    match e {
+        StoreError::Busy { .. } if m.leases_end() <= std::time::SystemTime::now() => {
+            StoreError::InsufficientStorage {
+                needed: item.length,
+                allocated: m.allocated(),
+                budget: m.budget(),
+            }
+            .into()
+        }
+        e => e.into(),
+    }
 }
 
 /// `item`'s bytes, as they arrived, for another member.

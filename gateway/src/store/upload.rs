@@ -10,7 +10,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rasa_fastpath::buffer::WriteSlot;
 use rasa_fastpath::frame::{self, FrameHasher, FrameIdentity, HEADER_LEN};
@@ -42,7 +42,8 @@ impl Store {
         content_type: &str,
         len: u64,
     ) -> Result<Upload, StoreError> {
-        self.begin_with(key, content_type, len, false).await
+        let until = Instant::now() + room_wait(&self.config);
+        self.begin_with(key, content_type, len, false, until).await
     }
 
     /// [`Store::begin`] for a body that is still arriving, written with [`Store::write`]:
@@ -54,7 +55,27 @@ impl Store {
         content_type: &str,
         len: u64,
     ) -> Result<Upload, StoreError> {
-        self.begin_with(key, content_type, len, true).await
+        let until = Instant::now() + room_wait(&self.config);
+        self.begin_with(key, content_type, len, true, until).await
+    }
+
+    /// [`Store::begin_streaming`] waiting for room (here and in its writes) at most until
+    /// `until`, not a lease plus twice the grace from each call: the values of one batch
+    /// share one wait, so a batch that cannot fit is refused value by value at once
+    /// rather than after a wait per value.
+    pub async fn begin_streaming_until(
+        &self,
+        key: &str,
+        content_type: &str,
+        len: u64,
+        until: Instant,
+    ) -> Result<Upload, StoreError> {
+        self.begin_with(key, content_type, len, true, until).await
+    }
+
+    /// How long one write waits for room at most: a lease plus twice the grace.
+    pub fn room_wait(&self) -> Duration {
+        room_wait(&self.config)
     }
 
     async fn begin_with(
@@ -63,6 +84,7 @@ impl Store {
         content_type: &str,
         len: u64,
         growing: bool,
+        until: Instant,
     ) -> Result<Upload, StoreError> {
         let never = || StoreError::InsufficientStorage {
             needed: len,
@@ -84,7 +106,7 @@ impl Store {
         let staging = match frame_len <= self.config.arena_size {
             true => Some(
                 self.staging
-                    .take(frame_len, room_wait(&self.config))
+                    .take(frame_len, until.saturating_duration_since(Instant::now()))
                     .await
                     .ok_or(StoreError::Busy {
                         retry_after: self.config.lease + self.config.grace,
@@ -95,7 +117,7 @@ impl Store {
         let (arena, slot) = self
             .with_room(
                 || reserve_frame(&self.arenas, frame_len, growing),
-                room_wait(&self.config),
+                until.saturating_duration_since(Instant::now()),
             )
             .await?;
         // The id is fixed now: the block table, written as the body arrives, is seeded
@@ -117,6 +139,7 @@ impl Store {
             arena,
             slot: Some(slot),
             staged: staging.map(|permit| (vec![0u8; frame_len], permit)),
+            until,
             origin: OriginMeta::default(),
             s3_etag: None,
             headers: None,
@@ -157,14 +180,14 @@ impl Store {
 
     /// Appends the next body chunk of an upload begun with [`Store::begin_streaming`] (or
     /// [`Store::begin`]), first charging its arena for it when the arena grows with its
-    /// value. When the budget is full, makes room and waits as [`Store::begin`] does, then
-    /// answers [`StoreError::Busy`].
+    /// value. When the budget is full, makes room and waits as [`Store::begin`] does (until
+    /// the upload's deadline), then answers [`StoreError::Busy`].
     pub async fn write(&self, upload: &mut Upload, chunk: &[u8]) -> Result<(), StoreError> {
         if let Some(upto) = upload.charge_needed(chunk.len() as u64) {
             let arena = &upload.arena;
             self.with_room(
                 || Ok(self.arenas.charge(arena, upto).then_some(())),
-                room_wait(&self.config),
+                upload.until.saturating_duration_since(Instant::now()),
             )
             .await?;
         }
@@ -306,6 +329,8 @@ pub struct Upload {
     /// The frame being written, outside advertised memory (values for a shared arena),
     /// and the staging memory it holds.
     staged: Option<(Vec<u8>, OwnedSemaphorePermit)>,
+    /// When its writes stop waiting for room.
+    until: Instant,
     origin: OriginMeta,
     s3_etag: Option<Box<str>>,
     headers: Option<Box<super::ObjectHeaders>>,

@@ -93,6 +93,10 @@ class Client(_native.Client):
             to its owner.
         namespace: the namespace the keys are in (a gateway run with ``--namespaces``);
             default: the default namespace.
+        lease_puts: whether a write asks for a descriptor to read its value one-sided (the
+            gateway then leases the new version, and its memory waits for the lease
+            before reuse); default: unless ``fast_path="off"``. A writer whose values
+            are read later, with descriptors asked for then (a KV cache), turns it off.
     """
 
     @classmethod

@@ -129,6 +129,7 @@ class Client:
         retries_when_busy: int = 2,
         discover_cluster: bool = True,
         namespace: str | None = None,
+        lease_puts: bool | None = None,
     ) -> Client: ...
     def put(
         self,
@@ -211,6 +212,7 @@ class AsyncClient:
         retries_when_busy: int = 2,
         discover_cluster: bool = True,
         namespace: str | None = None,
+        lease_puts: bool | None = None,
     ) -> AsyncClient: ...
     def put(
         self,

@@ -13,16 +13,23 @@ one-sided reads in flight together; HTTP where the fast path is not available), 
 existence check one ``exists_many`` (the gateway's index, memory and disk tier: no value is
 read). Loads land in LMCache's buffers with no copy: the L1 arena they point into is
 registered with the client once, the first time a chunk is loaded into it
-(``rasa_client._arena``), not per buffer. The work runs on the connector's own threads with the GIL
-released while bytes move; each batch's completion is signalled on the eventfd LMCache
-polls.
+(``rasa_client._arena``), not per buffer. The work runs on the connector's own threads
+with the GIL released while bytes move; each batch's completion is signalled on the eventfd
+LMCache polls.
 
 ``adapter_params``: ``endpoint`` (a gateway, or members of a cluster separated by commas),
 ``namespace`` (the tenant: its quota evicts its own chunks only), ``token``, ``ca_file``,
 ``timeout`` (seconds, a whole call), ``fast_path`` (``"auto"``, ``"off"``, ``"required"``),
 ``prefix`` (put before every key: deployments sharing a namespace), ``workers`` (batches
-in flight at once) and ``register_arena`` (``True``; ``False`` reads into each buffer with
+in flight at once), ``register_arena`` (``True``; ``False`` reads into each buffer with
 one copy, never registering LMCache's memory).
+
+Tenancy: ``namespace_by`` puts each chunk in a namespace of its own tenant's —
+``"cache_salt"`` (the request's ``cache_salt``, which LMCache appends to salted keys;
+unsalted chunks stay in ``namespace``) or ``"model"`` (the model's name) — named as is, or
+as ``namespace_map`` (``{"salt-or-model": "namespace"}``) says, others staying in
+``namespace``. Each namespace must exist on the gateway (``--namespaces``), with its own
+quota: one tenant's chunks evict only its own. The token must be allowed in each.
 """
 
 from __future__ import annotations
@@ -31,12 +38,32 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from . import Client
 from ._arena import Arenas
 
 Completion = tuple[int, bool, str, "list[bool] | None"]
+
+
+@dataclass
+class Tenant:
+    """One namespace's client, and the arenas registered with it."""
+
+    client: Client
+    arenas: Arenas | None
+
+    def read(self, names: list[str], views: list[memoryview]) -> list[Any]:
+        """``get_many_into`` the views: in place in their registered arena when they all
+        lie in one, else into each view (one copy)."""
+        if self.arenas is None:
+            return self.client.get_many_into(names, views)
+        with self.arenas.placed(views) as spot:
+            if spot is None:
+                return self.client.get_many_into(names, views)
+            arena, offsets, lengths = spot
+            return self.client.get_many_into(names, arena, offsets=offsets, lengths=lengths)
 
 
 class RasaConnector:
@@ -53,25 +80,36 @@ class RasaConnector:
         prefix: str = "",
         workers: int = 2,
         register_arena: bool = True,
+        namespace_by: str | None = None,
+        namespace_map: dict[str, str] | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
-        self._client = Client(
-            endpoint,
-            namespace=namespace,
-            token=token,
-            ca_file=ca_file,
-            timeout=timeout,
-            fast_path=fast_path,
-        )
+        if namespace_by not in (None, "cache_salt", "model"):
+            raise ValueError(f"namespace_by is 'cache_salt', 'model' or None, not {namespace_by!r}")
+        self._params = {
+            "endpoint": endpoint,
+            "token": token,
+            "ca_file": ca_file,
+            "timeout": timeout,
+            "fast_path": fast_path,
+            # A stored chunk is read later with a descriptor asked for then: its write
+            # takes no lease, so a tenant's full quota evicts its oldest chunks at once.
+            "lease_puts": False,
+        }
+        self._register_arena = register_arena
+        self._namespace = namespace
+        self._namespace_by = namespace_by
+        self._namespace_map = dict(namespace_map or {})
+        self._tenants: dict[str | None, Tenant] = {}
         self._prefix = prefix
-        self.arenas = Arenas(self._client) if register_arena else None
         self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rasa-lmcache")
         self._lock = threading.Lock()
         self._next_id = 1
         self._done: list[Completion] = []
         self._closed = False
+        self.tenant(namespace)  # the default namespace's client, made now: bad params fail here
 
     # --- the native_plugin contract
 
@@ -81,26 +119,28 @@ class RasaConnector:
 
     def submit_batch_set(self, keys: Sequence[str], memoryviews: Sequence[memoryview]) -> int:
         """Stores each chunk under its key (one Rasa batch); the batch's id."""
-        pairs = list(zip(self._keys(keys), memoryviews, strict=True))
-        return self._submit(lambda: self._set(pairs))
+        keys, views = list(keys), list(memoryviews)
+        if len(keys) != len(views):
+            raise ValueError("one buffer per key")
+        return self._submit(lambda: self._set(keys, views))
 
     def submit_batch_get(self, keys: Sequence[str], memoryviews: Sequence[memoryview]) -> int:
         """Reads each chunk into its buffer; the batch succeeds when every chunk was found
         and filled its buffer exactly."""
-        names, views = self._keys(keys), list(memoryviews)
-        if len(names) != len(views):
+        keys, views = list(keys), list(memoryviews)
+        if len(keys) != len(views):
             raise ValueError("one buffer per key")
-        return self._submit(lambda: self._get(names, views))
+        return self._submit(lambda: self._get(keys, views))
 
     def submit_batch_exists(self, keys: Sequence[str]) -> int:
         """Whether each key is stored (the gateway's index; no value is read)."""
-        names = self._keys(keys)
-        return self._submit(lambda: (True, "", self._client.exists_many(names)))
+        keys = list(keys)
+        return self._submit(lambda: (True, "", self._exists(keys)))
 
     def submit_batch_delete(self, keys: Sequence[str]) -> int:
         """Deletes each key; the result says which were there."""
-        names = self._keys(keys)
-        return self._submit(lambda: self._delete(names))
+        keys = list(keys)
+        return self._submit(lambda: self._delete(keys))
 
     def drain_completions(self) -> list[Completion]:
         """The batches completed since the last call, as ``(id, ok, error, bools)``."""
@@ -119,39 +159,76 @@ class RasaConnector:
         self._closed = True
         self._pool.shutdown(wait=True)
         os.close(self._efd)
-        self._client.close()
+        for t in self._tenants.values():
+            t.client.close()
+
+    # --- tenants
+
+    def tenant(self, namespace: str | None) -> Tenant:
+        """The client (and registered arenas) of ``namespace``, made on first use."""
+        with self._lock:
+            t = self._tenants.get(namespace)
+            if t is None:
+                client = Client(namespace=namespace, **self._params)
+                arenas = Arenas(client) if self._register_arena else None
+                t = self._tenants[namespace] = Tenant(client, arenas)
+            return t
+
+    def namespace_of(self, key: str) -> str | None:
+        """The namespace a chunk's key goes to: the connector's ``namespace``, or with
+        ``namespace_by`` the key's cache salt (salted keys only) or model name, looked up
+        in ``namespace_map`` when one is given."""
+        fields = key.split("@")
+        if self._namespace_by == "model":
+            by = fields[0]
+        elif self._namespace_by == "cache_salt" and len(fields) > 4:
+            by = fields[4]
+        else:
+            return self._namespace
+        if self._namespace_map:
+            return self._namespace_map.get(by, self._namespace)
+        return by
+
+    def _by_tenant(self, keys: Sequence[str]) -> list[tuple[Tenant, list[int], list[str]]]:
+        """The keys grouped by namespace: each tenant, the keys' places and Rasa names."""
+        groups: dict[str | None, list[int]] = {}
+        for i, k in enumerate(keys):
+            groups.setdefault(self.namespace_of(k), []).append(i)
+        return [
+            (self.tenant(ns), idx, [self._prefix + keys[i] for i in idx])
+            for ns, idx in groups.items()
+        ]
 
     # --- the work
 
-    def _keys(self, keys: Sequence[str]) -> list[str]:
-        return [self._prefix + k for k in keys]
-
-    def _set(self, pairs: list[tuple[str, memoryview]]) -> tuple[bool, str, None]:
-        self._client.put_many(pairs)
+    def _set(self, keys: Sequence[str], views: list[memoryview]) -> tuple[bool, str, None]:
+        for t, idx, names in self._by_tenant(keys):
+            t.client.put_many([(n, views[i]) for n, i in zip(names, idx, strict=True)])
         return True, "", None
 
-    def _get(self, names: list[str], views: list[memoryview]) -> tuple[bool, str, None]:
-        if self.arenas is None:
-            got = self._client.get_many_into(names, views)
-        else:
-            with self.arenas.placed(views) as spot:
-                if spot is None:
-                    got = self._client.get_many_into(names, views)
-                else:
-                    arena, offsets, lengths = spot
-                    got = self._client.get_many_into(names, arena, offsets=offsets, lengths=lengths)
-        for name, n, view in zip(names, got, views, strict=True):
-            if n is None:
-                return False, f"{name}: not stored", None
-            if isinstance(n, BaseException):
-                return False, f"{name}: {n}", None
-            if n != view.nbytes:
-                return False, f"{name}: {n} bytes stored, the buffer holds {view.nbytes}", None
+    def _get(self, keys: Sequence[str], views: list[memoryview]) -> tuple[bool, str, None]:
+        for t, idx, names in self._by_tenant(keys):
+            mine = [views[i] for i in idx]
+            for name, n, view in zip(names, t.read(names, mine), mine, strict=True):
+                if n is None:
+                    return False, f"{name}: not stored", None
+                if isinstance(n, BaseException):
+                    return False, f"{name}: {n}", None
+                if n != view.nbytes:
+                    return False, f"{name}: {n} bytes stored, the buffer holds {view.nbytes}", None
         return True, "", None
 
-    def _delete(self, names: list[str]) -> tuple[bool, str, list[bool]]:
-        there = self._client.exists_many(names)
-        self._client.delete_many(names)
+    def _exists(self, keys: Sequence[str]) -> list[bool]:
+        there = [False] * len(keys)
+        for t, idx, names in self._by_tenant(keys):
+            for i, found in zip(idx, t.client.exists_many(names), strict=True):
+                there[i] = found
+        return there
+
+    def _delete(self, keys: Sequence[str]) -> tuple[bool, str, list[bool]]:
+        there = self._exists(keys)
+        for t, _, names in self._by_tenant(keys):
+            t.client.delete_many(names)
         return True, "", there
 
     def _submit(self, work: Callable[[], tuple[bool, str, Any]]) -> int:

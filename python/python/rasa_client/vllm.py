@@ -116,6 +116,7 @@ class RasaTier(SecondaryTierManager):
             ca_file=ca_file,
             timeout=timeout,
             fast_path=fast_path,
+            lease_puts=False,  # chunks are read later, with descriptors asked for then
         )
         # The whole pool as bytes, registered once: loads land in its rows.
         self._rows = primary_kv_view.cast("B")
