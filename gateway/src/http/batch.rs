@@ -91,7 +91,11 @@ async fn put_all(
     // busy for a lease per value.)
     let store = objects.store();
     let leased = store.memory().leases_end() > std::time::SystemTime::now();
-    let until = std::time::Instant::now() + leased.then(|| store.room_wait()).unwrap_or_default();
+    let wait = match leased {
+        true => store.room_wait(),
+        false => std::time::Duration::ZERO,
+    };
+    let until = std::time::Instant::now() + wait;
     // Bytes of this batch's values held here, unpublished: no wait makes room for more
     // than the budget less these.
     let mut held = 0u64;
