@@ -86,7 +86,7 @@ if [ "$test" = 1 ]; then
   # LMCache's StorageManager storing to Rasa and loading back (test_lmcache_rasa.py).
   work=target/engines-tests/lmcache
   rm -rf "$work" && mkdir -p "$work"
-  cp python/engines/conftest.py python/engines/test_lmcache_rasa.py "$work/"
+  cp python/engines/conftest.py python/engines/test_lmcache_rasa.py python/engines/test_safetensors_torch.py "$work/"
   python/engines/point_at_rasa.py \
     "$sdists/lmcache-$LMCACHE/tests/v1/distributed/test_native_connector_l2_adapter.py" \
     >"$work/test_native_connector_l2_adapter.py"

@@ -85,17 +85,11 @@ async fn put_all(
     let hopped = parts.headers.contains_key(HOP_HEADER);
     let mut owners: Vec<ClusterMember> = Vec::new();
     let mut slots = Vec::with_capacity(items.len());
-    // The values share one wait for room, and only while leases are out (what a wait
-    // can free): those that do not fit then are refused at once. (A wait per value, for
-    // room the batch's own unpublished values hold, kept a batch larger than its memory
-    // busy for a lease per value.)
-    let store = objects.store();
-    let leased = store.memory().leases_end() > std::time::SystemTime::now();
-    let wait = match leased {
-        true => store.room_wait(),
-        false => std::time::Duration::ZERO,
-    };
-    let until = std::time::Instant::now() + wait;
+    // The values share one wait for room, as long as reclamation may free some (leases
+    // out, and their grace): those that do not fit then are refused at once. (A wait per
+    // value, for room the batch's own unpublished values hold, kept a batch larger than
+    // its memory busy for a lease per value.)
+    let until = objects.store().room_deadline();
     // Bytes of this batch's values held here, unpublished: no wait makes room for more
     // than the budget less these.
     let mut held = 0u64;

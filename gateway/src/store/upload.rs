@@ -59,10 +59,11 @@ impl Store {
         self.begin_with(key, content_type, len, true, until).await
     }
 
-    /// [`Store::begin_streaming`] waiting for room (here and in its writes) at most until
-    /// `until`, not a lease plus twice the grace from each call: the values of one batch
-    /// share one wait, so a batch that cannot fit is refused value by value at once
-    /// rather than after a wait per value.
+    /// [`Store::begin_streaming`] waiting for room in memory (here and in its writes) at
+    /// most until `until`, not a lease plus twice the grace from each call: the values of
+    /// one batch share one wait, so a batch that cannot fit is refused value by value at
+    /// once rather than after a wait per value. (Staging memory, which frees as other
+    /// uploads are sealed, is waited for as by any upload.)
     pub async fn begin_streaming_until(
         &self,
         key: &str,
@@ -73,9 +74,16 @@ impl Store {
         self.begin_with(key, content_type, len, true, until).await
     }
 
-    /// How long one write waits for room at most: a lease plus twice the grace.
-    pub fn room_wait(&self) -> Duration {
-        room_wait(&self.config)
+    /// Until when a wait for room in memory can still be rewarded: the last lease handed
+    /// out ends and its grace passes, twice (what reclamation waits for), but at most a
+    /// lease plus twice the grace from now, as any write waits.
+    pub fn room_deadline(&self) -> Instant {
+        let leased = self
+            .memory()
+            .leases_end()
+            .duration_since(std::time::SystemTime::now())
+            .unwrap_or_default();
+        Instant::now() + (leased + self.config.grace * 2).min(room_wait(&self.config))
     }
 
     async fn begin_with(
@@ -105,8 +113,9 @@ impl Store {
         // when sealed.)
         let staging = match frame_len <= self.config.arena_size {
             true => Some(
+                // Staging frees as other uploads seal: always worth its whole wait.
                 self.staging
-                    .take(frame_len, until.saturating_duration_since(Instant::now()))
+                    .take(frame_len, room_wait(&self.config))
                     .await
                     .ok_or(StoreError::Busy {
                         retry_after: self.config.lease + self.config.grace,

@@ -20,7 +20,8 @@ LMCache polls.
 ``adapter_params``: ``endpoint`` (a gateway, or members of a cluster separated by commas),
 ``namespace`` (the tenant: its quota evicts its own chunks only), ``token``, ``ca_file``,
 ``timeout`` (seconds, a whole call), ``fast_path`` (``"auto"``, ``"off"``, ``"required"``),
-``prefix`` (put before every key: deployments sharing a namespace), ``workers`` (batches
+``fabric_provider`` (``"shm"``, ``"tcp;ofi_rxm"``, ``"efa"``: which of the gateway's fast
+paths to read through; default: shm on the same host), ``prefix`` (put before every key: deployments sharing a namespace), ``workers`` (batches
 in flight at once), ``register_arena`` (``True``; ``False`` reads into each buffer with
 one copy, never registering LMCache's memory).
 
@@ -77,6 +78,7 @@ class RasaConnector:
         ca_file: str | None = None,
         timeout: float = 30.0,
         fast_path: str = "auto",
+        fabric_provider: str | None = None,
         prefix: str = "",
         workers: int = 2,
         register_arena: bool = True,
@@ -93,6 +95,7 @@ class RasaConnector:
             "ca_file": ca_file,
             "timeout": timeout,
             "fast_path": fast_path,
+            "fabric_provider": fabric_provider,
             # A stored chunk is read later with a descriptor asked for then: its write
             # takes no lease, so a tenant's full quota evicts its oldest chunks at once.
             "lease_puts": False,
