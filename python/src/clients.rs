@@ -306,6 +306,32 @@ macro_rules! methods {
                 $run(py, self.core.limit(), ops::exists_many(self.core.sdk()?, keys))
             }
 
+            /// Stores the file at `path` as a new version of `key`, streamed from disk
+            /// (memory does not grow with the file); its descriptor.
+            #[pyo3(signature = (key, path, *, content_type = None))]
+            fn put_file<'py>(
+                &self,
+                py: Python<'py>,
+                key: String,
+                path: std::path::PathBuf,
+                content_type: Option<String>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                $run(py, self.core.limit(), ops::put_file(self.core.sdk()?, key, path, content_type))
+            }
+
+            /// Writes `key`'s current version to the file `path`, streamed (memory does
+            /// not grow with the value): under a temporary name next to it, renamed into
+            /// place once whole and validated, so `path` never holds a partial value.
+            /// Returns the bytes written.
+            fn get_file<'py>(
+                &self,
+                py: Python<'py>,
+                key: String,
+                path: std::path::PathBuf,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                $run(py, self.core.limit(), ops::get_file(self.core.sdk()?, key, path))
+            }
+
             /// Deletes `key` (no error when it is absent).
             fn delete<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
                 $run(py, self.core.limit(), ops::delete(self.core.sdk()?, key))

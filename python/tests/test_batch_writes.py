@@ -85,3 +85,38 @@ def test_lease_puts_off_takes_no_lease(gateway):
         assert c._config()["lease_puts"] is False
     with rasa_client.Client(gateway.url, fast_path="auto") as c:
         assert all(d.lease_ms > 0 for d in c.put_many(items))
+
+
+def test_put_file_and_get_file_stream_a_1_gib_file_in_bounded_memory(own_gateway, tmp_path):
+    """A 1 GiB file goes up and comes back byte-exact; the process's peak memory grows by
+    far less than the file (streamed, never held whole)."""
+    import hashlib
+    import resource
+
+    src, dst = tmp_path / "big.bin", tmp_path / "back.bin"
+    block = np.random.default_rng(9).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
+    digest = hashlib.sha256()
+    with open(src, "wb") as f:
+        for i in range(1024):
+            piece = block[i:] + block[:i]
+            f.write(piece)
+            digest.update(piece)
+    gateway = own_gateway("--memory", "1280MiB", "--max-object-size", "1GiB")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10
+    key = f"files/{uuid.uuid4().hex}"
+    with rasa_client.Client(gateway.url, fast_path="off", timeout=120) as c:
+        d = c.put_file(key, src, content_type="application/octet-stream")
+        assert d.length == 1 << 30
+        assert c.get_file(key, dst) == 1 << 30
+        c.delete(key)
+    grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10) - peak
+    assert grown < 256 << 20, f"peak memory grew by {grown >> 20} MiB for a 1 GiB file"
+    back = hashlib.sha256()
+    with open(dst, "rb") as f:
+        while piece := f.read(16 << 20):
+            back.update(piece)
+    assert back.digest() == digest.digest()
+    with pytest.raises(rasa_client.NotFound):
+        c2 = rasa_client.Client(gateway.url)
+        c2.get_file(key, tmp_path / "never.bin")
+    assert not (tmp_path / "never.bin").exists()

@@ -184,6 +184,13 @@ class Client:
         """One request per batch; ``None`` or the exception per key."""
     def _exists_many(self, keys: list[str]) -> list[bool | RasaError]:
         """One request per batch; a bool or the exception per key."""
+    def put_file(
+        self, key: str, path: str | PathLike[str], *, content_type: str | None = None
+    ) -> Descriptor:
+        """Stores the file at ``path``, streamed from disk (memory does not grow with it)."""
+    def get_file(self, key: str, path: str | PathLike[str]) -> int:
+        """Writes the value to ``path``, streamed, renamed into place once whole and
+        validated; the bytes written."""
     def resolve(self, key: str) -> Descriptor:
         """The descriptor of ``key``'s current version."""
     def stats(self) -> dict[str, Any]:
@@ -269,6 +276,13 @@ class AsyncClient:
         """One request per batch; ``None`` or the exception per key."""
     def _exists_many(self, keys: list[str]) -> Awaitable[list[bool | RasaError]]:
         """One request per batch; a bool or the exception per key."""
+    def put_file(
+        self, key: str, path: str | PathLike[str], *, content_type: str | None = None
+    ) -> Awaitable[Descriptor]:
+        """Stores the file at ``path``, streamed from disk (memory does not grow with it)."""
+    def get_file(self, key: str, path: str | PathLike[str]) -> Awaitable[int]:
+        """Writes the value to ``path``, streamed, renamed into place once whole and
+        validated; the bytes written."""
     def resolve(self, key: str) -> Awaitable[Descriptor]:
         """The descriptor of ``key``'s current version."""
     def stats(self) -> dict[str, Any]:
