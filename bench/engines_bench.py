@@ -29,6 +29,7 @@ import time
 import uuid
 
 import numpy as np
+from ceiling import ceiling  # bench/ceiling.py
 
 BATCH = 8
 TOTAL = 512 << 20  # bytes moved per measurement
@@ -113,31 +114,6 @@ def prefix_load(conn, arena: Arena) -> float:
     if hasattr(conn, "submit_batch_delete"):
         wait_all(conn, {conn.submit_batch_delete(keys)}, "delete")
     return took
-
-
-def ceiling(size: int, rounds: int) -> float:
-    """GB/s of process_vm_readv from a child into its own buffer."""
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    class iovec(ctypes.Structure):
-        _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
-
-    src = ctypes.create_string_buffer(os.urandom(1024) * (size // 1024))
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        dst = ctypes.create_string_buffer(size)
-        local, remote = iovec(ctypes.addressof(dst), size), iovec(ctypes.addressof(src), size)
-        ppid = os.getppid()
-        for _ in range(3):
-            libc.process_vm_readv(ppid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
-        t = time.perf_counter()
-        for _ in range(rounds):
-            libc.process_vm_readv(ppid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
-        os.write(w, f"{size * rounds / (time.perf_counter() - t) / 1e9:.2f}".encode())
-        os._exit(0)
-    os.waitpid(pid, 0)
-    return float(os.read(r, 64).decode())
 
 
 def connectors(args) -> list[tuple[str, object]]:

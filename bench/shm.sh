@@ -14,30 +14,7 @@ trap 'kill ${pids[@]+"${pids[@]}"} 2>/dev/null || true; rm -rf "$tmp"' EXIT
 first_line() { timeout 30 sed -n "/$2/{s/.*$2//p;q}" <(tail -f "$1"); }
 
 ceiling() { # SIZE ROUNDS: GB/s of process_vm_readv from a child into its own buffer
-  python3 - "$1" "$2" <<'PY'
-import ctypes, os, sys, time
-size, rounds = int(sys.argv[1]), int(sys.argv[2])
-libc = ctypes.CDLL(None, use_errno=True)
-class iovec(ctypes.Structure):
-    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
-src = ctypes.create_string_buffer(os.urandom(1024) * (size // 1024))
-r, w = os.pipe()
-pid = os.fork()
-if pid == 0:
-    dst = ctypes.create_string_buffer(size)
-    local, remote = iovec(ctypes.addressof(dst), size), iovec(ctypes.addressof(src), size)
-    ppid = os.getppid()
-    for _ in range(3):
-        libc.process_vm_readv(ppid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
-    t = time.perf_counter()
-    for _ in range(rounds):
-        n = libc.process_vm_readv(ppid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
-        assert n == size, ctypes.get_errno()
-    os.write(w, f"{size * rounds / (time.perf_counter() - t) / 1e9:.1f}".encode())
-    os._exit(0)
-os.waitpid(pid, 0)
-print(os.read(r, 64).decode())
-PY
+  python3 bench/ceiling.py "$1" "$2"
 }
 
 declare -A url pid
