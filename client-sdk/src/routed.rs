@@ -14,19 +14,16 @@ impl Client {
         crate::cluster::on_owner(self, key, |c| async move { c.inner.get(key).await }).await
     }
 
-    /// Reads `key` one-sided, or fails (never falls back to HTTP). A stale, revoked, torn
-    /// or timed-out read drops the cached descriptor and gets one more try with a fresh one.
-    pub async fn get_fabric(&self, key: &str) -> Result<Object, Error> {
-        crate::cluster::on_owner(self, key, |c| async move { c.inner.fabric.get(key).await }).await
-    }
-
-    /// Reads `key` over HTTP.
-    pub async fn get_http(&self, key: &str) -> Result<Object, Error> {
-        crate::cluster::on_owner(
-            self,
-            key,
-            |c| async move { c.inner.http.get(key, None).await },
-        )
+    /// Reads `key` by `path` only: [`ReadPath::Fabric`] one-sided or fails (never falls
+    /// back to HTTP; a stale, revoked, torn or timed-out read drops the cached descriptor
+    /// and gets one more try with a fresh one), [`ReadPath::Http`] over HTTP.
+    pub async fn get_by(&self, key: &str, path: crate::ReadPath) -> Result<Object, Error> {
+        crate::cluster::on_owner(self, key, |c| async move {
+            match path {
+                crate::ReadPath::Fabric => c.inner.fabric.get(key).await,
+                crate::ReadPath::Http => c.inner.http.get(key, None).await,
+            }
+        })
         .await
     }
 

@@ -132,7 +132,14 @@ async fn a_frozen_gateway_fails_calls_within_the_timeout_and_the_same_client_rec
     let big = pattern(32 << 20, 13);
     let d = client.put("frozen/big", big.clone()).await.unwrap();
     assert_eq!(d.length, big.len() as u64);
-    assert_eq!(client.get_http("frozen/big").await.unwrap().bytes, big);
+    assert_eq!(
+        client
+            .get_by("frozen/big", rasa_client::ReadPath::Http)
+            .await
+            .unwrap()
+            .bytes,
+        big
+    );
 }
 
 #[tokio::test]
@@ -300,7 +307,10 @@ async fn killing_the_gateway_under_load_never_hangs_a_client_nor_gives_wrong_byt
             clients.iter().all(|c| !c.is_finished()),
             "a client stopped early"
         );
-        writer.get_http(&keys[0]).await.unwrap();
+        writer
+            .get_by(&keys[0], rasa_client::ReadPath::Http)
+            .await
+            .unwrap();
     }
     signal(gw.pid(), "-KILL");
     assert!(

@@ -298,7 +298,13 @@ async fn an_old_descriptor_reads_the_old_version_until_reclaimed_then_misses_cle
         "within the lease the cached descriptor's version is served"
     );
     // HTTP readers see the current version at once.
-    assert_eq!(c.get_http("doc").await.unwrap().bytes, v2);
+    assert_eq!(
+        c.get_by("doc", rasa_client::ReadPath::Http)
+            .await
+            .unwrap()
+            .bytes,
+        v2
+    );
 
     // After the lease and grace, the arena is reclaimed: its key revoked.
     let deadline = Instant::now() + Duration::from_secs(20);

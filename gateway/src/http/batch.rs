@@ -89,7 +89,7 @@ async fn put_all(
     // out, and their grace): those that do not fit then are refused at once. (A wait per
     // value, for room the batch's own unpublished values hold, kept a batch larger than
     // its memory busy for a lease per value.)
-    let until = objects.store().room_deadline();
+    let until = crate::store::room_deadline(objects.store());
     // Bytes of this batch's values held here, unpublished: no wait makes room for more
     // than the budget less these.
     let mut held = 0u64;
@@ -213,7 +213,7 @@ async fn receive(
         .as_deref()
         .unwrap_or(crate::media::DEFAULT_CONTENT_TYPE);
     let mut upload = match store
-        .begin_streaming_until(&item.key, ctype, item.length, until)
+        .begin_streaming(&item.key, ctype, item.length, Some(until))
         .await
     {
         Ok(u) => u,

@@ -93,7 +93,7 @@ async fn receive(
             return Err(too_large);
         }
         // Charged to the budget as the body arrives (a stalled upload holds little).
-        let mut upload = store.begin_streaming(key, ctype, declared).await?;
+        let mut upload = store.begin_streaming(key, ctype, declared, None).await?;
         while let Some(chunk) = pace
             .within(upload.written(), stream.next())
             .await

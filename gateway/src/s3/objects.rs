@@ -341,7 +341,7 @@ pub(super) async fn put_object(
     let pace = front.pace();
     let mut upload = at
         .store()
-        .begin_streaming(&at.key, &ctype, len)
+        .begin_streaming(&at.key, &ctype, len, None)
         .await
         .map_err(store_error)?;
     if let Some(mut body) = i.body {

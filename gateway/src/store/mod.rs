@@ -29,7 +29,7 @@ pub use error::StoreError;
 pub use headers::{ObjectHeaders, MAX_USER_METADATA};
 pub use memory::Memory;
 pub use testing::Testing;
-pub use upload::{Sealed, Upload};
+pub use upload::{room_deadline, Sealed, Upload};
 pub use version::{BadVersionId, OriginMeta, StoredVersion, VersionId, VERSION_PATTERN};
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -295,7 +295,7 @@ async fn a_streaming_dedicated_upload_is_charged_as_its_bytes_arrive() {
     // nothing: each holds one step of the budget, not its declared length.
     for i in 0..4 {
         let up = s
-            .begin_streaming(&format!("crawl{i}"), "x", len)
+            .begin_streaming(&format!("crawl{i}"), "x", len, None)
             .await
             .unwrap();
         crawling.push(up);
@@ -308,7 +308,7 @@ async fn a_streaming_dedicated_upload_is_charged_as_its_bytes_arrive() {
     // An honest upload still fits, and is charged in full when its last byte is in.
     let body = vec![7u8; 20 << 20];
     let mut up = s
-        .begin_streaming("honest", "x", body.len() as u64)
+        .begin_streaming("honest", "x", body.len() as u64, None)
         .await
         .unwrap();
     for part in body.chunks(1 << 20) {

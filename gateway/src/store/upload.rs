@@ -48,42 +48,21 @@ impl Store {
 
     /// [`Store::begin`] for a body that is still arriving, written with [`Store::write`]:
     /// a value that needs a dedicated arena is charged to the budget as its bytes arrive
-    /// (see [`super::arena::CHARGE_STEP`]), not all at once before the first one.
+    /// (see [`super::arena::CHARGE_STEP`]), not all at once before the first one. It waits
+    /// for room in memory (here and in its writes) until `until` — by default a lease
+    /// plus twice the grace from now; the values of one batch share one deadline
+    /// ([`room_deadline`]), so a batch that cannot fit is refused value by value at once
+    /// rather than after a wait per value. (Staging memory, which frees as other uploads
+    /// are sealed, is waited for as by any upload.)
     pub async fn begin_streaming(
         &self,
         key: &str,
         content_type: &str,
         len: u64,
+        until: Option<Instant>,
     ) -> Result<Upload, StoreError> {
-        let until = Instant::now() + room_wait(&self.config);
+        let until = until.unwrap_or_else(|| Instant::now() + room_wait(&self.config));
         self.begin_with(key, content_type, len, true, until).await
-    }
-
-    /// [`Store::begin_streaming`] waiting for room in memory (here and in its writes) at
-    /// most until `until`, not a lease plus twice the grace from each call: the values of
-    /// one batch share one wait, so a batch that cannot fit is refused value by value at
-    /// once rather than after a wait per value. (Staging memory, which frees as other
-    /// uploads are sealed, is waited for as by any upload.)
-    pub async fn begin_streaming_until(
-        &self,
-        key: &str,
-        content_type: &str,
-        len: u64,
-        until: Instant,
-    ) -> Result<Upload, StoreError> {
-        self.begin_with(key, content_type, len, true, until).await
-    }
-
-    /// Until when a wait for room in memory can still be rewarded: the last lease handed
-    /// out ends and its grace passes, twice (what reclamation waits for), but at most a
-    /// lease plus twice the grace from now, as any write waits.
-    pub fn room_deadline(&self) -> Instant {
-        let leased = self
-            .memory()
-            .leases_end()
-            .duration_since(std::time::SystemTime::now())
-            .unwrap_or_default();
-        Instant::now() + (leased + self.config.grace * 2).min(room_wait(&self.config))
     }
 
     async fn begin_with(
@@ -317,6 +296,18 @@ pub(super) fn reserve_frame(
 /// twice the grace period.
 pub(super) fn room_wait(config: &super::StoreConfig) -> Duration {
     config.lease + config.grace * 2
+}
+
+/// Until when a wait for room in `store`'s memory can still be rewarded: the last lease
+/// handed out ends and its grace passes, twice (what reclamation waits for), but at most
+/// a lease plus twice the grace from now, as any write waits.
+pub fn room_deadline(store: &Store) -> Instant {
+    let leased = store
+        .memory()
+        .leases_end()
+        .duration_since(std::time::SystemTime::now())
+        .unwrap_or_default();
+    Instant::now() + (leased + store.config.grace * 2).min(room_wait(&store.config))
 }
 
 /// A value being written. Dropping it unfinished publishes nothing.
