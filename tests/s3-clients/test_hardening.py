@@ -187,3 +187,34 @@ def test_multipart_uploads_are_bounded_paged_and_private():
             c.create_multipart_upload(Bucket="data", Key="mp/again")
         finally:
             setup.gw.stop()
+
+
+def test_a_refused_upload_that_asked_to_continue_closes_its_connection(open_gw):
+    """A PUT with `Expect: 100-continue` refused before its body was asked for (If-Match on
+    a missing key: 404): a client that stopped waiting for `100 Continue` may send the body
+    anyway (botocore does after a second), and those bytes must not be read as the next
+    request on the connection (a 400 where botocore expected NoSuchKey, seen under load)."""
+    gw, _ = open_gw
+    host, port = gw.s3.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(
+            f"PUT /open/missing-{time.time_ns()} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            'If-Match: "0123"\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n'.encode()
+        )
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += s.recv(4096)
+        assert head.startswith(b"HTTP/1.1 404"), head
+        assert b"connection: close" in head.lower(), head
+        # The late body, then another request: the server has closed instead of reading it.
+        try:
+            s.sendall(b"none" + f"GET /open/k HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+            rest = s.recv(65536)
+            while rest and b"HTTP/1.1 400" not in rest:
+                more = s.recv(65536)
+                if not more:
+                    break
+                rest += more
+        except (ConnectionResetError, BrokenPipeError):
+            rest = b""
+        assert b"HTTP/1.1 400" not in rest, rest

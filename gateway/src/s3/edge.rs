@@ -31,6 +31,25 @@ pub(super) fn xml_error(status: StatusCode, code: &str, message: &str) -> Respon
     r
 }
 
+/// Closes the connection after refusing a request that asked `Expect: 100-continue`
+/// (HTTP/1.1): its body was never asked for, but a client that stopped waiting for
+/// `100 Continue` may be sending it anyway (botocore does after a second), and those bytes
+/// must not be read as the next request on the connection (they were: a `400` where the
+/// client expected the refusal's code, under load).
+pub(super) async fn close_unasked(req: Request, next: axum::middleware::Next) -> Response {
+    let expects = req.version() <= http::Version::HTTP_11
+        && req
+            .headers()
+            .get(header::EXPECT)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let mut r = next.run(req).await;
+    if expects && !r.status().is_success() {
+        r.headers_mut()
+            .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+    }
+    r
+}
+
 /// Largest `DeleteObjects` body: 1,000 keys of 1,024 bytes with their XML, and room to
 /// spare (S3 itself stops at 1,000 keys, which the handler checks).
 pub const MAX_DELETE_BODY: u64 = 2 << 20;

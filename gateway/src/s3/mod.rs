@@ -354,7 +354,9 @@ pub fn router(
             })
         }
     });
-    Ok(axum::Router::new().fallback_service(s3))
+    Ok(axum::Router::new()
+        .fallback_service(s3)
+        .layer(axum::middleware::from_fn(edge::close_unasked)))
 }
 
 /// Whether a request carries a signature (header or presigned URL).
