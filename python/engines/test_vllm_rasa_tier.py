@@ -13,6 +13,7 @@ chunks back byte-exact.
 from __future__ import annotations
 
 import os
+import socket
 import time
 import uuid
 
@@ -23,6 +24,7 @@ import vllm_fs_tier as fs
 from vllm.v1.kv_offload.base import LookupResult, ReqContext, ScheduleEndContext
 from vllm.v1.kv_offload.tiering.factory import SecondaryTierFactory
 
+from conftest import start_gateway, stop_gateway
 from rasa_client.vllm import RasaTier
 
 
@@ -150,10 +152,12 @@ def test_the_plugin_entry_point_registers_the_rasa_type():
     assert SecondaryTierFactory.get_tier_class({"type": "rasa"}) is RasaTier
 
 
-def test_vllms_tiering_manager_promotes_chunks_back_from_rasa_byte_exact():
+@pytest.mark.parametrize("restart", [False, True])
+def test_vllms_tiering_manager_promotes_chunks_back_from_rasa_byte_exact(restart, tmp_path):
     """vLLM's own TieringOffloadingManager over a CPU primary tier and RasaTier: stores
     cascade to Rasa; after the CPU copies are dropped (reset), a lookup finds the chunks
-    in Rasa, promotes them, and the pool holds the very bytes stored."""
+    in Rasa, promotes them, and the pool holds the very bytes stored — also when the
+    gateway restarts in between (SIGTERM, its disk tier brings the chunks back)."""
     from unittest.mock import MagicMock
 
     from vllm.v1.kv_offload.tiering.manager import (
@@ -166,7 +170,17 @@ def test_vllms_tiering_manager_promotes_chunks_back_from_rasa_byte_exact():
     region = MagicMock()
     region.create_kv_memoryview.return_value = memoryview(pool.numpy())
     primary = CPUPrimaryTierOffloadingManager(num_chunks=chunks, mmap_region=region)
-    tier = make_tier(pool)
+    gateway = None
+    if restart:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            listen = f"127.0.0.1:{sock.getsockname()[1]}"
+        args = ("--listen", listen, "--memory", "64MiB", "--max-object-size", "4MiB",
+                "--disk", str(tmp_path / "disk"), "--disk-size", "256MiB")
+        gateway, url = start_gateway(*args)
+        tier = make_tier(pool, endpoint=url)
+    else:
+        tier = make_tier(pool)
     manager = TieringOffloadingManager(primary_tier=primary, secondary_tiers=[tier])
     ctx = ReqContext(req_id="r1")
 
@@ -189,6 +203,9 @@ def test_vllms_tiering_manager_promotes_chunks_back_from_rasa_byte_exact():
         tier.drain_jobs()
         step()
         manager.on_request_finished(ctx)
+        if gateway is not None:  # the gateway restarts: memory gone, the disk tier kept
+            stop_gateway(gateway)
+            gateway, _ = start_gateway(*args)
         manager.reset_cache()  # the CPU copies are gone
         manager.on_reset_flushed()
         pool.zero_()
@@ -210,3 +227,5 @@ def test_vllms_tiering_manager_promotes_chunks_back_from_rasa_byte_exact():
             assert want[k].tobytes() in rows, "a promoted chunk holds the bytes stored"
     finally:
         tier.shutdown()
+        if gateway is not None:
+            stop_gateway(gateway)
