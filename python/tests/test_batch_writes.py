@@ -120,3 +120,38 @@ def test_put_file_and_get_file_stream_a_1_gib_file_in_bounded_memory(own_gateway
         c2 = rasa_client.Client(gateway.url)
         c2.get_file(key, tmp_path / "never.bin")
     assert not (tmp_path / "never.bin").exists()
+
+
+def test_put_takes_text_paths_and_file_objects(gateway, tmp_path):
+    """``put`` of a ``str`` stores its UTF-8; of a path or a regular file at its start,
+    the file streamed from disk; of another file object, what is left of it."""
+    import io
+    import pathlib
+
+    path = tmp_path / "w.bin"
+    path.write_bytes(b"weights" * 1000)
+    k = f"kinds/{uuid.uuid4().hex}"
+    with rasa_client.Client(gateway.url) as c:
+        c.put(f"{k}/text", "héllo")
+        assert bytes(c.get(f"{k}/text")) == "héllo".encode()
+        c.put(f"{k}/path", pathlib.Path(path), content_type="application/octet-stream")
+        assert bytes(c.get(f"{k}/path")) == path.read_bytes()
+        with open(path, "rb") as f:
+            c.put(f"{k}/file", f)
+        assert bytes(c.get(f"{k}/file")) == path.read_bytes()
+        stream = io.BytesIO(b"0123456789")
+        stream.read(4)
+        c.put(f"{k}/rest", stream)
+        assert bytes(c.get(f"{k}/rest")) == b"456789"
+        with pytest.raises(TypeError, match="in memory"):
+            c.put(f"{k}/path", pathlib.Path(path), if_none_match="*")
+        assert c.head(f"{k}/path").content_type == "application/octet-stream"
+
+    async def main() -> None:
+        a = rasa_client.AsyncClient(gateway.url)
+        await a.put(f"{k}/async", "ünïcode")
+        await a.put(f"{k}/async-path", pathlib.Path(path))
+        assert bytes(await a.get(f"{k}/async")) == "ünïcode".encode()
+        assert bytes(await a.get(f"{k}/async-path")) == path.read_bytes()
+
+    asyncio.run(main())

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from . import _native
 from ._batch import GetBatcher
@@ -116,6 +117,25 @@ class Client(_native.Client):
                 return
             after = page.next_after
 
+    def put(
+        self,
+        key: str,
+        data: Buffer | str | os.PathLike[str] | IO[bytes],
+        content_type: str | None = None,
+        *,
+        if_match: str | None = None,
+        if_none_match: str | None = None,
+    ) -> Descriptor:
+        """Stores ``data`` as a new version of ``key``; its descriptor. ``data`` is any
+        bytes-like object, a ``str`` (stored as UTF-8), a path, or a file object: a file
+        opened on a regular file at its start is streamed from disk (memory does not grow
+        with it, as ``put_file``), any other is read to its end first. ``if_match=etag``
+        stores only if the current version has that ETag, ``if_none_match="*"`` only if
+        the key has none (data in memory only); otherwise ``PreconditionFailed``."""
+        conditions = {"if_match": if_match, "if_none_match": if_none_match}
+        d: Descriptor = _put(self, key, data, content_type, conditions)
+        return d
+
     def put_many(
         self, items: Mapping[str, Buffer] | Iterable[tuple[str, Buffer]]
     ) -> list[Descriptor]:
@@ -151,6 +171,40 @@ class Client(_native.Client):
 
 def _pairs(items: Mapping[str, Buffer] | Iterable[tuple[str, Buffer]]) -> list[tuple[str, Any]]:
     return list(items.items() if isinstance(items, Mapping) else items)
+
+
+def _body(data: Any) -> tuple[str, Any]:
+    """What ``put`` was given: ``("bytes", buffer)`` — a ``str`` as its UTF-8 bytes —, or
+    ``("file", path)`` for a path or a file opened on a regular file at its start
+    (streamed from disk), else a file object's remaining bytes, read."""
+    if isinstance(data, str):
+        return "bytes", data.encode()
+    if isinstance(data, os.PathLike):
+        return "file", os.fspath(data)
+    if hasattr(data, "read"):
+        try:
+            regular = stat.S_ISREG(os.fstat(data.fileno()).st_mode) and data.tell() == 0
+        except (AttributeError, OSError, ValueError):
+            regular = False
+        if regular:
+            return "file", f"/proc/self/fd/{data.fileno()}"
+        rest = data.read()
+        return "bytes", rest.encode() if isinstance(rest, str) else rest
+    return "bytes", data
+
+
+def _put(client: Any, key: str, data: Any, content_type: str | None, conditions: dict[str, Any]) -> Any:
+    kind, body = _body(data)
+    if kind == "file":
+        if any(v is not None for v in conditions.values()):
+            raise TypeError("if_match / if_none_match take the data in memory, not a file")
+        return client.put_file(key, body, content_type=content_type)
+    return _native_put(client, key, body, content_type, conditions)
+
+
+def _native_put(client: Any, key: str, body: Any, content_type: str | None, conditions: dict[str, Any]) -> Any:
+    native = _native.AsyncClient if isinstance(client, _native.AsyncClient) else _native.Client
+    return native.put(client, key, body, content_type, **conditions)
 
 
 def _all_or_raise(results: list[Any], done: str) -> list[Any]:
@@ -193,6 +247,21 @@ class AsyncClient(_native.AsyncClient):
             return await super().get(key, version=version)
         obj: Object = await self._gets.get(key)
         return obj
+
+    async def put(
+        self,
+        key: str,
+        data: Buffer | str | os.PathLike[str] | IO[bytes],
+        content_type: str | None = None,
+        *,
+        if_match: str | None = None,
+        if_none_match: str | None = None,
+    ) -> Descriptor:
+        """Stores ``data`` as a new version of ``key``, like ``Client.put`` (a ``str`` as
+        UTF-8, a path or a regular file streamed from disk)."""
+        conditions = {"if_match": if_match, "if_none_match": if_none_match}
+        d: Descriptor = await _put(self, key, data, content_type, conditions)
+        return d
 
     @classmethod
     def from_env(cls, **overrides: Any) -> AsyncClient:
