@@ -38,7 +38,7 @@ PY
 with_vllm() {
   "$base/bin/python" - <<PY 2>/dev/null
 import importlib.metadata as m
-import vllm.v1.kv_offload.tiering.base
+import vllm.v1.kv_offload.file_mapper, vllm.v1.kv_offload.tiering.manager
 assert m.version("vllm") == "$VLLM"
 PY
 }
