@@ -323,12 +323,13 @@ async fn put(
     } else {
         // Streamed from disk with its length: memory does not grow with the file.
         let len = std::fs::metadata(file).map_or(0, |m| m.len());
-        let spinner = bar(len, json, &format!("put {key}")).inspect(|pb| {
-            pb.set_style(ProgressStyle::default_spinner());
-            pb.enable_steady_tick(Duration::from_millis(100));
-        });
-        let d = client.put_file(key, &file, content_type).await;
-        if let Some(pb) = spinner {
+        let pb = bar(len, json, &format!("put {key}"));
+        let mut transfer = rasa_client::FileTransfer::new(client);
+        if let Some(pb) = pb.clone() {
+            transfer = transfer.on_progress(move |sent| pb.set_position(sent));
+        }
+        let d = transfer.put_file(key, &file, content_type).await;
+        if let Some(pb) = pb {
             pb.finish_and_clear();
         }
         d

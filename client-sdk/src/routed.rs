@@ -154,11 +154,7 @@ impl Client {
         key: &str,
         path: impl AsRef<std::path::Path>,
     ) -> Result<crate::Written, Error> {
-        let path = path.as_ref();
-        crate::cluster::on_owner(self, key, |c| async move {
-            c.inner.get_to_file(key, path).await
-        })
-        .await
+        crate::FileTransfer::new(self).get_to_file(key, path).await
     }
 
     /// Stores `body` as a new version of `key`.
@@ -207,11 +203,9 @@ impl Client {
         path: impl AsRef<std::path::Path>,
         content_type: Option<&str>,
     ) -> Result<Descriptor, Error> {
-        let path = path.as_ref();
-        crate::cluster::on_owner(self, key, |c| async move {
-            c.inner.http.put_file(key, path, content_type).await
-        })
-        .await
+        crate::FileTransfer::new(self)
+            .put_file(key, path, content_type)
+            .await
     }
 
     /// Deletes `key` (succeeds when absent too).

@@ -17,6 +17,7 @@ use tokio::sync::OwnedMutexGuard;
 use crate::client::Node;
 use crate::descriptors::{deadline_of, remote_frame};
 use crate::fabric::{FabricPool, FabricState};
+use crate::files::{Counted, OnProgress};
 use crate::http::Transport;
 use crate::timeouts::TimeoutKind;
 use crate::verify::BodyCheck;
@@ -89,7 +90,12 @@ impl Node {
             .map_err(Partial::into_error)
     }
 
-    pub(crate) async fn get_to_file(&self, key: &str, path: &Path) -> Result<Written, Error> {
+    pub(crate) async fn get_to_file(
+        &self,
+        key: &str,
+        path: &Path,
+        on: Option<&OnProgress>,
+    ) -> Result<Written, Error> {
         // A device, pipe or socket (`-o /dev/null`) is written as it is: it cannot be
         // replaced by renaming, nor rewound.
         let target = match tokio::fs::metadata(path).await {
@@ -100,8 +106,11 @@ impl Node {
                     .await
                     .map_err(|e| Error::Output(format!("opening {}: {e}", path.display())))?;
                 // A tokio file writes on the blocking pool: one hop per MiB, not per chunk.
-                let mut out = tokio::io::BufWriter::with_capacity(WRITE_BUFFER, out);
-                return self.get_to(key, &mut out).await;
+                let mut out =
+                    Counted::new(tokio::io::BufWriter::with_capacity(WRITE_BUFFER, out), on);
+                let w = self.get_to(key, &mut out).await?;
+                out.tell();
+                return Ok(w);
             }
             // Through a symbolic link: replace the file it points to, not the link.
             Ok(_) => tokio::fs::canonicalize(path)
@@ -116,11 +125,14 @@ impl Node {
         let tmp = path.with_file_name(format!(".{name}.rasa-partial.{}", std::process::id()));
         let io =
             |what: &str, e: std::io::Error| Error::Output(format!("{what} {}: {e}", tmp.display()));
-        let mut file = tokio::io::BufWriter::with_capacity(
-            WRITE_BUFFER,
-            tokio::fs::File::create(&tmp)
-                .await
-                .map_err(|e| io("creating", e))?,
+        let mut file = Counted::new(
+            tokio::io::BufWriter::with_capacity(
+                WRITE_BUFFER,
+                tokio::fs::File::create(&tmp)
+                    .await
+                    .map_err(|e| io("creating", e))?,
+            ),
+            on,
         );
         let result = async {
             if self.fast_path != FastPath::Off && !self.fabric.known_unavailable() {
@@ -132,10 +144,11 @@ impl Node {
                         if p.written > 0 {
                             // Start again from nothing: the file never holds a mix.
                             file.flush().await.map_err(|e| io("writing", e))?;
-                            file.get_mut().set_len(0).await.map_err(|e| io("truncating", e))?;
-                            tokio::io::AsyncSeekExt::rewind(file.get_mut())
+                            file.inner.get_mut().set_len(0).await.map_err(|e| io("truncating", e))?;
+                            tokio::io::AsyncSeekExt::rewind(file.inner.get_mut())
                                 .await
                                 .map_err(|e| io("rewinding", e))?;
+                            file.restart();
                         }
                     }
                 }
@@ -143,8 +156,12 @@ impl Node {
             self.http.http_to(key, &mut file, None).await.map_err(Partial::into_error)
         }
         .await;
+        if result.is_ok() {
+            file.tell();
+        }
         let done = match result {
             Ok(w) => file
+                .inner
                 .get_mut()
                 .sync_all()
                 .await

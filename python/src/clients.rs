@@ -11,6 +11,7 @@ use pyo3::IntoPyObjectExt;
 
 use crate::buffer::{In, Out};
 use crate::core::{Config, Core};
+use crate::files;
 use crate::ops;
 use crate::registered::RegisteredBuffer;
 use crate::runtime::{coroutine, wait, within};
@@ -307,29 +308,49 @@ macro_rules! methods {
             }
 
             /// Stores the file at `path` as a new version of `key`, streamed from disk
-            /// (memory does not grow with the file); its descriptor.
-            #[pyo3(signature = (key, path, *, content_type = None))]
+            /// (memory does not grow with the file); its descriptor. `progress(done)` is
+            /// told the bytes read so far (about once a MiB).
+            #[pyo3(signature = (key, path, *, content_type = None, progress = None))]
             fn put_file<'py>(
                 &self,
                 py: Python<'py>,
                 key: String,
                 path: std::path::PathBuf,
                 content_type: Option<String>,
+                progress: Option<Py<PyAny>>,
             ) -> PyResult<Bound<'py, PyAny>> {
-                $run(py, self.core.limit(), ops::put_file(self.core.sdk()?, key, path, content_type))
+                let on = files::on_progress(progress);
+                $run(py, self.core.limit(), files::put_file(self.core.sdk()?, key, path, content_type, on))
             }
 
             /// Writes `key`'s current version to the file `path`, streamed (memory does
             /// not grow with the value): under a temporary name next to it, renamed into
             /// place once whole and validated, so `path` never holds a partial value.
-            /// Returns the bytes written.
-            fn get_file<'py>(
+            /// Returns the bytes written; `progress(done)` is told them as they go.
+            #[pyo3(signature = (key, path, *, progress = None))]
+            fn _get_file<'py>(
                 &self,
                 py: Python<'py>,
                 key: String,
                 path: std::path::PathBuf,
+                progress: Option<Py<PyAny>>,
             ) -> PyResult<Bound<'py, PyAny>> {
-                $run(py, self.core.limit(), ops::get_file(self.core.sdk()?, key, path))
+                let on = files::on_progress(progress);
+                $run(py, self.core.limit(), files::get_file(self.core.sdk()?, key, path, on))
+            }
+
+            /// Streams `key`'s current version to the file object `file` (its `write`, a
+            /// piece at a time); the bytes written.
+            #[pyo3(signature = (key, file, *, progress = None))]
+            fn _get_to_writer<'py>(
+                &self,
+                py: Python<'py>,
+                key: String,
+                file: Py<PyAny>,
+                progress: Option<Py<PyAny>>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                let on = files::on_progress(progress);
+                $run(py, self.core.limit(), files::get_to_writer(self.core.sdk()?, key, file, on))
             }
 
             /// Deletes `key` (no error when it is absent).

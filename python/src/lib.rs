@@ -23,6 +23,7 @@ mod buffer;
 mod clients;
 mod core;
 mod errors;
+mod files;
 mod ops;
 mod registered;
 mod runtime;

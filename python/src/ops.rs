@@ -251,25 +251,6 @@ pub(crate) async fn list(
         .py()
 }
 
-/// `put_file`: the file streamed from disk (memory does not grow with it).
-pub(crate) async fn put_file(
-    sdk: Sdk,
-    key: String,
-    path: std::path::PathBuf,
-    content_type: Option<String>,
-) -> PyResult<Descriptor> {
-    sdk.put_file(&key, &path, content_type.as_deref())
-        .await
-        .map(Descriptor)
-        .py()
-}
-
-/// `get_file`: the value streamed into a temporary file next to `path`, renamed into
-/// place once whole and validated; the bytes written.
-pub(crate) async fn get_file(sdk: Sdk, key: String, path: std::path::PathBuf) -> PyResult<u64> {
-    sdk.get_to_file(&key, &path).await.map(|w| w.length).py()
-}
-
 pub(crate) async fn delete(sdk: Sdk, key: String) -> PyResult<()> {
     sdk.delete(&key).await.py()
 }

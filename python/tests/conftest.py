@@ -8,6 +8,7 @@ import pathlib
 import signal
 import subprocess
 import tempfile
+import threading
 import urllib.request
 from collections.abc import Iterator
 
@@ -115,3 +116,58 @@ def new_token(file: pathlib.Path, name: str, scopes: str) -> str:
         text=True,
     )
     return out.stdout.strip()
+
+
+class S3Origin:
+    """A real S3-compatible server (``s3s-fs``, installed by ``make test``'s set-up) over a
+    directory, taking unsigned requests like a public bucket; objects are written straight
+    into the directory (s3s-fs serves files)."""
+
+    BUCKET = "rasa-bucket"
+
+    def __init__(self, root: pathlib.Path) -> None:
+        (root / self.BUCKET).mkdir(parents=True)
+        self.root = root
+        self.proc = subprocess.Popen(
+            [os.environ.get("RASA_S3S_FS_BIN", "s3s-fs"), "--host", "127.0.0.1", "--port", "0", str(root)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "RUST_LOG": "info", "NO_COLOR": "1"},
+            text=True,
+        )
+        # s3s-fs logs one line naming its address once it listens: the signal to wait for.
+        for line in self.proc.stdout:
+            if "server is running at " in line:
+                self.endpoint = line.split("server is running at ")[1].strip()
+                break
+        else:
+            raise RuntimeError("s3s-fs exited without announcing its address")
+        # Its later lines are read and dropped, so that a full pipe never stops it.
+        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
+
+    def put(self, key: str, body: bytes) -> None:
+        path = self.root / self.BUCKET / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body)
+
+    def gateway_args(self, prefix: str) -> tuple[str, ...]:
+        """Flags that make a gateway a read-through cache of the bucket under ``prefix``."""
+        return ("--origin", f"s3://{self.BUCKET}/{prefix}", "--s3-endpoint", self.endpoint, "--s3-anonymous")
+
+
+@pytest.fixture
+def s3_origin(tmp_path: pathlib.Path) -> Iterator[S3Origin]:
+    """An S3 origin of a test's own, stopped at its end."""
+    s3 = S3Origin(tmp_path / "s3")
+    yield s3
+    s3.proc.kill()
+    s3.proc.wait()
+
+
+def metric(url: str, name: str) -> float:
+    """The value of an unlabelled metric on ``/metrics`` (0 when absent)."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(f"{name} "):
+                return float(line.split()[1])
+    return 0.0

@@ -13,7 +13,7 @@ import uuid
 import numpy as np
 import pytest
 import rasa_client
-from conftest import requests_to
+from conftest import FAST, metric, requests_to
 from rasa_client import safetensors as rst
 from safetensors.numpy import save
 
@@ -163,3 +163,23 @@ def test_bfloat16_needs_torch_or_ml_dtypes(client):
             rst.load(client, k)
     else:
         assert rst.load(client, k)["w"].astype(np.float32).tolist() == [1.0, 2.0]
+
+
+def test_a_checkpoint_read_through_from_s3_is_fetched_once(own_gateway, s3_origin):
+    """A cold load fetches the file from the origin once, streamed into memory; the second
+    load is a hit (no second fetch), and ``safe_open`` over it reads from memory too."""
+    want = tensors(7)
+    s3_origin.put("models/m/model.safetensors", save(want))
+    gw = own_gateway(*FAST, *s3_origin.gateway_args("models"))
+    with rasa_client.Client(gw.url, fast_path="required") as c:
+        got = rst.load(c, "rasa://m/model.safetensors")
+        assert metric(gw.url, "rasa_origin_fetches_total") == 1
+        for name, a in want.items():
+            assert np.array_equal(got[name], a), name
+        again = rst.load(c, "m/model.safetensors")
+        assert np.array_equal(again["t.float32"], want["t.float32"])
+        with rst.safe_open(c, "rasa://m/model.safetensors") as f:
+            assert np.array_equal(f.get_tensor("t.uint8"), want["t.uint8"])
+        assert metric(gw.url, "rasa_origin_fetches_total") == 1
+        with pytest.raises(rasa_client.NotFound):
+            rst.load(c, "m/absent.safetensors")

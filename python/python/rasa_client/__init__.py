@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import os
 import stat
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from . import _native
@@ -136,6 +136,46 @@ class Client(_native.Client):
         d: Descriptor = _put(self, key, data, content_type, conditions)
         return d
 
+    def put_file(
+        self,
+        key: str,
+        file: str | os.PathLike[str] | IO[bytes],
+        *,
+        content_type: str | None = None,
+        progress: Callable[[int], object] | None = None,
+    ) -> Descriptor:
+        """Stores a file as a new version of ``key``, streamed from disk (memory does not
+        grow with it); its descriptor. ``file`` is a path or a file object opened on a
+        regular file at its start (any other file object is read to its end first).
+        ``progress(done)`` is told the bytes sent so far, about once a MiB and at the end
+        (from 0 again if the upload starts over at another member)."""
+        kind, body = _file_body(file)
+        if kind == "file":
+            return super().put_file(key, body, content_type=content_type, progress=progress)
+        d: Descriptor = _native_put(self, key, body, content_type, {})
+        if progress is not None:
+            progress(len(memoryview(body)))
+        return d
+
+    def get_file(
+        self,
+        key: str,
+        file: str | os.PathLike[str] | IO[bytes],
+        *,
+        progress: Callable[[int], object] | None = None,
+    ) -> int:
+        """Writes ``key``'s current version to ``file``, streamed (memory does not grow
+        with the value); the bytes written. A path is written under a temporary name next
+        to it and renamed into place once whole and validated, so it never holds a
+        partial value; a file object gets the bytes through its ``write`` from where it
+        stands, and on an error holds part of them (``Incomplete`` says how many).
+        ``progress(done)`` is told the bytes written so far, about once a MiB."""
+        if hasattr(file, "write"):
+            n: int = self._get_to_writer(key, file, progress=progress)
+            return n
+        n = self._get_file(key, os.fspath(file), progress=progress)
+        return n
+
     def put_many(
         self, items: Mapping[str, Buffer] | Iterable[tuple[str, Buffer]]
     ) -> list[Descriptor]:
@@ -193,12 +233,18 @@ def _body(data: Any) -> tuple[str, Any]:
     return "bytes", data
 
 
+def _file_body(file: Any) -> tuple[str, Any]:
+    """What ``put_file`` was given: a ``str`` is a path here."""
+    return ("file", os.fspath(file)) if isinstance(file, str | os.PathLike) else _body(file)
+
+
 def _put(client: Any, key: str, data: Any, content_type: str | None, conditions: dict[str, Any]) -> Any:
     kind, body = _body(data)
     if kind == "file":
         if any(v is not None for v in conditions.values()):
             raise TypeError("if_match / if_none_match take the data in memory, not a file")
-        return client.put_file(key, body, content_type=content_type)
+        native = _native.AsyncClient if isinstance(client, _native.AsyncClient) else _native.Client
+        return native.put_file(client, key, body, content_type=content_type)
     return _native_put(client, key, body, content_type, conditions)
 
 
@@ -280,6 +326,39 @@ class AsyncClient(_native.AsyncClient):
             if page.next_after is None:
                 return
             after = page.next_after
+
+    async def put_file(
+        self,
+        key: str,
+        file: str | os.PathLike[str] | IO[bytes],
+        *,
+        content_type: str | None = None,
+        progress: Callable[[int], object] | None = None,
+    ) -> Descriptor:
+        """Stores a file as a new version of ``key``, streamed, like ``Client.put_file``."""
+        kind, body = _file_body(file)
+        if kind == "file":
+            d: Descriptor = await super().put_file(key, body, content_type=content_type, progress=progress)
+            return d
+        d = await _native_put(self, key, body, content_type, {})
+        if progress is not None:
+            progress(len(memoryview(body)))
+        return d
+
+    async def get_file(
+        self,
+        key: str,
+        file: str | os.PathLike[str] | IO[bytes],
+        *,
+        progress: Callable[[int], object] | None = None,
+    ) -> int:
+        """Writes ``key``'s current version to a path or file object, streamed, like
+        ``Client.get_file``."""
+        if hasattr(file, "write"):
+            n: int = await self._get_to_writer(key, file, progress=progress)
+            return n
+        n = await self._get_file(key, os.fspath(file), progress=progress)
+        return n
 
     async def put_many(
         self, items: Mapping[str, Buffer] | Iterable[tuple[str, Buffer]]

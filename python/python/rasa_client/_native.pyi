@@ -1,8 +1,8 @@
 """Type stubs of the extension module (the Rust half of rasa_client)."""
 
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from os import PathLike
-from typing import Any, Literal, Protocol, overload
+from typing import IO, Any, Literal, Protocol, overload
 
 from typing_extensions import Buffer as _Buffer
 from typing_extensions import TypeAlias
@@ -185,12 +185,24 @@ class Client:
     def _exists_many(self, keys: list[str]) -> list[bool | RasaError]:
         """One request per batch; a bool or the exception per key."""
     def put_file(
-        self, key: str, path: str | PathLike[str], *, content_type: str | None = None
+        self,
+        key: str,
+        path: str | PathLike[str],
+        *,
+        content_type: str | None = None,
+        progress: Callable[[int], object] | None = None,
     ) -> Descriptor:
-        """Stores the file at ``path``, streamed from disk (memory does not grow with it)."""
-    def get_file(self, key: str, path: str | PathLike[str]) -> int:
+        """Stores the file at ``path``, streamed from disk (memory does not grow with it);
+        ``progress(done)`` told the bytes sent so far."""
+    def _get_file(
+        self, key: str, path: str | PathLike[str], *, progress: Callable[[int], object] | None = None
+    ) -> int:
         """Writes the value to ``path``, streamed, renamed into place once whole and
         validated; the bytes written."""
+    def _get_to_writer(
+        self, key: str, file: IO[bytes], *, progress: Callable[[int], object] | None = None
+    ) -> int:
+        """Writes the value to a file object's ``write``, streamed; the bytes written."""
     def resolve(self, key: str) -> Descriptor:
         """The descriptor of ``key``'s current version."""
     def stats(self) -> dict[str, Any]:
@@ -277,12 +289,22 @@ class AsyncClient:
     def _exists_many(self, keys: list[str]) -> Awaitable[list[bool | RasaError]]:
         """One request per batch; a bool or the exception per key."""
     def put_file(
-        self, key: str, path: str | PathLike[str], *, content_type: str | None = None
+        self,
+        key: str,
+        path: str | PathLike[str],
+        *,
+        content_type: str | None = None,
+        progress: Callable[[int], object] | None = None,
     ) -> Awaitable[Descriptor]:
-        """Stores the file at ``path``, streamed from disk (memory does not grow with it)."""
-    def get_file(self, key: str, path: str | PathLike[str]) -> Awaitable[int]:
-        """Writes the value to ``path``, streamed, renamed into place once whole and
-        validated; the bytes written."""
+        """Stores the file at ``path``, streamed from disk."""
+    def _get_file(
+        self, key: str, path: str | PathLike[str], *, progress: Callable[[int], object] | None = None
+    ) -> Awaitable[int]:
+        """Writes the value to ``path``, streamed, renamed into place once whole."""
+    def _get_to_writer(
+        self, key: str, file: IO[bytes], *, progress: Callable[[int], object] | None = None
+    ) -> Awaitable[int]:
+        """Writes the value to a file object's ``write``, streamed; the bytes written."""
     def resolve(self, key: str) -> Awaitable[Descriptor]:
         """The descriptor of ``key``'s current version."""
     def stats(self) -> dict[str, Any]:

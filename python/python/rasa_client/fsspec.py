@@ -124,11 +124,32 @@ class RasaFileSystem(AbstractFileSystem):
         self.client.put(key, value, content_type=kwargs.get("content_type"))
 
     def put_file(self, lpath: str, rpath: str, callback: Any = None, mode: str = "overwrite", **kwargs: Any) -> None:
-        """Stores the local file ``lpath`` as ``rpath``."""
+        """Stores the local file ``lpath`` as ``rpath``, streamed from disk (memory does not
+        grow with it); ``callback`` (an fsspec ``Callback``) follows the bytes sent."""
         if os.path.isdir(lpath):
             return  # keys need no directories
-        with open(lpath, "rb") as f:
-            self.pipe_file(rpath, f.read(), mode=mode, **kwargs)
+        key = self._strip_protocol(rpath)
+        if mode == "create" and self.client.exists(key):
+            raise FileExistsError(rpath)
+        if callback is not None:
+            callback.set_size(os.path.getsize(lpath))
+        self.client.put_file(key, lpath, content_type=kwargs.get("content_type"),
+                             progress=None if callback is None else callback.absolute_update)
+
+    def get_file(self, rpath: str, lpath: Any, callback: Any = None, outfile: Any = None, **kwargs: Any) -> None:
+        """Writes ``rpath`` to the local file ``lpath`` (or the file object ``outfile``),
+        streamed, one-sided where it can; a path never holds a partial value."""
+        if self.isdir(rpath):
+            os.makedirs(lpath, exist_ok=True)
+            return
+        key = self._strip_protocol(rpath)
+        if callback is not None:
+            callback.set_size(self.info(rpath)["size"])
+        progress = None if callback is None else callback.absolute_update
+        try:
+            self.client.get_file(key, outfile if outfile is not None else lpath, progress=progress)
+        except NotFound as e:
+            raise FileNotFoundError(rpath) from e
 
     def rm_file(self, path: str) -> None:
         """Deletes the key ``path`` (absent keys are no error, as in S3)."""

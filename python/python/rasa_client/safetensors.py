@@ -207,11 +207,13 @@ def load_index(
     index_key: str,
     framework: str = "numpy",
     shards: list[str] | None = None,
+    into: Any = None,
 ) -> dict[str, Any]:
     """Every tensor of a sharded checkpoint (its ``model.safetensors.index.json``; shard
     keys are relative to the index's), or of the ``shards`` named (file names as the
-    index gives them): the shards read together, one batch into one registered buffer,
-    each tensor a view of it."""
+    index gives them): the shards read together, one batch into one registered buffer
+    (``into``: the caller's, large enough for every shard, each page-aligned), each tensor
+    a view of it."""
     index_key = key_of(index_key)
     doc = json.loads(bytes(client.get(index_key)))
     weight_map = doc.get("weight_map")
@@ -229,7 +231,10 @@ def load_index(
     offsets = [0]
     for n in lengths[:-1]:  # each shard page-aligned in the buffer
         offsets.append(offsets[-1] + (n + 4095) // 4096 * 4096)
-    buf = client.register(max(offsets[-1] + lengths[-1], 1))
+    need = offsets[-1] + lengths[-1]
+    if into is not None and len(into) < need:
+        raise ValueError(f"the shards need {need} bytes; the buffer given holds {len(into)}")
+    buf = into if into is not None else client.register(max(need, 1))
     got = client.get_many_into(keys, buf, offsets=offsets, lengths=lengths)
     out: dict[str, Any] = {}
     for k, at, want, n in zip(keys, offsets, lengths, got, strict=True):
