@@ -129,6 +129,8 @@ echo "writes next to redis..." >&2
 writes=$(./bench/writes.sh)
 echo "inference engines (LMCache's L2 through each backend)..." >&2
 engines=$(./bench/engines.sh)
+echo "model weights..." >&2
+weights=$(./bench/weights.sh)
 echo "S3 listener..." >&2
 s3front=$(./bench/s3-front.sh)
 echo "cold reads next to Varnish..." >&2
@@ -217,6 +219,8 @@ read -r sr sb sp50 sp99 sbad <<<"$put_steady"
   echo "$writes"
   echo
   echo "$engines"
+  echo
+  echo "$weights"
   echo
   echo "$s3front"
   echo
