@@ -5,16 +5,20 @@ CARGO ?= cargo
 # Extra flags for the gateway, e.g. `make run ARGS="--memory 4GiB --listen 0.0.0.0:8080"`.
 ARGS ?=
 
-.PHONY: setup run build test test-steps lint openapi docs bench stress docker-check fuzz-api python s3-tests
+.PHONY: setup setup-run run build test test-steps lint openapi docs bench stress docker-check fuzz-api python s3-tests
 
 setup:
 	@./scripts/setup.sh
 
+## What building and running needs, and nothing the tests alone need.
+setup-run:
+	@./scripts/setup.sh --run
+
 ## Build (release) and start the gateway on 127.0.0.1:8080, in memory, no S3.
-run: setup
+run: setup-run
 	$(CARGO) run --release --locked -p rasa-gateway -- $(ARGS)
 
-build: setup
+build: setup-run
 	$(CARGO) build --workspace --locked
 
 ## Formatting, lints, unit tests, end-to-end tests (which start the real binary, s3s-fs and
@@ -36,10 +40,14 @@ test-steps:
 	# LMCache's own connector tests, against Rasa (torch and lmcache: a base made once per machine).
 	./scripts/engines.sh --test
 	./scripts/s3-clients.sh
+	# The book: reference pages current with the code, links, the build (scripts/docs.sh).
+	./scripts/docs.sh --check
+	# The Kubernetes manifests, rendered and validated offline.
+	./scripts/k8s-check.sh
 	./scripts/fuzz-api.sh 20
 
 ## The Python SDK (rasa_client), optimised, built into a virtualenv at .venv:
-## `. .venv/bin/activate`. (make test tests a debug build: see the README.)
+## `. .venv/bin/activate`. (make test tests a debug build: see the Python SDK guide, docs/guide/python-sdk.md.)
 python: setup
 	./scripts/python.sh --release
 
@@ -61,10 +69,9 @@ lint: setup
 openapi:
 	$(CARGO) run -q --locked -p rasa-gateway -- openapi > openapi/openapi.json
 
-## Regenerate docs/configuration.md (every option: key, flag, variable, default) from the
-## flags' definition (a test fails when it is stale).
-docs:
-	$(CARGO) run -q --locked -p rasa-gateway -- config reference > docs/configuration.md
+## The book (docs/, mdBook) into target/book/, its reference pages regenerated from the code.
+docs: setup
+	./scripts/docs.sh
 
 ## Rasa next to nginx and S3, fast path vs HTTP; writes bench/results.md (release builds).
 bench: setup

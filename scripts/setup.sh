@@ -2,7 +2,9 @@
 # Installs what building and testing Rasa needs on a Debian machine, when it is missing.
 # Safe to run again: it only installs what is absent. Used by `make run` and `make test`.
 #
-#   scripts/setup.sh            install what is missing
+#   scripts/setup.sh            install what is missing to build, run and test (make test)
+#   scripts/setup.sh --run      only what building and running the gateway needs (make run):
+#                               a C toolchain, libfabric, clang for bindgen, protoc
 #   scripts/setup.sh --bench    also what `make bench` compares Rasa with (wrk, nginx,
 #                               Varnish, memcached, GNU time)
 #   scripts/setup.sh --dry-run  print the Debian packages it would install, one per line
@@ -16,11 +18,11 @@
 #   - libfabric: `pkg-config --exists libfabric` and its header rdma/fabric.h;
 #   - protoc and its well-known protos (etcd-client's build compiles etcd's .proto files,
 #     which import google/protobuf/descriptor.proto): by compiling a file that imports them;
-#   - tools (cc, curl, openssl, python3's venv, s3s-fs, etcd, chromium): by running them.
+#   - tools (cc, curl, openssl, python3's venv, s3s-fs, etcd, chromium, mdbook, kubectl's
+#     kustomize): by running them.
 #
 # RASA_SETUP_SYSROOT=DIR looks for libraries and headers under DIR instead of /
-# (tests build fake trees with it). RASA_SETUP_SKIP_TEST_TOOLS=1 skips what only the tests
-# need (image builds).
+# (tests build fake trees with it). RASA_SETUP_SKIP_TEST_TOOLS=1 is --run (image builds).
 set -euo pipefail
 
 dry_run=0
@@ -29,8 +31,9 @@ for arg in "$@"; do
   case "$arg" in
     --dry-run | -n) dry_run=1 ;;
     --bench) bench=1 ;;
+    --run) RASA_SETUP_SKIP_TEST_TOOLS=1 ;;
     -h | --help)
-      sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -157,6 +160,9 @@ if [ "$skip_test_tools" != 1 ]; then
   runs chromium --version || need chromium
   # The S3 clients' suite copies with rclone (the others come from PyPI).
   runs rclone version || need rclone
+  # The Kubernetes manifests are rendered offline by kubectl's kustomize
+  # (scripts/k8s-check.sh; it needs kustomize v4 or later, kubectl 1.21 or later).
+  runs kubectl kustomize --help || need kubernetes-client
 fi
 if [ "$bench" = 1 ]; then
   # What the benchmarks run next to Rasa (bench/*.sh), each detected by running it.
@@ -175,10 +181,16 @@ need_s3s=0
 if [ "$skip_test_tools" != 1 ] && ! runs s3s-fs --help; then
   need_s3s=1
 fi
+# The book's builder (scripts/docs.sh: make docs, and make test's check of the book).
+need_mdbook=0
+if [ "$skip_test_tools" != 1 ] && ! runs mdbook --version; then
+  need_mdbook=1
+fi
 
 if [ "$dry_run" = 1 ]; then
   for p in ${need_apt[@]+"${need_apt[@]}"}; do echo "$p"; done
   [ "$need_s3s" = 1 ] && echo "setup: would also run: cargo install s3s-fs@0.14.1" >&2
+  [ "$need_mdbook" = 1 ] && echo "setup: would also run: cargo install mdbook@0.5.4" >&2
   exit 0
 fi
 
@@ -195,14 +207,20 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "setup: cargo not found; install Rust from https://rustup.rs" >&2
   exit 1
 fi
-for comp in rustfmt clippy; do
-  if ! cargo "${comp/rustfmt/fmt}" --version >/dev/null 2>&1; then
-    echo "setup: adding rustup component $comp" >&2
-    rustup component add "$comp"
-  fi
-done
+if [ "$skip_test_tools" != 1 ]; then # make test checks formatting and lints
+  for comp in rustfmt clippy; do
+    if ! cargo "${comp/rustfmt/fmt}" --version >/dev/null 2>&1; then
+      echo "setup: adding rustup component $comp" >&2
+      rustup component add "$comp"
+    fi
+  done
+fi
 
 if [ "$need_s3s" = 1 ]; then
   echo "setup: installing s3s-fs 0.14.1 (cargo install, a few minutes)" >&2
   cargo install s3s-fs@0.14.1 --locked --features binary
+fi
+if [ "$need_mdbook" = 1 ]; then
+  echo "setup: installing mdbook 0.5.4 (cargo install, about 2 minutes)" >&2
+  cargo install mdbook@0.5.4 --locked --no-default-features --features search
 fi

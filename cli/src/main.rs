@@ -14,6 +14,7 @@ mod batch;
 mod fabric;
 mod output;
 mod ranges;
+mod reference;
 use output::{sha256_of_file, Hashing};
 use ranges::ByteRange;
 
@@ -147,6 +148,9 @@ enum Cmd {
     /// The fast path on this host.
     #[command(subcommand)]
     Fabric(FabricCmd),
+    /// Print the CLI reference (Markdown) that docs/reference/cli.md holds.
+    #[command(hide = true)]
+    Reference,
 }
 
 #[derive(Debug, Subcommand)]
@@ -243,6 +247,10 @@ async fn run(cli: Cli) -> Result<(), String> {
             false => Err("the fabric check failed (see FAIL above)".into()),
         };
     }
+    if let Cmd::Reference = &cli.command {
+        print!("{}", reference::markdown());
+        return Ok(());
+    }
     let client = client_for(&cli)?;
     let json = cli.json;
     match cli.command {
@@ -261,7 +269,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         Cmd::PutMany { values, prefix } => batch::put_many(&client, &prefix, &values, json).await?,
         Cmd::Rm { keys } => batch::rm(&client, &keys, json).await?,
         Cmd::Stat { key } => stat(&client, &key, json).await?,
-        Cmd::Fabric(_) => unreachable!("handled above"),
+        Cmd::Fabric(_) | Cmd::Reference => unreachable!("handled above"),
         Cmd::Ls { prefix, limit } => ls(&client, &prefix, limit, json).await?,
     }
     Ok(())

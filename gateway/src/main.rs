@@ -34,6 +34,10 @@ fn main() -> ExitCode {
             print!("{}", doc::openapi_json());
             return ExitCode::SUCCESS;
         }
+        Some(Command::Metrics) => {
+            print!("{}", rasa_gateway::catalog::reference());
+            return ExitCode::SUCCESS;
+        }
         Some(Command::Token(cmd)) => return exit(rasa_gateway::credentials::token(cmd)),
         Some(Command::S3Key(cmd)) => return exit(rasa_gateway::credentials::s3_key(cmd)),
         Some(Command::Fabric(FabricCommand::Check { json })) => {

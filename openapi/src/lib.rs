@@ -97,7 +97,7 @@ pub struct Descriptor {
     pub rkey: Option<u64>,
     /// Length of the frame header that precedes the payload at `addr`.
     pub frame_header_len: u32,
-    /// Format of the frame at `addr` (see the README's "Frame format"). A reader that does
+    /// Format of the frame at `addr` (docs/design/frame-format.md). A reader that does
     /// not know it reads over HTTP instead.
     #[serde(default = "format_one")]
     #[schema(example = 2)]

@@ -198,7 +198,7 @@ def test_closed_client_raises(gateway):
 
 
 def test_readme_numpy_example(client):
-    # The README's example: a KV cache of 32 blocks, read into one array's rows.
+    # The Python SDK guide's example: a KV cache of 32 blocks, read into one array's rows.
     prefix = key("kv")
     blocks = [np.full(4096, i, dtype=np.float16) for i in range(32)]
     for i, b in enumerate(blocks):

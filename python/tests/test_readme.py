@@ -1,27 +1,66 @@
-"""The README's Python examples run as written (against a test gateway instead of
-127.0.0.1:8080), each in a namespace of its own."""
+"""The README's sessions run as written (against a test gateway instead of
+127.0.0.1:8080): its curl session line by line, with the answers it claims, and its
+Python session; and the Python SDK guide's first examples."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 import re
+import subprocess
 
 import pytest
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+GUIDE = ROOT / "docs" / "guide" / "python-sdk.md"
+
+
+def blocks(text: str, lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", text, re.S)
+
+
+def try_it() -> str:
+    text = README.read_text()
+    return text[text.index("## Try it") : text.index("## The book")]
 
 
 def python_examples() -> list[str]:
-    text = README.read_text()
-    section = text[text.index("## The Python SDK") : text.index("## The `rasa` CLI")]
-    return re.findall(r"```python\n(.*?)```", section, re.S)
+    return blocks(GUIDE.read_text(), "python")
 
 
-def test_the_readme_has_python_examples():
+def test_the_readme_is_short():
+    assert len(README.read_text().splitlines()) <= 200
+
+
+def test_the_readme_curl_session_answers_as_it_says(gateway):
+    (session,) = blocks(try_it(), "sh")
+    lines = [ln for ln in session.splitlines() if ln.strip()]
+    assert len(lines) == 5
+    out = []
+    for ln in lines:
+        cmd = ln.split("  #")[0].replace("http://127.0.0.1:8080", gateway.url)
+        r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=ROOT, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, (cmd, r.stderr)
+        out.append(r.stdout)
+    descriptor = json.loads(out[0])
+    assert descriptor["length"] == README.stat().st_size
+    assert out[1] == README.read_text().splitlines(keepends=True)[0]
+    assert out[2].lower().startswith("etag:")
+    assert json.loads(out[3])["version"] == descriptor["version"]
+    assert out[4].strip() == "204"
+
+
+def test_the_readme_python_session_runs(gateway):
+    (code,) = blocks(try_it(), "python")
+    exec(compile(code.replace("http://127.0.0.1:8080", gateway.url), "README.md python", "exec"), {})
+
+
+def test_the_guide_has_python_examples():
     assert len(python_examples()) >= 3
 
 
 @pytest.mark.parametrize("n", range(3))
-def test_a_readme_example_runs_as_written(gateway, n):
+def test_a_python_sdk_guide_example_runs_as_written(gateway, n):
     code = python_examples()[n].replace("http://127.0.0.1:8080", gateway.url)
-    exec(compile(code, f"README.md python example {n + 1}", "exec"), {})
+    exec(compile(code, f"docs/guide/python-sdk.md python example {n + 1}", "exec"), {})

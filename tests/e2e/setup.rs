@@ -145,3 +145,85 @@ fn this_machines_protoc_has_the_well_known_protos() {
         "setup.sh would still install: {pkgs}"
     );
 }
+
+/// `setup.sh --dry-run` (with `args`) on a machine whose `PATH` holds only the shell
+/// tools the script itself runs: what it would install, packages and other steps.
+fn on_a_bare_machine(args: &[&str]) -> (Vec<String>, String) {
+    let bin = rasa_tests::temp_dir("setup-bin");
+    for tool in [
+        "bash", "sed", "grep", "mktemp", "rm", "cat", "find", "dirname", "ls", "head", "tr", "id",
+        "env", "sort",
+    ] {
+        let Some(path) = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|d| d.join(tool))
+            .find(|p| p.exists())
+        else {
+            continue;
+        };
+        std::os::unix::fs::symlink(path, bin.join(tool)).expect("link a tool");
+    }
+    let out = Command::new(bin.join("bash"))
+        .arg(script())
+        .args(args)
+        .arg("--dry-run")
+        .env("PATH", &bin)
+        .env("RASA_SETUP_SYSROOT", tree(&[]))
+        .env_remove("LIBCLANG_PATH")
+        .env_remove("RASA_SETUP_SKIP_TEST_TOOLS")
+        .output()
+        .expect("run scripts/setup.sh --dry-run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pkgs = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    (pkgs, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn make_run_installs_only_what_running_needs() {
+    const TEST_ONLY: [&str; 6] = [
+        "etcd-server",
+        "chromium",
+        "rclone",
+        "kubernetes-client",
+        "python3-venv",
+        "openssl",
+    ];
+    let (run, run_steps) = on_a_bare_machine(&["--run"]);
+    for p in [
+        "libfabric-dev",
+        "libclang-dev",
+        "clang",
+        "build-essential",
+        "protobuf-compiler",
+    ] {
+        assert!(
+            run.iter().any(|x| x == p),
+            "--run must install {p}: {run:?}"
+        );
+    }
+    assert!(
+        !run.iter().any(|p| TEST_ONLY.contains(&p.as_str())),
+        "{run:?}"
+    );
+    assert!(
+        !run_steps.contains("s3s-fs") && !run_steps.contains("mdbook"),
+        "{run_steps}"
+    );
+    let (all, steps) = on_a_bare_machine(&[]);
+    for p in TEST_ONLY {
+        assert!(
+            all.iter().any(|x| x == p),
+            "make test must install {p}: {all:?}"
+        );
+    }
+    assert!(
+        steps.contains("s3s-fs") && steps.contains("mdbook"),
+        "{steps}"
+    );
+}

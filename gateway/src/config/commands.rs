@@ -25,6 +25,9 @@ pub enum Command {
     /// The configuration file: an example, a check, the effective configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Print the metrics reference (Markdown) that docs/reference/metrics.md holds.
+    #[command(hide = true)]
+    Metrics,
 }
 
 /// `rasa-gateway config …`
