@@ -1,6 +1,7 @@
-//! Files in and out with progress: [`FileTransfer`] is [`Client::put_file`] and
-//! [`Client::get_to_file`] with a callback told the bytes moved so far, for a progress bar
-//! over a multi-GB upload or download. Memory does not grow with the file either way.
+//! Files in and out with progress: [`FileTransfer`] is [`Client::put_file`],
+//! [`Client::get_to_file`] and [`Client::get_to`] with a callback told the bytes moved so
+//! far, for a progress bar over a multi-GB upload or download. Memory does not grow with
+//! the file either way.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -15,10 +16,10 @@ use crate::{Client, Error, Written};
 /// at most about once a MiB and once at the end. A transfer that starts over (the next
 /// member after an owner that did not answer, HTTP after a failed one-sided read) counts
 /// from 0 again.
-pub type OnProgress = Arc<dyn Fn(u64) + Send + Sync>;
+pub(crate) type OnProgress = Arc<dyn Fn(u64) + Send + Sync>;
 
 /// Bytes between two reports.
-pub const REPORT_EVERY: u64 = 1 << 20;
+pub(crate) const REPORT_EVERY: u64 = 1 << 20;
 
 /// A file transfer through `client`, reporting its progress.
 ///
@@ -76,6 +77,18 @@ impl<'a> FileTransfer<'a> {
             c.inner.get_to_file(key, path, on).await
         })
         .await
+    }
+
+    /// [`Client::get_to`], reporting progress: the bytes written to `out` so far.
+    pub async fn get_to<W: AsyncWrite + Unpin + ?Sized>(
+        &self,
+        key: &str,
+        out: &mut W,
+    ) -> Result<Written, Error> {
+        let mut out = Counted::new(out, self.progress.as_ref());
+        let w = self.client.get_to(key, &mut out).await?;
+        out.tell();
+        Ok(w)
     }
 }
 

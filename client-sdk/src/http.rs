@@ -297,30 +297,28 @@ impl Transport {
         key: &str,
         path: &std::path::Path,
         content_type: Option<&str>,
-        on: Option<&crate::OnProgress>,
+        on: Option<&crate::files::OnProgress>,
     ) -> Result<Descriptor, Error> {
         use tokio::io::AsyncReadExt;
         let input = |e: std::io::Error| Error::Input(format!("reading {}: {e}", path.display()));
         let file = tokio::fs::File::open(path).await.map_err(input)?;
         let length = file.metadata().await.map_err(input)?.len();
-        let on = on.cloned();
-        let chunks = futures_util::stream::unfold(Some((file, 0u64)), move |state| {
-            let on = on.clone();
-            async move {
-                let (mut file, sent) = state?;
-                let mut buf = vec![0u8; crate::files::REPORT_EVERY as usize];
-                match file.read(&mut buf).await {
-                    Ok(0) => None,
-                    Ok(n) => {
-                        buf.truncate(n);
-                        let sent = sent + n as u64;
-                        if let Some(f) = &on {
-                            f(sent);
-                        }
-                        Some((Ok(Bytes::from(buf)), Some((file, sent))))
+        // Read a MiB at a time, each chunk reported once read.
+        let start = (file, 0u64, on.cloned());
+        let chunks = futures_util::stream::unfold(Some(start), |state| async move {
+            let (mut file, sent, on) = state?;
+            let mut buf = vec![0u8; 1 << 20];
+            match file.read(&mut buf).await {
+                Ok(0) => None,
+                Ok(n) => {
+                    buf.truncate(n);
+                    let sent = sent + n as u64;
+                    if let Some(f) = &on {
+                        f(sent);
                     }
-                    Err(e) => Some((Err(e), None)),
+                    Some((Ok(Bytes::from(buf)), Some((file, sent, on))))
                 }
+                Err(e) => Some((Err(e), None)),
             }
         });
         let body = Payload::Once(Some(reqwest::Body::wrap_stream(chunks)));

@@ -71,7 +71,7 @@ pub use builder::{default_fabric_addr, ClientBuilder};
 pub use client::Client;
 pub use descriptors::{remote_frame, remote_frame_on};
 pub use error::{with_causes, Error};
-pub use files::{FileTransfer, OnProgress, REPORT_EVERY};
+pub use files::FileTransfer;
 pub use http::MAX_BUSY_WAIT;
 pub use into::BufResult;
 pub use object::{FastPath, Meta, Object, ReadPath};

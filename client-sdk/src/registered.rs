@@ -94,28 +94,26 @@ impl RegisteredBuffer {
             return (Err(Error::Output(why)), self);
         }
         // Cut from the end: after each region the bytes up to the next (kept aside), then
-        // the region itself.
-        let mut layout: Vec<(Option<usize>, Option<LandingBuffer>)> = Vec::new();
+        // the region itself; put back together in the opposite order.
+        let mut layout = Vec::with_capacity(2 * regions.len());
         let mut parts: Vec<Option<RegisteredBuffer>> = regions.iter().map(|_| None).collect();
         for &i in order.iter().rev() {
-            layout.push((None, Some(self.landing.split_off(regions[i].end))));
+            layout.push(Piece::Gap(self.landing.split_off(regions[i].end)));
             let landing = self.landing.split_off(regions[i].start);
             parts[i] = Some(RegisteredBuffer { landing });
-            layout.push((Some(i), None));
+            layout.push(Piece::Region(i));
         }
-        layout.reverse();
         let parts: Vec<RegisteredBuffer> = parts.into_iter().map(|p| p.expect("cut")).collect();
-        let mut results = client.get_many_into(keys, parts).await;
-        let mut out = Vec::with_capacity(results.len());
-        let mut back: Vec<Option<LandingBuffer>> = results.iter().map(|_| None).collect();
-        for (i, (r, part)) in results.drain(..).enumerate() {
-            out.push(r);
-            back[i] = Some(part.landing);
-        }
-        for (region, gap) in layout {
-            let piece = match region {
-                Some(i) => back[i].take().expect("each region once"),
-                None => gap.expect("a gap holds its bytes"),
+        let (out, mut back): (Vec<_>, Vec<_>) = client
+            .get_many_into(keys, parts)
+            .await
+            .into_iter()
+            .map(|(r, part)| (r, Some(part.landing)))
+            .unzip();
+        for piece in layout.into_iter().rev() {
+            let piece = match piece {
+                Piece::Region(i) => back[i].take().expect("each region once"),
+                Piece::Gap(bytes) => bytes,
             };
             self.landing
                 .unsplit(piece)
@@ -123,6 +121,13 @@ impl RegisteredBuffer {
         }
         (Ok(out), self)
     }
+}
+
+/// A piece of a buffer cut for [`RegisteredBuffer::get_many_in`]: the region of key `i`,
+/// or the bytes between two regions, kept aside untouched.
+enum Piece {
+    Region(usize),
+    Gap(LandingBuffer),
 }
 
 /// `Ok` when `regions` (visited in `order`, by start) neither overlap nor run past `len`.

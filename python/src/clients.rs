@@ -319,8 +319,7 @@ macro_rules! methods {
                 content_type: Option<String>,
                 progress: Option<Py<PyAny>>,
             ) -> PyResult<Bound<'py, PyAny>> {
-                let on = files::on_progress(progress);
-                $run(py, self.core.limit(), files::put_file(self.core.sdk()?, key, path, content_type, on))
+                $run(py, self.core.limit(), files::put_file(self.core.sdk()?, key, path, content_type, progress))
             }
 
             /// Writes `key`'s current version to the file `path`, streamed (memory does
@@ -335,8 +334,7 @@ macro_rules! methods {
                 path: std::path::PathBuf,
                 progress: Option<Py<PyAny>>,
             ) -> PyResult<Bound<'py, PyAny>> {
-                let on = files::on_progress(progress);
-                $run(py, self.core.limit(), files::get_file(self.core.sdk()?, key, path, on))
+                $run(py, self.core.limit(), files::get_file(self.core.sdk()?, key, path, progress))
             }
 
             /// Streams `key`'s current version to the file object `file` (its `write`, a
@@ -349,8 +347,7 @@ macro_rules! methods {
                 file: Py<PyAny>,
                 progress: Option<Py<PyAny>>,
             ) -> PyResult<Bound<'py, PyAny>> {
-                let on = files::on_progress(progress);
-                $run(py, self.core.limit(), files::get_to_writer(self.core.sdk()?, key, file, on))
+                $run(py, self.core.limit(), files::get_to_writer(self.core.sdk()?, key, file, progress))
             }
 
             /// Deletes `key` (no error when it is absent).

@@ -1,35 +1,31 @@
 //! Files in and out: `put_file` and `get_file` streamed (memory bounded by a chunk, not
-//! the file), a Python callable told the bytes moved so far, and `get_file` into a file
-//! object (its `write` called a piece at a time).
+//! the file), a Python callable told the bytes moved so far (the SDK's
+//! [`FileTransfer`] counts them), and `get_file` into a file object (its `write` called
+//! a piece at a time).
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use rasa_client::{Client as Sdk, FileTransfer, OnProgress};
+use rasa_client::{Client as Sdk, FileTransfer};
 
 use crate::errors::IntoPy;
 use crate::types::Descriptor;
 
-/// `progress(done)` for the SDK: called with the GIL taken; an exception it raises is
-/// reported as unraisable (printed) and the transfer goes on.
-pub(crate) fn on_progress(progress: Option<Py<PyAny>>) -> Option<OnProgress> {
-    let f = progress?;
-    Some(Arc::new(move |done: u64| {
-        Python::attach(|py| {
-            if let Err(e) = f.call1(py, (done,)) {
-                e.write_unraisable(py, Some(f.bind(py)));
-            }
-        })
-    }))
-}
-
-fn transfer(sdk: &Sdk, progress: Option<OnProgress>) -> FileTransfer<'_> {
+/// A transfer through `sdk` that tells `progress(done)`, called with the GIL taken; an
+/// exception it raises is reported as unraisable (printed) and the transfer goes on.
+fn transfer(sdk: &Sdk, progress: Option<Py<PyAny>>) -> FileTransfer<'_> {
+    let t = FileTransfer::new(sdk);
     match progress {
-        Some(f) => FileTransfer::new(sdk).on_progress(move |n| f(n)),
-        None => FileTransfer::new(sdk),
+        None => t,
+        Some(f) => t.on_progress(move |done| {
+            Python::attach(|py| {
+                if let Err(e) = f.call1(py, (done,)) {
+                    e.write_unraisable(py, Some(f.bind(py)));
+                }
+            })
+        }),
     }
 }
 
@@ -39,7 +35,7 @@ pub(crate) async fn put_file(
     key: String,
     path: std::path::PathBuf,
     content_type: Option<String>,
-    progress: Option<OnProgress>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<Descriptor> {
     transfer(&sdk, progress)
         .put_file(&key, &path, content_type.as_deref())
@@ -54,7 +50,7 @@ pub(crate) async fn get_file(
     sdk: Sdk,
     key: String,
     path: std::path::PathBuf,
-    progress: Option<OnProgress>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<u64> {
     transfer(&sdk, progress)
         .get_to_file(&key, &path)
@@ -68,31 +64,24 @@ pub(crate) async fn get_to_writer(
     sdk: Sdk,
     key: String,
     file: Py<PyAny>,
-    progress: Option<OnProgress>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<u64> {
-    let mut out = PyWriter {
-        file,
-        progress,
-        done: 0,
-    };
-    let w = sdk.get_to(&key, &mut out).await.py()?;
-    if let Some(f) = &out.progress {
-        f(w.length);
-    }
-    Ok(w.length)
+    transfer(&sdk, progress)
+        .get_to(&key, &mut PyWriter { file })
+        .await
+        .map(|w| w.length)
+        .py()
 }
 
 /// A Python file object as an `AsyncWrite`: each piece handed to its `write` (the GIL
 /// taken for it), which must take it whole (as a buffered or raw binary file does).
 struct PyWriter {
     file: Py<PyAny>,
-    progress: Option<OnProgress>,
-    done: u64,
 }
 
 impl tokio::io::AsyncWrite for PyWriter {
     fn poll_write(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
@@ -109,13 +98,6 @@ impl tokio::io::AsyncWrite for PyWriter {
                 "the file object's write took {n} of {} bytes",
                 buf.len()
             ))));
-        }
-        let before = self.done;
-        self.done += n as u64;
-        if let Some(f) = &self.progress {
-            if self.done / rasa_client::REPORT_EVERY != before / rasa_client::REPORT_EVERY {
-                f(self.done);
-            }
         }
         Poll::Ready(Ok(n))
     }

@@ -12,7 +12,7 @@ import pathlib
 import re
 import sys
 
-LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")  # links and images
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 
 
@@ -69,7 +69,7 @@ def main() -> int:
         text = "\n".join(prose(page.read_text()))
         text = re.sub(r"`[^`\n]*`", "", text)  # inline code is not a link
         for m in LINK.finditer(text):
-            target = m.group(1) or m.group(2)
+            target = m.group(1)
             if re.match(r"^[a-z][a-z0-9+.-]*:", target):
                 continue  # http:, https:, mailto:
             path, _, frag = target.partition("#")

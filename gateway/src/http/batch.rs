@@ -188,15 +188,15 @@ fn place(
 /// only when the batch ends, so never evicted for it): if not, it is refused at once.
 fn fits(store: &Store, held: u64, item: &PutBatchItem) -> Result<(), ApiError> {
     let budget = store.memory().budget();
-    match held.saturating_add(item.length) > budget {
-        true => Err(crate::store::StoreError::InsufficientStorage {
-            needed: item.length,
-            allocated: held,
-            budget,
-        }
-        .into()),
-        false => Ok(()),
+    if held.saturating_add(item.length) <= budget {
+        return Ok(());
     }
+    Err(crate::store::StoreError::InsufficientStorage {
+        needed: item.length,
+        allocated: held,
+        budget,
+    }
+    .into())
 }
 
 /// Streams `item`'s bytes into a new upload, sealed. A value the store refuses (no

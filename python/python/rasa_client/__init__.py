@@ -170,10 +170,7 @@ class Client(_native.Client):
         partial value; a file object gets the bytes through its ``write`` from where it
         stands, and on an error holds part of them (``Incomplete`` says how many).
         ``progress(done)`` is told the bytes written so far, about once a MiB."""
-        if hasattr(file, "write"):
-            n: int = self._get_to_writer(key, file, progress=progress)
-            return n
-        n = self._get_file(key, os.fspath(file), progress=progress)
+        n: int = _get_file(self, key, file, progress)
         return n
 
     def put_many(
@@ -243,14 +240,25 @@ def _put(client: Any, key: str, data: Any, content_type: str | None, conditions:
     if kind == "file":
         if any(v is not None for v in conditions.values()):
             raise TypeError("if_match / if_none_match take the data in memory, not a file")
-        native = _native.AsyncClient if isinstance(client, _native.AsyncClient) else _native.Client
-        return native.put_file(client, key, body, content_type=content_type)
+        return _native_of(client).put_file(client, key, body, content_type=content_type)
     return _native_put(client, key, body, content_type, conditions)
 
 
+def _native_of(client: Any) -> Any:
+    """The native class whose methods ``client``'s overrides stand in front of."""
+    return _native.AsyncClient if isinstance(client, _native.AsyncClient) else _native.Client
+
+
 def _native_put(client: Any, key: str, body: Any, content_type: str | None, conditions: dict[str, Any]) -> Any:
-    native = _native.AsyncClient if isinstance(client, _native.AsyncClient) else _native.Client
-    return native.put(client, key, body, content_type, **conditions)
+    return _native_of(client).put(client, key, body, content_type, **conditions)
+
+
+def _get_file(client: Any, key: str, file: Any, progress: Any) -> Any:
+    """``get_file``'s read (a value, or an awaitable for ``AsyncClient``): to a file
+    object through its ``write``, else to the path."""
+    if hasattr(file, "write"):
+        return client._get_to_writer(key, file, progress=progress)
+    return client._get_file(key, os.fspath(file), progress=progress)
 
 
 def _all_or_raise(results: list[Any], done: str) -> list[Any]:
@@ -354,10 +362,7 @@ class AsyncClient(_native.AsyncClient):
     ) -> int:
         """Writes ``key``'s current version to a path or file object, streamed, like
         ``Client.get_file``."""
-        if hasattr(file, "write"):
-            n: int = await self._get_to_writer(key, file, progress=progress)
-            return n
-        n = await self._get_file(key, os.fspath(file), progress=progress)
+        n: int = await _get_file(self, key, file, progress)
         return n
 
     async def put_many(

@@ -139,12 +139,13 @@ class RasaFileSystem(AbstractFileSystem):
     def get_file(self, rpath: str, lpath: Any, callback: Any = None, outfile: Any = None, **kwargs: Any) -> None:
         """Writes ``rpath`` to the local file ``lpath`` (or the file object ``outfile``),
         streamed, one-sided where it can; a path never holds a partial value."""
-        if self.isdir(rpath):
+        info = self.info(rpath)  # FileNotFoundError when neither a key nor a directory
+        if info["type"] == "directory":
             os.makedirs(lpath, exist_ok=True)
             return
         key = self._strip_protocol(rpath)
         if callback is not None:
-            callback.set_size(self.info(rpath)["size"])
+            callback.set_size(info["size"])
         progress = None if callback is None else callback.absolute_update
         try:
             self.client.get_file(key, outfile if outfile is not None else lpath, progress=progress)

@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from ._errors import BufferTooSmall
+
 #: safetensors' dtypes: bytes per element, and the numpy / torch type names.
 DTYPES: dict[str, tuple[int, str | None, str]] = {
     "BOOL": (1, "bool", "bool"),
@@ -175,8 +177,8 @@ def _read_whole(client: Any, key: str, into: Any) -> tuple[Any, int]:
             raise ValueError(f"{key} has {n} bytes; the buffer given holds {len(buf)}")
         try:
             return buf, client.get_into(key, buf)
-        except Exception as e:  # noqa: BLE001 - a BufferTooSmall: the value changed
-            if type(e).__name__ != "BufferTooSmall" or into is not None:
+        except BufferTooSmall:  # the value changed: again, with its new length
+            if into is not None:
                 raise
     raise RuntimeError(f"{key} kept changing length while it was read")
 
