@@ -8,6 +8,13 @@ use rasa_gateway::http::doc;
 use rasa_gateway::Gateway;
 use tracing_subscriber::EnvFilter;
 
+/// jemalloc rather than glibc's malloc: it keeps small allocations of one size together,
+/// so the records of long-lived versions do not fragment among the buffers of requests.
+/// Measured (`bench/small.sh`, `bench/cpu-per-request.sh`): resident memory per small
+/// cached version beyond its frame 174 → 111 B, gateway CPU per 1 KiB GET 7 % lower.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     log_panics();
     rasa_fastpath::report_fatal_signals("rasa-gateway");
