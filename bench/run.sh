@@ -42,7 +42,7 @@ mkdir -p "$tmp/www"; chmod 755 "$tmp" "$tmp/www"
 head -c 1024 /dev/urandom >"$tmp/www/1k"; head -c 1048576 /dev/urandom >"$tmp/www/1m"; chmod 644 "$tmp/www/"*
 
 # --- Rasa (fast path on, as deployed)
-"$PWD/target/release/rasa-gateway" --listen 127.0.0.1:0 --memory 16GiB --max-object-size 32MiB >"$tmp/rasa.out" 2>"$tmp/rasa.err" &
+"$PWD/target/release/rasa-gateway" --listen 127.0.0.1:0 --memory 16GiB --max-object-size 512MiB >"$tmp/rasa.out" 2>"$tmp/rasa.err" &
 rasa_pid=$!; pids+=($rasa_pid)
 while ! grep -q listening "$tmp/rasa.out"; do sleep 0.05; done
 rasa=$(sed -n 's/.*listening on //p' "$tmp/rasa.out")

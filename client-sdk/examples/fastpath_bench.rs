@@ -4,7 +4,7 @@
 //! cargo run --release -p rasa-client --example fastpath_bench -- http://127.0.0.1:8080 [GATEWAY_PID]
 //! ```
 //!
-//! For 4 KiB, 1 MiB and 16 MiB values: latency (p50/p99) and throughput of one-sided reads
+//! For 4 KiB, 1 MiB, 16 MiB and 256 MiB values (`FASTPATH_BENCH_ONLY="256 MiB"`: one size): latency (p50/p99) and throughput of one-sided reads
 //! (one descriptor, many validated reads) and of HTTP GETs of the same value, one request
 //! at a time; with the gateway's PID, also the gateway's CPU time per GB served on each
 //! path (from /proc). `make bench` runs it.
@@ -45,6 +45,7 @@ async fn time_into<B: AsMut<[u8]> + Send + 'static>(
     mut buf: B,
     iters: usize,
     pid: Option<u32>,
+    want: rasa_client::ReadPath,
 ) -> Run {
     let size = c.head(key).await.unwrap().length as usize;
     for _ in 0..3 {
@@ -59,7 +60,7 @@ async fn time_into<B: AsMut<[u8]> + Send + 'static>(
         let t = Instant::now();
         let (r, b) = c.get_into(key, buf).await;
         lat.push(t.elapsed());
-        assert_eq!(r.unwrap().path, rasa_client::ReadPath::Fabric);
+        assert_eq!(r.unwrap().path, want);
         buf = b;
     }
     summarize(lat, size, wall.elapsed(), cpu_seconds(pid) - cpu0)
@@ -85,7 +86,12 @@ async fn main() {
         ("1 MiB", 1 << 20, 600),
         // Enough reads that p99 is not simply the slowest one.
         ("16 MiB", 16 << 20, 200),
+        // The large-value row of issue #50: a warm client, so no process start-up is timed.
+        ("256 MiB", 256 << 20, 15),
     ] {
+        if std::env::var("FASTPATH_BENCH_ONLY").is_ok_and(|only| only != label) {
+            continue;
+        }
         let key = format!("bench/fastpath/{size}");
         let body: Vec<u8> = (0..size).map(|i| (i * 131 % 251) as u8).collect();
         client.put(&key, body.clone()).await.unwrap();
@@ -151,8 +157,16 @@ async fn main() {
             .build()
             .unwrap();
         let registered = c.register(size).unwrap();
-        let into_reg = time_into(&c, &key, registered, iters, pid).await;
-        let into_vec = time_into(&c, &key, vec![0u8; size], iters, pid).await;
+        let fabric_path = rasa_client::ReadPath::Fabric;
+        let into_reg = time_into(&c, &key, registered, iters, pid, fabric_path).await;
+        let into_vec = time_into(&c, &key, vec![0u8; size], iters, pid, fabric_path).await;
+        // The same reused Vec over HTTP: the like-for-like figure for the one-copy read.
+        let c = Client::builder(&endpoint)
+            .fast_path(FastPath::Off)
+            .build()
+            .unwrap();
+        let http_path = rasa_client::ReadPath::Http;
+        let into_vec_http = time_into(&c, &key, vec![0u8; size], iters, pid, http_path).await;
         for (name, r) in [
             ("fabric", &fabric),
             ("http", &web),
@@ -160,6 +174,7 @@ async fn main() {
             ("SDK get, http", &sdk[1]),
             ("SDK get_into Vec, fabric (1 copy)", &into_vec),
             ("SDK get_into registered, fabric (0 copies)", &into_reg),
+            ("SDK get_into Vec, http", &into_vec_http),
         ] {
             println!(
                 "| {label} | {name} | {:.0} µs | {:.0} µs | {:.2} GB/s | {} |",
@@ -182,6 +197,11 @@ async fn main() {
             "| {label} | ratio SDK get fabric/http | {:.2}x faster p50 | | {:.2}x | |",
             sdk[1].p50.as_secs_f64() / sdk[0].p50.as_secs_f64(),
             sdk[0].gbps / sdk[1].gbps
+        );
+        println!(
+            "| {label} | ratio SDK get_into Vec fabric/http | {:.2}x faster p50 | | {:.2}x | |",
+            into_vec_http.p50.as_secs_f64() / into_vec.p50.as_secs_f64(),
+            into_vec.gbps / into_vec_http.gbps
         );
     }
 }
