@@ -73,6 +73,7 @@ print(items[0].split()[2].decode(), file=open("/dev/stderr", "w"))
 EOF
 mc_after=$(rss_kb $mc_pid)
 mc_per=$(( (mc_after - mc_before) * 1024 / n_rasa ))
+if [ -n "${FIGURES:-}" ]; then echo "small $rasa_meta $mc_per" >>"$FIGURES"; fi
 
 echo "## Small objects: memory per cached item, Rasa vs memcached"
 echo

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Reads next to the servers people would put in Rasa's place (issue #50), each row with
+# its anchor and its goal, from one run: GET 1 KiB vs nginx (interleaved rounds, each
+# round's ratio, and the CPU each server spends per request), read-through hits vs Varnish
+# (bench/cold.sh), a forwarded GET vs the owner (bench/cluster.sh), resident bytes per small
+# version vs memcached (bench/small.sh), 16 and 256 MiB one-sided over tcp;ofi_rxm vs HTTP
+# (a warm SDK client, target/release/examples/fastpath_bench). Prints the summary table,
+# then the sections of those scripts; `make bench` puts it in bench/results.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${ROUNDS:-3}
+SECS=${SECS:-5}
+./scripts/setup.sh --bench # what the benchmarks compare with, when missing
+cargo build -q --release --locked -p rasa-gateway --bins -p rasa-client --examples >&2
+tmp=$(mktemp -d)
+pids=()
+trap 'kill ${pids[@]+"${pids[@]}"} 2>/dev/null; rm -rf "$tmp"' EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+cpu_ticks() { local t=0; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' "/proc/$p/stat"))); done; echo $t; }
+export FIGURES="$tmp/figures" # the other scripts append "name value..." lines here
+: >"$FIGURES"
+
+# --- GET 1 KiB: Rasa vs nginx on the same bytes, rounds interleaved.
+mkdir -p "$tmp/www"; chmod 755 "$tmp" "$tmp/www"
+head -c 1024 /dev/urandom >"$tmp/www/1k"; chmod 644 "$tmp/www/1k"
+RUST_LOG=warn target/release/rasa-gateway --listen 127.0.0.1:0 --memory 4GiB --max-object-size 512MiB >"$tmp/rasa.out" 2>/dev/null &
+rasa_pid=$!; pids+=($rasa_pid)
+while ! grep -q listening "$tmp/rasa.out"; do sleep 0.05; done
+rasa=$(sed -n 's/.*listening on //p' "$tmp/rasa.out")
+curl -sf -T "$tmp/www/1k" "$rasa/v1/objects/bench/1k" >/dev/null
+port=$(free_port)
+sed -e "s#@TMP@#$tmp#g" -e "s#@PORT@#$port#g" -e "s#@WORKERS@#$(nproc)#g" bench/nginx.conf.in >"$tmp/nginx.conf"
+nginx -c "$tmp/nginx.conf" -p "$tmp" &
+pids+=($!)
+until curl -sf "http://127.0.0.1:$port/1k" >/dev/null; do sleep 0.05; done
+nginx_pids=$(pgrep -f "nginx: worker process" -P "$(cat "$tmp/nginx.pid" 2>/dev/null || pgrep -f "nginx -c $tmp/nginx.conf" | head -1)" | paste -sd' ')
+tck=$(getconf CLK_TCK)
+wrk_count() { # url pids... → "requests µs-of-CPU-per-request"
+  local url=$1; shift
+  local c0 c1 out
+  c0=$(cpu_ticks "$@")
+  out=$(wrk -t2 -c64 -d"${SECS}s" "$url")
+  c1=$(cpu_ticks "$@")
+  echo "$out" | awk -v c="$((c1 - c0))" -v t="$tck" -v s="$SECS" '/requests in/ {printf "%.0f %.1f\n", $1/s, c/t/$1*1e6}'
+}
+ratios_1k=()
+for _ in $(seq "$ROUNDS"); do
+  read -r rr rc <<<"$(wrk_count "$rasa/v1/objects/bench/1k" "$rasa_pid")"
+  # shellcheck disable=SC2086 # one argument per worker
+  read -r nr nc <<<"$(wrk_count "http://127.0.0.1:$port/1k" $nginx_pids)"
+  ratios_1k+=("$(echo "$rr/$nr" | bc -l)")
+  echo "get1k $rr $nr $rc $nc" >>"$FIGURES"
+done
+
+# --- 16 and 256 MiB through a warm client: one-sided (tcp;ofi_rxm) vs HTTP, each into a
+# reused Vec, and `get` (each read into new memory).
+for size in "16 MiB" "256 MiB"; do
+  FASTPATH_BENCH_ONLY="$size" target/release/examples/fastpath_bench "$rasa" "$rasa_pid" >"$tmp/large-$size.md"
+done
+large_ratio() { # size row-name → p50 ratio (HTTP / one-sided)
+  awk -F'|' -v n="$2" '$3 ~ n {sub(/x.*/, "", $4); gsub(/ /, "", $4); print $4}' "$tmp/large-$1.md"
+}
+kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; pids=()
+
+# --- the other rows' scripts (their sections follow the summary).
+varnish=$(SECS=$SECS ROUNDS=$ROUNDS ./bench/cold.sh)
+cluster=$(SECS=$SECS ROUNDS=$ROUNDS ./bench/cluster.sh)
+small=$(./bench/small.sh)
+
+fig() { awk -v n="$1" -v c="$2" '$1 == n {print $c}' "$FIGURES"; }
+# Figures as a list of ratios, and whether all of them meet a goal (a figure a script did
+# not produce reads "not measured", which meets no goal).
+list() { python3 -c 'import sys; print(", ".join(f"{float(x):.2f}x" if x else "not measured" for x in sys.argv[1:]) or "not measured")' "$@"; }
+all_at_least() { python3 -c 'import sys; g=float(sys.argv[1]); v=sys.argv[2:]; print("met" if v and all(x and float(x)>=g for x in v) else "not met")' "$@"; }
+all_at_most() { python3 -c 'import sys; g=float(sys.argv[1]); v=sys.argv[2:]; print("met" if v and all(x and float(x)<=g for x in v) else "not met")' "$@"; }
+mapfile -t varnish_1m < <(fig hit1m 2)
+mapfile -t fwd_small < <(fig forward_1k_c1 2)
+mapfile -t fwd_large < <(fig forward_1m_c1 2)
+mapfile -t fwd_busy < <(fig forward_1k_c32 2)
+beyond=$(fig small 2); mc=$(fig small 3)
+l16=$(large_ratio "16 MiB" "ratio SDK get_into Vec fabric/http"); l256=$(large_ratio "256 MiB" "ratio SDK get_into Vec fabric/http")
+g16=$(large_ratio "16 MiB" "ratio SDK get fabric/http"); g256=$(large_ratio "256 MiB" "ratio SDK get fabric/http")
+read -r rcpu ncpu <<<"$(awk '$1 == "get1k" {r = r " " $4; n = n " " $5} END {print r "|" n}' "$FIGURES" | python3 -c '
+import sys; r, n = sys.stdin.read().split("|"); print(min(map(float, r.split())), min(map(float, n.split())))')"
+
+echo "## Reads next to nginx, Varnish and memcached (issue #50)"
+echo
+echo "One run; loopback on $(nproc) cores, the load generator sharing them; $ROUNDS rounds of ${SECS}s where rounds apply, ratios from the same run."
+echo
+echo "| read | anchor | this run | goal | |"
+echo "| --- | --- | --- | --- | --- |"
+echo "| GET hit 1 KiB, \`wrk -t2 -c64\` (each round) | nginx $(nginx -v 2>&1 | sed 's/.*nginx\///'), the same bytes from a file, sendfile | $(list "${ratios_1k[@]}") | ≥ 1.0x in every round | $(all_at_least 1.0 "${ratios_1k[@]}") |"
+echo "| read-through hit 1 MiB, \`-c16\` (each round) | Varnish $(varnishd -V 2>&1 | sed -n 's/.*varnish-\([0-9.]*\).*/\1/p' | head -1), \`malloc\` storage, same origin | $(list "${varnish_1m[@]}") | ≥ 1.0x | $(all_at_least 1.0 "${varnish_1m[@]}") |"
+echo "| forwarded GET in a 3-member cluster, p50, one request at a time: 1 KiB / 1 MiB | the owner answering directly | $(list "${fwd_small[@]}") / $(list "${fwd_large[@]}") | ≤ 1.3x | $(all_at_most 1.3 "${fwd_small[@]}" "${fwd_large[@]}") |"
+echo "| the same, 1 KiB, 32 connections (both cores busy) | the owner answering directly | $(list "${fwd_busy[@]}") | | |"
+echo "| resident bytes per small version (16 B value, 32 B key) beyond its 192-byte frame | memcached: $mc B an item, all in | $beyond B | ≤ 200 B | $(all_at_most 200 "$beyond") |"
+echo "| 16 / 256 MiB one-sided over \`tcp;ofi_rxm\` into a reused buffer, p50 (warm client) | the same read over HTTP | ${l16}x / ${l256}x faster | not slower (≥ 1.0x) | $(all_at_least 1.0 "$l16" "$l256") |"
+echo "| the same with \`get\` (each read into new memory) | \`get\` over HTTP | ${g16}x / ${g256}x | | |"
+echo
+echo "CPU per 1 KiB GET, least of the rounds (\`/proc/PID/stat\` over each wrk run): Rasa $rcpu µs, nginx $ncpu µs (its $(nproc) workers)."
+echo
+echo "### 16 and 256 MiB through a warm SDK client (\`fastpath_bench\`, gateway started once)"
+echo
+echo "| size | path | p50 | p99 | throughput | gateway CPU per GB |"
+echo "| --- | --- | --- | --- | --- | --- |"
+cat "$tmp/large-16 MiB.md" "$tmp/large-256 MiB.md" | grep '^| [0-9]'
+echo
+echo "$varnish"
+echo
+echo "$cluster"
+echo
+echo "$small"
