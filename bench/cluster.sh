@@ -25,7 +25,7 @@ def dur(s):
     return v*{"us":1,"ms":1e3,"s":1e6}[u]
 bad=re.search(r"Non-2xx or 3xx responses: (\d+)",t)
 assert not bad, "non-2xx answers"
-print(float(re.search(r"Requests/sec:\s+([\d.]+)",t).group(1)), dur(re.search(r"50%\s+(\S+)",t).group(1)))'
+print(float(re.search(r"Requests/sec:\s+([\d.]+)",t).group(1)), dur(re.search(r"^\s*50%\s+(\S+)",t,re.M).group(1)))'
 }
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 tck=$(getconf CLK_TCK)

@@ -95,17 +95,16 @@ def us(s):
     v=float(re.match(r"[\d.]+",s).group()); return v*{"us":1,"ms":1e3,"s":1e6}[s[len(re.match(r"[\d.]+",s).group()):]]
 try:
     n=int(re.search(r"(\d+) requests in",t).group(1))
-    print(float(re.search(r"Requests/sec:\s+([\d.]+)",t).group(1)), us(re.search(r"50%\s+(\S+)",t).group(1)), us(re.search(r"99%\s+(\S+)",t).group(1)), ticks/hz/n*1e6)
+    print(float(re.search(r"Requests/sec:\s+([\d.]+)",t).group(1)), us(re.search(r"^\s*50%\s+(\S+)",t,re.M).group(1)), us(re.search(r"^\s*99%\s+(\S+)",t,re.M).group(1)), ticks/hz/n*1e6)
 except (AttributeError, KeyError, ZeroDivisionError):
     sys.exit("bench/cold: wrk printed no figures:\n" + t)' "$((t1 - t0))" "$(getconf CLK_TCK)"
 }
 hit_row() { # label rasa-url varnish-url connections [figure] → medians of $ROUNDS interleaved rounds
   local rasa_runs=() varnish_runs=() r v
   for _ in $(seq "${ROUNDS:-3}"); do
-    # A round wrk could not measure (seen once in six on this machine) is run again.
-    r=$(hits "$2" "$4" "$rasa_pid") || r=$(hits "$2" "$4" "$rasa_pid")
+    r=$(hits "$2" "$4" "$rasa_pid") || exit 1
     # shellcheck disable=SC2086 # a pid per word
-    v=$(hits "$3" "$4" $varnish_pids) || v=$(hits "$3" "$4" $varnish_pids)
+    v=$(hits "$3" "$4" $varnish_pids) || exit 1
     rasa_runs+=("$r"); varnish_runs+=("$v")
     # Each round's ratio, for bench/reads.sh's summary.
     if [ -n "${5:-}" ] && [ -n "${FIGURES:-}" ]; then

@@ -28,7 +28,7 @@ def size(s):
     return v*{"B":1,"KB":1024,"MB":1024**2,"GB":1024**3}[u]
 rps=float(re.search(r"Requests/sec:\s+([\d.]+)",t).group(1))
 bps=size(re.search(r"Transfer/sec:\s+(\S+)",t).group(1))
-p50=dur(re.search(r"50%\s+(\S+)",t).group(1)); p99=dur(re.search(r"99%\s+(\S+)",t).group(1))
+p50=dur(re.search(r"^\s*50%\s+(\S+)",t,re.M).group(1)); p99=dur(re.search(r"^\s*99%\s+(\S+)",t,re.M).group(1))
 bad=re.search(r"Non-2xx or 3xx responses: (\d+)",t)
 print(rps,bps,p50,p99,bad.group(1) if bad else 0)'
 }
