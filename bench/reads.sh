@@ -32,9 +32,10 @@ curl -sf -T "$tmp/www/1k" "$rasa/v1/objects/bench/1k" >/dev/null
 port=$(free_port)
 sed -e "s#@TMP@#$tmp#g" -e "s#@PORT@#$port#g" -e "s#@WORKERS@#$(nproc)#g" bench/nginx.conf.in >"$tmp/nginx.conf"
 nginx -c "$tmp/nginx.conf" -p "$tmp" &
-pids+=($!)
+nginx_pid=$!; pids+=($nginx_pid)
 until curl -sf "http://127.0.0.1:$port/1k" >/dev/null; do sleep 0.05; done
-nginx_pids=$(pgrep -f "nginx: worker process" -P "$(cat "$tmp/nginx.pid" 2>/dev/null || pgrep -f "nginx -c $tmp/nginx.conf" | head -1)" | paste -sd' ')
+nginx_pids=$(pgrep -P "$nginx_pid" | paste -sd' ') # its workers (daemon off: $! is the master)
+[ -n "$nginx_pids" ] || { echo "bench/reads: nginx has no workers" >&2; exit 1; }
 tck=$(getconf CLK_TCK)
 wrk_count() { # url pids... → "requests µs-of-CPU-per-request"
   local url=$1; shift
