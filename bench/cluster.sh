@@ -45,7 +45,7 @@ compare() {
   for _ in $(seq "$ROUNDS"); do
     a=$(measured "$2" "$4"); b=$(measured "$3" "$4")
     d+=("$a"); p+=("$b")
-    [ -n "${FIGURES:-}" ] && echo "$5 $(echo "$(echo "$b" | cut -d' ' -f2)/$(echo "$a" | cut -d' ' -f2)" | bc -l)" >>"$FIGURES"
+    [ -n "${FIGURES:-}" ] && echo "$5 $(awk -v p="$b" -v d="$a" 'BEGIN {split(p, x); split(d, y); print x[2] / y[2]}')" >>"$FIGURES"
   done
   printf '| %s | %.0f req/s, p50 %.0f µs | %.0f req/s, p50 %.0f µs | %.2fx | %.1f µs | %.1f + %.1f µs |\n' "$1" \
     "$(median_of 1 "${d[@]}")" "$(median_of 2 "${d[@]}")" "$(median_of 1 "${p[@]}")" "$(median_of 2 "${p[@]}")" \

@@ -82,8 +82,7 @@ mapfile -t fwd_busy < <(fig forward_1k_c32 2)
 beyond=$(fig small 2); mc=$(fig small 3)
 l16=$(large_ratio "16 MiB" "ratio SDK get_into Vec fabric/http"); l256=$(large_ratio "256 MiB" "ratio SDK get_into Vec fabric/http")
 g16=$(large_ratio "16 MiB" "ratio SDK get fabric/http"); g256=$(large_ratio "256 MiB" "ratio SDK get fabric/http")
-read -r rcpu ncpu <<<"$(awk '$1 == "get1k" {r = r " " $4; n = n " " $5} END {print r "|" n}' "$FIGURES" | python3 -c '
-import sys; r, n = sys.stdin.read().split("|"); print(min(map(float, r.split())), min(map(float, n.split())))')"
+rcpu=$(fig get1k 4 | sort -g | head -1); ncpu=$(fig get1k 5 | sort -g | head -1) # the least disturbed rounds
 
 echo "## Reads next to nginx, Varnish and memcached (issue #50)"
 echo
