@@ -25,6 +25,7 @@ pub mod batch;
 pub mod cluster;
 pub mod descriptors;
 pub mod doc;
+mod edge;
 pub mod error;
 mod exposition;
 pub mod fabric;
@@ -43,28 +44,24 @@ mod test_hooks;
 pub mod ui;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use axum::error_handling::HandleErrorLayer;
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::Request;
 use axum::http::Method;
-use axum::http::{header, StatusCode, Uri};
+use axum::http::{StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
-use rasa_openapi::{ProblemCode, PROBLEM_JSON};
-use tower::limit::GlobalConcurrencyLimitLayer;
+use rasa_openapi::ProblemCode;
 use tower::ServiceBuilder;
-use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::timeout::RequestBodyTimeoutLayer;
-use tower_http::trace::TraceLayer;
 
 use crate::objects::namespaces::{Namespaces, DEFAULT as DEFAULT_NAMESPACE};
 use crate::store::Store;
 use crate::tokens::TokenFile;
 pub use auth::Access;
+pub use edge::App;
 pub use error::ApiError;
 use routes::{effective, route_specs};
 pub use routes::{route_table, RouteInfo};
@@ -298,7 +295,7 @@ impl AppState {
 }
 
 /// The gateway's router: every route, the docs, and the error and metrics middleware.
-pub fn app(state: AppState) -> Router {
+pub fn app(state: AppState) -> App {
     let config = Arc::clone(&state.config);
     let mut api = Router::new();
     // The namespaced routes twice: as they are (the default namespace) and under
@@ -336,14 +333,8 @@ pub fn app(state: AppState) -> Router {
         // clients must learn the members even when the gateway is busy; nor does
         // `/v1/stats`: a busy gateway is when operators look at its status page.
         let slotless = ["/v1/cluster", "/v1/stats"].contains(&info.path);
-        let limit = (info.path.starts_with("/v1/") && !slotless).then(|| {
-            ServiceBuilder::new()
-                .layer(HandleErrorLayer::new(limits::overloaded))
-                .load_shed()
-                .layer(GlobalConcurrencyLimitLayer::with_semaphore(Arc::clone(
-                    &state.slots,
-                )))
-        });
+        let limit = (info.path.starts_with("/v1/") && !slotless)
+            .then(|| limits::Slots(Arc::clone(&state.slots)));
         let body_timeout = matches!(info.method, Some(Method::PUT | Method::POST))
             .then(|| RequestBodyTimeoutLayer::new(config.body_timeout));
         // In a cluster, keyed requests go to the key's owner (after authorisation, before
@@ -371,20 +362,12 @@ pub fn app(state: AppState) -> Router {
     if let Some(peers) = peers {
         api = api.layer(middleware::from_fn_with_state(peers, forward::admit_hop));
     }
-    let edge_checks = EdgeChecks {
+    let edge_checks = edge::EdgeChecks {
         max_header_size: config.max_header_size,
         // Open: no token stops a web page, so Host and Origin must.
         open_hosts: config.tokens.is_none().then(|| Arc::clone(&config.hosts)),
     };
-    api.merge(ops::swagger_ui())
-        .layer(middleware::from_fn_with_state(edge_checks, edge))
-        .layer(CatchPanicLayer::custom(panic_to_problem))
-        .layer(TraceLayer::new_for_http())
-        .layer(SetSensitiveRequestHeadersLayer::new([
-            header::AUTHORIZATION,
-            header::PROXY_AUTHORIZATION,
-            header::COOKIE,
-        ]))
+    edge::wrap(api.merge(ops::swagger_ui()), edge_checks)
 }
 
 async fn no_such_route(req: Request) -> Response {
@@ -394,97 +377,6 @@ async fn no_such_route(req: Request) -> Response {
         format!("no route for {} {}", req.method(), req.uri().path()),
     );
     error::problem_response(&p)
-}
-
-fn panic_to_problem(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
-    let p = error::problem(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        ProblemCode::Internal,
-        "internal error; the gateway's log has details",
-    );
-    error::problem_response(&p)
-}
-
-/// Turns any error response that is not already a problem document (axum's 405, an
-/// extractor's rejection, a body limit) into one, keeping its status and headers (such as
-/// `Allow`) and using its text as the detail.
-async fn problem_for_every_error(method: &Method, uri: &Uri, resp: Response) -> Response {
-    let status = resp.status();
-    let is_problem = resp
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(PROBLEM_JSON.as_bytes()));
-    if !(status.is_client_error() || status.is_server_error()) || is_problem {
-        return resp;
-    }
-    let what = format!("{method} {}", uri.path());
-    let (mut parts, body) = resp.into_parts();
-    let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
-    let text = String::from_utf8_lossy(&text).trim().to_owned();
-    let code = match status {
-        StatusCode::NOT_FOUND => ProblemCode::NoSuchRoute,
-        StatusCode::METHOD_NOT_ALLOWED => ProblemCode::MethodNotAllowed,
-        StatusCode::PAYLOAD_TOO_LARGE => ProblemCode::PayloadTooLarge,
-        StatusCode::SERVICE_UNAVAILABLE => ProblemCode::Unavailable,
-        s if s.is_server_error() => ProblemCode::Internal,
-        _ => ProblemCode::InvalidRequest,
-    };
-    let detail = match parts.headers.get(header::ALLOW) {
-        Some(allow) if status == StatusCode::METHOD_NOT_ALLOWED => format!(
-            "{what}: method not allowed; allowed: {}",
-            allow.to_str().unwrap_or_default()
-        ),
-        _ if text.is_empty() => format!("{what}: {}", status.canonical_reason().unwrap_or("error")),
-        _ => text,
-    };
-    let fresh = error::problem_response(&error::problem(status, code, detail));
-    let (fresh_parts, body) = fresh.into_parts();
-    parts.headers.remove(header::CONTENT_LENGTH);
-    parts.headers.insert(
-        header::CONTENT_TYPE,
-        fresh_parts.headers[header::CONTENT_TYPE].clone(),
-    );
-    Response::from_parts(parts, body)
-}
-
-/// What the outermost middleware checks before a request goes further.
-#[derive(Clone)]
-struct EdgeChecks {
-    max_header_size: usize,
-    /// `Some` when the gateway is open (no token file): the names it answers to.
-    open_hosts: Option<Arc<crate::browser::HostPolicy>>,
-}
-
-/// The outermost middleware (one per request, so one allocation): refuses request heads
-/// over `--max-header-size` with `431` and, when open, what only a web page would send
-/// ([`auth::refuse_web_page`]); makes every other error a problem document
-/// ([`problem_for_every_error`]), and counts requests by route, method and status, and
-/// their latency.
-async fn edge(State(checks): State<EdgeChecks>, req: Request, next: Next) -> Response {
-    let start = Instant::now();
-    let route = req.extensions().get::<MatchedPath>().cloned();
-    let method = req.method().clone();
-    let refused = limits::refuse_oversized_head(&req, checks.max_header_size).or_else(|| {
-        checks
-            .open_hosts
-            .as_ref()
-            .and_then(|hosts| auth::refuse_web_page(hosts, &req))
-    });
-    let resp = match refused {
-        Some(refusal) => refusal,
-        None => {
-            // For an error's detail only: cloning a URI shares its bytes.
-            let uri = req.uri().clone();
-            let resp = next.run(req).await;
-            let mut resp = problem_for_every_error(&method, &uri, resp).await;
-            if uri.path().starts_with("/v1/objects/") {
-                crate::browser::stored_value_headers(resp.headers_mut());
-            }
-            resp
-        }
-    };
-    requests::count(route.as_ref(), &method, resp.status(), start.elapsed());
-    resp
 }
 
 /// A JSON response with a status.

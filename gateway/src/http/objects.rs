@@ -21,6 +21,9 @@ use crate::store::Store;
 use crate::store::Upload;
 
 const MAX_CONTENT_TYPE_LEN: usize = 256;
+
+/// A member filling its cache from this one (see [`ReadIntent::peer_fill`]).
+const PEER_FILL: HeaderName = HeaderName::from_static(rasa_openapi::cluster::PEER_FILL_HEADER);
 /// Largest page of a listing, and the default.
 pub const MAX_LIST_LIMIT: usize = 1000;
 
@@ -255,7 +258,7 @@ async fn read_object(st: AppState, method: Method, req: Request) -> Result<Respo
         if_range: h.contains_key(header::IF_RANGE),
         conditional: !pre.is_empty(),
         // Another member filling its cache from this one: memory only, never the origin.
-        peer_fill: h.contains_key(rasa_openapi::cluster::PEER_FILL_HEADER),
+        peer_fill: h.contains_key(PEER_FILL),
     };
     let v = match objects.read(&intent).await? {
         Read::Stored(v) => v,
@@ -295,6 +298,8 @@ async fn read_object(st: AppState, method: Method, req: Request) -> Result<Respo
     let mut resp = Response::new(body);
     *resp.status_mut() = status;
     let rh = resp.headers_mut();
+    // Room for every header a read answers with (the edge adds two), grown once.
+    rh.reserve(12);
     validators(rh, &v, pinned);
     rh.insert(header::CONTENT_TYPE, hv(v.content_type()));
     rh.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));

@@ -3,10 +3,12 @@
 use super::*;
 use crate::store::{Store, StoreConfig};
 use axum::body::Body;
+use axum::http::header;
 use proptest::prelude::*;
+use rasa_openapi::PROBLEM_JSON;
 use tower::ServiceExt;
 
-fn test_app() -> Router {
+fn test_app() -> App {
     let store = Arc::new(Store::new(
         StoreConfig {
             memory_budget: 1 << 20,

@@ -121,12 +121,15 @@ fn builders(
 
 /// Serves `app` (the native API, or the S3 API) on `listener` until `shutdown` completes, then lets requests in flight
 /// finish.
-pub async fn run(
+pub async fn run<S>(
     listener: TcpListener,
-    app: axum::Router,
+    app: S,
     options: ServeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> io::Result<()> {
+) -> io::Result<()>
+where
+    S: App,
+{
     let (builder, reserve_builder) = builders(&options);
     let gate = Gate::new(options.listener, options.max_connections);
     let tls = options.tls.map(TlsAcceptor::from);
@@ -207,16 +210,50 @@ pub async fn run(
     Ok(())
 }
 
-/// The router as one connection sees it: every route, or (for a connection of the
+/// What the server serves: any request in, a response out (errors are responses), with
+/// a body hyper can send. The native API's stack ([`crate::http::App`]) and the S3
+/// listener's router both are.
+pub trait App:
+    tower::Service<
+        axum::extract::Request,
+        Response = http::Response<Self::Body>,
+        Error = std::convert::Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + Sync
+    + 'static
+{
+    /// The response body.
+    type Body: http_body::Body<Data = bytes::Bytes, Error: Into<axum::BoxError>> + Send + 'static;
+}
+
+impl<S, B> App for S
+where
+    S: tower::Service<
+            axum::extract::Request,
+            Response = http::Response<B>,
+            Error = std::convert::Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + Sync
+        + 'static,
+    B: http_body::Body<Data = bytes::Bytes, Error: Into<axum::BoxError>> + Send + 'static,
+{
+    type Body = B;
+}
+
+/// The service as one connection sees it: every route, or (for a connection of the
 /// reserve) only those the reserve allows.
 #[derive(Clone)]
-struct ConnService {
-    app: axum::Router,
+struct ConnService<S> {
+    app: S,
     reserve: Option<Reserve>,
 }
 
-impl ConnService {
-    fn new(app: &axum::Router, reserve: Option<Reserve>) -> TowerToHyperService<Self> {
+impl<S: App> ConnService<S> {
+    fn new(app: &S, reserve: Option<Reserve>) -> TowerToHyperService<Self> {
         TowerToHyperService::new(Self {
             app: app.clone(),
             reserve,
@@ -224,11 +261,17 @@ impl ConnService {
     }
 }
 
-impl tower::Service<http::Request<Incoming>> for ConnService {
-    type Response = axum::response::Response;
+/// A response whose body is either the service's or a refusal's.
+type EitherBody<B> = http_body_util::Either<B, Body>;
+
+impl<S: App> tower::Service<http::Request<Incoming>> for ConnService<S> {
+    type Response = http::Response<EitherBody<S::Body>>;
     type Error = std::convert::Infallible;
     type Future = futures_util::future::Either<
-        tower::util::Oneshot<axum::Router, axum::extract::Request>,
+        futures_util::future::MapOk<
+            tower::util::Oneshot<S, axum::extract::Request>,
+            fn(http::Response<S::Body>) -> Self::Response,
+        >,
         std::future::Ready<Result<Self::Response, Self::Error>>,
     >;
 
@@ -236,28 +279,36 @@ impl tower::Service<http::Request<Incoming>> for ConnService {
         &mut self,
         _: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Result<(), Self::Error>> {
-        // axum's router is always ready.
+        // Each request is sent to a clone of the service with `oneshot`, which waits for
+        // that clone to be ready.
         std::task::Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, req: http::Request<Incoming>) -> Self::Future {
+        use futures_util::TryFutureExt;
         match self.reserve {
             Some(r) if !(r.allowed)(req.uri().path()) => {
-                futures_util::future::Either::Right(std::future::ready(Ok((r.refuse)())))
+                let refusal = (r.refuse)().map(http_body_util::Either::Right);
+                futures_util::future::Either::Right(std::future::ready(Ok(refusal)))
             }
-            _ => futures_util::future::Either::Left(self.app.clone().oneshot(req.map(Body::new))),
+            _ => {
+                let served: fn(http::Response<S::Body>) -> Self::Response =
+                    |resp| resp.map(http_body_util::Either::Left);
+                let call = self.app.clone().oneshot(req.map(Body::new));
+                futures_util::future::Either::Left(call.map_ok(served))
+            }
         }
     }
 }
 
-/// The router as hyper sees it.
-type Service = TowerToHyperService<ConnService>;
+/// The service as hyper sees it.
+type Service<S> = TowerToHyperService<ConnService<S>>;
 
 /// Serves one connection (plain or TLS) until it ends or graceful shutdown has drained it.
-async fn serve_connection<I>(
+async fn serve_connection<I, S: App>(
     builder: &auto::Builder<TokioExecutor>,
     io: I,
-    service: Service,
+    service: Service<S>,
     watcher: hyper_util::server::graceful::Watcher,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
 where
