@@ -196,11 +196,39 @@ pub(super) fn hv(s: &str) -> HeaderValue {
 /// `bytes` in lowercase hex as a header value (quoted: an entity tag), built on the stack:
 /// no string on the way (these go out with every read).
 fn hex_hv(bytes: &[u8], quoted: bool) -> HeaderValue {
+    const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut buf = [b'"'; 2 + 2 * 32];
     let q = usize::from(quoted);
     let n = 2 * bytes.len();
-    hex::encode_to_slice(bytes, &mut buf[q..q + n]).expect("at most 32 bytes");
+    for (pair, b) in buf[q..q + n].chunks_exact_mut(2).zip(bytes) {
+        pair[0] = HEX_DIGITS[usize::from(b >> 4)];
+        pair[1] = HEX_DIGITS[usize::from(b & 0xf)];
+    }
     HeaderValue::from_bytes(&buf[..n + 2 * q]).expect("hex digits and quotes are visible ASCII")
+}
+
+/// An HTTP date as a header value, spelled on the stack (it goes out with every read).
+fn http_date(t: SystemTime) -> HeaderValue {
+    /// An IMF-fixdate is 29 bytes: `Sun, 06 Nov 1994 08:49:37 GMT`.
+    struct Spelled([u8; 29], usize);
+    impl std::fmt::Write for Spelled {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            let end = self.1 + s.len();
+            self.0
+                .get_mut(self.1..end)
+                .ok_or(std::fmt::Error)?
+                .copy_from_slice(s.as_bytes());
+            self.1 = end;
+            Ok(())
+        }
+    }
+    let mut spelled = Spelled([0; 29], 0);
+    std::fmt::write(
+        &mut spelled,
+        format_args!("{}", httpdate::HttpDate::from(t)),
+    )
+    .expect("an HTTP date is 29 bytes");
+    HeaderValue::from_bytes(&spelled.0[..spelled.1]).expect("an HTTP date is visible ASCII")
 }
 
 /// Headers shared by 200, 206 and 304 answers.
@@ -208,10 +236,7 @@ pub(super) fn validators(h: &mut HeaderMap, v: &StoredVersion, pinned: bool) {
     /// The frame format's number as a header value, spelled once.
     static FORMAT: LazyLock<HeaderValue> = LazyLock::new(|| HeaderValue::from(FRAME_FORMAT));
     h.insert(header::ETAG, hex_hv(&v.sha256(), true));
-    h.insert(
-        header::LAST_MODIFIED,
-        hv(&httpdate::fmt_http_date(last_modified(v))),
-    );
+    h.insert(header::LAST_MODIFIED, http_date(last_modified(v)));
     h.insert(VERSION, hex_hv(&v.version().0.to_be_bytes(), false));
     // What an HTTP reader checks the body against, at XXH3 speed.
     h.insert(FRAME_CHECKSUM, hex_hv(&v.checksum().to_be_bytes(), false));
