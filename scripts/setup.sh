@@ -6,7 +6,7 @@
 #   scripts/setup.sh --run      only what building and running the gateway needs (make run):
 #                               a C toolchain, libfabric, clang for bindgen, protoc
 #   scripts/setup.sh --bench    also what `make bench` compares Rasa with (wrk, nginx,
-#                               Varnish, memcached, GNU time)
+#                               Varnish, memcached, GNU time, etcd, redis) and valgrind
 #   scripts/setup.sh --dry-run  print the Debian packages it would install, one per line
 #                               (other steps, e.g. cargo install, go to stderr); install nothing
 #
@@ -174,6 +174,8 @@ if [ "$bench" = 1 ]; then
   runs etcd --version || need etcd-server
   # bench/writes.sh: put_many next to redis's pipelined SET.
   runs redis-server --version || need redis-server
+  # bench/instructions.sh: a request's user-space instructions, counted by callgrind.
+  runs valgrind --version || need valgrind
 fi
 
 # The S3-compatible server the read-through tests start (newer versions need a newer Rust).
