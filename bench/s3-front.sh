@@ -9,7 +9,7 @@ cargo build -q --release --locked --workspace --bins >&2
 venv=${RASA_S3_CLIENTS_VENV:-target/s3-clients-venv}
 tmp=$(mktemp -d)
 pids=()
-trap 'kill ${pids[@]+"${pids[@]}"} 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill ${pids[@]+"${pids[@]}"} 2>/dev/null || true; rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/s3/bench"
 NO_COLOR=1 RUST_LOG=s3s_fs=info s3s-fs --host 127.0.0.1 --port 0 --access-key bench --secret-key bench-secret \
   "$tmp/s3" >"$tmp/s3s.out" 2>/dev/null &
