@@ -101,10 +101,12 @@ except (AttributeError, KeyError, ZeroDivisionError):
 }
 hit_row() { # label rasa-url varnish-url connections [figure] → medians of $ROUNDS interleaved rounds
   local rasa_runs=() varnish_runs=() r v
-  for _ in $(seq "${ROUNDS:-3}"); do
-    r=$(hits "$2" "$4" "$rasa_pid") || exit 1
+  for i in $(seq "${ROUNDS:-3}"); do
+    # Who goes first alternates: no server always gets the machine as the other left it.
+    if [ $((i % 2)) -eq 1 ]; then r=$(hits "$2" "$4" "$rasa_pid") || exit 1; fi
     # shellcheck disable=SC2086 # a pid per word
     v=$(hits "$3" "$4" $varnish_pids) || exit 1
+    if [ $((i % 2)) -eq 0 ]; then r=$(hits "$2" "$4" "$rasa_pid") || exit 1; fi
     rasa_runs+=("$r"); varnish_runs+=("$v")
     # Each round's ratio, for bench/reads.sh's summary.
     if [ -n "${5:-}" ] && [ -n "${FIGURES:-}" ]; then
@@ -149,7 +151,7 @@ echo "$r_large"
 echo
 echo "s3s-fs reads a whole file to compute its MD5 ETag before it sends the first byte, so every cold first byte here waits for that, through both caches alike."
 echo
-echo "Hits (\`wrk -t2 -d${SECS}s --latency\`, warm; medians of ${ROUNDS:-3} rounds, Rasa and Varnish in turn; CPU: the server's processes, \`/proc/PID/stat\` over each run):"
+echo "Hits (\`wrk -t2 -d${SECS}s --latency\`, warm; medians of ${ROUNDS:-3} rounds, Rasa and Varnish in turn, the order alternating; CPU: the server's processes, \`/proc/PID/stat\` over each run):"
 echo
 echo "| value | Rasa | Varnish | Rasa/Varnish (req/s) |"
 echo "| --- | --- | --- | --- |"
