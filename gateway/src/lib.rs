@@ -67,6 +67,7 @@ pub mod range;
 pub mod reload;
 pub mod s3;
 pub mod server;
+pub mod slots;
 pub mod store;
 pub mod tokens;
 pub mod units;

@@ -3,7 +3,7 @@
 //!
 //! | limit | enforced by | answer |
 //! | --- | --- | --- |
-//! | `--max-concurrent-requests` | [`Slots`] on `/v1` routes | `503 overloaded`, `Retry-After: 1` |
+//! | `--max-concurrent-requests` | [`crate::slots::Slots`] on `/v1` routes | `503 overloaded`, `Retry-After: 1` |
 //! | `--max-header-size` | `refuse_oversized_head`, in the outermost middleware (hyper's read buffer is the backstop) | `431 headers_too_large` |
 //! | `--body-timeout` | tower-http `RequestBodyTimeout` (idle time between body chunks) | `408 request_timeout` |
 //! | `--header-timeout` | hyper's `header_read_timeout` (see [`crate::server`]) | connection closed |
@@ -15,87 +15,19 @@
 //! A refused upload's body is read for a moment before the answer goes out
 //! ([`with_linger`]), so the client reads the answer rather than a reset.
 
-use std::convert::Infallible;
-use std::future::{ready, Future, Ready};
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
-
 use axum::body::BodyDataStream;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
-use futures_util::future::Either;
 use futures_util::StreamExt;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::error::caused_by;
 use super::ApiError;
 
-/// `--max-concurrent-requests`: a request takes one of the gateway's slots while it is
-/// handled (until its response is made; the body is sent without one), or, when none is
-/// free, is answered `503 overloaded` at once rather than queued.
-#[derive(Clone)]
-pub(crate) struct Slots(pub(crate) Arc<Semaphore>);
-
-impl<S> tower::Layer<S> for Slots {
-    type Service = SlotService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        SlotService {
-            slots: Arc::clone(&self.0),
-            inner,
-        }
-    }
-}
-
-/// A service behind [`Slots`].
-#[derive(Clone)]
-pub(crate) struct SlotService<S> {
-    slots: Arc<Semaphore>,
-    inner: S,
-}
-
-impl<S> tower::Service<Request> for SlotService<S>
-where
-    S: tower::Service<Request, Response = Response, Error = Infallible>,
-{
-    type Response = Response;
-    type Error = Infallible;
-    type Future = Either<Held<S::Future>, Ready<Result<Response, Infallible>>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request) -> Self::Future {
-        match Arc::clone(&self.slots).try_acquire_owned() {
-            Ok(slot) => Either::Left(Held {
-                serving: self.inner.call(req),
-                _slot: slot,
-            }),
-            Err(_) => {
-                metrics::counter!("rasa_http_requests_shed_total").increment(1);
-                Either::Right(ready(Ok(ApiError::Overloaded.into_response())))
-            }
-        }
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// A request being handled, holding its slot until the response is made.
-    pub(crate) struct Held<F> {
-        #[pin]
-        serving: F,
-        _slot: OwnedSemaphorePermit,
-    }
-}
-
-impl<F: Future> Future for Held<F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        self.project().serving.poll(cx)
-    }
+/// The native API's answer to a request that found no slot free
+/// (`--max-concurrent-requests`, [`crate::slots`]), counted.
+pub(crate) fn overloaded() -> Response {
+    metrics::counter!("rasa_http_requests_shed_total").increment(1);
+    ApiError::Overloaded.into_response()
 }
 
 /// The `431` answer for a request whose head is larger than `max`, if it is.

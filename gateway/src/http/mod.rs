@@ -58,6 +58,7 @@ use tower::ServiceBuilder;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use crate::objects::namespaces::{Namespaces, DEFAULT as DEFAULT_NAMESPACE};
+use crate::slots::Slots;
 use crate::store::Store;
 use crate::tokens::TokenFile;
 pub use auth::Access;
@@ -334,7 +335,7 @@ pub fn app(state: AppState) -> App {
         // `/v1/stats`: a busy gateway is when operators look at its status page.
         let slotless = ["/v1/cluster", "/v1/stats"].contains(&info.path);
         let limit = (info.path.starts_with("/v1/") && !slotless)
-            .then(|| limits::Slots(Arc::clone(&state.slots)));
+            .then(|| Slots::new(Arc::clone(&state.slots), limits::overloaded));
         let body_timeout = matches!(info.method, Some(Method::PUT | Method::POST))
             .then(|| RequestBodyTimeoutLayer::new(config.body_timeout));
         // In a cluster, keyed requests go to the key's owner (after authorisation, before

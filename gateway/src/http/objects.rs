@@ -6,7 +6,7 @@ use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode}
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::StreamExt;
-use rasa_openapi::{ObjectList, ObjectSummary, VERSION_HEADER};
+use rasa_openapi::{ObjectList, ObjectSummary};
 use serde::Deserialize;
 use std::sync::Arc;
 use utoipa::IntoParams;
@@ -236,10 +236,7 @@ async fn store_body(
     );
     h.insert(header::LOCATION, hv(&location));
     h.insert(header::ETAG, hv(&stored.etag()));
-    h.insert(
-        HeaderName::from_static(VERSION_HEADER),
-        hv(&stored.version().to_string()),
-    );
+    h.insert(preconditions::VERSION, hv(&stored.version().to_string()));
     Ok(resp)
 }
 

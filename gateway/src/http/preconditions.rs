@@ -10,14 +10,15 @@ use rasa_fastpath::frame::FRAME_FORMAT;
 use rasa_openapi::{FRAME_CHECKSUM_HEADER, FRAME_FORMAT_HEADER, VERSION_HEADER};
 
 use super::ApiError;
-
-const VERSION: HeaderName = HeaderName::from_static(VERSION_HEADER);
-const FRAME_CHECKSUM: HeaderName = HeaderName::from_static(FRAME_CHECKSUM_HEADER);
-const FORMAT_NAME: HeaderName = HeaderName::from_static(FRAME_FORMAT_HEADER);
 pub use crate::objects::conditions::Outcome;
 use crate::objects::conditions::{Conditions, Tag, Tags, Validators};
 pub use crate::range::RangeOutcome;
 use crate::store::{StoreError, StoredVersion};
+
+/// The version header's name.
+pub(super) const VERSION: HeaderName = HeaderName::from_static(VERSION_HEADER);
+const FRAME_CHECKSUM: HeaderName = HeaderName::from_static(FRAME_CHECKSUM_HEADER);
+const FORMAT_NAME: HeaderName = HeaderName::from_static(FRAME_FORMAT_HEADER);
 
 /// `Last-Modified` of a version: its creation time, truncated to the second as HTTP dates are.
 pub fn last_modified(v: &StoredVersion) -> SystemTime {
@@ -154,16 +155,10 @@ impl Preconditions {
             return Ok(Outcome::Proceed);
         }
         let mut hex = [0u8; 64];
-        let validators = match current {
-            Some(v) => {
-                hex::encode_to_slice(v.sha256(), &mut hex).expect("32 bytes fill 64 digits");
-                Some(Validators {
-                    etag: std::str::from_utf8(&hex).expect("hex digits are ASCII"),
-                    modified: v.created(),
-                })
-            }
-            None => None,
-        };
+        let validators = current.map(|v| Validators {
+            etag: hex_digits(&v.sha256(), &mut hex),
+            modified: v.created(),
+        });
         self.0.evaluate(validators, read)
     }
 }
@@ -193,17 +188,23 @@ pub(super) fn hv(s: &str) -> HeaderValue {
     HeaderValue::from_str(s).expect("generated header values are visible ASCII")
 }
 
+/// `bytes` in lowercase hex, written into the start of `out` (twice as long, or more).
+fn hex_digits<'a>(bytes: &[u8], out: &'a mut [u8]) -> &'a str {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let out = &mut out[..2 * bytes.len()];
+    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 0xf)];
+    }
+    std::str::from_utf8(out).expect("hex digits are ASCII")
+}
+
 /// `bytes` in lowercase hex as a header value (quoted: an entity tag), built on the stack:
 /// no string on the way (these go out with every read).
 fn hex_hv(bytes: &[u8], quoted: bool) -> HeaderValue {
-    const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut buf = [b'"'; 2 + 2 * 32];
     let q = usize::from(quoted);
-    let n = 2 * bytes.len();
-    for (pair, b) in buf[q..q + n].chunks_exact_mut(2).zip(bytes) {
-        pair[0] = HEX_DIGITS[usize::from(b >> 4)];
-        pair[1] = HEX_DIGITS[usize::from(b & 0xf)];
-    }
+    let n = hex_digits(bytes, &mut buf[q..]).len();
     HeaderValue::from_bytes(&buf[..n + 2 * q]).expect("hex digits and quotes are visible ASCII")
 }
 

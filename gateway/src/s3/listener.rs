@@ -7,11 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::error_handling::HandleErrorLayer;
 use axum::response::Response;
 use http::{header, StatusCode};
-use tower::limit::GlobalConcurrencyLimitLayer;
-use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::TraceLayer;
@@ -22,6 +19,7 @@ use super::keys::S3Keys;
 use super::multipart::Uploads;
 use super::{router, S3Front};
 use crate::objects::Objects;
+use crate::slots::Slots;
 
 /// What a connection past `--max-connections` gets on the S3 listener: `503 SlowDown` (it
 /// has no health routes; those are on the native listener).
@@ -36,25 +34,18 @@ pub fn connection_limit_refusal() -> Response {
     r
 }
 
-async fn overloaded(err: axum::BoxError) -> Response {
-    if err.is::<tower::load_shed::error::Overloaded>() {
-        metrics::counter!("rasa_s3_requests_shed_total").increment(1);
-        let mut r = xml_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "SlowDown",
-            "too many requests at once (--max-concurrent-requests); retry",
-        );
-        r.headers_mut()
-            .insert(header::RETRY_AFTER, http::HeaderValue::from_static("1"));
-        r
-    } else {
-        tracing::error!(error = %err, "S3 request limit layer failed");
-        xml_error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "InternalError",
-            "the request failed",
-        )
-    }
+/// The S3 answer to a request that found no slot free (`--max-concurrent-requests`,
+/// [`crate::slots`]), counted.
+fn overloaded() -> Response {
+    metrics::counter!("rasa_s3_requests_shed_total").increment(1);
+    let mut r = xml_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "SlowDown",
+        "too many requests at once (--max-concurrent-requests); retry",
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+    r
 }
 
 fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
@@ -151,12 +142,7 @@ pub async fn prepare(args: &S3Args, shared: Shared) -> Result<Option<Prepared>, 
         body_timeout: shared.body_timeout,
     };
     let app = router(Arc::clone(&front), keys, &args.s3_domains, edge)?
-        .layer(
-            ServiceBuilder::new()
-                .layer(HandleErrorLayer::new(overloaded))
-                .load_shed()
-                .layer(GlobalConcurrencyLimitLayer::with_semaphore(slots)),
-        )
+        .layer(Slots::new(slots, overloaded))
         .layer(axum::middleware::map_response(count))
         .layer(axum::middleware::from_fn(request_id))
         .layer(CatchPanicLayer::custom(panicked))

@@ -20,6 +20,7 @@ const GATEWAY_LAYERS: &[(&str, u32)] = &[
     ("pace", 0),
     ("range", 0),
     ("reload", 0),
+    ("slots", 0),
     ("units", 0),
     ("store", 1),
     ("grants", 1),
