@@ -9,8 +9,10 @@ pub mod etcd;
 pub mod raw;
 pub mod relay;
 mod s3;
+mod scratch;
 
 pub use s3::{s3_client_for, s3_client_with, S3Server, S3_ACCESS_KEY, S3_BUCKET, S3_SECRET_KEY};
+pub use scratch::temp_dir;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -289,20 +291,6 @@ impl Drop for Gateway {
         let _ = child.kill();
         let _ = child.wait();
     }
-}
-
-/// A fresh, empty directory under the system's temporary directory.
-pub fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "rasa-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&dir).expect("create a temporary directory");
-    dir
 }
 
 /// Makes a token with `rasa-gateway token new`, appending it to `file`; returns the secret.
