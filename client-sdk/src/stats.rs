@@ -56,6 +56,7 @@ impl Fallback {
             ReadError::ConnectionLost(_) => Self::ConnectionLost,
             ReadError::UnknownPeer(_) => Self::FabricError,
             ReadError::Timeout(_) => Self::Timeout,
+            ReadError::Expired => Self::LeaseExpired,
             ReadError::Frame(_) => Self::FrameMismatch,
             ReadError::Fabric(_) | ReadError::Output(_) | ReadError::OutOfRange { .. } => {
                 Self::FabricError

@@ -73,7 +73,11 @@ async fn race_on(provider: &str) {
     // The log is kept (and printed, with the exit status, if the gateway dies): a stress
     // run once ended with the gateway gone and nothing to say why.
     let log = rasa_tests::temp_dir("race").join("gateway.log");
-    println!("race: gateway log at {}", log.display());
+    println!(
+        "race: gateway log at {}; this process had abandoned {} tcp;ofi_rxm endpoints before",
+        log.display(),
+        rasa_fastpath::reader::abandoned_rxm_endpoints()
+    );
     let gw = Arc::new(Gateway::start_logged(
         &[
             "--fast-path",

@@ -64,7 +64,10 @@ pub(super) fn run_all(
     let deadline = Instant::now() + timeout;
     let window = pieces.len();
     run(conn, pieces, landing, window, deadline, &mut |_, _| Ok(())).map_err(|f| match f.error {
-        ReadError::Timeout(_) => ReadError::Timeout(timeout).into(),
+        ReadError::Timeout(_) => Failed {
+            error: ReadError::Timeout(timeout),
+            quiet: f.quiet,
+        },
         _ => f,
     })
 }
@@ -89,23 +92,17 @@ pub(super) fn run(
     deadline: Instant,
     on_piece: &mut OnPiece<'_>,
 ) -> Result<(), Failed> {
-    let (slot, mr) = conn.scratch.as_mut().expect("scratch registered");
-    let scratch = slot.as_mut_slice();
-    let scratch_len = scratch.len();
-    // Where each kind of piece lands: [scratch, landing] (base, length, descriptor).
-    let targets = [
-        (scratch.as_mut_ptr(), scratch_len, mr.desc()),
-        match landing {
-            Some(l) => (l.bytes.as_mut_ptr(), l.bytes.len(), l.desc),
-            None => (std::ptr::null_mut(), 0, std::ptr::null_mut()),
-        },
-    ];
-    for p in pieces {
-        let (_, room, _) = targets[usize::from(p.landing)];
-        assert!(p.local + p.len <= room, "a piece outside its buffer");
-    }
+    let targets = targets(conn, pieces, landing);
     if let Some(pid) = conn.cma_pid {
         return copy_all(pid, pieces, &targets, deadline, on_piece);
+    }
+    // A read whose time was over before it began (a lease that ended while the call waited
+    // for a thread, under load) issues nothing and leaves the endpoint as it was.
+    if Instant::now() >= deadline {
+        return Err(Failed {
+            error: ReadError::Expired,
+            quiet: true,
+        });
     }
     // One context per piece; the provider may write into it while the read is in flight.
     let mut contexts: Vec<ReadContext> = vec![ReadContext::default(); pieces.len()];
@@ -183,6 +180,25 @@ pub(super) fn run(
 
 /// Where each kind of piece lands: `[scratch, landing]` as (base, length, descriptor).
 type Targets = [(*mut u8, usize, *mut libc::c_void); 2];
+
+/// Where each kind of piece lands: [scratch, landing] (base, length, descriptor); every
+/// piece is checked to lie inside its buffer.
+fn targets(conn: &mut Conn, pieces: &[Piece], landing: Option<Landing<'_>>) -> Targets {
+    let (slot, mr) = conn.scratch.as_mut().expect("scratch registered");
+    let scratch = slot.as_mut_slice();
+    let targets = [
+        (scratch.as_mut_ptr(), scratch.len(), mr.desc()),
+        match landing {
+            Some(l) => (l.bytes.as_mut_ptr(), l.bytes.len(), l.desc),
+            None => (std::ptr::null_mut(), 0, std::ptr::null_mut()),
+        },
+    ];
+    for p in pieces {
+        let (_, room, _) = targets[usize::from(p.landing)];
+        assert!(p.local + p.len <= room, "a piece outside its buffer");
+    }
+    targets
+}
 
 /// Posts the reads of `pieces[range]` in order until the queue is full (then completions
 /// must be reaped, which also drives progress); answers how many were posted.
@@ -276,10 +292,11 @@ fn copy_all(
 ) -> Result<(), Failed> {
     for (i, p) in pieces.iter().enumerate() {
         if Instant::now() >= deadline {
-            return Err(Failed {
-                error: ReadError::Timeout(Duration::ZERO),
-                quiet: true,
-            });
+            let error = match i {
+                0 => ReadError::Expired,
+                _ => ReadError::Timeout(Duration::ZERO),
+            };
+            return Err(Failed { error, quiet: true });
         }
         let (base, _, _) = targets[usize::from(p.landing)];
         // SAFETY: `base + p.local .. + p.len` lies in the scratch slot or the landing

@@ -84,6 +84,10 @@ pub enum ReadError {
     /// The read did not complete in time; the endpoint is rebuilt before the next read.
     #[error("one-sided read timed out after {0:?}")]
     Timeout(Duration),
+    /// The read's time (its lease, or the call's) was over before anything was issued:
+    /// nothing went to the gateway, and the endpoint is kept.
+    #[error("the read's time was over before it began")]
+    Expired,
     /// The bytes read are not the frame the descriptor promised (torn, reused or corrupt).
     #[error("frame rejected: {0}")]
     Frame(#[from] FrameError),
@@ -301,7 +305,8 @@ impl Reader {
     /// What a failed read leaves of the endpoint: it is kept when every read issued has
     /// completed (`quiet`) — unless it timed out, or a revoked key killed the connection on
     /// this provider — and dropped otherwise, so reads still in flight are cancelled and
-    /// the next read builds a new one.
+    /// the next read builds a new one. A read that expired before it began issued nothing:
+    /// the endpoint is kept.
     fn settle<T>(&mut self, r: Result<T, Failed>) -> Result<T, ReadError> {
         match r {
             Ok(v) => Ok(v),
@@ -350,31 +355,16 @@ impl Reader {
     }
 
     /// Reads several frames one-sided with all their pieces in flight together, and
-    /// validates each. A fabric failure fails the whole batch (and drops the endpoint); a
-    /// frame that does not match its promise fails only its own entry.
+    /// validates each. A fabric failure fails the whole batch (and drops the endpoint, as
+    /// any read's failure does); a frame that does not match its promise fails only its own
+    /// entry.
     pub fn read_many(
         &mut self,
         frames: &[RemoteFrame],
         timeout: Duration,
     ) -> Result<Vec<Result<Vec<u8>, FrameError>>, ReadError> {
-        match self.try_read_many(frames, timeout) {
-            Ok(r) => Ok(r),
-            // A revoked key on a provider whose endpoint survives it, with every read of the
-            // batch completed: keep the endpoint (a rebuild costs a new domain, handshake
-            // and scratch registration; on EFA this is a per-request error).
-            Err(Failed {
-                error: e @ ReadError::KeyRevoked(_),
-                quiet: true,
-            }) if plan::survives_revoked_key(&self.config.provider) => Err(e),
-            Err(Failed { error, quiet }) => {
-                // The provider may have torn the connection down (tcp;ofi_rxm does after a
-                // revoked key) or reads may still be in flight: drop the endpoint, which
-                // cancels them (or keep it unused, where closing would crash), and build a
-                // new one next time.
-                self.close_after(quiet);
-                Err(error)
-            }
-        }
+        let result = self.try_read_many(frames, timeout);
+        self.settle(result)
     }
 
     fn try_read_many(

@@ -73,7 +73,10 @@ impl Reader {
         let allowed = deadline.saturating_duration_since(Instant::now());
         engine::run(conn, &pieces, None, slots, deadline, &mut on_piece).map_err(|failed| {
             match failed.error {
-                ReadError::Timeout(_) => ReadError::Timeout(allowed).into(),
+                ReadError::Timeout(_) => super::Failed {
+                    error: ReadError::Timeout(allowed),
+                    quiet: failed.quiet,
+                },
                 _ => failed,
             }
         })

@@ -149,6 +149,7 @@ fn suite_reading(provider: &str, cma: bool) {
         assert_eq!(got, s.payload, "{provider}: {len} bytes");
     }
 
+    expired(provider, &server, &mut reader);
     streaming(provider, &server, &mut reader);
     ranges(provider, &server, &mut reader);
     landing(provider, &cfg, &server, &mut reader);
@@ -241,6 +242,31 @@ fn suite_reading(provider: &str, cma: bool) {
         || (!plan::checks_remote_keys(provider) && matches!(e, Err(ReadError::Frame(_))));
     assert!(clean, "{provider}: past the end gave {e:?}");
     assert_eq!(reader.read(&fresh, TIMEOUT).unwrap(), payload);
+}
+
+/// A read whose time is over before it begins (a lease that ended while the call waited
+/// for a thread) issues nothing: `Expired`, the endpoint kept, no rebuild. More of them than
+/// a process may abandon endpoints (`contact`) leave the fast path as it was: under load
+/// they once switched it off for good on `tcp;ofi_rxm`, each leaving a read in flight.
+fn expired(provider: &str, server: &FabricServer, reader: &mut Reader) {
+    let s = store(server, vec![5u8; 3 * CHUNK], 50);
+    let rebuilds = reader.rebuilds();
+    for _ in 0..2 * contact::MAX_ABANDONED_RXM_PER_GATEWAY {
+        let e = reader.read(&s.frame, Duration::ZERO);
+        assert!(matches!(e, Err(ReadError::Expired)), "{provider}: {e:?}");
+        let e = reader.read_to(&s.frame, Instant::now(), &mut |_| Ok(()));
+        assert!(matches!(e, Err(ReadError::Expired)), "{provider}: {e:?}");
+        assert!(
+            reader.is_connected(),
+            "{provider}: endpoint after an expired read"
+        );
+    }
+    assert_eq!(
+        reader.rebuilds(),
+        rebuilds,
+        "{provider}: rebuilds after expired reads"
+    );
+    assert_eq!(reader.read(&s.frame, TIMEOUT).unwrap(), s.payload);
 }
 
 /// `read_to`: values larger than the scratch ring arrive whole and in order; a frame that
