@@ -35,7 +35,7 @@ test-steps:
 	$(CARGO) build --workspace --bins --locked
 	$(CARGO) test --workspace --locked -- --skip misses::
 	# 200,000 origin misses: alone, so its memory reading and the timing tests stay clean.
-	$(CARGO) test --locked -p rasa-tests --test e2e misses:: -- --test-threads=1
+	$(CARGO) test --workspace --tests --locked misses:: -- --test-threads=1
 	./scripts/python.sh --test
 	# LMCache's own connector tests, against Rasa (torch and lmcache: a base made once per machine).
 	./scripts/engines.sh --test

@@ -8,6 +8,9 @@
 
 use std::path::PathBuf;
 
+#[path = "efa_watch.rs"]
+mod efa_watch;
+
 /// Where the AWS EFA installer puts libfabric's pkg-config file.
 const EFA_PKGCONFIG: [&str; 2] = [
     "/opt/amazon/efa/lib64/pkgconfig",
@@ -23,11 +26,11 @@ fn main() {
     println!("cargo:rerun-if-changed=src/sys/shim.c");
     println!("cargo:rerun-if-env-changed=LIBFABRIC_INCLUDE_DIR");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
+    efa_watch::watch_efa_install();
 
     // AWS's EFA installer puts a current libfabric (with the efa provider) under
     // /opt/amazon/efa, off pkg-config's default path: prefer it to the distribution's.
     for dir in EFA_PKGCONFIG {
-        println!("cargo:rerun-if-changed={dir}");
         if std::path::Path::new(dir).join("libfabric.pc").exists() {
             let old = std::env::var("PKG_CONFIG_PATH").unwrap_or_default();
             let new = if old.is_empty() {
