@@ -63,13 +63,8 @@ pub(super) fn run_all(
 ) -> Result<(), Failed> {
     let deadline = Instant::now() + timeout;
     let window = pieces.len();
-    run(conn, pieces, landing, window, deadline, &mut |_, _| Ok(())).map_err(|f| match f.error {
-        ReadError::Timeout(_) => Failed {
-            error: ReadError::Timeout(timeout),
-            quiet: f.quiet,
-        },
-        _ => f,
-    })
+    run(conn, pieces, landing, window, deadline, &mut |_, _| Ok(()))
+        .map_err(|f| f.timed_out_after(timeout))
 }
 
 /// What receives each completed piece (its index and bytes), in order; an error stops the
@@ -93,9 +88,6 @@ pub(super) fn run(
     on_piece: &mut OnPiece<'_>,
 ) -> Result<(), Failed> {
     let targets = targets(conn, pieces, landing);
-    if let Some(pid) = conn.cma_pid {
-        return copy_all(pid, pieces, &targets, deadline, on_piece);
-    }
     // A read whose time was over before it began (a lease that ended while the call waited
     // for a thread, under load) issues nothing and leaves the endpoint as it was.
     if Instant::now() >= deadline {
@@ -103,6 +95,9 @@ pub(super) fn run(
             error: ReadError::Expired,
             quiet: true,
         });
+    }
+    if let Some(pid) = conn.cma_pid {
+        return copy_all(pid, pieces, &targets, deadline, on_piece);
     }
     // One context per piece; the provider may write into it while the read is in flight.
     let mut contexts: Vec<ReadContext> = vec![ReadContext::default(); pieces.len()];
@@ -292,11 +287,10 @@ fn copy_all(
 ) -> Result<(), Failed> {
     for (i, p) in pieces.iter().enumerate() {
         if Instant::now() >= deadline {
-            let error = match i {
-                0 => ReadError::Expired,
-                _ => ReadError::Timeout(Duration::ZERO),
-            };
-            return Err(Failed { error, quiet: true });
+            return Err(Failed {
+                error: ReadError::Timeout(Duration::ZERO),
+                quiet: true,
+            });
         }
         let (base, _, _) = targets[usize::from(p.landing)];
         // SAFETY: `base + p.local .. + p.len` lies in the scratch slot or the landing

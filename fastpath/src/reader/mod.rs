@@ -131,6 +131,20 @@ struct Failed {
     quiet: bool,
 }
 
+impl Failed {
+    /// A timeout said as the time the caller allowed (the engine only knows its deadline);
+    /// any other failure as it is.
+    fn timed_out_after(self, allowed: Duration) -> Self {
+        match self.error {
+            ReadError::Timeout(_) => Failed {
+                error: ReadError::Timeout(allowed),
+                quiet: self.quiet,
+            },
+            _ => self,
+        }
+    }
+}
+
 impl From<FrameError> for Failed {
     fn from(e: FrameError) -> Self {
         ReadError::Frame(e).into()

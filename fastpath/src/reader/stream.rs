@@ -71,14 +71,7 @@ impl Reader {
             out(payload).map_err(ReadError::Output)
         };
         let allowed = deadline.saturating_duration_since(Instant::now());
-        engine::run(conn, &pieces, None, slots, deadline, &mut on_piece).map_err(|failed| {
-            match failed.error {
-                ReadError::Timeout(_) => super::Failed {
-                    error: ReadError::Timeout(allowed),
-                    quiet: failed.quiet,
-                },
-                _ => failed,
-            }
-        })
+        engine::run(conn, &pieces, None, slots, deadline, &mut on_piece)
+            .map_err(|failed| failed.timed_out_after(allowed))
     }
 }
