@@ -3,7 +3,8 @@
 # bench/results.md): keys moved on leave/join and the cost of placement (simulated,
 # `cargo run --example placement`), and GETs sent to the key's owner vs to another member
 # that forwards it (three release gateways on a real etcd, wrk): 1 KiB and 1 MiB one
-# request at a time, 1 KiB with 32 connections, with each member's CPU per request.
+# request at a time, 1 KiB with 32 connections, with each member's CPU per request; then the
+# same with near copies (--cluster-near-cache).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${SECS:-5}
@@ -59,29 +60,46 @@ etcd --data-dir "$tmp/etcd" --listen-client-urls "http://127.0.0.1:$client" --ad
   --initial-cluster "default=http://127.0.0.1:$peer" >"$tmp/etcd.log" 2>&1 &
 pids+=($!)
 until grep -q "ready to serve client requests" "$tmp/etcd.log"; do sleep 0.05; done
-for n in 1 2 3; do
-  RUST_LOG=warn "$PWD/target/release/rasa-gateway" --listen 127.0.0.1:0 --memory 1GiB --cluster "etcd://127.0.0.1:$client" \
-    --node-id "g$n" --cluster-name bench >"$tmp/g$n.out" 2>"$tmp/g$n.err" &
-  pids+=($!)
-  until grep -q listening "$tmp/g$n.out"; do sleep 0.05; done
-done
-g1=$(sed -n 's/.*listening on //p' "$tmp/g1.out"); g2=$(sed -n 's/.*listening on //p' "$tmp/g2.out")
-owner_pid=${pids[1]}; other_pid=${pids[2]}
-until [ "$(curl -sf "$g1/v1/cluster" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["members"]))')" = 3 ]; do sleep 0.05; done
+# start_members NAME FIRST FLAGS... → three members g$FIRST.. of cluster NAME; sets g1/g2 (their
+# URLs, the first owning the keys measured) and owner_pid/other_pid.
+start_members() {
+  local name=$1 first=$2; shift 2
+  local n urls=() ps=()
+  for n in $first $((first + 1)) $((first + 2)); do
+    RUST_LOG=warn "$PWD/target/release/rasa-gateway" --listen 127.0.0.1:0 --memory 1GiB --cluster "etcd://127.0.0.1:$client" \
+      --node-id "g$n" --cluster-name "$name" "$@" >"$tmp/g$n.out" 2>"$tmp/g$n.err" &
+    pids+=($!); ps+=($!)
+    until grep -q listening "$tmp/g$n.out"; do sleep 0.05; done
+    urls+=("$(sed -n 's/.*listening on //p' "$tmp/g$n.out")")
+  done
+  g1=${urls[0]}; g2=${urls[1]}; owner_pid=${ps[0]}; other_pid=${ps[1]}; owner_node=g$first
+  until [ "$(curl -sf "$g1/v1/cluster" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["members"]))')" = 3 ]; do sleep 0.05; done
+}
 head -c 1024 /dev/urandom >"$tmp/1k"; head -c 1048576 /dev/urandom >"$tmp/1m"
 # Keys g1 owns: PUT through g1 until the answer names g1.
 owned() { # file → a key g1 owns, holding the file's bytes
   for i in $(seq 1 100); do
     node=$(curl -sf -T "$1" "$g1/v1/objects/bench/$(basename "$1")-$i" | python3 -c 'import json,sys; print(json.load(sys.stdin)["node_id"])')
-    [ "$node" = g1 ] && echo "bench/$(basename "$1")-$i" && return
+    [ "$node" = "$owner_node" ] && echo "bench/$(basename "$1")-$i" && return
   done
-  echo "no key owned by g1 in 100 tries" >&2; exit 1
+  echo "no key owned by $owner_node in 100 tries" >&2; exit 1
 }
+start_members bench 1
 k1=$(owned "$tmp/1k"); k2=$(owned "$tmp/1m")
 rows=$(
   compare "1 KiB, one request at a time" "$g1/v1/objects/$k1" "$g2/v1/objects/$k1" 1 forward_1k_c1
   compare "1 MiB, one request at a time" "$g1/v1/objects/$k2" "$g2/v1/objects/$k2" 1 forward_1m_c1
   compare "1 KiB, 32 connections" "$g1/v1/objects/$k1" "$g2/v1/objects/$k1" 32 forward_1k_c32
+)
+for p in "${pids[@]:1}"; do kill "$p"; done
+# The same with near copies (--cluster-near-cache): the other member answers from its copy of
+# the owner's answer while the owner's lease on it runs, the hop taken once a lease.
+start_members bench-near 4 --cluster-near-cache 256MiB
+k1=$(owned "$tmp/1k"); k2=$(owned "$tmp/1m")
+near_rows=$(
+  compare "1 KiB, one request at a time, near copies" "$g1/v1/objects/$k1" "$g2/v1/objects/$k1" 1 near_1k_c1
+  compare "1 MiB, one request at a time, near copies" "$g1/v1/objects/$k2" "$g2/v1/objects/$k2" 1 near_1m_c1
+  compare "1 KiB, 32 connections, near copies" "$g1/v1/objects/$k1" "$g2/v1/objects/$k1" 32 near_1k_c32
 )
 
 echo "## Cluster"
@@ -97,3 +115,6 @@ echo
 echo "| GET | direct to the owner | via another member | p50 forwarded / direct | owner CPU per request, direct | owner + forwarder CPU, forwarded |"
 echo "| --- | --- | --- | --- | --- | --- |"
 echo "$rows"
+echo "$near_rows"
+echo
+echo "With near copies (\`--cluster-near-cache\`) the other member answers from its copy of the owner's last answer for the one-second lease the owner grants with it; the owner revokes it before acknowledging a write. The forwarder's CPU column is then the near member's."

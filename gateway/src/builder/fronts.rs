@@ -108,7 +108,17 @@ pub(super) async fn join_cluster(
         config.ca_file.as_deref(),
     )?;
     let cluster = Cluster::join(config, incarnation, fabric).await?;
-    let peers = Arc::new(crate::cluster::Peers::new(Arc::clone(&cluster), peers));
+    // Near copies only without a read-through origin: its objects change elsewhere.
+    if args.cluster.cluster_near_cache > 0 && objects.read_through().is_some() {
+        tracing::warn!("cluster: --cluster-near-cache is off with a read-through origin (its objects change where no owner sees the write)");
+    }
+    let near = (args.cluster.cluster_near_cache > 0 && objects.read_through().is_none())
+        .then(|| crate::cluster::near::Near::new(args.cluster.cluster_near_cache));
+    let peers = Arc::new(crate::cluster::Peers::new(
+        Arc::clone(&cluster),
+        peers,
+        near,
+    ));
     if let Some(rt) = objects.read_through() {
         // Back after its lease was lost: others may have written its keys.
         let stale = Arc::clone(rt);

@@ -74,6 +74,14 @@ pub struct ClusterArgs {
     /// without one is a client's. Without it, anyone who can write etcd can join.
     #[arg(long, env = "RASA_CLUSTER_SECRET_FILE", requires = "etcd")]
     pub cluster_secret_file: Option<std::path::PathBuf>,
+    /// Memory for near copies: plain reads of keys other members own are then served
+    /// here from the owner's last answer, without the hop, for a one-second lease the
+    /// owner grants and revokes before any write of the key is acknowledged. 0: off.
+    /// Every member should have the same setting (an owner grants only when it has it).
+    /// Not with a read-through origin (`--s3-bucket`), whose objects change elsewhere.
+    #[arg(long, env = "RASA_CLUSTER_NEAR_CACHE", default_value = "0",
+          value_parser = crate::units::parse_size)]
+    pub cluster_near_cache: u64,
 }
 
 /// etcd's client endpoints, as `http://HOST:PORT` URLs.

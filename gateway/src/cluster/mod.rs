@@ -20,6 +20,7 @@ pub mod etcd_access;
 pub mod fill;
 pub mod forward;
 mod membership;
+pub mod near;
 pub mod peers;
 pub mod secret;
 pub mod suspects;
@@ -170,6 +171,14 @@ impl Cluster {
         let ttl = self.config.member_ttl;
         let renewed = Duration::from_nanos(self.renewed.load(Ordering::Acquire));
         self.born.elapsed().saturating_sub(renewed) + ttl / 10 >= ttl
+    }
+
+    /// Whether this node's etcd lease surely runs for `d` more (a tenth of the TTL kept in
+    /// reserve, as for [`Cluster::fenced`]): no other member can own its keys before then.
+    pub fn sure_for(&self, d: Duration) -> bool {
+        let ttl = self.config.member_ttl;
+        let renewed = Duration::from_nanos(self.renewed.load(Ordering::Acquire));
+        self.born.elapsed().saturating_sub(renewed) + ttl / 10 + d < ttl
     }
 
     /// Has `f` called each time this node is about to register again after its lease was

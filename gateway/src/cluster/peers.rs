@@ -61,6 +61,8 @@ pub struct Peers {
     client: reqwest::Client,
     /// [`Peers::owner_tag`] of the keys this member owns.
     own_tag: u64,
+    /// Near copies, when `--cluster-near-cache` allows them ([`super::near`]).
+    near: Option<super::near::Near>,
 }
 
 /// The tag of `member` as the owner copies are tied to: its node id and incarnation.
@@ -72,14 +74,25 @@ fn tag_of(member: &ClusterMember) -> u64 {
 }
 
 impl Peers {
-    /// The others of `cluster`, reached with `client`.
-    pub fn new(cluster: Arc<Cluster>, client: reqwest::Client) -> Self {
+    /// The others of `cluster`, reached with `client`; `near`: near copies of other
+    /// owners' values kept and served here, and granted to the others.
+    pub fn new(
+        cluster: Arc<Cluster>,
+        client: reqwest::Client,
+        near: Option<super::near::Near>,
+    ) -> Self {
         let own_tag = tag_of(&cluster.record());
         Self {
             cluster,
             client,
             own_tag,
+            near,
         }
+    }
+
+    /// Near copies, when this member keeps and grants them.
+    pub fn near(&self) -> Option<&super::near::Near> {
+        self.near.as_ref()
     }
 
     /// This node's membership.
@@ -229,5 +242,64 @@ impl Peers {
             .await
             .into_iter()
             .collect()
+    }
+}
+
+impl Peers {
+    /// After a write of `key` was published here, as its owner: every holder of a near
+    /// copy has dropped it or its lease has ended (and, in this process's first lease,
+    /// those an earlier process granted have ended). Nothing to do without near copies.
+    pub async fn near_settled(&self, key: &str) {
+        let Some(near) = self.near() else {
+            return;
+        };
+        let first_lease_ends = near.started + super::near::NEAR_LEASE;
+        if std::time::Instant::now() < first_lease_ends {
+            tokio::time::sleep_until(first_lease_ends.into()).await;
+        }
+        let holders = near.take(key);
+        if holders.is_empty() {
+            return;
+        }
+        let members = self.cluster().snapshot().members;
+        let sends = holders.into_iter().map(|(node, until)| {
+            let to = members.iter().find(|m| m.node_id == node).cloned();
+            async move {
+                let told = match to {
+                    Some(m) => {
+                        let sent = self.tell_revoked(&m.url, key);
+                        tokio::time::timeout_at(until.into(), sent).await == Ok(true)
+                    }
+                    None => false,
+                };
+                if !told {
+                    // Unreachable (or gone from the view): its copy ends with its lease.
+                    metrics::counter!("rasa_cluster_near_total", "result" => "waited_out")
+                        .increment(1);
+                    tokio::time::sleep_until(until.into()).await;
+                }
+            }
+        });
+        futures_util::future::join_all(sends).await;
+    }
+
+    /// Asks the member at `base` to drop its copy of `key`; whether it said it did.
+    async fn tell_revoked(&self, base: &str, key: &str) -> bool {
+        let Ok(url) = reqwest::Url::parse(&format!(
+            "{}{}",
+            base.trim_end_matches('/'),
+            super::near::REVOKE_PATH
+        )) else {
+            return false;
+        };
+        let headers = self.hop_headers(&http::Method::POST, &url);
+        let sent = self
+            .client()
+            .post(url)
+            .headers(headers)
+            .body(format!("{key}\n"))
+            .send()
+            .await;
+        matches!(sent, Ok(r) if r.status() == http::StatusCode::NO_CONTENT)
     }
 }

@@ -1,10 +1,10 @@
 //! `GET /v1/cluster`: the members this gateway knows, for SDKs and people; a long poll
-//! with `?after=`.
+//! with `?after=`. And `POST /v1/cluster/near`, between members: near copies revoked.
 
 use std::time::Duration;
 
 use axum::extract::{Query, State};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use rasa_openapi::ClusterView;
 use serde::Deserialize;
@@ -70,4 +70,38 @@ pub(crate) fn view(st: &AppState) -> ClusterView {
             members: Vec::new(),
         },
     }
+}
+
+/// Longest list of keys one revocation names.
+const MOST_REVOKED: usize = 64 << 10;
+
+/// `POST /v1/cluster/near`, a member's internal route: the owner of the keys in the body
+/// (one a line) wrote them; near copies of them here are dropped
+/// ([`crate::cluster::near`]). Only another member may ask (a proven hop marker; `403`
+/// otherwise); `204`, or `404` from a gateway that is not in a cluster.
+pub async fn revoke_near(
+    State(st): State<AppState>,
+    req: axum::extract::Request,
+) -> Result<Response, ApiError> {
+    let Some(peers) = st.peers.as_ref() else {
+        return Err(ApiError::NotFound(
+            "no near copies: this gateway is not a member of a cluster".to_owned(),
+        ));
+    };
+    if !req.headers().contains_key(rasa_openapi::HOP_HEADER) {
+        return Ok(super::error::problem_response(&super::error::problem(
+            StatusCode::FORBIDDEN,
+            rasa_openapi::ProblemCode::Forbidden,
+            "only another member of the cluster revokes near copies",
+        )));
+    }
+    let body = axum::body::to_bytes(req.into_body(), MOST_REVOKED)
+        .await
+        .map_err(|e| ApiError::InvalidRequest(format!("the list of keys: {e}")))?;
+    let keys = std::str::from_utf8(&body)
+        .map_err(|_| ApiError::InvalidRequest("the list of keys is not UTF-8".to_owned()))?;
+    if let Some(near) = peers.near() {
+        near.revoke(keys.lines());
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -3,6 +3,8 @@
 //! redirect`), or forwarded ([`crate::cluster::forward`]) — and each outcome as this
 //! API answers it (problem+json, `503` with `Retry-After` for a write no owner took).
 
+use std::time::Instant;
+
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -12,7 +14,7 @@ use rasa_openapi::{ClusterMember, HOP_HEADER};
 
 use super::resolve::key_from_uri;
 use super::{ApiError, AppState};
-use crate::cluster::{Forwarded, Outgoing, Route, Wire};
+use crate::cluster::{near, Forwarded, Outgoing, Peers, Route, Wire};
 
 use crate::cluster::SERVED_BY_HEADER;
 
@@ -46,6 +48,7 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
         .map_or(path, |p| p.as_str())
         .to_owned();
     let owner = match route {
+        Route::Here if hopped => return near_granted(peers, &key, req, next).await,
         Route::Here => return next.run(req).await,
         Route::Fenced(detail) => {
             return ApiError::Unavailable {
@@ -60,9 +63,20 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
         }
         Route::Forward(owner) => owner,
     };
+    let near = peers.near().filter(|_| plain_read(&req, prefix));
+    let owner_tag = peers.owner_tag(&key);
+    if let Some(copy) = near.and_then(|n| n.serve(&key, owner_tag)) {
+        return copy;
+    }
     let (parts, body) = req.into_parts();
     let mut headers = parts.headers.clone();
     headers.remove(header::HOST);
+    let ticket = near.map(|n| {
+        if let Ok(me) = HeaderValue::from_str(peers.cluster().node_id()) {
+            headers.insert(near::WANT_HEADER, me);
+        }
+        (n.ticket(), Instant::now())
+    });
     let out = Outgoing {
         method: parts.method.clone(),
         path_and_query,
@@ -70,7 +84,10 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
         body: write.then(|| reqwest::Body::wrap_stream(body.into_data_stream())),
     };
     match peers.forward(Wire::Api, &key, &owner, out).await {
-        Forwarded::Answer(resp) => resp,
+        Forwarded::Answer(resp) => match (near, ticket) {
+            (Some(n), Some((ticket, sent))) => n.keep(&key, owner_tag, sent, ticket, resp).await,
+            _ => without_lease(resp),
+        },
         Forwarded::ServeHere => next.run(Request::from_parts(parts, Body::empty())).await,
         Forwarded::Refused { why, retry_after } => ApiError::Unavailable {
             detail: why,
@@ -78,6 +95,65 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
         }
         .into_response(),
     }
+}
+
+/// A request forwarded to this member as the key's owner: served here; when its sender
+/// would keep a near copy, the grant is recorded before the read looks the key up
+/// ([`crate::cluster::near`]) and the lease is named in a whole answer.
+async fn near_granted(peers: &Peers, key: &str, req: Request, next: Next) -> Response {
+    let holder = req
+        .headers()
+        .get(near::WANT_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    // Only an owner grants (a member serving a hop by an outdated view does not), and
+    // only while its etcd lease surely outlasts the copy: no other member can own the key
+    // and take a write of it before the copy ends.
+    let near = peers.near().filter(|_| {
+        peers.owns(key)
+            && peers.cluster().sure_for(near::NEAR_LEASE)
+            && plain_read(&req, "/v1/objects/")
+    });
+    let (Some(near), Some(holder)) = (near, holder) else {
+        return next.run(req).await;
+    };
+    near.grant(key, &holder);
+    let mut resp = next.run(req).await;
+    if resp.status() == StatusCode::OK {
+        resp.headers_mut().insert(
+            near::LEASE_HEADER,
+            HeaderValue::from(near::NEAR_LEASE.as_millis() as u64),
+        );
+    }
+    resp
+}
+
+/// Whether `req` is a read a near copy answers: a GET of the whole current value of a
+/// key of the default namespace (`prefix`: the route's), with no condition or query.
+fn plain_read(req: &Request, prefix: &str) -> bool {
+    let h = req.headers();
+    req.method() == Method::GET
+        && prefix == "/v1/objects/"
+        && req.uri().query().is_none()
+        && req.extensions().get::<super::NamespaceName>().is_none()
+        && [
+            header::RANGE,
+            header::IF_RANGE,
+            header::IF_MATCH,
+            header::IF_NONE_MATCH,
+            header::IF_MODIFIED_SINCE,
+            header::IF_UNMODIFIED_SINCE,
+        ]
+        .iter()
+        .all(|n| !h.contains_key(n))
+        && !h.contains_key(rasa_openapi::cluster::PEER_FILL_HEADER)
+}
+
+/// An owner's answer relayed to a client that keeps no copy: the lease is not the
+/// client's business.
+fn without_lease(mut resp: Response) -> Response {
+    resp.headers_mut().remove(near::LEASE_HEADER);
+    resp
 }
 
 /// Middleware of every route in a cluster: a hop marker without a valid proof

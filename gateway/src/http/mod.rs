@@ -333,7 +333,7 @@ pub fn app(state: AppState) -> App {
         // `/v1/cluster` takes no slot: its long polls wait for minutes by design, and
         // clients must learn the members even when the gateway is busy; nor does
         // `/v1/stats`: a busy gateway is when operators look at its status page.
-        let slotless = ["/v1/cluster", "/v1/stats"].contains(&info.path);
+        let slotless = ["/v1/cluster", "/v1/cluster/near", "/v1/stats"].contains(&info.path);
         let limit = (info.path.starts_with("/v1/") && !slotless)
             .then(|| Slots::new(Arc::clone(&state.slots), limits::overloaded));
         let body_timeout = matches!(info.method, Some(Method::PUT | Method::POST))

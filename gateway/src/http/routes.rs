@@ -95,12 +95,6 @@ pub(super) fn route_specs(test_hooks: bool) -> Vec<RouteSpec> {
         ),
         r(
             Some(Method::GET),
-            "/v1/cluster",
-            Scope(Read),
-            get(cluster::get_cluster),
-        ),
-        r(
-            Some(Method::GET),
             "/v1/stats",
             Scope(Admin),
             get(stats::get_stats),
@@ -123,6 +117,7 @@ pub(super) fn route_specs(test_hooks: bool) -> Vec<RouteSpec> {
         ),
     ];
     routes.extend(batch_routes());
+    routes.extend(cluster_routes());
     if test_hooks {
         routes.extend(test_hook_routes());
     }
@@ -168,6 +163,28 @@ fn batch_routes() -> Vec<RouteSpec> {
             "/v1/batch/delete",
             Scope(Write),
             post(batch::delete_batch),
+        ),
+    ]
+}
+
+/// The cluster's members, for clients; and near copies revoked, between members.
+fn cluster_routes() -> Vec<RouteSpec> {
+    use tokens::Scope::Read;
+    use Access::{Public, Scope};
+    vec![
+        spec(
+            Some(Method::GET),
+            "/v1/cluster",
+            Scope(Read),
+            get(cluster::get_cluster),
+        ),
+        // Between members, who hold no client token: a proven hop marker instead
+        // (`403` without one). Not in the API's documentation.
+        spec(
+            Some(Method::POST),
+            crate::cluster::near::REVOKE_PATH,
+            Public,
+            post(cluster::revoke_near),
         ),
     ]
 }

@@ -245,6 +245,7 @@ impl Objects {
         }
         if let Some(p) = self.peers.get() {
             stored.origin.tie(p.owner_tag(&key)); // written under the owner now
+            p.near_settled(&key).await; // no near copy serves what this replaced
         }
         Ok(stored)
     }
@@ -257,7 +258,11 @@ impl Objects {
             origin.delete(key).await?;
         }
         let on_disk = self.only_on_disk(key).await?;
-        Ok(self.store.delete(key, Self::with_disk(&check, on_disk))?)
+        let removed = self.store.delete(key, Self::with_disk(&check, on_disk))?;
+        if let Some(p) = self.peers.get() {
+            p.near_settled(key).await; // no near copy serves what this deleted
+        }
+        Ok(removed)
     }
 
     /// With write-through, the origin a write of `key` goes to first and the write's turn

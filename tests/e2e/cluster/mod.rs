@@ -7,6 +7,7 @@ mod failures;
 mod frozen;
 mod heal;
 mod namespaced;
+mod near;
 mod never_back;
 mod proof;
 mod s3;

@@ -1,0 +1,226 @@
+//! Near copies (`--cluster-near-cache`): a member that forwards plain reads of a key to its
+//! owner keeps the owner's answer and serves it itself, without the hop, for a short lease
+//! the owner grants with the answer ([`NEAR_LEASE`]).
+//!
+//! A write never leaves a near copy serving bytes it replaced: the owner records a grant
+//! **before** it looks the key up for the read it grants, and a write of the key takes the
+//! key's grants **after** it has published (or deleted), then tells each holder to drop
+//! its copy and waits for the answer, or, for a holder that does not answer, until that
+//! holder's lease has ended. Only then is the write acknowledged. A grant recorded after
+//! the write took the grants was recorded after the write published, so the read it
+//! grants sees the write. A holder that hears of a revocation while a read is on its way
+//! back keeps nothing from that read ([`Near::ticket`]). The holder's lease is measured
+//! from when it sent the read, which is before the owner granted it, so it ends first.
+//!
+//! The owner's grants live in its memory: for one lease after it starts, its writes wait
+//! out the grants an earlier process may have made. A copy is tied to its owner's tag
+//! (node id and incarnation) and served only while this member's view names that owner.
+//! Only the default namespace, only gateways without a read-through origin (whose
+//! versions can change under the owner), and only reads without a range, a condition or
+//! a query are served near.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, StatusCode};
+
+/// How long a near copy may be served after its read was sent.
+pub const NEAR_LEASE: Duration = Duration::from_secs(1);
+
+/// Request header of a forwarded read whose sender would keep a near copy: its node id.
+pub const WANT_HEADER: &str = "rasa-near-want";
+
+/// Response header of an owner granting a near copy: the lease, in milliseconds.
+pub const LEASE_HEADER: &str = "rasa-near-lease";
+
+/// Response header of an answer served from a near copy (`hit`).
+pub const NEAR_HEADER: &str = "rasa-near";
+
+/// The path of the revocation route: `POST` with the keys, one a line.
+pub const REVOKE_PATH: &str = "/v1/cluster/near";
+
+/// Longest value kept as a near copy.
+const LARGEST_COPY: u64 = 4 << 20;
+
+/// Time taken off a holder's lease for clocks that run at slightly different rates.
+const MARGIN: Duration = Duration::from_millis(50);
+
+/// A kept answer.
+struct Copy {
+    owner_tag: u64,
+    until: Instant,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+#[derive(Clone)]
+struct Weigh;
+
+impl quick_cache::Weighter<String, Arc<Copy>> for Weigh {
+    fn weight(&self, key: &String, copy: &Arc<Copy>) -> u64 {
+        (key.len() + copy.body.len() + 64 * copy.headers.len() + 128) as u64
+    }
+}
+
+/// Grants made by this member as an owner: key → (holder's node id, lease end).
+#[derive(Default)]
+struct Grants {
+    by_key: HashMap<String, Vec<(String, Instant)>>,
+    /// Grant count when expired grants were last dropped.
+    pruned_at: usize,
+}
+
+/// Both sides of near copies for one member: the grants it made as an owner, and the
+/// copies it keeps of other owners' answers.
+pub struct Near {
+    /// When this process started: its first lease waits out an earlier one's grants.
+    pub(super) started: Instant,
+    grants: Mutex<Grants>,
+    copies: quick_cache::sync::Cache<String, Arc<Copy>, Weigh>,
+    /// Revocations heard so far: a read sent before one is not kept.
+    revocations: AtomicU64,
+    /// Held to drop copies and to keep one, so that no copy is kept past a revocation.
+    keeping: Mutex<()>,
+    largest: u64,
+}
+
+impl std::fmt::Debug for Near {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Near")
+            .field("copies", &self.copies.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Near {
+    /// Near copies within `capacity` bytes.
+    pub fn new(capacity: u64) -> Self {
+        let items = (capacity / 4096).clamp(16, 1 << 20) as usize;
+        Self {
+            started: Instant::now(),
+            grants: Mutex::default(),
+            copies: quick_cache::sync::Cache::with_weighter(items, capacity, Weigh),
+            revocations: AtomicU64::new(0),
+            keeping: Mutex::default(),
+            largest: LARGEST_COPY.min(capacity / 8),
+        }
+    }
+
+    /// As the owner: records that `holder` may keep a copy of `key` for [`NEAR_LEASE`].
+    /// Called before the read is served, so that a write publishing after this finds it.
+    pub fn grant(&self, key: &str, holder: &str) {
+        let now = Instant::now();
+        let mut g = self.grants.lock().unwrap_or_else(|e| e.into_inner());
+        let total = g.by_key.len();
+        if total >= 2 * g.pruned_at.max(1024) {
+            g.by_key.retain(|_, holders| {
+                holders.retain(|(_, until)| *until > now);
+                !holders.is_empty()
+            });
+            g.pruned_at = g.by_key.len();
+        }
+        let holders = g.by_key.entry(key.to_owned()).or_default();
+        holders.retain(|(node, until)| *until > now && node != holder);
+        holders.push((holder.to_owned(), now + NEAR_LEASE));
+    }
+
+    /// As the owner, after a write of `key` was published: the grants still running,
+    /// taken (a grant recorded from now on sees the write).
+    pub(super) fn take(&self, key: &str) -> Vec<(String, Instant)> {
+        let now = Instant::now();
+        let mut g = self.grants.lock().unwrap_or_else(|e| e.into_inner());
+        let mut holders = g.by_key.remove(key).unwrap_or_default();
+        holders.retain(|(_, until)| *until > now);
+        holders
+    }
+
+    /// As a holder: the number to give [`Near::keep`] for a read about to be sent.
+    pub fn ticket(&self) -> u64 {
+        self.revocations.load(Ordering::Acquire)
+    }
+
+    /// As a holder: the copy of `key` to serve, if one is kept under owner `owner_tag`
+    /// and its lease runs.
+    pub fn serve(&self, key: &str, owner_tag: u64) -> Option<Response> {
+        let copy = self.copies.get(key)?;
+        if copy.owner_tag != owner_tag || Instant::now() >= copy.until {
+            self.copies.remove(key);
+            return None;
+        }
+        metrics::counter!("rasa_cluster_near_total", "result" => "hit").increment(1);
+        let mut resp = Response::new(Body::from(copy.body.clone()));
+        *resp.headers_mut() = copy.headers.clone();
+        resp.headers_mut()
+            .insert(NEAR_HEADER, HeaderValue::from_static("hit"));
+        Some(resp)
+    }
+
+    /// As a holder: keeps the owner's answer `resp` to a read of `key` sent at `sent`
+    /// with `ticket`, when the owner granted a lease, the answer is a whole value small
+    /// enough, and no revocation was heard since the read was sent. The answer to relay.
+    pub async fn keep(
+        &self,
+        key: &str,
+        owner_tag: u64,
+        sent: Instant,
+        ticket: u64,
+        mut resp: Response,
+    ) -> Response {
+        let Some(lease) = resp.headers_mut().remove(LEASE_HEADER) else {
+            return resp;
+        };
+        let lease = lease
+            .to_str()
+            .ok()
+            .and_then(|ms| ms.parse::<u64>().ok())
+            .map(Duration::from_millis)
+            .unwrap_or_default()
+            .min(NEAR_LEASE);
+        let length = resp
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        let small = length.is_some_and(|n| n <= self.largest);
+        if resp.status() != StatusCode::OK || !small || lease <= MARGIN {
+            return resp;
+        }
+        let (parts, body) = resp.into_parts();
+        let body = match axum::body::to_bytes(body, self.largest as usize).await {
+            Ok(b) => b,
+            Err(e) => {
+                // The owner's answer broke off: the client sees the same.
+                let err = Body::from_stream(futures_util::stream::once(async move {
+                    Err::<Bytes, _>(std::io::Error::other(e.to_string()))
+                }));
+                return Response::from_parts(parts, err);
+            }
+        };
+        let copy = Arc::new(Copy {
+            owner_tag,
+            until: sent + lease - MARGIN,
+            headers: parts.headers.clone(),
+            body: body.clone(),
+        });
+        // Checked after the answer arrived: a revocation heard while it travelled wins.
+        let _keeping = self.keeping.lock().unwrap_or_else(|e| e.into_inner());
+        if self.ticket() == ticket && Instant::now() < copy.until {
+            self.copies.insert(key.to_owned(), copy);
+            metrics::counter!("rasa_cluster_near_total", "result" => "kept").increment(1);
+        }
+        Response::from_parts(parts, Body::from(body))
+    }
+
+    /// As a holder: drops the copies of `keys` (their owner wrote them).
+    pub fn revoke<'k>(&self, keys: impl IntoIterator<Item = &'k str>) {
+        let _keeping = self.keeping.lock().unwrap_or_else(|e| e.into_inner());
+        self.revocations.fetch_add(1, Ordering::AcqRel);
+        for key in keys {
+            self.copies.remove(key);
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! Near copies (`--cluster-near-cache`): a member serves plain reads of another owner's
+//! keys from the owner's last answer, and no write is acknowledged while a copy of what
+//! it replaced can still be served; a member the owner cannot reach holds up a write only
+//! until its lease ends.
+
+use std::time::{Duration, Instant};
+
+use rasa_openapi::cluster::owner;
+use rasa_tests::etcd::{cluster_name, member_args, Etcd};
+use rasa_tests::{pattern, Gateway};
+
+use super::all_see;
+use super::proof::secret_file;
+
+/// Three members with near copies and a shared secret, without an origin.
+fn near_fleet(etcd: &Etcd, tag: &str) -> Vec<Gateway> {
+    let name = cluster_name(tag);
+    let secret = secret_file(tag, 0o600);
+    (1..=3)
+        .map(|i| {
+            let mut args = member_args(etcd, &name, &format!("g{i}"), "10s");
+            args.extend(
+                [
+                    "--cluster-near-cache",
+                    "64MiB",
+                    "--cluster-secret-file",
+                    &secret.display().to_string(),
+                    "--fast-path",
+                    "off",
+                ]
+                .map(str::to_owned),
+            );
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            Gateway::start(&args)
+        })
+        .collect()
+}
+
+/// GET `key` at `gw`: status, whether a near copy answered, body.
+async fn get(gw: &Gateway, key: &str) -> (u16, bool, Vec<u8>) {
+    let r = rasa_tests::http()
+        .get(gw.url(&format!("/v1/objects/{key}")))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        r.headers().get("rasa-near-lease").is_none(),
+        "the owner's lease is not the client's"
+    );
+    let near = r.headers().get("rasa-near").is_some();
+    (r.status().as_u16(), near, r.bytes().await.unwrap().to_vec())
+}
+
+async fn put(gw: &Gateway, key: &str, body: &[u8]) -> Duration {
+    let started = Instant::now();
+    let r = rasa_tests::http()
+        .put(gw.url(&format!("/v1/objects/{key}")))
+        .body(body.to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "put {key}");
+    started.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn near_copies_serve_reads_and_never_outlive_a_write() {
+    let etcd = Etcd::start();
+    let gws = near_fleet(&etcd, "near");
+    let refs: Vec<&Gateway> = gws.iter().collect();
+    let view = all_see(&refs, 3).await;
+    let key = "near/k";
+    let at = |url: &str| gws.iter().find(|g| g.base == url).unwrap();
+    let owner_url = owner(key, &view.members).expect("an owner").url.clone();
+    let owner_gw = at(&owner_url);
+    let others: Vec<&Gateway> = gws.iter().filter(|g| g.base != owner_url).collect();
+
+    put(owner_gw, key, &pattern(3000, 1)).await;
+    // The first read of each other member goes to the owner and keeps its answer; the
+    // next is served from the copy.
+    for gw in &others {
+        let (status, near, body) = get(gw, key).await;
+        assert_eq!((status, near), (200, false));
+        assert_eq!(body, pattern(3000, 1));
+        let (status, near, body) = get(gw, key).await;
+        assert_eq!((status, near), (200, true), "served near at {}", gw.base);
+        assert_eq!(body, pattern(3000, 1));
+    }
+
+    // Every write — at the owner, or through another member — is acknowledged only once
+    // no copy serves what it replaced: reads right after it see it everywhere.
+    for round in 2..8u64 {
+        let writer = &gws[round as usize % 3];
+        let value = pattern(2000 + round as usize, round);
+        put(writer, key, &value).await;
+        for gw in &others {
+            let (status, _, body) = get(gw, key).await;
+            assert_eq!(status, 200);
+            assert!(
+                body == value,
+                "round {round}: {} served replaced bytes",
+                gw.base
+            );
+        }
+        // And the copy is kept again.
+        let (_, near, _) = get(others[0], key).await;
+        assert!(near, "round {round}: a copy after the write");
+    }
+
+    let r = rasa_tests::http()
+        .delete(owner_gw.url(&format!("/v1/objects/{key}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    for gw in &others {
+        assert_eq!(
+            get(gw, key).await.0,
+            404,
+            "a deleted key is gone everywhere"
+        );
+    }
+
+    // Only a member revokes: a client's request is refused and changes nothing.
+    put(owner_gw, key, &pattern(100, 9)).await;
+    assert!(!get(others[0], key).await.1);
+    assert!(get(others[0], key).await.1);
+    let r = rasa_tests::http()
+        .post(others[0].url("/v1/cluster/near"))
+        .header("rasa-hop", "1")
+        .body(format!("{key}\n"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(get(others[0], key).await.1, "the copy stays");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_that_cannot_be_told_holds_a_write_up_until_its_lease_ends() {
+    let etcd = Etcd::start();
+    let gws = near_fleet(&etcd, "near-stop");
+    let refs: Vec<&Gateway> = gws.iter().collect();
+    let view = all_see(&refs, 3).await;
+    let key = "near/frozen";
+    let owner_url = owner(key, &view.members).expect("an owner").url.clone();
+    let owner_gw = gws.iter().find(|g| g.base == owner_url).unwrap();
+    let holder = gws.iter().find(|g| g.base != owner_url).unwrap();
+    put(owner_gw, key, &pattern(500, 1)).await;
+    get(holder, key).await;
+    assert!(get(holder, key).await.1, "a copy is held");
+
+    // The holder stops (SIGSTOP): it cannot be told, and it cannot serve either; the
+    // owner acknowledges the write when the holder's lease has ended, not before and not
+    // much later.
+    super::kill(holder, "STOP");
+    let kept_at = Instant::now();
+    let took = put(owner_gw, key, &pattern(600, 2)).await;
+    super::kill(holder, "CONT");
+    assert!(
+        took >= Duration::from_millis(300) && kept_at.elapsed() < Duration::from_secs(3),
+        "the write waited {took:?} for a lease of 1s that began before it"
+    );
+    let (status, _, body) = get(holder, key).await;
+    assert_eq!(status, 200);
+    assert!(
+        body == pattern(600, 2),
+        "the resumed holder serves the write"
+    );
+}
