@@ -190,6 +190,17 @@ impl Peers {
             .collect()
     }
 
+    /// Whether `node` is another member in this member's view (serving or draining).
+    pub fn is_other_member(&self, node: &str) -> bool {
+        node != self.cluster.node_id()
+            && self
+                .cluster
+                .snapshot()
+                .members
+                .iter()
+                .any(|m| m.node_id == node)
+    }
+
     /// The owner of `key` on `wire` when it is another member.
     pub fn remote_owner(&self, key: &str, wire: Wire) -> Option<ClusterMember> {
         self.cluster.owner(key).filter(|m| wire.base(m).is_some())

@@ -71,6 +71,8 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
     let (parts, body) = req.into_parts();
     let mut headers = parts.headers.clone();
     headers.remove(header::HOST);
+    // Only this member asks for a near copy, for itself.
+    headers.remove(near::WANT_HEADER);
     let ticket = near.map(|n| {
         if let Ok(me) = HeaderValue::from_str(peers.cluster().node_id()) {
             headers.insert(near::WANT_HEADER, me);
@@ -111,6 +113,7 @@ async fn near_granted(peers: &Peers, key: &str, req: Request, next: Next) -> Res
     // and take a write of it before the copy ends.
     let near = peers.near().filter(|_| {
         peers.owns(key)
+            && holder.as_deref().is_some_and(|h| peers.is_other_member(h))
             && peers.cluster().sure_for(near::NEAR_LEASE)
             && plain_read(&req, "/v1/objects/")
     });
