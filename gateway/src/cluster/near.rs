@@ -200,10 +200,12 @@ impl Near {
                 return Response::from_parts(parts, err);
             }
         };
+        let mut headers = parts.headers.clone();
+        headers.remove(http::header::DATE); // each answer from the copy gets its own
         let copy = Arc::new(Copy {
             owner_tag,
             until: sent + lease - MARGIN,
-            headers: parts.headers.clone(),
+            headers,
             body: body.clone(),
         });
         // Checked after the answer arrived: a revocation heard while it travelled wins.

@@ -107,6 +107,40 @@ async fn near_copies_serve_reads_and_never_outlive_a_write() {
         assert!(near, "round {round}: a copy after the write");
     }
 
+    // A batch (the SDK sends it to the owner) is a write like any other.
+    let batch = pattern(1234, 77);
+    let client = super::sdk(&others[1].base);
+    let each = client
+        .put_many(&[(key, bytes::Bytes::from(batch.clone()))])
+        .await
+        .expect("put_many");
+    assert!(each[0].is_ok());
+    for gw in &others {
+        let (status, _, body) = get(gw, key).await;
+        assert!(status == 200 && body == batch, "{} after a batch", gw.base);
+    }
+
+    // A conditional or partial read is the owner's to answer, never a copy's.
+    assert!(get(others[0], key).await.1, "a copy is held");
+    let url = others[0].url(&format!("/v1/objects/{key}"));
+    let etag = rasa_tests::http().get(&url).send().await.unwrap().headers()["etag"].clone();
+    let r = rasa_tests::http()
+        .get(&url)
+        .header("if-none-match", etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 304, "If-None-Match answered by the owner");
+    let r = rasa_tests::http()
+        .get(&url)
+        .header("range", "bytes=0-9")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 206);
+    assert!(r.headers().get("rasa-near").is_none());
+    assert_eq!(r.bytes().await.unwrap().as_ref(), &batch[..10]);
+
     let r = rasa_tests::http()
         .delete(owner_gw.url(&format!("/v1/objects/{key}")))
         .send()
