@@ -52,11 +52,21 @@ fn value(i: usize, len: usize) -> Vec<u8> {
     (0..len).map(|j| (i * 31 + j * 7) as u8).collect()
 }
 
+/// Stores `body` under `key`, as a client would: a `Busy` answer (memory full while the
+/// disk tier's writer is still behind, on a loaded machine) is retried after the wait it
+/// names, a few times.
 async fn put(s: &Store, key: &str, body: &[u8]) -> Arc<StoredVersion> {
-    let mut up = s
-        .begin(key, "text/x-rasa-test", body.len() as u64)
-        .await
-        .unwrap();
+    let mut tries = 0;
+    let mut up = loop {
+        match s.begin(key, "text/x-rasa-test", body.len() as u64).await {
+            Ok(up) => break up,
+            Err(crate::store::StoreError::Busy { retry_after }) if tries < 10 => {
+                tries += 1;
+                tokio::time::sleep(retry_after).await;
+            }
+            Err(e) => panic!("put {key} (after {tries} retries): {e}"),
+        }
+    };
     up.set_headers(ObjectHeaders {
         metadata: vec![("seq".into(), key.into())],
         ..ObjectHeaders::default()
