@@ -109,11 +109,14 @@ pub(super) async fn join_cluster(
     )?;
     let cluster = Cluster::join(config, incarnation, fabric).await?;
     // Near copies only without a read-through origin: its objects change elsewhere.
-    if args.cluster.cluster_near_cache > 0 && objects.read_through().is_some() {
-        tracing::warn!("cluster: --cluster-near-cache is off with a read-through origin (its objects change where no owner sees the write)");
-    }
-    let near = (args.cluster.cluster_near_cache > 0 && objects.read_through().is_none())
-        .then(|| crate::cluster::near::Near::new(args.cluster.cluster_near_cache));
+    let near = match args.cluster.cluster_near_cache {
+        0 => None,
+        _ if objects.read_through().is_some() => {
+            tracing::warn!("cluster: --cluster-near-cache is off with a read-through origin (its objects change where no owner sees the write)");
+            None
+        }
+        size => Some(crate::cluster::near::Near::new(size)),
+    };
     let peers = Arc::new(crate::cluster::Peers::new(
         Arc::clone(&cluster),
         peers,

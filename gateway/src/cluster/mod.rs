@@ -168,13 +168,11 @@ impl Cluster {
     /// others may already own its keys. Lease-based self-fencing: at most one owner per
     /// key. Ends when a renewal (or a new registration) succeeds.
     pub fn fenced(&self) -> bool {
-        let ttl = self.config.member_ttl;
-        let renewed = Duration::from_nanos(self.renewed.load(Ordering::Acquire));
-        self.born.elapsed().saturating_sub(renewed) + ttl / 10 >= ttl
+        !self.sure_for(Duration::ZERO)
     }
 
-    /// Whether this node's etcd lease surely runs for `d` more (a tenth of the TTL kept in
-    /// reserve, as for [`Cluster::fenced`]): no other member can own its keys before then.
+    /// Whether this node's etcd lease surely runs for `d` more, a tenth of the TTL kept in
+    /// reserve: no other member can own its keys before then.
     pub fn sure_for(&self, d: Duration) -> bool {
         let ttl = self.config.member_ttl;
         let renewed = Duration::from_nanos(self.renewed.load(Ordering::Acquire));

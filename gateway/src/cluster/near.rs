@@ -20,7 +20,6 @@
 //! a query are served near.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -82,10 +81,9 @@ pub struct Near {
     pub(super) started: Instant,
     grants: Mutex<Grants>,
     copies: quick_cache::sync::Cache<String, Arc<Copy>, Weigh>,
-    /// Revocations heard so far: a read sent before one is not kept.
-    revocations: AtomicU64,
-    /// Held to drop copies and to keep one, so that no copy is kept past a revocation.
-    keeping: Mutex<()>,
+    /// Revocations heard so far: a read sent before one is not kept. Held to drop copies
+    /// and to keep one, so that no copy is kept past a revocation.
+    revocations: Mutex<u64>,
     largest: u64,
 }
 
@@ -105,8 +103,7 @@ impl Near {
             started: Instant::now(),
             grants: Mutex::default(),
             copies: quick_cache::sync::Cache::with_weighter(items, capacity, Weigh),
-            revocations: AtomicU64::new(0),
-            keeping: Mutex::default(),
+            revocations: Mutex::default(),
             largest: LARGEST_COPY.min(capacity / 8),
         }
     }
@@ -141,7 +138,7 @@ impl Near {
 
     /// As a holder: the number to give [`Near::keep`] for a read about to be sent.
     pub fn ticket(&self) -> u64 {
-        self.revocations.load(Ordering::Acquire)
+        *self.revocations.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// As a holder: the copy of `key` to serve, if one is kept under owner `owner_tag`
@@ -209,8 +206,8 @@ impl Near {
             body: body.clone(),
         });
         // Checked after the answer arrived: a revocation heard while it travelled wins.
-        let _keeping = self.keeping.lock().unwrap_or_else(|e| e.into_inner());
-        if self.ticket() == ticket && Instant::now() < copy.until {
+        let revocations = self.revocations.lock().unwrap_or_else(|e| e.into_inner());
+        if *revocations == ticket && Instant::now() < copy.until {
             self.copies.insert(key.to_owned(), copy);
             metrics::counter!("rasa_cluster_near_total", "result" => "kept").increment(1);
         }
@@ -219,8 +216,8 @@ impl Near {
 
     /// As a holder: drops the copies of `keys` (their owner wrote them).
     pub fn revoke<'k>(&self, keys: impl IntoIterator<Item = &'k str>) {
-        let _keeping = self.keeping.lock().unwrap_or_else(|e| e.into_inner());
-        self.revocations.fetch_add(1, Ordering::AcqRel);
+        let mut revocations = self.revocations.lock().unwrap_or_else(|e| e.into_inner());
+        *revocations += 1;
         for key in keys {
             self.copies.remove(key);
         }

@@ -66,7 +66,7 @@ pub struct Peers {
 }
 
 /// The tag of `member` as the owner copies are tied to: its node id and incarnation.
-fn tag_of(member: &ClusterMember) -> u64 {
+pub(crate) fn tag_of(member: &ClusterMember) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     (member.node_id.as_str(), member.incarnation.as_str()).hash(&mut h);

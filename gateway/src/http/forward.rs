@@ -63,9 +63,12 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
         }
         Route::Forward(owner) => owner,
     };
-    let near = peers.near().filter(|_| plain_read(&req, prefix));
-    let owner_tag = peers.owner_tag(&key);
-    if let Some(copy) = near.and_then(|n| n.serve(&key, owner_tag)) {
+    // Near copies are tied to the owner this route names.
+    let near = peers
+        .near()
+        .filter(|_| plain_read(&req))
+        .map(|n| (n, crate::cluster::peers::tag_of(&owner)));
+    if let Some(copy) = near.and_then(|(n, tag)| n.serve(&key, tag)) {
         return copy;
     }
     let (parts, body) = req.into_parts();
@@ -73,7 +76,7 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
     headers.remove(header::HOST);
     // Only this member asks for a near copy, for itself.
     headers.remove(near::WANT_HEADER);
-    let ticket = near.map(|n| {
+    let ticket = near.map(|(n, _)| {
         if let Ok(me) = HeaderValue::from_str(peers.cluster().node_id()) {
             headers.insert(near::WANT_HEADER, me);
         }
@@ -87,7 +90,7 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
     };
     match peers.forward(Wire::Api, &key, &owner, out).await {
         Forwarded::Answer(resp) => match (near, ticket) {
-            (Some(n), Some((ticket, sent))) => n.keep(&key, owner_tag, sent, ticket, resp).await,
+            (Some((n, tag)), Some((ticket, sent))) => n.keep(&key, tag, sent, ticket, resp).await,
             _ => without_lease(resp),
         },
         Forwarded::ServeHere => next.run(Request::from_parts(parts, Body::empty())).await,
@@ -115,7 +118,7 @@ async fn near_granted(peers: &Peers, key: &str, req: Request, next: Next) -> Res
         peers.owns(key)
             && holder.as_deref().is_some_and(|h| peers.is_other_member(h))
             && peers.cluster().sure_for(near::NEAR_LEASE)
-            && plain_read(&req, "/v1/objects/")
+            && plain_read(&req)
     });
     let (Some(near), Some(holder)) = (near, holder) else {
         return next.run(req).await;
@@ -132,11 +135,11 @@ async fn near_granted(peers: &Peers, key: &str, req: Request, next: Next) -> Res
 }
 
 /// Whether `req` is a read a near copy answers: a GET of the whole current value of a
-/// key of the default namespace (`prefix`: the route's), with no condition or query.
-fn plain_read(req: &Request, prefix: &str) -> bool {
+/// key of the default namespace, with no condition or query.
+fn plain_read(req: &Request) -> bool {
     let h = req.headers();
     req.method() == Method::GET
-        && prefix == "/v1/objects/"
+        && req.uri().path().starts_with("/v1/objects/")
         && req.uri().query().is_none()
         && req.extensions().get::<super::NamespaceName>().is_none()
         && [

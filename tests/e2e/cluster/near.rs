@@ -36,6 +36,21 @@ fn near_fleet(etcd: &Etcd, tag: &str) -> Vec<Gateway> {
         .collect()
 }
 
+/// A started near fleet (`tag`) where every member sees the others, and which of its
+/// members owns `key`.
+async fn near_cluster(tag: &str, key: &str) -> (Etcd, Vec<Gateway>, usize) {
+    let etcd = Etcd::start();
+    let gws = near_fleet(&etcd, tag);
+    let refs: Vec<&Gateway> = gws.iter().collect();
+    let view = all_see(&refs, 3).await;
+    let owner_url = &owner(key, &view.members).expect("an owner").url;
+    let at = gws
+        .iter()
+        .position(|g| &g.base == owner_url)
+        .expect("a member");
+    (etcd, gws, at)
+}
+
 /// GET `key` at `gw`: status, whether a near copy answered, body.
 async fn get(gw: &Gateway, key: &str) -> (u16, bool, Vec<u8>) {
     let r = rasa_tests::http()
@@ -65,15 +80,10 @@ async fn put(gw: &Gateway, key: &str, body: &[u8]) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn near_copies_serve_reads_and_never_outlive_a_write() {
-    let etcd = Etcd::start();
-    let gws = near_fleet(&etcd, "near");
-    let refs: Vec<&Gateway> = gws.iter().collect();
-    let view = all_see(&refs, 3).await;
     let key = "near/k";
-    let at = |url: &str| gws.iter().find(|g| g.base == url).unwrap();
-    let owner_url = owner(key, &view.members).expect("an owner").url.clone();
-    let owner_gw = at(&owner_url);
-    let others: Vec<&Gateway> = gws.iter().filter(|g| g.base != owner_url).collect();
+    let (_etcd, gws, at) = near_cluster("near", key).await;
+    let owner_gw = &gws[at];
+    let others: Vec<&Gateway> = gws.iter().filter(|g| g.base != owner_gw.base).collect();
 
     put(owner_gw, key, &pattern(3000, 1)).await;
     // The first read of each other member goes to the owner and keeps its answer; the
@@ -172,14 +182,10 @@ async fn near_copies_serve_reads_and_never_outlive_a_write() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_that_cannot_be_told_holds_a_write_up_until_its_lease_ends() {
-    let etcd = Etcd::start();
-    let gws = near_fleet(&etcd, "near-stop");
-    let refs: Vec<&Gateway> = gws.iter().collect();
-    let view = all_see(&refs, 3).await;
     let key = "near/frozen";
-    let owner_url = owner(key, &view.members).expect("an owner").url.clone();
-    let owner_gw = gws.iter().find(|g| g.base == owner_url).unwrap();
-    let holder = gws.iter().find(|g| g.base != owner_url).unwrap();
+    let (_etcd, gws, at) = near_cluster("near-stop", key).await;
+    let owner_gw = &gws[at];
+    let holder = gws.iter().find(|g| g.base != owner_gw.base).unwrap();
     put(owner_gw, key, &pattern(500, 1)).await;
     get(holder, key).await;
     assert!(get(holder, key).await.1, "a copy is held");
