@@ -75,8 +75,18 @@ const REALM: &str = "rasa";
 
 /// Lets the request through when its token satisfies the route's [`Access`].
 pub(crate) async fn authorize(State(guard): State<Guard>, req: Request, next: Next) -> Response {
+    let mut req = req;
+    match admit(&guard, &mut req) {
+        None => next.run(req).await,
+        Some(refusal) => refusal,
+    }
+}
+
+/// Marks `req` with its [`Caller`] when its token satisfies `guard`; the refusal
+/// otherwise.
+pub(crate) fn admit(guard: &Guard, req: &mut Request) -> Option<Response> {
     if guard.access == Access::Public {
-        return next.run(req).await;
+        return None;
     }
     let what = || {
         let uri = req
@@ -91,25 +101,29 @@ pub(crate) async fn authorize(State(guard): State<Guard>, req: Request, next: Ne
             Some(s) => format!("a bearer token with scope '{s}'"),
             None => "a bearer token".to_owned(),
         };
-        return ApiError::Unauthorized {
-            detail: format!("{} needs {needs} (Authorization: Bearer …)", what()),
-            challenge: format!("Bearer realm=\"{REALM}\""),
-        }
-        .into_response();
+        return Some(
+            ApiError::Unauthorized {
+                detail: format!("{} needs {needs} (Authorization: Bearer …)", what()),
+                challenge: format!("Bearer realm=\"{REALM}\""),
+            }
+            .into_response(),
+        );
     };
     let tokens = guard.tokens.current();
     let token = bearer_secret(value).and_then(|secret| tokens.authenticate(secret));
     let Some(token) = token else {
         metrics::counter!("rasa_http_auth_failures_total", "reason" => "invalid").increment(1);
         tracing::info!(request = %what(), "refused an unknown or malformed bearer token");
-        return ApiError::Unauthorized {
-            detail: format!(
-                "{}: the bearer token is malformed or not known to this gateway",
-                what()
-            ),
-            challenge: format!("Bearer realm=\"{REALM}\", error=\"invalid_token\""),
-        }
-        .into_response();
+        return Some(
+            ApiError::Unauthorized {
+                detail: format!(
+                    "{}: the bearer token is malformed or not known to this gateway",
+                    what()
+                ),
+                challenge: format!("Bearer realm=\"{REALM}\", error=\"invalid_token\""),
+            }
+            .into_response(),
+        );
     };
     let ns = super::NamespaceName::of(req.extensions());
     if let Some(scope) = guard.access.scope() {
@@ -126,27 +140,28 @@ pub(crate) async fn authorize(State(guard): State<Guard>, req: Request, next: Ne
                 false if scope == Scope::Admin => " gateway-wide".to_owned(),
                 false => String::new(),
             };
-            return ApiError::Forbidden {
-                detail: format!(
-                    "{}: token '{}' lacks scope '{scope}'{place} (it has {})",
-                    what(),
-                    token.name,
-                    token.scopes
-                ),
-                challenge: format!(
-                    "Bearer realm=\"{REALM}\", error=\"insufficient_scope\", scope=\"{scope}\""
-                ),
-            }
-            .into_response();
+            return Some(
+                ApiError::Forbidden {
+                    detail: format!(
+                        "{}: token '{}' lacks scope '{scope}'{place} (it has {})",
+                        what(),
+                        token.name,
+                        token.scopes
+                    ),
+                    challenge: format!(
+                        "Bearer realm=\"{REALM}\", error=\"insufficient_scope\", scope=\"{scope}\""
+                    ),
+                }
+                .into_response(),
+            );
         }
     }
     tracing::debug!(token = %token.name, "authorised");
     let caller = Caller {
         reads: token.scopes.allows_in(ns, Scope::Read),
     };
-    let mut req = req;
     req.extensions_mut().insert(caller);
-    next.run(req).await
+    None
 }
 
 /// The secret in `Bearer <secret>` (scheme case-insensitive, RFC 9110 §11.1).

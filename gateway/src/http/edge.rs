@@ -1,6 +1,6 @@
 //! What every request passes once, around the router: the edge checks and error
 //! documents ([`Edge`], a router layer, since it reads the matched route), and outside
-//! the router as one concrete stack ([`App`]), the panic guard, request tracing and the
+//! the router as one concrete stack ([`Outer`]), the panic guard, request tracing and the
 //! redaction of credentials in logs.
 //!
 //! Layers given to `Router::layer` wrap every route in a boxed service of its own, and
@@ -18,7 +18,6 @@ use std::time::Instant;
 use axum::extract::{MatchedPath, Request};
 use axum::http::{header, Method, StatusCode, Uri};
 use axum::response::Response;
-use axum::Router;
 use rasa_openapi::{ProblemCode, PROBLEM_JSON};
 use tower::ServiceBuilder;
 use tower_http::catch_panic::{CatchPanic, CatchPanicLayer};
@@ -31,16 +30,14 @@ use super::{auth, error, limits, requests};
 /// What answers a panic: an internal-error problem document.
 type PanicAnswer = fn(Box<dyn std::any::Any + Send + 'static>) -> Response;
 
-/// The gateway's HTTP service: the router (with [`Edge`] on every route) inside the
-/// panic guard, tracing and credential redaction.
-pub type App = SetSensitiveRequestHeaders<
-    Trace<CatchPanic<Router, PanicAnswer>, SharedClassifier<ServerErrorsAsFailures>>,
+/// The layers every request passes outside routing: the panic guard, request tracing
+/// and the redaction of credentials in logs.
+pub type Outer<S> = SetSensitiveRequestHeaders<
+    Trace<CatchPanic<S, PanicAnswer>, SharedClassifier<ServerErrorsAsFailures>>,
 >;
 
-/// Puts [`Edge`] on every route of `router` (the fallback included), then the layers
-/// that need no route around it.
-pub(super) fn wrap(router: Router, checks: EdgeChecks) -> App {
-    let router = router.layer(checks);
+/// `inner` inside the [`Outer`] layers.
+pub(super) fn outer<S>(inner: S) -> Outer<S> {
     ServiceBuilder::new()
         .layer(SetSensitiveRequestHeadersLayer::new([
             header::AUTHORIZATION,
@@ -49,7 +46,7 @@ pub(super) fn wrap(router: Router, checks: EdgeChecks) -> App {
         ]))
         .layer(TraceLayer::new_for_http())
         .layer(CatchPanicLayer::custom(panic_to_problem as PanicAnswer))
-        .service(router)
+        .service(inner)
 }
 
 fn panic_to_problem(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
@@ -120,6 +117,18 @@ impl<S> tower::Layer<S> for EdgeChecks {
     fn layer(&self, inner: S) -> Edge<S> {
         Edge {
             checks: self.clone(),
+            route: None,
+            inner,
+        }
+    }
+}
+
+impl EdgeChecks {
+    /// [`Edge`] around a route reached without the router: `route` names it in metrics.
+    pub(super) fn around<S>(&self, route: &'static str, inner: S) -> Edge<S> {
+        Edge {
+            checks: self.clone(),
+            route: Some(route),
             inner,
         }
     }
@@ -132,8 +141,10 @@ impl<S> tower::Layer<S> for EdgeChecks {
 /// requests by route, method and status, and their latency. A named future: no
 /// allocation a request but for an error to rewrite.
 #[derive(Clone)]
-pub(super) struct Edge<S> {
+pub struct Edge<S> {
     checks: EdgeChecks,
+    /// The route's pattern when the router did not match it (its `MatchedPath` otherwise).
+    route: Option<&'static str>,
     inner: S,
 }
 
@@ -152,7 +163,14 @@ where
     fn call(&mut self, req: Request) -> Self::Future {
         let seen = Seen {
             start: Instant::now(),
-            route: req.extensions().get::<MatchedPath>().cloned(),
+            route: match self.route {
+                Some(fixed) => Some(Route::Fixed(fixed)),
+                None => req
+                    .extensions()
+                    .get::<MatchedPath>()
+                    .cloned()
+                    .map(Route::Matched),
+            },
             method: req.method().clone(),
             // For an error's detail only: cloning a URI shares its bytes.
             uri: req.uri().clone(),
@@ -176,10 +194,18 @@ where
     }
 }
 
+/// The route a request took, for its metrics.
+enum Route {
+    /// As the router matched it.
+    Matched(MatchedPath),
+    /// Reached without the router.
+    Fixed(&'static str),
+}
+
 /// What the edge noted of a request on its way in.
 struct Seen {
     start: Instant,
-    route: Option<MatchedPath>,
+    route: Option<Route>,
     method: Method,
     uri: Uri,
 }
@@ -190,8 +216,14 @@ impl Seen {
         if !refused && self.uri.path().starts_with("/v1/objects/") {
             crate::browser::stored_value_headers(resp.headers_mut());
         }
+        if let Some(Route::Fixed(_)) = self.route {
+            resp = as_routed(&self.method, resp);
+        }
         requests::count(
-            self.route.as_ref(),
+            self.route.as_ref().map(|r| match r {
+                Route::Matched(m) => m.as_str(),
+                Route::Fixed(f) => f,
+            }),
             &self.method,
             resp.status(),
             self.start.elapsed(),
@@ -200,9 +232,25 @@ impl Seen {
     }
 }
 
+/// What the router does to every answer of a route it matched, done for a route reached
+/// without it: a `Content-Length` from a body of known size, and no body for `HEAD`.
+fn as_routed(method: &Method, mut resp: Response) -> Response {
+    use http_body::Body as _;
+    if !resp.headers().contains_key(header::CONTENT_LENGTH) {
+        if let Some(n) = resp.body().size_hint().exact() {
+            resp.headers_mut()
+                .insert(header::CONTENT_LENGTH, header::HeaderValue::from(n));
+        }
+    }
+    if *method == Method::HEAD {
+        *resp.body_mut() = axum::body::Body::empty();
+    }
+    resp
+}
+
 pin_project_lite::pin_project! {
     /// A request passing [`Edge`].
-    pub(super) struct EdgeFuture<F> {
+    pub struct EdgeFuture<F> {
         seen: Seen,
         #[pin]
         stage: Stage<F>,

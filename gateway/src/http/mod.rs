@@ -31,6 +31,7 @@ mod exposition;
 pub mod fabric;
 mod fanout;
 pub mod forward;
+mod hot;
 pub mod limits;
 pub mod objects;
 pub mod ops;
@@ -62,8 +63,8 @@ use crate::slots::Slots;
 use crate::store::Store;
 use crate::tokens::TokenFile;
 pub use auth::Access;
-pub use edge::App;
 pub use error::ApiError;
+pub use hot::App;
 use routes::{effective, route_specs};
 pub use routes::{route_table, RouteInfo};
 
@@ -310,23 +311,24 @@ pub fn app(state: AppState) -> App {
                 .filter(|s| namespaced(s.info.path))
                 .map(|s| (s, true)),
         );
+    // The read route's service as the router holds it, to be reached without the router
+    // (outside a cluster: see `hot`).
+    let (mut read_get, mut read_head, mut read_slots) = (None, None, None);
     for (spec, nested) in specs {
         let info = effective(spec.info, &config);
         // Without a token file every route is open, and public routes always are: no guard.
-        let guard = config
+        let guard_of = config
             .tokens
             .clone()
             .filter(|_| info.access != Access::Public)
-            .map(|tokens| {
-                middleware::from_fn_with_state(
-                    auth::Guard {
-                        tokens,
-                        access: info.access,
-                        namespaced: namespaced(info.path),
-                    },
-                    auth::authorize,
-                )
+            .map(|tokens| auth::Guard {
+                tokens,
+                access: info.access,
+                namespaced: namespaced(info.path),
             });
+        let guard = guard_of
+            .clone()
+            .map(|g| middleware::from_fn_with_state(g, auth::authorize));
         // One layer stack per route (each route layer costs an allocation per request):
         // authorise, then take a slot (`/v1` only, but for the member list), then time the
         // body (routes that read one only).
@@ -349,16 +351,26 @@ pub fn app(state: AppState) -> App {
                 .option_layer(in_ns)
                 .option_layer(guard)
                 .option_layer(to_owner)
-                .option_layer(limit)
+                .option_layer(limit.clone())
                 .option_layer(body_timeout),
         );
         let path = match nested {
             true => in_namespace(info.path),
             false => info.path,
         };
+        if !nested && info.path == hot::READ_ROUTE {
+            match info.method {
+                Some(Method::GET) => {
+                    (read_get, read_slots) = (Some(guard_of.clone()), limit.clone())
+                }
+                Some(Method::HEAD) => read_head = Some(guard_of.clone()),
+                _ => {}
+            }
+        }
         api = api.route(path, handler);
     }
     let peers = state.peers.clone();
+    let state_for_read = state.clone();
     let mut api = api.fallback(no_such_route).with_state(state);
     if let Some(peers) = peers {
         api = api.layer(middleware::from_fn_with_state(peers, forward::admit_hop));
@@ -368,7 +380,15 @@ pub fn app(state: AppState) -> App {
         // Open: no token stops a web page, so Host and Origin must.
         open_hosts: config.tokens.is_none().then(|| Arc::clone(&config.hosts)),
     };
-    edge::wrap(api.merge(ops::swagger_ui()), edge_checks)
+    // The read route reached without the router (see `hot`): not in a cluster, where
+    // reads pass the forwarding layers.
+    let read = match (read_get, read_head, read_slots) {
+        (Some(get), Some(head), Some(slots)) if state_for_read.cluster.is_none() => {
+            Some((hot::ReadRoute { get, head, slots }, state_for_read))
+        }
+        _ => None,
+    };
+    App::new(api.merge(ops::swagger_ui()), edge_checks, read)
 }
 
 async fn no_such_route(req: Request) -> Response {
@@ -384,5 +404,7 @@ async fn no_such_route(req: Request) -> Response {
 pub(crate) fn json_response<T: serde::Serialize>(status: StatusCode, value: &T) -> Response {
     (status, axum::Json(value)).into_response()
 }
+#[cfg(test)]
+mod lanes;
 #[cfg(test)]
 mod tests;

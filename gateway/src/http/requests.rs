@@ -6,7 +6,6 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use axum::extract::MatchedPath;
 use axum::http::{Method, StatusCode};
 use metrics::{Counter, Histogram};
 
@@ -54,13 +53,8 @@ fn handles(route: &str, method: &Method, status: StatusCode) -> Handles {
 }
 
 /// Counts one request of `route` (none: unmatched) that answered `status` after `took`.
-pub(crate) fn count(
-    route: Option<&MatchedPath>,
-    method: &Method,
-    status: StatusCode,
-    took: Duration,
-) {
-    let name = route.map_or("unmatched", MatchedPath::as_str);
+pub(crate) fn count(route: Option<&str>, method: &Method, status: StatusCode, took: Duration) {
+    let name = route.unwrap_or("unmatched");
     let record = |h: &Handles| {
         h.requests.increment(1);
         h.latency.record(took.as_secs_f64());
