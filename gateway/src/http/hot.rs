@@ -11,8 +11,8 @@
 //! [`Outer`] layers, the same [`Edge`], the route's own authorisation ([`auth::admit`]
 //! with the guard the route table gives it) and request slots, then the same handlers —
 //! so what a request meets does not depend on the way it came (the unit tests in
-//! `http::lanes` compare the two answer by answer). Only when the gateway is not in a cluster: a
-//! member's reads pass the forwarding layers the router puts around its routes.
+//! `http::lanes` compare the two answer by answer). Only when the gateway is not in a
+//! cluster: a member's reads pass the forwarding layers the router puts around its routes.
 
 use std::convert::Infallible;
 use std::future::{ready, Future, Ready};

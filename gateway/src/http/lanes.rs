@@ -9,25 +9,8 @@ use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use tower::ServiceExt;
 
-use super::{app, App, AppState, HttpConfig};
-use crate::store::{Store, StoreConfig};
-
-fn state(config: HttpConfig) -> AppState {
-    let store = Arc::new(Store::new(
-        StoreConfig {
-            memory_budget: 1 << 20,
-            arena_size: 64 << 10,
-            lease: std::time::Duration::from_secs(1),
-            grace: std::time::Duration::from_millis(10),
-            key_lifetime: None,
-            block_size: rasa_fastpath::frame::DEFAULT_BLOCK_SIZE,
-            staging_memory: 256 << 20,
-        },
-        None,
-    ));
-    let objects = crate::objects::Objects::new(store, None, crate::origin::WritePolicy::CacheOnly);
-    AppState::new(objects, config)
-}
+use super::tests::test_state as state;
+use super::{app, App, HttpConfig};
 
 /// What is compared of an answer.
 #[derive(Debug, PartialEq)]
@@ -147,7 +130,7 @@ async fn an_open_gateway_reads_the_same_either_way() {
 #[tokio::test]
 async fn a_gateway_with_tokens_reads_the_same_either_way() {
     let dir = std::env::temp_dir().join(format!("rasa-lanes-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir(&dir).unwrap();
     let file = dir.join("tokens");
     let line = |name: &str, scopes: &str, secret: &str| {
         crate::tokens::file_line(name, &scopes.parse().unwrap(), secret).unwrap()
@@ -171,4 +154,22 @@ async fn a_gateway_with_tokens_reads_the_same_either_way() {
         vec![("authorization", "Bearer rasa_elsewhere")],
     ];
     assert_eq!(compare(config, &auths).await, 240 * auths.len());
+}
+
+#[test]
+fn only_reads_of_a_value_in_the_default_namespace_take_the_direct_way() {
+    let direct = |method: &str, uri: &str| super::hot::reads_a_value(&request(method, uri, &[]));
+    assert!(direct("GET", "/v1/objects/k"));
+    assert!(direct("HEAD", "/v1/objects/a/b?version=1"));
+    assert!(
+        !direct("GET", "/v1/objects/"),
+        "the empty key has a route of its own"
+    );
+    assert!(!direct("GET", "/v1/objects"));
+    assert!(!direct("GET", "/v1/objectsk"));
+    assert!(!direct("GET", "/v1/ns/abc/objects/k"));
+    assert!(!direct("GET", "/v1/descriptors/k"));
+    for method in ["PUT", "DELETE", "POST", "OPTIONS", "PATCH"] {
+        assert!(!direct(method, "/v1/objects/k"), "{method}");
+    }
 }

@@ -329,6 +329,9 @@ pub fn app(state: AppState) -> App {
         let guard = guard_of
             .clone()
             .map(|g| middleware::from_fn_with_state(g, auth::authorize));
+        // The read route reached without the router (`hot`) is built from the same pieces
+        // (guard, slots; no namespace, forwarding or body timeout apply to it there): a
+        // layer added here is added there too.
         // One layer stack per route (each route layer costs an allocation per request):
         // authorise, then take a slot (`/v1` only, but for the member list), then time the
         // body (routes that read one only).

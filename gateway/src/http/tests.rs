@@ -8,7 +8,8 @@ use proptest::prelude::*;
 use rasa_openapi::PROBLEM_JSON;
 use tower::ServiceExt;
 
-fn test_app() -> App {
+/// State over a small in-memory store with `config`.
+pub(super) fn test_state(config: HttpConfig) -> AppState {
     let store = Arc::new(Store::new(
         StoreConfig {
             memory_budget: 1 << 20,
@@ -22,7 +23,11 @@ fn test_app() -> App {
         None,
     ));
     let objects = crate::objects::Objects::new(store, None, crate::origin::WritePolicy::CacheOnly);
-    app(AppState::new(objects, HttpConfig::new(1024, 10)))
+    AppState::new(objects, config)
+}
+
+fn test_app() -> App {
+    app(test_state(HttpConfig::new(1024, 10)))
 }
 
 proptest! {
