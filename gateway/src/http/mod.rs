@@ -311,8 +311,9 @@ pub fn app(state: AppState) -> App {
                 .filter(|s| namespaced(s.info.path))
                 .map(|s| (s, true)),
         );
-    // The read route's service as the router holds it, to be reached without the router
-    // (outside a cluster: see `hot`).
+    // What the read route is built from (its guards and slots), for reaching it without
+    // the router (`hot`); not in a cluster, where reads pass the forwarding layers.
+    let direct_reads = state.cluster.is_none();
     let (mut read_get, mut read_head, mut read_slots) = (None, None, None);
     for (spec, nested) in specs {
         let info = effective(spec.info, &config);
@@ -361,7 +362,7 @@ pub fn app(state: AppState) -> App {
             true => in_namespace(info.path),
             false => info.path,
         };
-        if !nested && info.path == hot::READ_ROUTE {
+        if direct_reads && !nested && info.path == hot::READ_ROUTE {
             match info.method {
                 Some(Method::GET) => {
                     (read_get, read_slots) = (Some(guard_of.clone()), limit.clone())
@@ -373,7 +374,12 @@ pub fn app(state: AppState) -> App {
         api = api.route(path, handler);
     }
     let peers = state.peers.clone();
-    let state_for_read = state.clone();
+    let read = match (read_get, read_head, read_slots) {
+        (Some(get), Some(head), Some(slots)) => {
+            Some((hot::ReadRoute { get, head, slots }, state.clone()))
+        }
+        _ => None,
+    };
     let mut api = api.fallback(no_such_route).with_state(state);
     if let Some(peers) = peers {
         api = api.layer(middleware::from_fn_with_state(peers, forward::admit_hop));
@@ -382,14 +388,6 @@ pub fn app(state: AppState) -> App {
         max_header_size: config.max_header_size,
         // Open: no token stops a web page, so Host and Origin must.
         open_hosts: config.tokens.is_none().then(|| Arc::clone(&config.hosts)),
-    };
-    // The read route reached without the router (see `hot`): not in a cluster, where
-    // reads pass the forwarding layers.
-    let read = match (read_get, read_head, read_slots) {
-        (Some(get), Some(head), Some(slots)) if state_for_read.cluster.is_none() => {
-            Some((hot::ReadRoute { get, head, slots }, state_for_read))
-        }
-        _ => None,
     };
     App::new(api.merge(ops::swagger_ui()), edge_checks, read)
 }
