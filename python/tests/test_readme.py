@@ -37,6 +37,11 @@ def test_the_readme_curl_session_answers_as_it_says(gateway):
     (session,) = blocks(try_it(), "sh")
     lines = [ln for ln in session.splitlines() if ln.strip()]
     assert len(lines) == 5
+    # `curl … | head -1` fails now and then (curl: (23) Failed writing body, under
+    # pipefail) when the body arrives in more than one read: head has exited by the
+    # second write. A reader in the session reads all of its input.
+    early = [ln for ln in lines if re.search(r"\|\s*head\b", ln)]
+    assert not early, f"readers that stop before the end of curl's output: {early}"
     out = []
     for ln in lines:
         cmd = ln.split("  #")[0].replace("http://127.0.0.1:8080", gateway.url)
