@@ -74,8 +74,11 @@ pub(crate) struct Guard {
 const REALM: &str = "rasa";
 
 /// Lets the request through when its token satisfies the route's [`Access`].
-pub(crate) async fn authorize(State(guard): State<Guard>, req: Request, next: Next) -> Response {
-    let mut req = req;
+pub(crate) async fn authorize(
+    State(guard): State<Guard>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     match admit(&guard, &mut req) {
         None => next.run(req).await,
         Some(refusal) => refusal,

@@ -202,6 +202,16 @@ enum Route {
     Fixed(&'static str),
 }
 
+impl Route {
+    /// The route's pattern, as metrics name it.
+    fn name(&self) -> &str {
+        match self {
+            Route::Matched(m) => m.as_str(),
+            Route::Fixed(f) => f,
+        }
+    }
+}
+
 /// What the edge noted of a request on its way in.
 struct Seen {
     start: Instant,
@@ -220,10 +230,7 @@ impl Seen {
             resp = as_routed(&self.method, resp);
         }
         requests::count(
-            self.route.as_ref().map(|r| match r {
-                Route::Matched(m) => m.as_str(),
-                Route::Fixed(f) => f,
-            }),
+            self.route.as_ref().map(Route::name),
             &self.method,
             resp.status(),
             self.start.elapsed(),

@@ -6,7 +6,7 @@
 //! path's parameters in the request, and sends it through boxed clones of the route's
 //! services (one for the handler, one for each `route_layer`): on a 1 KiB read, a sixth of
 //! the gateway's user-space instructions (`bench/instructions.sh`: 35.6k a request
-//! through the router, 29.5k with the read route reached directly). Here the read route is
+//! through the router, 29.8k with the read route reached directly). Here the read route is
 //! one concrete stack built from what the router's route is built from — the same
 //! [`Outer`] layers, the same [`Edge`], the route's own authorisation ([`auth::admit`]
 //! with the guard the route table gives it) and request slots, then the same handlers —
@@ -47,8 +47,8 @@ pub struct App {
     read: Option<ReadLane>,
 }
 
-/// What the route table gives the read route beyond its handlers: the guard of each
-/// method (none on an open gateway) and the route's request slots.
+/// What the read route is built from: the guard of each method (none on an open
+/// gateway) and the request slots the route table gives it, and the handlers' state.
 pub(super) struct ReadRoute {
     /// `GET`'s guard.
     pub(super) get: Option<Guard>,
@@ -56,21 +56,19 @@ pub(super) struct ReadRoute {
     pub(super) head: Option<Guard>,
     /// The route's request slots.
     pub(super) slots: Slots,
+    /// The handlers' state.
+    pub(super) state: AppState,
 }
 
 impl App {
     /// `router` with [`Edge`] on every route inside the [`Outer`] layers, and, when
     /// `read` is given, the read route's stack beside it.
-    pub(super) fn new(
-        router: Router,
-        checks: EdgeChecks,
-        read: Option<(ReadRoute, AppState)>,
-    ) -> Self {
-        let read = read.map(|(route, state)| {
+    pub(super) fn new(router: Router, checks: EdgeChecks, read: Option<ReadRoute>) -> Self {
+        let read = read.map(|route| {
             let guarded = Guarded {
                 get: route.get,
                 head: route.head,
-                inner: route.slots.layer(ReadValue(state)),
+                inner: route.slots.layer(ReadValue(route.state)),
             };
             edge::outer(checks.around(READ_ROUTE, guarded))
         });

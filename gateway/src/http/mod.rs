@@ -318,7 +318,7 @@ pub fn app(state: AppState) -> App {
     for (spec, nested) in specs {
         let info = effective(spec.info, &config);
         // Without a token file every route is open, and public routes always are: no guard.
-        let guard_of = config
+        let guard = config
             .tokens
             .clone()
             .filter(|_| info.access != Access::Public)
@@ -327,12 +327,6 @@ pub fn app(state: AppState) -> App {
                 access: info.access,
                 namespaced: namespaced(info.path),
             });
-        let guard = guard_of
-            .clone()
-            .map(|g| middleware::from_fn_with_state(g, auth::authorize));
-        // The read route reached without the router (`hot`) is built from the same pieces
-        // (guard, slots; no namespace, forwarding or body timeout apply to it there): a
-        // layer added here is added there too.
         // One layer stack per route (each route layer costs an allocation per request):
         // authorise, then take a slot (`/v1` only, but for the member list), then time the
         // body (routes that read one only).
@@ -348,36 +342,40 @@ pub fn app(state: AppState) -> App {
         // a slot is taken here).
         let to_owner = (state.cluster.is_some() && info.path.ends_with("{*key}"))
             .then(|| middleware::from_fn_with_state(state.clone(), forward::to_owner));
+        // The read route reached without the router (`hot`) is built from the same pieces
+        // (guard, slots; no namespace, forwarding or body timeout apply to it there): a
+        // layer added here is added there too.
+        if direct_reads && !nested && info.path == hot::READ_ROUTE {
+            match info.method {
+                Some(Method::GET) => (read_get, read_slots) = (Some(guard.clone()), limit.clone()),
+                Some(Method::HEAD) => read_head = Some(guard.clone()),
+                _ => {}
+            }
+        }
         // Under /v1/ns/{ns}: the namespace named first, and the path the handlers parse.
         let in_ns = nested.then(|| middleware::from_fn(name_namespace));
         let handler = spec.handler.route_layer(
             ServiceBuilder::new()
                 .option_layer(in_ns)
-                .option_layer(guard)
+                .option_layer(guard.map(|g| middleware::from_fn_with_state(g, auth::authorize)))
                 .option_layer(to_owner)
-                .option_layer(limit.clone())
+                .option_layer(limit)
                 .option_layer(body_timeout),
         );
         let path = match nested {
             true => in_namespace(info.path),
             false => info.path,
         };
-        if direct_reads && !nested && info.path == hot::READ_ROUTE {
-            match info.method {
-                Some(Method::GET) => {
-                    (read_get, read_slots) = (Some(guard_of.clone()), limit.clone())
-                }
-                Some(Method::HEAD) => read_head = Some(guard_of.clone()),
-                _ => {}
-            }
-        }
         api = api.route(path, handler);
     }
     let peers = state.peers.clone();
     let read = match (read_get, read_head, read_slots) {
-        (Some(get), Some(head), Some(slots)) => {
-            Some((hot::ReadRoute { get, head, slots }, state.clone()))
-        }
+        (Some(get), Some(head), Some(slots)) => Some(hot::ReadRoute {
+            get,
+            head,
+            slots,
+            state: state.clone(),
+        }),
         _ => None,
     };
     let mut api = api.fallback(no_such_route).with_state(state);
