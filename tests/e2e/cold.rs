@@ -14,15 +14,15 @@ fn gateway(s3: &S3Server) -> Gateway {
     Gateway::start_with_s3(&args)
 }
 
-/// Whether the gateway holds `key` in memory (a peer-fill HEAD never asks the origin).
+/// Whether the gateway holds `key` (its listing shows what it stores, never the origin).
 async fn stored(gw: &Gateway, key: &str) -> bool {
     let r = rasa_tests::http()
-        .head(gw.url(&format!("/v1/objects/{key}")))
-        .header(PEER_FILL_HEADER, "1")
+        .get(gw.url(&format!("/v1/objects?prefix={key}")))
         .send()
         .await
         .unwrap();
-    r.status() == 200
+    let list: rasa_openapi::ObjectList = r.json().await.unwrap();
+    list.items.iter().any(|i| i.key == key)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -388,4 +388,25 @@ async fn an_s3_get_streams_a_cold_object_and_passes_a_too_large_one_through() {
     assert_eq!(through.content_length(), Some(huge.len() as i64));
     assert!(through.body.collect().await.unwrap().into_bytes() == huge);
     assert!(!stored(&gw, "huge").await);
+}
+
+/// Review III, finding 9: `Rasa-Peer-Fill` asks a member for a memory-only answer; from
+/// a client (no proven hop, no cluster) it is ignored, so a cold key still comes from
+/// the origin instead of a 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_peer_fill_marker_is_ignored() {
+    let s3 = S3Server::start();
+    s3.put_file("pre/cold0", b"from the origin");
+    s3.put_file("pre/cold1", b"from the origin");
+    let gw = gateway(&s3);
+    let both = [PEER_FILL_HEADER, rasa_openapi::HOP_HEADER];
+    for (i, marks) in [&both[..1], &both[..]].into_iter().enumerate() {
+        let mut req = rasa_tests::http().get(gw.url(&format!("/v1/objects/cold{i}")));
+        for m in marks {
+            req = req.header(*m, "1");
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), 200, "with {marks:?}");
+        assert_eq!(&r.bytes().await.unwrap()[..], b"from the origin");
+    }
 }

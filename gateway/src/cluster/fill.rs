@@ -44,7 +44,12 @@ impl Peers {
         let request = self
             .client()
             .get(url.clone())
-            .headers(self.hop_headers(&http::Method::GET, &url))
+            .headers(self.hop_headers(
+                &peer.node_id,
+                &http::Method::GET,
+                &url,
+                &super::secret::HopBody::Empty,
+            ))
             .header(PEER_FILL_HEADER, "1")
             .send();
         let resp = match tokio::time::timeout(ANSWER_WITHIN, request).await {

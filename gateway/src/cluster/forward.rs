@@ -78,11 +78,16 @@ impl Peers {
             let url = format!("{}{path_and_query}", wire.base(to).unwrap_or_default());
             let url = reqwest::Url::parse(&url).map_err(|e| format!("{url}: {e}"));
             let req = url.map(|url| {
-                let mut req = self
-                    .client()
-                    .request(method.clone(), url.clone())
-                    .headers(headers.clone())
-                    .headers(self.hop_headers(&method, &url));
+                let mut headers = headers.clone();
+                let body = match body {
+                    Some(b) => Some(self.hop_streamed(&to.node_id, &method, &url, &mut headers, b)),
+                    None => {
+                        let empty = super::secret::HopBody::Empty;
+                        headers.extend(self.hop_headers(&to.node_id, &method, &url, &empty));
+                        None
+                    }
+                };
+                let mut req = self.client().request(method.clone(), url).headers(headers);
                 if let Some(b) = body {
                     req = req.body(b);
                 }

@@ -9,7 +9,11 @@
 //!   gone (the node was cut off longer than the TTL), register again.
 //! - **Watch**: list the prefix, then watch it from the next revision; after a lost
 //!   stream, watch again from where it stopped (list again if etcd compacted past it).
+//! - Under a secret, a record names its lease and a time it is honoured until
+//!   ([`super::secret::record`]): the node writes it again every TTL, and a record whose
+//!   time passes without a new one leaves the view then, etcd or not.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,8 +24,12 @@ use etcd_client::{
 };
 use rasa_openapi::ClusterMember;
 
-use super::secret::Signed;
+use super::secret::record::{self, Honoured, REFRESH_EVERY_TTLS};
 use super::{members_prefix, Cluster, ClusterConfig, View};
+
+/// The records the watch holds, by node id: each member, and when its record stops being
+/// honoured (under a secret).
+type Records = BTreeMap<String, Honoured>;
 
 /// Longest wait for one etcd call at start-up.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -92,7 +100,7 @@ pub(super) async fn register(cluster: &Cluster) -> Result<(), String> {
         // The lease lasts from `asked` on: fresh before the record is visible, so a member
         // back from a lost lease is not fenced when the others start forwarding to it.
         cluster.renewed(asked);
-        let value = cluster.record_value();
+        let value = cluster.record_value(lease);
         let absent = Compare::create_revision(key.as_str(), CompareOp::Equal, 0);
         let resp = put_record(
             &mut etcd,
@@ -236,10 +244,11 @@ async fn record_gone(cluster: &Cluster, key: &str, wait: Duration) -> bool {
     matches!(tokio::time::timeout(wait, watched).await, Ok(Some(())))
 }
 
-/// Writes this node's record again (its state changed), under its lease.
+/// Writes this node's record again (its state changed, or its time is renewed), under
+/// its lease.
 pub(super) async fn write_record(cluster: &Cluster) -> Result<(), etcd_client::Error> {
-    let value = cluster.record_value();
     let lease = cluster.lease.load(Ordering::Acquire);
+    let value = cluster.record_value(lease);
     cluster
         .etcd
         .clone()
@@ -274,8 +283,13 @@ pub(super) async fn keep_lease(cluster: Arc<Cluster>) {
             }
             Ok((mut keeper, mut answers)) => {
                 let mut tick = tokio::time::interval(every);
+                let mut ticks = 0u32;
                 loop {
                     tick.tick().await;
+                    ticks += 1;
+                    if cluster.config.secret.is_some() && ticks % (3 * REFRESH_EVERY_TTLS) == 0 {
+                        refresh(&cluster).await;
+                    }
                     let asked = std::time::Instant::now();
                     if keeper.keep_alive().await.is_err() {
                         break false;
@@ -317,6 +331,20 @@ pub(super) async fn keep_lease(cluster: Arc<Cluster>) {
     }
 }
 
+/// Writes this node's record again with a new time (under a secret a record is honoured
+/// for a few TTLs only), within a third of the TTL.
+async fn refresh(cluster: &Cluster) {
+    let within = cluster.config.member_ttl / 3;
+    match tokio::time::timeout(within, write_record(cluster)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "cluster: could not renew this node's record"),
+        Err(_) => tracing::warn!(
+            ?within,
+            "cluster: etcd did not take this node's renewed record in time"
+        ),
+    }
+}
+
 /// Whether etcd's answer says the lease does not exist (any more): etcd-client reports it
 /// as `LeaseKeepAliveError("lease not found")` when opening the keep-alive, and the server
 /// as a gRPC status ("etcdserver: requested lease not found") on a running stream.
@@ -328,8 +356,8 @@ fn lease_expired(e: &etcd_client::Error) -> bool {
     }
 }
 
-/// Reads every member record; sets the view; returns its revision.
-pub(super) async fn list(cluster: &Cluster) -> Result<i64, String> {
+/// Reads every member record; sets the view; returns its revision and the records.
+pub(super) async fn list(cluster: &Cluster) -> Result<(i64, Records), String> {
     let prefix = members_prefix(&cluster.config.name);
     let resp = tokio::time::timeout(
         CALL_TIMEOUT,
@@ -342,50 +370,70 @@ pub(super) async fn list(cluster: &Cluster) -> Result<i64, String> {
     .map_err(|_| format!("etcd did not list the members within {CALL_TIMEOUT:?}"))?
     .map_err(|e| format!("etcd refused to list the members: {e}"))?;
     let revision = resp.header().map_or(0, |h| h.revision());
-    let mut members: Vec<ClusterMember> = resp
+    let mut records: Records = resp
         .kvs()
         .iter()
-        .filter_map(|kv| parse(cluster, kv.key(), kv.value()))
+        .filter_map(|kv| parse(cluster, kv.key(), kv.value(), kv.lease()))
+        .map(|r| (r.member.node_id.clone(), r))
         .collect();
-    members.sort_by(|a, b| a.node_id.cmp(&b.node_id));
-    publish(cluster, revision, members);
-    Ok(revision)
+    publish(cluster, revision, &mut records);
+    Ok((revision, records))
 }
 
-/// The member a record describes, or `None` (logged once per key, counted) when it does
-/// not parse, names another node than its key, or — in a cluster with a secret — does not
-/// carry a valid MAC: such a record owns no key and is sent nothing.
-fn parse(cluster: &Cluster, key: &[u8], value: &[u8]) -> Option<ClusterMember> {
+/// The member a record describes, or `None` (logged once per key, counted) when it is not
+/// honoured ([`record::check`]): such a record owns no key and is sent nothing.
+fn parse(cluster: &Cluster, key: &[u8], value: &[u8], lease: i64) -> Option<Honoured> {
     let key = String::from_utf8_lossy(key);
-    let node = key.rsplit('/').next().unwrap_or_default();
-    let why = match serde_json::from_slice::<Signed>(value) {
-        Err(e) => format!("it does not parse ({e})"),
-        Ok(r) if r.member.node_id != node => {
-            format!(
-                "it names node {:?} under another node's key",
-                r.member.node_id
-            )
-        }
-        Ok(r) => match (&cluster.config.secret, &r.mac) {
-            (None, _) => return Some(r.member),
-            (Some(s), Some(mac)) if s.verify_record(&key, &r.member, mac) => return Some(r.member),
-            (Some(_), Some(_)) => "its MAC does not verify under --cluster-secret-file".into(),
-            (Some(_), None) => "it carries no MAC (this cluster has --cluster-secret-file)".into(),
-        },
+    let why = match record::check(cluster.config.secret.as_deref(), &key, value, lease) {
+        Ok(r) => return Some(r),
+        Err(why) => why,
     };
+    rejected(cluster, &key, &why);
+    None
+}
+
+/// Counts a record not honoured, and logs it the first time for its key.
+fn rejected(cluster: &Cluster, key: &str, why: &str) {
     metrics::counter!("rasa_cluster_records_rejected_total").increment(1);
     let first = cluster
         .rejected
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .insert(key.to_string());
+        .insert(key.to_owned());
     if first {
         tracing::warn!(%key, "cluster: ignoring a member record: {why}; it owns no key and is sent nothing");
     }
-    None
 }
 
-fn publish(cluster: &Cluster, revision: i64, members: Vec<ClusterMember>) {
+/// Publishes the view of `records` (those whose time has passed dropped first, counted
+/// and logged), unless it is the view already published at an earlier revision: a record
+/// written again only to renew its time changes no view.
+fn publish(cluster: &Cluster, revision: i64, records: &mut Records) {
+    let now = super::secret::now_ms();
+    records.retain(|node, r| {
+        let live = r.expires_ms.is_none_or(|t| t > now);
+        if !live {
+            let key = super::member_key(&cluster.config.name, node);
+            rejected(
+                cluster,
+                &key,
+                "its time passed without its member writing it again",
+            );
+        }
+        live
+    });
+    let members: Vec<ClusterMember> = records.values().map(|r| r.member.clone()).collect();
+    {
+        let view = cluster.view.borrow();
+        if view.revision != 0 && *view.members == members {
+            drop(view);
+            cluster.view.send_if_modified(|v| {
+                v.revision = v.revision.max(revision);
+                false
+            });
+            return;
+        }
+    }
     let serving = members
         .iter()
         .filter(|m| m.state == rasa_openapi::MemberState::Serving)
@@ -405,9 +453,21 @@ fn publish(cluster: &Cluster, revision: i64, members: Vec<ClusterMember>) {
     });
 }
 
+/// How long until the first of `records` expires (an hour when none does).
+fn next_expiry(records: &Records) -> Duration {
+    let now = super::secret::now_ms();
+    records
+        .values()
+        .filter_map(|r| r.expires_ms)
+        .min()
+        .map_or(Duration::from_secs(3600), |t| {
+            Duration::from_millis(t.saturating_sub(now) + 1)
+        })
+}
+
 /// Follows the member prefix from `revision` on, for as long as the process lives. While
 /// etcd is away the last view stays.
-pub(super) async fn watch_members(cluster: Arc<Cluster>, mut revision: i64) {
+pub(super) async fn watch_members(cluster: Arc<Cluster>, mut revision: i64, mut records: Records) {
     let prefix = members_prefix(&cluster.config.name);
     let mut failing = false;
     loop {
@@ -423,36 +483,42 @@ pub(super) async fn watch_members(cluster: Arc<Cluster>, mut revision: i64) {
                 failing = true;
             }
             Ok(mut stream) => loop {
-                let resp = match stream.message().await {
-                    Ok(Some(resp)) => resp,
-                    Ok(None) | Err(_) => break,
+                // Woken when the next record's time passes, if no event comes first.
+                let resp = match tokio::time::timeout(next_expiry(&records), stream.message()).await
+                {
+                    Err(_) => {
+                        publish(&cluster, revision, &mut records);
+                        continue;
+                    }
+                    Ok(Ok(Some(resp))) => resp,
+                    Ok(Ok(None) | Err(_)) => break,
                 };
                 failing = false;
                 if resp.canceled() {
                     // Compacted past our revision: start over from a fresh list.
-                    if let Ok(r) = list(&cluster).await {
-                        revision = r;
+                    if let Ok((r, fresh)) = list(&cluster).await {
+                        (revision, records) = (r, fresh);
                     }
                     break;
                 }
                 if resp.events().is_empty() {
                     continue;
                 }
-                let mut members = cluster.view.borrow().members.to_vec();
                 for event in resp.events() {
                     let Some(kv) = event.kv() else { continue };
                     let node = String::from_utf8_lossy(&kv.key()[prefix.len()..]).into_owned();
-                    members.retain(|m| m.node_id != node);
+                    records.remove(&node);
                     if event.event_type() == EventType::Put {
-                        members.extend(parse(&cluster, kv.key(), kv.value()));
+                        if let Some(r) = parse(&cluster, kv.key(), kv.value(), kv.lease()) {
+                            records.insert(node, r);
+                        }
                     }
                     revision = revision.max(kv.mod_revision());
                 }
                 if let Some(h) = resp.header() {
                     revision = revision.max(h.revision());
                 }
-                members.sort_by(|a, b| a.node_id.cmp(&b.node_id));
-                publish(&cluster, revision, members);
+                publish(&cluster, revision, &mut records);
             },
         }
         tokio::time::sleep(Duration::from_secs(1)).await; // retry interval while etcd is away

@@ -136,9 +136,13 @@ impl Cluster {
             config,
         });
         membership::register(&cluster).await?;
-        let revision = membership::list(&cluster).await?;
+        let (revision, records) = membership::list(&cluster).await?;
         tokio::spawn(membership::keep_lease(Arc::clone(&cluster)));
-        tokio::spawn(membership::watch_members(Arc::clone(&cluster), revision));
+        tokio::spawn(membership::watch_members(
+            Arc::clone(&cluster),
+            revision,
+            records,
+        ));
         tokio::spawn(watch_fence(Arc::downgrade(&cluster)));
         Ok(cluster)
     }
@@ -295,16 +299,31 @@ impl Cluster {
         self.me.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// This node's record as it is kept in etcd (with its MAC, under a secret).
-    fn record_value(&self) -> String {
+    /// This node's record as it is kept in etcd under `lease`: under a secret with the
+    /// lease, its time ([`secret::record::VALID_FOR_TTLS`] TTLs from now) and its MAC.
+    fn record_value(&self, lease: i64) -> String {
         let member = self.record();
         let key = self.key();
-        let mac = self
-            .config
-            .secret
-            .as_ref()
-            .map(|s| s.sign_record(&key, &member));
-        serde_json::to_string(&secret::Signed { member, mac }).expect("a member serializes")
+        let signed = match &self.config.secret {
+            None => secret::Signed {
+                member,
+                lease: None,
+                expires_ms: None,
+                mac: None,
+            },
+            Some(s) => {
+                let valid = self.config.member_ttl * secret::record::VALID_FOR_TTLS;
+                let expires_ms = secret::now_ms() + valid.as_millis() as u64;
+                let mac = s.sign_record(&key, &member, lease, expires_ms);
+                secret::Signed {
+                    member,
+                    lease: Some(lease),
+                    expires_ms: Some(expires_ms),
+                    mac: Some(mac),
+                }
+            }
+        };
+        serde_json::to_string(&signed).expect("a member serializes")
     }
 
     fn key(&self) -> String {

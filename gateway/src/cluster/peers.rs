@@ -105,9 +105,15 @@ impl Peers {
         &self.client
     }
 
-    /// The hop marker for a request of `method` to `url` at another member, and under
-    /// `--cluster-secret-file` its proof ([`super::secret`]).
-    pub fn hop_headers(&self, method: &http::Method, url: &reqwest::Url) -> http::HeaderMap {
+    /// The hop marker for a request of `method` to `url` at the member `to`, with `body`,
+    /// and under `--cluster-secret-file` its proof ([`super::secret`]).
+    pub fn hop_headers(
+        &self,
+        to: &str,
+        method: &http::Method,
+        url: &reqwest::Url,
+        body: &super::secret::HopBody,
+    ) -> http::HeaderMap {
         let mut h = http::HeaderMap::new();
         h.insert(
             rasa_openapi::HOP_HEADER,
@@ -118,18 +124,50 @@ impl Peers {
                 Some(q) => format!("{}?{q}", url.path()),
                 None => url.path().to_owned(),
             };
-            let proof = secret.proof(self.cluster.node_id(), method, &path);
+            let proof = secret.proof(self.cluster.node_id(), to, method, &path, body);
             h.insert(super::secret::PROOF_HEADER, proof);
         }
         h
     }
 
-    /// Takes an unproven hop marker off a request this member received (see
-    /// [`super::secret::ClusterSecret::admit`]); without a secret the marker is trusted.
-    pub fn admit(&self, headers: &mut http::HeaderMap, method: &http::Method, uri: &http::Uri) {
-        if let Some(secret) = &self.cluster.config().secret {
-            let path = uri.path_and_query().map_or("/", |p| p.as_str());
-            secret.admit(headers, method, path);
+    /// A request to the member `to` whose body streams as it arrives: its hop headers
+    /// (added to `headers`) and its body, sealed for the proof under a secret (sent
+    /// chunked, its declared length named by the proof instead of `Content-Length`).
+    pub fn hop_streamed(
+        &self,
+        to: &str,
+        method: &http::Method,
+        url: &reqwest::Url,
+        headers: &mut http::HeaderMap,
+        body: reqwest::Body,
+    ) -> reqwest::Body {
+        let Some(secret) = &self.cluster.config().secret else {
+            headers.extend(self.hop_headers(to, method, url, &super::secret::HopBody::Empty));
+            return body;
+        };
+        let length = headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        headers.remove(http::header::CONTENT_LENGTH);
+        let covered = super::secret::HopBody::Sealed(length);
+        let hop = self.hop_headers(to, method, url, &covered);
+        let proof = hop[super::secret::PROOF_HEADER].clone();
+        headers.extend(hop);
+        headers.insert(
+            http::header::TRAILER,
+            http::HeaderValue::from_static(super::secret::seal::SEAL_TRAILER),
+        );
+        let sealed = super::secret::seal::Sealing::new(body, std::sync::Arc::clone(secret), proof);
+        reqwest::Body::wrap(sealed)
+    }
+
+    /// Takes an unproven hop marker off a request this member received, and binds the
+    /// body of a proven one to its proof (see [`super::secret::ClusterSecret::admit`]);
+    /// without a secret the marker is trusted.
+    pub fn admit(&self, req: axum::extract::Request) -> axum::extract::Request {
+        match &self.cluster.config().secret {
+            Some(secret) => secret.admit(self.cluster.node_id(), req),
+            None => req,
         }
     }
 
@@ -278,7 +316,7 @@ impl Peers {
             async move {
                 let told = match to {
                     Some(m) => {
-                        let sent = self.tell_revoked(&m.url, key);
+                        let sent = self.tell_revoked(&m.node_id, &m.url, key);
                         tokio::time::timeout_at(until.into(), sent).await == Ok(true)
                     }
                     None => false,
@@ -294,8 +332,8 @@ impl Peers {
         futures_util::future::join_all(sends).await;
     }
 
-    /// Asks the member at `base` to drop its copy of `key`; whether it said it did.
-    async fn tell_revoked(&self, base: &str, key: &str) -> bool {
+    /// Asks the member `node` at `base` to drop its copy of `key`; whether it said it did.
+    async fn tell_revoked(&self, node: &str, base: &str, key: &str) -> bool {
         let Ok(url) = reqwest::Url::parse(&format!(
             "{}{}",
             base.trim_end_matches('/'),
@@ -303,12 +341,14 @@ impl Peers {
         )) else {
             return false;
         };
-        let headers = self.hop_headers(&http::Method::POST, &url);
+        let body = format!("{key}\n");
+        let covered = super::secret::HopBody::of(&[body.as_bytes()]);
+        let headers = self.hop_headers(node, &http::Method::POST, &url, &covered);
         let sent = self
             .client()
             .post(url)
             .headers(headers)
-            .body(format!("{key}\n"))
+            .body(body)
             .send()
             .await;
         matches!(sent, Ok(r) if r.status() == http::StatusCode::NO_CONTENT)

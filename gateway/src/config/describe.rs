@@ -122,6 +122,7 @@ pub fn show(loaded: &Loaded) -> String {
             let value = if is_secret(&opt.key) {
                 "\"********\"".to_owned()
             } else {
+                let raw: Vec<String> = raw.iter().map(|v| without_url_credentials(v)).collect();
                 toml_value(&opt, &raw)
             };
             out.push_str(&format!("{} = {value}  # {from}\n", opt.key));
@@ -201,6 +202,21 @@ fn toml_value(opt: &Opt, raw: &[String]) -> String {
         format!("[{}]", raw.iter().map(one).collect::<Vec<_>>().join(", "))
     } else {
         raw.first().map(one).unwrap_or_default()
+    }
+}
+
+/// `value` with the credentials of a URL in it (`scheme://user:password@host/…`) masked:
+/// `config show`'s output is pasted into tickets and chats.
+pub(super) fn without_url_credentials(value: &str) -> String {
+    let Some(at) = value.find("://") else {
+        return value.to_owned();
+    };
+    let start = at + 3;
+    let rest = &value[start..];
+    let authority = rest.find(['/', '?', '#']).map_or(rest, |end| &rest[..end]);
+    match authority.rfind('@') {
+        Some(user_end) => format!("{}********{}", &value[..start], &rest[user_end..]),
+        None => value.to_owned(),
     }
 }
 

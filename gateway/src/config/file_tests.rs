@@ -186,3 +186,29 @@ fn the_reference_in_docs_is_current() {
         "docs/configuration.md is stale: run `make docs` (rasa-gateway config reference > docs/configuration.md)"
     );
 }
+
+/// Review III, finding 7: `config show` printed credentials inside URLs.
+#[test]
+fn show_masks_credentials_inside_urls() {
+    let text = "[origin]\norigin = \"s3://bucket/prefix\"\ns3_endpoint = \"http://AKID:SECRET@127.0.0.1:9000/x\"\n";
+    let l = load_with(text, "masked", &[]).unwrap();
+    let shown = show(&l);
+    for secret in ["AKID", "SECRET"] {
+        assert!(!shown.contains(secret), "{secret} in:\n{shown}");
+    }
+    assert!(
+        shown.contains("s3_endpoint = \"http://********@127.0.0.1:9000/x\""),
+        "{shown}"
+    );
+    assert_eq!(
+        masked("etcd://u:pw@10.0.0.2:2379"),
+        "etcd://********@10.0.0.2:2379"
+    );
+    use super::describe::without_url_credentials as masked;
+    assert_eq!(
+        masked("http://h:1/a@b"),
+        "http://h:1/a@b",
+        "an @ after the host"
+    );
+    assert_eq!(masked("plain@text"), "plain@text");
+}

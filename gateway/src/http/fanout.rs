@@ -14,6 +14,7 @@ use rasa_openapi::{
 };
 
 use super::{ApiError, AppState};
+use crate::cluster::secret::HopBody;
 use crate::cluster::{Peers, Route, Wire};
 
 /// The members to ask when a request with `headers` is answered for the whole cluster
@@ -24,12 +25,14 @@ pub(crate) fn cluster_wide<'s>(st: &'s AppState, headers: &HeaderMap) -> Option<
         .filter(|_| !headers.contains_key(HOP_HEADER))
 }
 
-/// A request to another member, with the caller's credentials and the hop marker.
+/// A request to the member `to`, with the caller's credentials and the hop marker (its
+/// proof covering `body`).
 fn to_member(
     peers: &Peers,
     headers: &HeaderMap,
-    method: reqwest::Method,
-    url: String,
+    to: &ClusterMember,
+    (method, url): (reqwest::Method, String),
+    body: &HopBody,
 ) -> reqwest::RequestBuilder {
     let Ok(url) = reqwest::Url::parse(&url) else {
         // Sent as it is, to fail with the reason.
@@ -38,7 +41,7 @@ fn to_member(
     let mut req = peers
         .client()
         .request(method.clone(), url.clone())
-        .headers(peers.hop_headers(&method, &url));
+        .headers(peers.hop_headers(&to.node_id, &method, &url, body));
     if let Some(auth) = headers.get(header::AUTHORIZATION) {
         req = req.header(header::AUTHORIZATION, auth);
     }
@@ -72,7 +75,8 @@ pub(crate) async fn merge_lists(
             Wire::Api,
             |m| async move {
                 let url = format!("{}{api_root}/objects?{query}", m.url.trim_end_matches('/'));
-                let sent = to_member(peers, headers, reqwest::Method::GET, url).send();
+                let get = (reqwest::Method::GET, url);
+                let sent = to_member(peers, headers, &m, get, &HopBody::Empty).send();
                 let page: Result<ObjectList, String> = match sent.await {
                     Ok(r) if r.status().is_success() => r.json().await.map_err(|e| e.to_string()),
                     Ok(r) => Err(format!("answered {}", r.status())),
@@ -187,8 +191,8 @@ impl KeysPart<'_> {
         );
         let n = keys.len();
         let body = serde_json::to_vec(&serde_json::json!({ "keys": keys })).ok()?;
-        let part =
-            post_part::<Results<R>>(self.peers, self.headers, self.owner, url, JSON, body.into());
+        let body = vec![bytes::Bytes::from(body)];
+        let part = post_part::<Results<R>>(self.peers, self.headers, self.owner, url, JSON, body);
         whole(part.await.map(|a| a.results), n, self.owner, then)
     }
 }
@@ -211,10 +215,9 @@ pub(crate) async fn put_at_owner(
     let n = values.len();
     let (items, bytes): (Vec<_>, Vec<_>) = values.into_iter().unzip();
     let line = PutBatchManifest { items }.line();
-    let chunks = std::iter::once(bytes::Bytes::from(line)).chain(bytes.into_iter().flatten());
-    let body = reqwest::Body::wrap_stream(futures_util::stream::iter(
-        chunks.map(Ok::<_, std::convert::Infallible>),
-    ));
+    let body: Vec<bytes::Bytes> = std::iter::once(bytes::Bytes::from(line))
+        .chain(bytes.into_iter().flatten())
+        .collect();
     let part = post_part::<PutBatchResponse>(peers, headers, owner, url, BATCH_CONTENT_TYPE, body);
     whole(
         part.await.map(|a| a.results),
@@ -245,22 +248,38 @@ pub(crate) async fn delete_at_owner(
 
 const JSON: &str = "application/json";
 
-/// `body` (of media type `ctype`) posted to `owner` at `url`, and its JSON answer; `None`
-/// on any failure or after [`crate::cluster::peers::PART_WITHIN`].
+/// `body` (of media type `ctype`, in pieces) posted to `owner` at `url`, and its JSON
+/// answer; `None` on any failure or after [`crate::cluster::peers::PART_WITHIN`].
 async fn post_part<T: serde::de::DeserializeOwned>(
     peers: &Peers,
     headers: &HeaderMap,
     owner: &ClusterMember,
     url: String,
     ctype: &'static str,
-    body: reqwest::Body,
+    body: Vec<bytes::Bytes>,
 ) -> Option<T> {
+    // Under a secret the proof covers the body's digest.
+    let covered = match peers.cluster().config().secret {
+        Some(_) => HopBody::of(&body),
+        None => HopBody::Empty,
+    };
+    let length: u64 = body.iter().map(|b| b.len() as u64).sum();
+    let body = reqwest::Body::wrap_stream(futures_util::stream::iter(
+        body.into_iter().map(Ok::<_, std::convert::Infallible>),
+    ));
     let asked = async {
-        let r = to_member(peers, headers, reqwest::Method::POST, url)
-            .header(header::CONTENT_TYPE, ctype)
-            .body(body)
-            .send()
-            .await;
+        let r = to_member(
+            peers,
+            headers,
+            owner,
+            (reqwest::Method::POST, url),
+            &covered,
+        )
+        .header(header::CONTENT_TYPE, ctype)
+        .header(header::CONTENT_LENGTH, length)
+        .body(body)
+        .send()
+        .await;
         let r = match r {
             Ok(r) if r.status().is_success() => r,
             Ok(r) => {

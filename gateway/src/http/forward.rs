@@ -166,12 +166,10 @@ fn without_lease(mut resp: Response) -> Response {
 /// (`--cluster-secret-file`) is taken off, so the request is a client's like any other.
 pub(crate) async fn admit_hop(
     State(peers): State<std::sync::Arc<crate::cluster::Peers>>,
-    mut req: Request,
+    req: Request,
     next: Next,
 ) -> Response {
-    let (method, uri) = (req.method().clone(), req.uri().clone());
-    peers.admit(req.headers_mut(), &method, &uri);
-    next.run(req).await
+    next.run(peers.admit(req)).await
 }
 
 fn redirect(target: &str, owner: &ClusterMember) -> Response {

@@ -255,7 +255,11 @@ async fn read_object(st: AppState, method: Method, req: Request) -> Result<Respo
         if_range: h.contains_key(header::IF_RANGE),
         conditional: !pre.is_empty(),
         // Another member filling its cache from this one: memory only, never the origin.
-        peer_fill: h.contains_key(PEER_FILL),
+        // Only on a hop in a cluster (under a secret, a proven one): a client's marker
+        // alone is ignored.
+        peer_fill: st.peers.is_some()
+            && h.contains_key(PEER_FILL)
+            && h.contains_key(rasa_openapi::HOP_HEADER),
     };
     let v = match objects.read(&intent).await? {
         Read::Stored(v) => v,

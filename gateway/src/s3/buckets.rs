@@ -70,7 +70,8 @@ pub(super) fn create_bucket(
 
 /// DeleteBucket: removes an empty bucket made by CreateBucket (`--s3-create-buckets`),
 /// for a caller that `may`; one with multipart uploads in progress is not empty (as S3
-/// answers), so no staged part is stranded. The operator's buckets stay.
+/// answers), so no staged part is stranded. The operator's buckets (`--s3-bucket`) and
+/// namespaces (lines of `--namespaces` that CreateBucket did not add) stay, for anyone.
 pub(super) fn delete_bucket(
     front: &S3Front,
     bucket: &str,
@@ -99,6 +100,10 @@ pub(super) fn delete_bucket(
         )),
         Some(Err(RemoveError::NotFound(_))) => Err(s3_error!(NoSuchBucket)),
         Some(Err(RemoveError::NotEmpty(_))) => Err(s3_error!(BucketNotEmpty)),
+        Some(Err(RemoveError::Operator(_))) => Err(s3_error!(
+            AccessDenied,
+            "{bucket:?} is one of the operator's namespaces (--namespaces); only buckets made by CreateBucket can be deleted through S3"
+        )),
         Some(Err(RemoveError::Refused(why))) => Err(s3_error!(InternalError, "{why}")),
     }
 }

@@ -75,18 +75,23 @@ pub fn parse(text: &str) -> Result<HashMap<String, S3Key>, String> {
 }
 
 impl S3Keys {
-    /// Loads `path` (warning when other users may read it: it holds secrets); the error
-    /// names the file and line.
+    /// Loads `path`, refused when other users may read or write it (it holds plain
+    /// secrets: SigV4 needs them); the error names the file and line.
     pub fn load(path: &Path) -> Result<Self, String> {
-        crate::credfile::warn_if_loose(path);
         Ok(Self {
             keys: RwLock::new(Arc::new(Self::read(path)?)),
             path: path.to_owned(),
         })
     }
 
-    /// The keys in `path`, by access key id.
+    /// The keys in `path`, by access key id; refused when other users may read or write
+    /// the file (at start and on every reload: a file made readable later is not taken).
     pub fn read(path: &Path) -> Result<HashMap<String, S3Key>, String> {
+        if let Some(why) = crate::credfile::loose_permissions(path) {
+            return Err(format!(
+                "S3 credentials file: {why}; it holds secret keys in the clear, so it is not used"
+            ));
+        }
         let text = std::fs::read_to_string(path).map_err(|e| {
             format!(
                 "cannot read the S3 credentials file {}: {e}",

@@ -313,8 +313,7 @@ pub fn router(
                 Err(refusal) => return Ok(refusal),
             };
             if let Some(wide) = front.wide.get() {
-                let (method, uri) = (req.method().clone(), req.uri().clone());
-                wide.peers.admit(req.headers_mut(), &method, &uri);
+                req = wide.peers.admit(req);
             }
             if open && signed(&req) {
                 return Ok(edge::xml_error(

@@ -20,9 +20,17 @@ fn free_addr() -> String {
 /// A gateway whose S3 listener serves bucket `data` and, with `--s3-create-buckets`,
 /// namespaces as buckets; open unless `keys` names a credentials file. Its S3 URL.
 fn start(keys: Option<&std::path::Path>) -> (Gateway, String) {
+    start_with(keys, "").0
+}
+
+/// [`start`] with the operator's namespaces file `namespaces`; also its path.
+fn start_with(
+    keys: Option<&std::path::Path>,
+    namespaces: &str,
+) -> ((Gateway, String), std::path::PathBuf) {
     let dir = temp_dir("s3-door");
     let ns_file = dir.join("namespaces");
-    std::fs::write(&ns_file, "").unwrap();
+    std::fs::write(&ns_file, namespaces).unwrap();
     let at = free_addr();
     let mut args = vec![
         "--memory",
@@ -42,7 +50,7 @@ fn start(keys: Option<&std::path::Path>) -> (Gateway, String) {
     if let Some(k) = keys {
         args.extend(["--s3-credentials-file", k.to_str().unwrap()]);
     }
-    (Gateway::start(&args), format!("http://{at}"))
+    ((Gateway::start(&args), format!("http://{at}")), ns_file)
 }
 
 async fn status_and_code(req: reqwest::RequestBuilder) -> (u16, String) {
@@ -219,4 +227,31 @@ async fn buckets_need_the_buckets_scope_and_uploads_keep_theirs_from_deletion() 
         text.contains("rasa_namespace_quota_bytes{namespace=\"default\"}"),
         "the namespaces that remain keep theirs"
     );
+}
+
+/// Review III, finding 4: a key with the `buckets` scope (or `admin`) deleted the
+/// operator's namespaces and rewrote the namespaces file. DeleteBucket removes only what
+/// CreateBucket made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_namespaces_cannot_be_deleted_through_s3() {
+    let dir = temp_dir("s3-door-operator");
+    let keys = dir.join("s3-keys");
+    let (mid, msecret) = new_s3_key(&keys, "maker", "read,write,buckets");
+    let (aid, asecret) = new_s3_key(&keys, "root", "admin");
+    let operators = "team 8MiB\nother 8MiB\n";
+    let ((_gw, s3), ns_file) = start_with(Some(&keys), operators);
+    for (id, secret) in [(&mid, &msecret), (&aid, &asecret)] {
+        let c = s3_client_with(&s3, id, secret);
+        for bucket in ["other", "team", "data"] {
+            let e = c.delete_bucket().bucket(bucket).send().await.unwrap_err();
+            assert_eq!(e.code(), Some("AccessDenied"), "{bucket} by {id}: {e:?}");
+        }
+        c.head_bucket().bucket("other").send().await.unwrap();
+    }
+    assert_eq!(std::fs::read_to_string(&ns_file).unwrap(), operators);
+    // What CreateBucket made, it may remove; the operator's lines stay as they were.
+    let maker = s3_client_with(&s3, &mid, &msecret);
+    maker.create_bucket().bucket("made").send().await.unwrap();
+    maker.delete_bucket().bucket("made").send().await.unwrap();
+    assert_eq!(std::fs::read_to_string(&ns_file).unwrap(), operators);
 }

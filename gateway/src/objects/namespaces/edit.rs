@@ -1,9 +1,17 @@
 //! Editing the namespaces file for S3's CreateBucket and DeleteBucket: a line added or
 //! removed, then put in force as a SIGHUP would; on any refusal the file is as it was.
+//!
+//! A line CreateBucket adds ends with [`MADE_BY_S3`]; DeleteBucket removes only such
+//! lines. The operator's namespaces (every other line) cannot be deleted through S3 by
+//! anyone, whatever their key's scopes.
 
 use std::path::Path;
 
 use super::{check_name, Namespaces};
+
+/// The comment that ends a line CreateBucket added to the namespaces file: only such
+/// namespaces may be removed by DeleteBucket.
+pub const MADE_BY_S3: &str = "# made by S3 CreateBucket";
 
 /// Why a namespace could not be removed.
 #[derive(Debug, thiserror::Error)]
@@ -14,6 +22,9 @@ pub enum RemoveError {
     /// It still holds values.
     #[error("namespace {0:?} holds values: delete them first")]
     NotEmpty(String),
+    /// The namespace is the operator's (its line was not added by CreateBucket).
+    #[error("namespace {0:?} is the operator's; it cannot be deleted through S3")]
+    Operator(String),
     /// Namespaces are the operator's here, or the file could not be changed.
     #[error("{0}")]
     Refused(String),
@@ -52,7 +63,7 @@ impl Namespaces {
             0 => format!("{}MiB", quota >> 20),
             _ => quota.to_string(),
         };
-        let after = format!("{before}{sep}{name} {quota_text}\n");
+        let after = format!("{before}{sep}{name} {quota_text} {MADE_BY_S3}\n");
         crate::credfile::rewrite(path, &after)?;
         if let Err(e) = self.reload() {
             let _ = crate::credfile::rewrite(path, &before);
@@ -61,7 +72,10 @@ impl Namespaces {
         Ok(true)
     }
 
-    /// Removes namespace `name`, which must hold no value, from the file and from force.
+    /// Removes namespace `name`, which must hold no value and must have been made by
+    /// [`Namespaces::create`] (its line ends with [`MADE_BY_S3`]), from the file and from
+    /// force; the operator's namespaces are refused ([`RemoveError::Operator`]) and the
+    /// file is left as it was.
     pub fn remove(&self, name: &str) -> Result<(), RemoveError> {
         let _edit = self.edit.lock().unwrap_or_else(|e| e.into_inner());
         let ns = self
@@ -75,6 +89,13 @@ impl Namespaces {
         let path = self.owned_file().map_err(RemoveError::Refused)?;
         let before = std::fs::read_to_string(path)
             .map_err(|e| RemoveError::Refused(format!("cannot read {}: {e}", path.display())))?;
+        let made_by_s3 = before.lines().any(|line| {
+            let fields = line.split('#').next().unwrap_or_default();
+            fields.split_whitespace().next() == Some(name) && line.trim_end().ends_with(MADE_BY_S3)
+        });
+        if !made_by_s3 {
+            return Err(RemoveError::Operator(name.to_owned()));
+        }
         let after = crate::credfile::without_name(&before, name, "namespace")
             .map_err(RemoveError::Refused)?;
         crate::credfile::rewrite(path, &after).map_err(RemoveError::Refused)?;

@@ -38,14 +38,23 @@ fn client(caller: &Caller<'_>, member: &ClusterMember) -> sdk::Client {
     sdk::Client::from_conf(b.build())
 }
 
-/// Marks a request to a member as a hop, with its proof under a secret: it answers for
-/// itself.
-fn hop(caller: &Caller<'_>) -> impl Fn(&mut sdk::config::http::HttpRequest) + Send + Sync {
+/// Marks a request to `member` as a hop, with its proof under a secret (covering the
+/// request's body, which the SDK holds in memory for these calls): it answers for itself.
+fn hop(
+    caller: &Caller<'_>,
+    member: &ClusterMember,
+) -> impl Fn(&mut sdk::config::http::HttpRequest) + Send + Sync {
     let peers = std::sync::Arc::clone(&caller.wide.peers);
+    let to = member.node_id.clone();
     move |req| {
         let method = http::Method::from_bytes(req.method().as_bytes()).unwrap_or_default();
+        let body = match req.body().bytes() {
+            Some(b) if !b.is_empty() => crate::cluster::secret::HopBody::of(&[b]),
+            // A body not in memory is not covered: the member refuses it.
+            _ => crate::cluster::secret::HopBody::Empty,
+        };
         let marks = match reqwest::Url::parse(req.uri()) {
-            Ok(url) => peers.hop_headers(&method, &url),
+            Ok(url) => peers.hop_headers(&to, &method, &url, &body),
             Err(_) => return,
         };
         for (name, value) in &marks {
@@ -139,7 +148,7 @@ pub(crate) async fn pages(
             .set_key_marker(after.map(str::to_owned))
             .max_keys(max as i32)
             .customize()
-            .mutate_request(hop(caller))
+            .mutate_request(hop(caller, &m))
             .send();
         let out = within(&m, call).await?;
         let contents = out
@@ -193,7 +202,7 @@ pub(crate) async fn uploads(
             .set_upload_id_marker(id_marker.map(str::to_owned))
             .max_uploads(max as i32)
             .customize()
-            .mutate_request(hop(caller))
+            .mutate_request(hop(caller, &m))
             .send();
         let out = within(&m, call).await?;
         let page = out
@@ -257,7 +266,7 @@ pub(crate) async fn delete(
             .bucket(bucket)
             .delete(d)
             .customize()
-            .mutate_request(hop(caller))
+            .mutate_request(hop(caller, member))
             .send(),
         Err(e) => {
             let why = s3_error!(InternalError, "{e}");
@@ -332,7 +341,7 @@ pub(crate) async fn fetch(
         .set_version_id(version.map(str::to_owned))
         .checksum_mode(sdk::types::ChecksumMode::Enabled)
         .customize()
-        .mutate_request(hop(caller))
+        .mutate_request(hop(caller, member))
         .send();
     let out = within(member, call).await?;
     let metadata: Vec<(String, String)> = out
