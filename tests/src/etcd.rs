@@ -238,6 +238,37 @@ impl Etcd {
         client.put(key, value, None).await.expect("etcd put");
     }
 
+    /// The value at `key` (plain etcd, no TLS), as anyone who can read etcd sees it.
+    pub async fn get_value(&self, key: &str) -> Option<String> {
+        let mut client = self.plain_client().await;
+        let resp = client.get(key, None).await.expect("etcd get");
+        resp.kvs()
+            .first()
+            .map(|kv| kv.value_str().unwrap().to_owned())
+    }
+
+    /// Puts `value` at `key` under a lease granted with the id `lease` (plain etcd): what
+    /// an etcd writer can do once a lease with that id has ended.
+    pub async fn put_under_lease(&self, key: &str, value: &str, lease: i64, ttl: i64) {
+        use etcd_client::{LeaseGrantOptions, PutOptions};
+        let mut client = self.plain_client().await;
+        client
+            .lease_grant(ttl, Some(LeaseGrantOptions::new().with_id(lease)))
+            .await
+            .expect("etcd grants a lease with a chosen id");
+        client
+            .put(key, value, Some(PutOptions::new().with_lease(lease)))
+            .await
+            .expect("etcd put under the lease");
+    }
+
+    async fn plain_client(&self) -> etcd_client::Client {
+        let host = self.endpoint.trim_start_matches("etcd://");
+        etcd_client::Client::connect([format!("http://{host}")], None)
+            .await
+            .expect("connect to etcd as a client")
+    }
+
     /// Sends `signal` (e.g. `STOP`, `CONT`) to etcd.
     pub fn signal(&self, signal: &str) {
         let ok = Command::new("kill")
@@ -339,26 +370,41 @@ pub fn serving(v: &ClusterView) -> Vec<String> {
         .collect()
 }
 
-/// A `Rasa-Hop-Proof` for `method` on `path` (with its query) from member `node`, under the
-/// secret in `secret_file`, made as `docs/cluster.md` says (not with the gateway's code):
-/// what lets a test ask one member for what it holds itself in a cluster with a secret.
-pub fn hop_proof(secret_file: &std::path::Path, node: &str, method: &str, path: &str) -> String {
+/// A `Rasa-Hop-Proof` for `method` on `path` (with its query) from member `node` to
+/// member `to`, with `body` (`None`: no body), under the secret in `secret_file`, made as
+/// `docs/cluster.md` says (not with the gateway's code): what lets a test ask one member
+/// for what it holds itself in a cluster with a secret.
+pub fn hop_proof(
+    secret_file: &std::path::Path,
+    (node, to): (&str, &str),
+    method: &str,
+    path: &str,
+    body: Option<&[u8]>,
+) -> String {
     use hmac::Mac;
     let secret = std::fs::read_to_string(secret_file).expect("read the secret");
     let key = secret.trim_end_matches(['\r', '\n']);
     let at = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
-        .as_millis() as u64;
+        .as_millis()
+        .to_string();
     // Unique per process and call: a receiver takes each nonce once.
     let nonce = u64::from(std::process::id()) << 32
         | NONCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nonce = format!("{nonce:016x}");
+    let body = match body {
+        None => "e".to_owned(),
+        Some(b) => format!("d:{}", blake3::hash(b).to_hex()),
+    };
     let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key.as_bytes()).unwrap();
-    let parts: [&[u8]; 6] = [
-        b"rasa-hop-v1",
+    let parts: [&[u8]; 8] = [
+        b"rasa-hop-v2",
         node.as_bytes(),
-        &at.to_be_bytes(),
-        &nonce.to_be_bytes(),
+        to.as_bytes(),
+        at.as_bytes(),
+        nonce.as_bytes(),
+        body.as_bytes(),
         method.as_bytes(),
         path.as_bytes(),
     ];
@@ -367,7 +413,7 @@ pub fn hop_proof(secret_file: &std::path::Path, node: &str, method: &str, path: 
         mac.update(p);
     }
     let tag = hex::encode(mac.finalize().into_bytes());
-    format!("{node} {at} {nonce:016x} {tag}")
+    format!("{node} {to} {at} {nonce} {body} {tag}")
 }
 
 static NONCES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);

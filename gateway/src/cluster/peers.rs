@@ -145,9 +145,11 @@ impl Peers {
             headers.extend(self.hop_headers(to, method, url, &super::secret::HopBody::Empty));
             return body;
         };
+        // Its length, as the header says or (an S3 body passed on) its size hint.
         let length = headers
             .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+            .or_else(|| http_body::Body::size_hint(&body).exact());
         headers.remove(http::header::CONTENT_LENGTH);
         let covered = super::secret::HopBody::Sealed(length);
         let hop = self.hop_headers(to, method, url, &covered);

@@ -10,6 +10,7 @@ mod namespaced;
 mod near;
 mod never_back;
 mod proof;
+mod records;
 mod s3;
 mod secure;
 

@@ -137,15 +137,16 @@ async fn every_member_serves_s3_with_each_key_at_its_owner() {
             if n.is_empty() { "0" } else { &n }
         );
         let own = owner(key, &members).unwrap();
-        for gw in &gws {
+        for (i, gw) in gws.iter().enumerate() {
             // Asked as a member asks (the hop marker with its proof): what it holds itself.
             let path = format!("/v1/objects/{key}");
+            let to = format!("g{}", i + 1);
             let here = http
                 .get(gw.url(&path))
                 .header(HOP_HEADER, "1")
                 .header(
                     "rasa-hop-proof",
-                    rasa_tests::etcd::hop_proof(&secret, "g1", "GET", &path),
+                    rasa_tests::etcd::hop_proof(&secret, ("g1", &to), "GET", &path, None),
                 )
                 .send()
                 .await
