@@ -232,10 +232,12 @@ pub struct Args {
     #[arg(long, env = "RASA_MAX_HEADER_SIZE", default_value = "16KiB", value_parser = parse_size, help_heading = "Limits")]
     pub max_header_size: u64,
 
-    /// Memory for gathering PUT bodies sent without Content-Length (chunked), all such
-    /// uploads together; they are stored only once complete. A body larger than this gets
-    /// 413, one arriving while the memory is in use 503. Bodies with Content-Length stream
-    /// into the store's staging memory (--upload-staging-memory) and do not count.
+    /// Memory for request bodies held outside --memory, all together: PUT bodies sent
+    /// without Content-Length (chunked), stored only once complete (413 when larger than
+    /// this, 503 while the memory is in use), and in a cluster a batch's values for other
+    /// members, held until the batch ends (each refused alone with 503 while the memory is
+    /// in use). Bodies with Content-Length stream into the store's staging memory
+    /// (--upload-staging-memory) and do not count.
     #[arg(long, env = "RASA_CHUNKED_UPLOAD_MEMORY", default_value = "256MiB", value_parser = parse_size, help_heading = "Limits")]
     pub chunked_upload_memory: u64,
 

@@ -3,7 +3,9 @@
 //! key, too large, no memory) is named in its result and the others are stored. The body
 //! is streamed into memory value by value; the values are published only once the whole
 //! body has arrived, so a batch cut short stores nothing. In a cluster, values other
-//! members own go to them in one sub-batch per owner.
+//! members own go to them in one sub-batch per owner; until then they are held in memory
+//! outside the store's budget, within `--chunked-upload-memory` (shared with bodies sent
+//! without a length): a value past it is refused on its own, `503` with `Retry-After`.
 
 mod body;
 pub mod delete;
@@ -11,6 +13,8 @@ pub mod exists;
 
 pub use delete::delete_batch;
 pub use exists::exists_batch;
+
+use std::sync::Arc;
 
 use axum::body::BodyDataStream;
 use axum::extract::{Request, State};
@@ -36,7 +40,7 @@ enum Slot {
     /// Sealed here, published when the whole body has arrived.
     Here(Box<Sealed>),
     /// For another member (index into the owners), with its bytes.
-    Away(usize, PutBatchItem, Vec<Bytes>),
+    Away(usize, PutBatchItem, Held),
     /// Refused.
     Failed(ApiError),
 }
@@ -119,8 +123,16 @@ async fn put_all(
                         owners.len() - 1
                     }
                 };
-                let bytes = gather(&mut body, &item).await?;
-                Slot::Away(at, item, bytes)
+                match hold(st, &item, &owners[at]) {
+                    Ok(room) => {
+                        let bytes = gather(&mut body, &item).await?;
+                        Slot::Away(at, item, Held { bytes, room })
+                    }
+                    Err(e) => {
+                        body.skip(item.length, &item.key).await?;
+                        Slot::Failed(e)
+                    }
+                }
             }
         };
         slots.push(slot);
@@ -252,6 +264,46 @@ fn no_room(store: &Store, item: &PutBatchItem, e: crate::store::StoreError) -> A
     }
 }
 
+/// A value's bytes held for another member, and the room they take in
+/// `--chunked-upload-memory` (given back when the value has been sent).
+struct Held {
+    bytes: Vec<Bytes>,
+    room: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// Room for `item`'s bytes, held here until the batch ends and they go to `owner`: taken
+/// from `--chunked-upload-memory` (in KiB) at once, or the value is refused — `503` with
+/// `Retry-After` while other held bodies fill it, `507` when it could never fit.
+fn hold(
+    st: &AppState,
+    item: &PutBatchItem,
+    owner: &ClusterMember,
+) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    let limit = st.config.chunked_upload_memory;
+    let kib = item.length.div_ceil(1024).max(1);
+    let refused = |why: String| {
+        metrics::counter!("rasa_http_batch_items_total", "op" => "put", "result" => "no_room_to_hold")
+            .increment(1);
+        why
+    };
+    if kib > limit.div_ceil(1024) {
+        return Err(ApiError::InsufficientStorage(refused(format!(
+            "'{}' ({} bytes) is for member {}, and values for other members are held here until the batch ends, within --chunked-upload-memory ({limit} bytes): it can never fit; send it to its owner",
+            item.key, item.length, owner.node_id
+        ))));
+    }
+    let permits = u32::try_from(kib).unwrap_or(u32::MAX);
+    Arc::clone(&st.chunked_budget)
+        .try_acquire_many_owned(permits)
+        .map_err(|_| ApiError::Unavailable {
+            detail: refused(format!(
+                "'{}' is for member {}, and the memory that holds values for other members (--chunked-upload-memory, {limit} bytes) is in use; nothing of it was stored, retry it",
+                item.key, owner.node_id
+            )),
+            retry_after: 1,
+        })
+}
+
 /// `item`'s bytes, as they arrived, for another member.
 async fn gather(body: &mut Framed<'_>, item: &PutBatchItem) -> Result<Vec<Bytes>, ApiError> {
     let (mut left, mut out) = (item.length, Vec::new());
@@ -274,7 +326,8 @@ async fn publish(
     remote: bool,
 ) -> Vec<DescriptorResult> {
     let mut here = Vec::new();
-    let mut away: Vec<Vec<(usize, PutBatchItem, Vec<Bytes>)>> = vec![Vec::new(); owners.len()];
+    let mut away: Vec<Vec<(usize, PutBatchItem, Held)>> = Vec::new();
+    away.resize_with(owners.len(), Vec::new);
     let mut results: Vec<Option<Result<Descriptor, Problem>>> = Vec::with_capacity(slots.len());
     for (i, slot) in slots.into_iter().enumerate() {
         results.push(None);
@@ -286,22 +339,27 @@ async fn publish(
     }
     let root = NamespaceName::api_root(&parts.extensions);
     let query = if remote { "?lease=true" } else { "" };
-    let asks = owners.iter().zip(away).map(|(owner, part)| {
-        let (root, headers) = (&root, &parts.headers);
-        async move {
-            let idx: Vec<usize> = part.iter().map(|(i, ..)| *i).collect();
-            let values = part
-                .into_iter()
-                .map(|(_, item, bytes)| (item, bytes))
-                .collect();
-            let peers = st
-                .peers
-                .as_deref()
-                .expect("values go away only in a cluster");
-            let answer = fanout::put_at_owner(peers, headers, root, query, owner, values).await;
-            (idx, owner, answer)
-        }
-    });
+    let asks = owners
+        .iter()
+        .zip(away)
+        .filter(|(_, part)| !part.is_empty())
+        .map(|(owner, part)| {
+            let (root, headers) = (&root, &parts.headers);
+            async move {
+                let idx: Vec<usize> = part.iter().map(|(i, ..)| *i).collect();
+                // The room the values take is given back once they have been sent.
+                let (values, _rooms): (Vec<_>, Vec<_>) = part
+                    .into_iter()
+                    .map(|(_, item, held)| ((item, held.bytes), held.room))
+                    .unzip();
+                let peers = st
+                    .peers
+                    .as_deref()
+                    .expect("values go away only in a cluster");
+                let answer = fanout::put_at_owner(peers, headers, root, query, owner, values).await;
+                (idx, owner, answer)
+            }
+        });
     let stored_here = async {
         let mut out = Vec::with_capacity(here.len());
         for (i, sealed) in here {

@@ -117,3 +117,90 @@ async fn a_batch_sent_to_one_member_lands_at_each_keys_owner() {
         }
     }
 }
+
+/// Review III, finding 3: values of a batch for another member are held until the batch
+/// ends; with the owner frozen, four concurrent 200 MiB batches took a member with
+/// `--memory 128MiB` to 829 MiB. They are held within `--chunked-upload-memory` now, a
+/// value past it refused on its own (`503`, retry), so the member's peak resident memory
+/// stays within its start plus `--memory` plus that budget (and some slack).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_for_a_frozen_owner_are_held_within_the_budget() {
+    const VALUE: u64 = 8 << 20;
+    const VALUES: u64 = 25; // 200 MiB a batch
+    let etcd = Etcd::start();
+    let name = cluster_name("held");
+    let extra: Vec<String> = [
+        "--memory",
+        "128MiB",
+        "--max-object-size",
+        "16MiB",
+        "--chunked-upload-memory",
+        "64MiB",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let gws = fleet(&etcd, &name, 2, "10s", &extra);
+    let v = all_see(&[&gws[0], &gws[1]], 2).await;
+    let pid = gws[0].pid();
+    let start_kib = rasa_tests::proc_status_kib(pid, "VmHWM:");
+    let theirs: Vec<String> = (0..)
+        .map(|i| format!("held/{i}"))
+        .filter(|k| owner(k, &v.members).unwrap().url == gws[1].base)
+        .take((4 * VALUES) as usize)
+        .collect();
+    assert!(std::process::Command::new("kill")
+        .args(["-STOP", &gws[1].pid().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let chunk = Bytes::from(pattern(1 << 20, 7));
+    let batches = theirs.chunks(VALUES as usize).map(|keys| {
+        let line = PutBatchManifest::of(keys.iter().map(|k| (k.as_str(), VALUE))).line();
+        let total = line.len() as u64 + VALUE * VALUES;
+        let pieces = std::iter::once(Bytes::from(line)).chain(std::iter::repeat_n(
+            chunk.clone(),
+            (VALUE * VALUES >> 20) as usize,
+        ));
+        let body = reqwest::Body::wrap_stream(futures_util::stream::iter(
+            pieces.map(Ok::<_, std::convert::Infallible>),
+        ));
+        let req = http()
+            .post(gws[0].url("/v1/batch/put"))
+            .header("content-length", total)
+            .body(body);
+        async move {
+            req.send()
+                .await
+                .unwrap()
+                .json::<PutBatchResponse>()
+                .await
+                .unwrap()
+        }
+    });
+    let answers = futures_util::future::join_all(batches).await;
+    let _ = std::process::Command::new("kill")
+        .args(["-CONT", &gws[1].pid().to_string()])
+        .status();
+    let peak_kib = rasa_tests::proc_status_kib(pid, "VmHWM:");
+    let grown_mib = (peak_kib.saturating_sub(start_kib)) >> 10;
+    assert!(
+        grown_mib <= 128 + 64 + 96,
+        "peak resident memory grew by {grown_mib} MiB (from {} MiB) for four 200 MiB batches",
+        start_kib >> 10
+    );
+    let results: Vec<_> = answers.into_iter().flat_map(|a| a.results).collect();
+    assert_eq!(results.len(), theirs.len());
+    let held_refused = results
+        .iter()
+        .filter(|r| {
+            r.error
+                .as_ref()
+                .is_some_and(|p| p.status == 503 && p.detail.contains("--chunked-upload-memory"))
+        })
+        .count();
+    assert!(held_refused > 0, "some values found no room to be held");
+    assert!(
+        results.iter().all(|r| r.descriptor.is_none()),
+        "the owner was frozen"
+    );
+}
