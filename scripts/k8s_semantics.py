@@ -3,7 +3,13 @@ their schemas: the gateway's memory limit covers the --memory its configuration 
 each pod's node id and advertised URL come from its own name through the headless
 Service the StatefulSet names, the probes are /readyz (readiness) and /healthz
 (liveness), the disk tier's directory is the volume claim's mount and --disk-size fits
-the claim, and the Services and the PodDisruptionBudget select the gateway pods.
+the claim, and the Services and the PodDisruptionBudget select the gateway pods. And
+what a platform security review asks (review III, finding 8): a NetworkPolicy admits only
+labelled clients and members to the gateway pods; members speak HTTPS to each other
+(certificate, key, the CA they verify each other with, an https:// advertised URL,
+HTTPS probes); /metrics is not public; no container runs as root or adds a capability
+(the "restricted" Pod Security Standard); no service-account token is mounted; every
+image has a fixed version.
 
     python scripts/k8s_semantics.py RENDERED.yaml     (exit 1 naming each fault)
 """
@@ -76,9 +82,53 @@ def main() -> int:
     for pdb in by_kind.get("PodDisruptionBudget", []):
         sel = pdb["spec"].get("selector", {}).get("matchLabels", {})
         check(sel and all(labels.get(k) == v for k, v in sel.items()), "the PodDisruptionBudget selects the gateway pods")
+    security(by_kind, pod, gw, conf, env, check)
     for f in faults:
         print(f"k8s: {sys.argv[1]}: {f}", file=sys.stderr)
     return 1 if faults else 0
+
+
+def security(by_kind: dict, pod: dict, gw: dict, conf: dict, env: dict, check) -> None:
+    """The platform security review's checks of the gateway pods (see the module's text)."""
+    labels = pod["metadata"]["labels"]
+    policies = [
+        p for p in by_kind.get("NetworkPolicy", [])
+        if all(labels.get(k) == v for k, v in p["spec"].get("podSelector", {}).get("matchLabels", {}).items())
+        and p["spec"].get("podSelector", {}).get("matchLabels")
+    ]
+    check(bool(policies), "a NetworkPolicy selects the gateway pods")
+    for p in policies:
+        check("Ingress" in p["spec"].get("policyTypes", []), f"NetworkPolicy {p['metadata']['name']} governs ingress")
+        for rule in p["spec"].get("ingress", []):
+            peers = rule.get("from", [])
+            check(bool(peers), f"NetworkPolicy {p['metadata']['name']}: every ingress rule names who may connect")
+            for peer in peers:
+                check(bool(peer.get("podSelector", {}).get("matchLabels")) and "ipBlock" not in peer,
+                      f"NetworkPolicy {p['metadata']['name']}: peers are labelled pods, not everyone")
+    check(env.get("RASA_ADVERTISE_URL", {}).get("value", "").startswith("https://"), "members advertise https://")
+    server, cluster = conf.get("server", {}), conf.get("cluster", {})
+    tls = conf.get("tls", {})
+    check(bool(tls.get("tls_cert")) and bool(tls.get("tls_key")), "the gateway serves HTTPS ([tls] tls_cert, tls_key)")
+    check(bool(cluster.get("cluster_ca_file")), "members verify each other's certificates (cluster_ca_file)")
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        if probe in gw:
+            check(gw[probe]["httpGet"].get("scheme") == "HTTPS", f"{probe} over HTTPS")
+    check(not server.get("public_metrics", False), "/metrics needs a token (its labels name tenants)")
+    spec = pod["spec"]
+    check(spec.get("automountServiceAccountToken") is False, "no service-account token is mounted")
+    pod_ctx = spec.get("securityContext", {})
+    for c in spec.get("initContainers", []) + spec["containers"]:
+        ctx = c.get("securityContext", {})
+        user = ctx.get("runAsUser", pod_ctx.get("runAsUser"))
+        non_root = ctx.get("runAsNonRoot", pod_ctx.get("runAsNonRoot"))
+        check(non_root is True and user not in (None, 0), f"container {c['name']} runs as a non-root user")
+        check(ctx.get("allowPrivilegeEscalation") is False, f"container {c['name']}: no privilege escalation")
+        caps = ctx.get("capabilities", {})
+        check(caps.get("drop") == ["ALL"] and not caps.get("add"), f"container {c['name']} drops every capability, adds none")
+        image = c["image"]
+        tag = image.rsplit("/", 1)[-1].partition(":")[2]
+        check(bool(tag) and tag != "latest" or "@sha256:" in image, f"container {c['name']}: image {image} has a fixed version")
+    check(pod_ctx.get("seccompProfile", {}).get("type") == "RuntimeDefault", "seccomp RuntimeDefault")
 
 
 if __name__ == "__main__":

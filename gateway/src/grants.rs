@@ -29,6 +29,9 @@ pub enum Scope {
     /// S3 CreateBucket of a new bucket and DeleteBucket (`--s3-create-buckets`): making
     /// and removing namespaces. Gateway-wide only.
     Buckets,
+    /// `/metrics` only: what a Prometheus scraper is given (no value, no operator route).
+    /// Gateway-wide only.
+    Metrics,
 }
 
 impl Scope {
@@ -39,6 +42,7 @@ impl Scope {
             Self::Write => "write",
             Self::Admin => "admin",
             Self::Buckets => "buckets",
+            Self::Metrics => "metrics",
         }
     }
 }
@@ -57,8 +61,9 @@ impl std::str::FromStr for Scope {
             "write" => Ok(Self::Write),
             "admin" => Ok(Self::Admin),
             "buckets" => Ok(Self::Buckets),
+            "metrics" => Ok(Self::Metrics),
             other => Err(format!(
-                "unknown scope '{other}' (scopes are read, write, admin, buckets)"
+                "unknown scope '{other}' (scopes are read, write, admin, buckets, metrics)"
             )),
         }
     }

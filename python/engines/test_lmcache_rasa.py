@@ -193,14 +193,18 @@ def test_loads_land_in_the_arena_with_no_copy(fast_path):
 
 
 def test_each_tenant_has_its_namespace_and_evicts_only_its_own(tmp_path):
-    """``namespace_by="cache_salt"``: a salted chunk goes to the namespace its salt names;
-    a tenant that overfills its quota evicts its own chunks, never another's."""
+    """``namespace_by="cache_salt"`` with ``namespace_map``: a salted chunk goes to the
+    namespace the operator's map gives its salt; a tenant that overfills its quota evicts
+    its own chunks, never another's."""
     (tmp_path / "namespaces").write_text("tenant-a 8MiB\ntenant-b 8MiB\n")
     proc, url = start_gateway(
         "--listen", "127.0.0.1:0", "--memory", "64MiB", "--arena-size", "1MiB",
         "--max-object-size", "1MiB", "--namespaces", str(tmp_path / "namespaces"),
     )
-    c = rasa_connector(endpoint=url, namespace_by="cache_salt", prefix="")
+    c = rasa_connector(
+        endpoint=url, namespace_by="cache_salt", prefix="",
+        namespace_map={"tenant-a": "tenant-a", "tenant-b": "tenant-b"},
+    )
     try:
         done: list = []
 
@@ -226,9 +230,54 @@ def test_each_tenant_has_its_namespace_and_evicts_only_its_own(tmp_path):
         assert not all(there_b) and there_b[-1], f"tenant-b kept its newest only: {there_b}"
         assert metric(url, 'rasa_namespace_evictions_total{namespace="tenant-a"}') == 0
         assert metric(url, 'rasa_namespace_evictions_total{namespace="tenant-b"}') > 0
-        # A salt with no namespace is refused, named, for that batch alone.
+        # A salt the map does not name stays in the connector's namespace, in the key.
         fid, ok, err, _ = run(c.submit_batch_set(salted("nobody", 1), [chunk]))
-        assert not ok and "namespace" in err, err
+        assert ok, err
+        with Client(url) as default:
+            assert salted("nobody", 1)[0] in [i.key for i in default.list("llama").items]
+    finally:
+        c.close()
+        stop_gateway(proc)
+
+
+def test_a_salt_never_chooses_a_namespace(tmp_path):
+    """Review III, finding 5: with ``namespace="tenant-a"`` and ``namespace_by="cache_salt"``,
+    a chunk salted ``tenant-b`` went to namespace ``tenant-b``: a request could read tenant
+    B's chunks and flood its quota. Only the operator's map names namespaces."""
+    (tmp_path / "namespaces").write_text("tenant-a 16MiB\ntenant-b 8MiB\n")
+    proc, url = start_gateway(
+        "--listen", "127.0.0.1:0", "--memory", "64MiB", "--arena-size", "1MiB",
+        "--max-object-size", "1MiB", "--namespaces", str(tmp_path / "namespaces"),
+    )
+    with pytest.raises(ValueError, match="namespace_map"):
+        rasa_connector(endpoint=url, namespace="tenant-a", namespace_by="cache_salt")
+    c = rasa_connector(
+        endpoint=url, namespace="tenant-a", namespace_by="cache_salt", prefix="",
+        namespace_map={"salt-of-a": "tenant-a"},
+    )
+    try:
+        done: list = []
+
+        def run(fid: int) -> tuple:
+            until(lambda: done.extend(c.drain_completions()) or any(d[0] == fid for d in done), f"batch {fid}")
+            return next(d for d in done if d[0] == fid)
+
+        keys = [f"llama@00000000@0@{i:08x}@tenant-b" for i in range(48)]
+        chunk = memoryview(bytearray(512 << 10))
+        # Tenant B's own chunks, under the very names a salted request would use.
+        with Client(url, namespace="tenant-b") as tb:
+            tb.put_many([(k, b"B" * 4096) for k in keys[:4]])
+        # A request salted "tenant-b" does not see them...
+        assert run(c.submit_batch_exists(keys[:4]))[3] == [False] * 4
+        # ...and its 24 MiB land in the connector's namespace, never in tenant B's.
+        for i in range(0, len(keys), 4):
+            fid, ok, err, _ = run(c.submit_batch_set(keys[i : i + 4], [chunk] * 4))
+            assert ok, err
+        with Client(url, namespace="tenant-b") as tb, Client(url, namespace="tenant-a") as ta:
+            assert [i.key for i in tb.list("llama").items] == keys[:4], "tenant B holds only its own"
+            assert all(bytes(tb.get(k)) == b"B" * 4096 for k in keys[:4])
+            assert ta.list("llama").items, "the salted chunks are in tenant-a"
+        assert metric(url, 'rasa_namespace_evictions_total{namespace="tenant-b"}') == 0
     finally:
         c.close()
         stop_gateway(proc)

@@ -141,9 +141,21 @@ def malformed(header: dict | bytes, data: bytes, claim: int | None = None) -> by
         (malformed({"a": {"dtype": "Q7", "shape": [4], "data_offsets": [0, 16]}}, b"\0" * 16), "unknown dtype"),
         (malformed(b"{not json", b""), "not JSON"),
         (b"\x01\x02", "too short"),
+        # Review III, finding 6: hostile headers that raised other errors, or took 25 s.
+        (malformed(b"[" * 100_000 + b"]" * 100_000, b""), "nests deeper"),
+        (malformed(b'{"a": {"dtype": "U8", "shape": [' + b"9" * 5000 + b'], "data_offsets": [0, 0]}}', b""), "not JSON"),
+        (malformed({"a": {"dtype": "U8", "shape": [2**64, 0], "data_offsets": [0, 0]}}, b""), "bad shape"),
+        (malformed({"a": {"dtype": "U8", "shape": [True, 8], "data_offsets": [0, 8]}}, b"\0" * 8), "bad shape"),
+        (malformed({"a": {"dtype": "U8", "shape": [8], "data_offsets": [False, 8]}}, b"\0" * 8), "offsets"),
+        (malformed({"a": {"dtype": ["U8"], "shape": [8], "data_offsets": [0, 8]}}, b"\0" * 8), "unknown dtype"),
+        (malformed({"a": {"dtype": "U8", "shape": [2**40, 2**40], "data_offsets": [0, 0]}}, b""), "bad shape"),
+        (malformed({f"t{i}": {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]} for i in range(100_001)}, b""), "more than 100000 tensors"),
     ],
+    ids=lambda v: v if isinstance(v, str) else None,
 )
 def test_a_malformed_file_is_refused_by_name(client, value, says):
+    """Every malformed header is a ``SafetensorsError`` naming what is wrong (never
+    another exception), refused before its tensors are made."""
     k = key("bad.safetensors")
     client.put(k, value)
     with pytest.raises(rst.SafetensorsError, match=says):

@@ -18,6 +18,7 @@ pub(crate) struct Tokens {
     pub(crate) read: String,
     pub(crate) write: String,
     admin: String,
+    metrics: String,
 }
 
 impl Tokens {
@@ -27,10 +28,11 @@ impl Tokens {
             read: new_token(&file, "reader", "read"),
             write: new_token(&file, "writer", "write"),
             admin: new_token(&file, "operator", "admin"),
+            metrics: new_token(&file, "prometheus", "metrics"),
             file,
         };
         let stored = std::fs::read_to_string(&t.file).unwrap();
-        for secret in [&t.read, &t.write, &t.admin] {
+        for secret in [&t.read, &t.write, &t.admin, &t.metrics] {
             assert!(
                 !stored.contains(secret.as_str()),
                 "the token file holds a secret"
@@ -59,15 +61,17 @@ enum Caller {
     Reader,
     Writer,
     Operator,
+    Scraper,
 }
 
 impl Caller {
-    const ALL: [Caller; 5] = [
+    const ALL: [Caller; 6] = [
         Caller::Nobody,
         Caller::Stranger,
         Caller::Reader,
         Caller::Writer,
         Caller::Operator,
+        Caller::Scraper,
     ];
 
     fn secret(self, t: &Tokens) -> Option<&str> {
@@ -77,6 +81,7 @@ impl Caller {
             Caller::Reader => Some(&t.read),
             Caller::Writer => Some(&t.write),
             Caller::Operator => Some(&t.admin),
+            Caller::Scraper => Some(&t.metrics),
         }
     }
 
@@ -87,6 +92,7 @@ impl Caller {
             Caller::Reader => scope == Scope::Read,
             Caller::Writer => scope == Scope::Write,
             Caller::Operator => true,
+            Caller::Scraper => scope == Scope::Metrics,
         }
     }
 
@@ -114,7 +120,9 @@ fn policy(method: Option<&Method>, path: &str) -> Access {
         (Some(&Method::GET), "/healthz" | "/readyz" | "/openapi.json" | "/docs/") => Access::Public,
         // The status page is public; the figures it shows are not.
         (Some(&Method::GET), "/ui" | "/ui/{file}") => Access::Public,
-        (Some(&Method::GET), "/metrics" | "/v1/stats") => Access::Scope(Scope::Admin),
+        // A scraper's token (`metrics`) reads /metrics and nothing else.
+        (Some(&Method::GET), "/metrics") => Access::Scope(Scope::Metrics),
+        (Some(&Method::GET), "/v1/stats") => Access::Scope(Scope::Admin),
         // Between members, who hold no client token: a proven hop marker instead (403
         // without one); it only drops near copies.
         (Some(&Method::POST), "/v1/cluster/near") => Access::Public,

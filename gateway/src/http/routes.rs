@@ -29,7 +29,7 @@ pub(super) struct RouteSpec {
 
 /// Every route the gateway serves, with its access, in one list.
 pub(super) fn route_specs(test_hooks: bool) -> Vec<RouteSpec> {
-    use tokens::Scope::{Admin, Read, Write};
+    use tokens::Scope::{Admin, Metrics, Read, Write};
     use Access::{AnyToken, Public, Scope};
     let r = spec;
     let mut routes = vec![
@@ -106,7 +106,7 @@ pub(super) fn route_specs(test_hooks: bool) -> Vec<RouteSpec> {
         r(
             Some(Method::GET),
             "/metrics",
-            Scope(Admin),
+            Scope(Metrics),
             get(ops::metrics),
         ),
         r(

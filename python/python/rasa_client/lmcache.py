@@ -25,12 +25,16 @@ paths to read through; default: shm on the same host), ``prefix`` (put before ev
 in flight at once), ``register_arena`` (``True``; ``False`` reads into each buffer with
 one copy, never registering LMCache's memory).
 
-Tenancy: ``namespace_by`` puts each chunk in a namespace of its own tenant's —
-``"cache_salt"`` (the request's ``cache_salt``, which LMCache appends to salted keys;
-unsalted chunks stay in ``namespace``) or ``"model"`` (the model's name) — named as is, or
-as ``namespace_map`` (``{"salt-or-model": "namespace"}``) says, others staying in
-``namespace``. Each namespace must exist on the gateway (``--namespaces``), with its own
-quota: one tenant's chunks evict only its own. The token must be allowed in each.
+Tenancy: one tenant per namespace is one connector per tenant, each with its own
+``namespace`` (and a token allowed only there). Within one connector, ``namespace_by``
+with ``namespace_map`` sends some chunks elsewhere: ``"cache_salt"`` (the request's
+``cache_salt``, which LMCache appends to salted keys) or ``"model"`` (the model's name),
+looked up in ``namespace_map`` (``{"salt-or-model": "namespace"}``). Only the operator's
+map names a namespace: a salt is a per-request secret that separates users' prefixes, so
+an unmapped salt — whatever it says, even another namespace's name — stays part of the
+chunk's key, in the connector's own ``namespace`` (LMCache's own meaning of a salt).
+Each mapped namespace must exist on the gateway (``--namespaces``), with its own quota:
+one tenant's chunks evict only its own. The token must be allowed in each.
 """
 
 from __future__ import annotations
@@ -89,6 +93,12 @@ class RasaConnector:
             raise ValueError("workers must be at least 1")
         if namespace_by not in (None, "cache_salt", "model"):
             raise ValueError(f"namespace_by is 'cache_salt', 'model' or None, not {namespace_by!r}")
+        if namespace_by is not None and not namespace_map:
+            raise ValueError(
+                "namespace_by needs namespace_map ({salt-or-model: namespace}): a salt or a model"
+                " name never chooses a namespace by itself; for one tenant per namespace, give"
+                " each tenant a connector with its own namespace"
+            )
         self._params = {
             "endpoint": endpoint,
             "token": token,
@@ -179,8 +189,9 @@ class RasaConnector:
 
     def namespace_of(self, key: str) -> str | None:
         """The namespace a chunk's key goes to: the connector's ``namespace``, or with
-        ``namespace_by`` the key's cache salt (salted keys only) or model name, looked up
-        in ``namespace_map`` when one is given."""
+        ``namespace_by`` the namespace ``namespace_map`` gives the key's cache salt (salted
+        keys only) or model name. A salt or model the map does not name stays in the
+        connector's namespace: its name is never taken for a namespace's."""
         fields = key.split("@")
         if self._namespace_by == "model":
             by = fields[0]
@@ -188,9 +199,7 @@ class RasaConnector:
             by = fields[4]
         else:
             return self._namespace
-        if self._namespace_map:
-            return self._namespace_map.get(by, self._namespace)
-        return by
+        return self._namespace_map.get(by, self._namespace)
 
     def _by_tenant(self, keys: Sequence[str]) -> list[tuple[Tenant, list[int], list[str]]]:
         """The keys grouped by namespace: each tenant, the keys' places and Rasa names."""

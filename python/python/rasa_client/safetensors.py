@@ -58,6 +58,12 @@ DTYPES: dict[str, tuple[int, str | None, str]] = {
 _ML_DTYPES = {"BF16": "bfloat16", "F8_E5M2": "float8_e5m2", "F8_E4M3": "float8_e4m3fn"}
 #: The longest header accepted (safetensors' own limit).
 MAX_HEADER = 100_000_000
+#: The most tensors a header may name (a shard of today's largest checkpoints has a few
+#: thousand): a header of a million empty tensors is refused before it is parsed.
+MAX_TENSORS = 100_000
+#: The largest dimension, and number of elements, a tensor may have (safetensors' own
+#: are machine words).
+MAX_ELEMENTS = (1 << 63) - 1
 
 
 class SafetensorsError(ValueError):
@@ -95,13 +101,22 @@ def header_length(first8: bytes, total: int, key: str) -> int:
 
 def parse_header(raw: bytes, data_len: int, key: str) -> tuple[dict[str, TensorInfo], dict[str, str]]:
     """The tensors and metadata of a header (``raw``, the JSON), each tensor checked
-    against ``data_len``, the bytes after the header."""
+    against ``data_len``, the bytes after the header. Whatever ``raw`` holds, the only
+    error is a ``SafetensorsError``; a header naming more than ``MAX_TENSORS`` tensors is
+    refused before it is parsed."""
+    if raw.count(b"data_offsets") > MAX_TENSORS:
+        raise SafetensorsError(f"{key}: the header names more than {MAX_TENSORS} tensors")
     try:
         doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except RecursionError:
+        raise SafetensorsError(f"{key}: the header nests deeper than a safetensors header") from None
+    except (UnicodeDecodeError, ValueError) as e:
+        # ValueError: JSON syntax, or an integer of more digits than Python parses.
         raise SafetensorsError(f"{key}: the header is not JSON: {e}") from None
     if not isinstance(doc, dict):
         raise SafetensorsError(f"{key}: the header is not a JSON object")
+    if len(doc) > MAX_TENSORS + 1:
+        raise SafetensorsError(f"{key}: the header names more than {MAX_TENSORS} tensors")
     meta = doc.pop("__metadata__", None) or {}
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         raise SafetensorsError(f"{key}: __metadata__ must map strings to strings")
@@ -118,18 +133,23 @@ def tensor_info(name: str, t: Any, data_len: int, key: str) -> TensorInfo:
     if not isinstance(t, dict):
         raise SafetensorsError(f"{key}: tensor {name!r} is not an object")
     dtype, shape, offsets = t.get("dtype"), t.get("shape"), t.get("data_offsets")
-    if dtype not in DTYPES:
-        raise SafetensorsError(f"{key}: tensor {name!r} has an unknown dtype {dtype!r}")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
-        raise SafetensorsError(f"{key}: tensor {name!r} has a bad shape {shape!r}")
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise SafetensorsError(f"{key}: tensor {name!r} has an unknown dtype {_short(dtype)}")
+    # `type(d) is int`: JSON's true and false are Python ints too.
+    if (
+        not isinstance(shape, list)
+        or not all(type(d) is int and 0 <= d <= MAX_ELEMENTS for d in shape)
+        or math.prod(shape) > MAX_ELEMENTS
+    ):
+        raise SafetensorsError(f"{key}: tensor {name!r} has a bad shape {_short(shape)}")
     if (
         not isinstance(offsets, list)
         or len(offsets) != 2
-        or not all(isinstance(o, int) for o in offsets)
+        or not all(type(o) is int for o in offsets)
         or not 0 <= offsets[0] <= offsets[1] <= data_len
     ):
         raise SafetensorsError(
-            f"{key}: tensor {name!r} has offsets {offsets!r} outside the data ({data_len} bytes)"
+            f"{key}: tensor {name!r} has offsets {_short(offsets)} outside the data ({data_len} bytes)"
         )
     want = math.prod(shape) * DTYPES[dtype][0]
     if offsets[1] - offsets[0] != want:
@@ -138,6 +158,12 @@ def tensor_info(name: str, t: Any, data_len: int, key: str) -> TensorInfo:
             f"its offsets span {offsets[1] - offsets[0]}"
         )
     return TensorInfo(name, dtype, tuple(shape), offsets[0], offsets[1])
+
+
+def _short(value: Any) -> str:
+    """``value`` for an error message, at most 80 characters of it."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _numpy_dtype(dtype: str) -> np.dtype:
