@@ -151,7 +151,7 @@ def malformed(header: dict | bytes, data: bytes, claim: int | None = None) -> by
         (malformed({"a": {"dtype": "U8", "shape": [2**40, 2**40], "data_offsets": [0, 0]}}, b""), "bad shape"),
         (malformed({f"t{i}": {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]} for i in range(100_001)}, b""), "more than 100000 tensors"),
     ],
-    ids=lambda v: v if isinstance(v, str) else None,
+    ids=lambda v: v if isinstance(v, str) else "value",
 )
 def test_a_malformed_file_is_refused_by_name(client, value, says):
     """Every malformed header is a ``SafetensorsError`` naming what is wrong (never

@@ -365,7 +365,10 @@ async fn sighup_reloads_the_token_file() {
         .output()
         .unwrap();
     let listed = String::from_utf8(listed.stdout).unwrap();
-    assert_eq!(listed, "writer\twrite\noperator\tadmin\nlate\tread\n");
+    assert_eq!(
+        listed,
+        "writer\twrite\noperator\tadmin\nprometheus\tmetrics\nlate\tread\n"
+    );
     assert_eq!(
         status(late.clone(), "/v1/objects/kept").await,
         StatusCode::UNAUTHORIZED

@@ -1,5 +1,6 @@
-//! Credential files: a file other users may read is loaded with a warning naming it;
-//! `s3-key list` shows keys without their secrets and `s3-key revoke` removes one.
+//! Credential files: a token file (hashes) other users may read is loaded with a warning
+//! naming it, an S3 credentials file (plain secrets) is refused; `s3-key list` shows keys
+//! without their secrets and `s3-key revoke` removes one.
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
@@ -41,6 +42,35 @@ fn a_token_file_readable_by_others_is_loaded_with_a_warning() {
         "{text}"
     );
     drop(gw);
+}
+
+/// Review III, finding 7: a world-readable S3 credentials file (plain secrets) was only
+/// warned about. It is refused at start, naming the file and the fix.
+#[test]
+fn an_s3_credentials_file_readable_by_others_is_refused() {
+    let dir = temp_dir("loose-s3-keys");
+    let file = dir.join("s3-keys");
+    rasa_tests::new_s3_key(&file, "writer", "read,write");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let path = file.to_str().unwrap();
+    let out = gateway_cmd(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--fast-path",
+        "off",
+        "--s3-listen",
+        "127.0.0.1:0",
+        "--s3-bucket",
+        "data",
+        "--s3-credentials-file",
+        path,
+    ]);
+    assert!(!out.status.success(), "the gateway started");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(path) && err.contains("0644") && err.contains("chmod 600"),
+        "{err}"
+    );
 }
 
 #[test]
