@@ -287,7 +287,9 @@ pub(super) async fn keep_lease(cluster: Arc<Cluster>) {
                 loop {
                     tick.tick().await;
                     ticks += 1;
-                    if cluster.config.secret.is_some() && ticks % (3 * REFRESH_EVERY_TTLS) == 0 {
+                    if cluster.config.secret.is_some()
+                        && ticks.is_multiple_of(3 * REFRESH_EVERY_TTLS)
+                    {
                         refresh(&cluster).await;
                     }
                     let asked = std::time::Instant::now();

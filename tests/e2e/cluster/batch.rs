@@ -159,7 +159,7 @@ async fn batches_for_a_frozen_owner_are_held_within_the_budget() {
         let total = line.len() as u64 + VALUE * VALUES;
         let pieces = std::iter::once(Bytes::from(line)).chain(std::iter::repeat_n(
             chunk.clone(),
-            (VALUE * VALUES >> 20) as usize,
+            ((VALUE * VALUES) >> 20) as usize,
         ));
         let body = reqwest::Body::wrap_stream(futures_util::stream::iter(
             pieces.map(Ok::<_, std::convert::Infallible>),
