@@ -13,7 +13,6 @@
 //!   ([`super::secret::record`]): the node writes it again every TTL, and a record whose
 //!   time passes without a new one leaves the view then, etcd or not.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,12 +23,9 @@ use etcd_client::{
 };
 use rasa_openapi::ClusterMember;
 
-use super::secret::record::{self, Honoured, REFRESH_EVERY_TTLS};
-use super::{members_prefix, Cluster, ClusterConfig, View};
-
-/// The records the watch holds, by node id: each member, and when its record stops being
-/// honoured (under a secret).
-type Records = BTreeMap<String, Honoured>;
+use super::secret::record::REFRESH_EVERY_TTLS;
+use super::view::{next_expiry, parse, publish, Records};
+use super::{members_prefix, Cluster, ClusterConfig};
 
 /// Longest wait for one etcd call at start-up.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -380,91 +376,6 @@ pub(super) async fn list(cluster: &Cluster) -> Result<(i64, Records), String> {
         .collect();
     publish(cluster, revision, &mut records);
     Ok((revision, records))
-}
-
-/// The member a record describes, or `None` (logged once per key, counted) when it is not
-/// honoured ([`record::check`]): such a record owns no key and is sent nothing.
-fn parse(cluster: &Cluster, key: &[u8], value: &[u8], lease: i64) -> Option<Honoured> {
-    let key = String::from_utf8_lossy(key);
-    let why = match record::check(cluster.config.secret.as_deref(), &key, value, lease) {
-        Ok(r) => return Some(r),
-        Err(why) => why,
-    };
-    rejected(cluster, &key, &why);
-    None
-}
-
-/// Counts a record not honoured, and logs it the first time for its key.
-fn rejected(cluster: &Cluster, key: &str, why: &str) {
-    metrics::counter!("rasa_cluster_records_rejected_total").increment(1);
-    let first = cluster
-        .rejected
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(key.to_owned());
-    if first {
-        tracing::warn!(%key, "cluster: ignoring a member record: {why}; it owns no key and is sent nothing");
-    }
-}
-
-/// Publishes the view of `records` (those whose time has passed dropped first, counted
-/// and logged), unless it is the view already published at an earlier revision: a record
-/// written again only to renew its time changes no view.
-fn publish(cluster: &Cluster, revision: i64, records: &mut Records) {
-    let now = super::secret::now_ms();
-    records.retain(|node, r| {
-        let live = r.expires_ms.is_none_or(|t| t > now);
-        if !live {
-            let key = super::member_key(&cluster.config.name, node);
-            rejected(
-                cluster,
-                &key,
-                "its time passed without its member writing it again",
-            );
-        }
-        live
-    });
-    let members: Vec<ClusterMember> = records.values().map(|r| r.member.clone()).collect();
-    {
-        let view = cluster.view.borrow();
-        if view.revision != 0 && *view.members == members {
-            drop(view);
-            cluster.view.send_if_modified(|v| {
-                v.revision = v.revision.max(revision);
-                false
-            });
-            return;
-        }
-    }
-    let serving = members
-        .iter()
-        .filter(|m| m.state == rasa_openapi::MemberState::Serving)
-        .count();
-    metrics::gauge!("rasa_cluster_members", "state" => "serving").set(serving as f64);
-    metrics::gauge!("rasa_cluster_members", "state" => "draining")
-        .set((members.len() - serving) as f64);
-    metrics::gauge!("rasa_cluster_revision").set(revision as f64);
-    tracing::info!(
-        revision,
-        members = ?members.iter().map(|m| format!("{}:{:?}", m.node_id, m.state)).collect::<Vec<_>>(),
-        "cluster: view"
-    );
-    cluster.view.send_replace(View {
-        revision,
-        members: Arc::new(members),
-    });
-}
-
-/// How long until the first of `records` expires (an hour when none does).
-fn next_expiry(records: &Records) -> Duration {
-    let now = super::secret::now_ms();
-    records
-        .values()
-        .filter_map(|r| r.expires_ms)
-        .min()
-        .map_or(Duration::from_secs(3600), |t| {
-            Duration::from_millis(t.saturating_sub(now) + 1)
-        })
 }
 
 /// Follows the member prefix from `revision` on, for as long as the process lives. While

@@ -24,6 +24,7 @@ pub mod near;
 pub mod peers;
 pub mod secret;
 pub mod suspects;
+mod view;
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};

@@ -36,6 +36,11 @@ pub(super) fn secret_file(tag: &str, mode: u32) -> std::path::PathBuf {
 async fn rogue_listener() -> (String, Arc<AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
+    (url, counting(listener, b"EVIL-ANSWER!"))
+}
+
+/// Answers every connection to `listener` `200` with `body`; how many there were.
+pub(super) fn counting(listener: tokio::net::TcpListener, body: &'static [u8]) -> Arc<AtomicUsize> {
     let hits = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&hits);
     tokio::spawn(async move {
@@ -43,13 +48,13 @@ async fn rogue_listener() -> (String, Arc<AtomicUsize>) {
             counted.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
                 use tokio::io::AsyncWriteExt;
-                let _ = conn
-                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 12\r\n\r\nEVIL-ANSWER!")
-                    .await;
+                let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
+                let _ = conn.write_all(head.as_bytes()).await;
+                let _ = conn.write_all(body).await;
             });
         }
     });
-    (url, hits)
+    hits
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,6 +4,7 @@
 //! listener on the departed member's address counts none. A hop proof replayed with
 //! another body, or to another member, stores nothing aside.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,20 +20,20 @@ use super::{all_see, member_with};
 /// A listener at `addr` that answers every request 200 and counts the connections.
 async fn listener_at(addr: &str) -> Arc<AtomicUsize> {
     let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let counted = Arc::clone(&hits);
-    tokio::spawn(async move {
-        while let Ok((mut conn, _)) = listener.accept().await {
-            counted.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                use tokio::io::AsyncWriteExt;
-                let _ = conn
-                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
-                    .await;
-            });
-        }
-    });
-    hits
+    super::proof::counting(listener, b"{}")
+}
+
+/// Members `nodes` of cluster `name`, with member TTL `ttl`, proving themselves with
+/// `secret`.
+fn members(etcd: &Etcd, name: &str, nodes: &[&str], ttl: &str, secret: &Path) -> Vec<Gateway> {
+    nodes
+        .iter()
+        .map(|node| {
+            let mut args = member_args(etcd, name, node, ttl);
+            args.extend(["--cluster-secret-file".into(), secret.display().to_string()]);
+            member_with(&args)
+        })
+        .collect()
 }
 
 /// PUTs and GETs of 32 keys through `gw`, each answered by `gw` itself: the only member.
@@ -62,13 +63,8 @@ async fn a_departed_members_record_written_back_gets_no_request() {
     let etcd = Etcd::start();
     let name = cluster_name("departed");
     let secret = secret_file("departed", 0o600);
-    let start = |node: &str| {
-        let mut args = member_args(&etcd, &name, node, "3s");
-        args.extend(["--cluster-secret-file".into(), secret.display().to_string()]);
-        member_with(&args)
-    };
-    let g1 = start("g1");
-    let g2 = start("g2");
+    let mut gws = members(&etcd, &name, &["g1", "g2"], "3s", &secret);
+    let (g2, g1) = (gws.pop().unwrap(), gws.pop().unwrap());
     all_see(&[&g1, &g2], 2).await;
     let key = format!("/rasa/{name}/members/g2");
     let saved = etcd.get_value(&key).await.expect("g2's record");
@@ -117,14 +113,7 @@ async fn a_live_members_record_stays_honoured_past_its_first_time() {
     let etcd = Etcd::start();
     let name = cluster_name("refresh");
     let secret = secret_file("refresh", 0o600);
-    let gws: Vec<Gateway> = ["g1", "g2"]
-        .iter()
-        .map(|node| {
-            let mut args = member_args(&etcd, &name, node, "2s");
-            args.extend(["--cluster-secret-file".into(), secret.display().to_string()]);
-            member_with(&args)
-        })
-        .collect();
+    let gws = members(&etcd, &name, &["g1", "g2"], "2s", &secret);
     all_see(&[&gws[0], &gws[1]], 2).await;
     let first: serde_json::Value = serde_json::from_str(
         &etcd
@@ -160,14 +149,7 @@ async fn a_proof_replayed_with_another_body_or_to_another_member_stores_nothing_
     let etcd = Etcd::start();
     let name = cluster_name("bound");
     let secret = secret_file("bound", 0o600);
-    let gws: Vec<Gateway> = ["g1", "g2"]
-        .iter()
-        .map(|node| {
-            let mut args = member_args(&etcd, &name, node, "5s");
-            args.extend(["--cluster-secret-file".into(), secret.display().to_string()]);
-            member_with(&args)
-        })
-        .collect();
+    let gws = members(&etcd, &name, &["g1", "g2"], "5s", &secret);
     let view = all_see(&[&gws[0], &gws[1]], 2).await;
     let key = (0..)
         .map(|i| format!("bound/{i}"))

@@ -1,0 +1,101 @@
+//! The view of the members this node publishes, from the records the watch holds: each
+//! record checked ([`super::secret::record::check`]), those not honoured logged once and
+//! counted, those whose time passes dropped then, etcd event or not.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rasa_openapi::ClusterMember;
+
+use super::secret::record::{self, Honoured};
+use super::{Cluster, View};
+
+/// The records the watch holds, by node id: each member, and when its record stops being
+/// honoured (under a secret).
+pub(super) type Records = BTreeMap<String, Honoured>;
+
+/// The member a record describes, or `None` (logged once per key, counted) when it is not
+/// honoured ([`record::check`]): such a record owns no key and is sent nothing.
+pub(super) fn parse(cluster: &Cluster, key: &[u8], value: &[u8], lease: i64) -> Option<Honoured> {
+    let key = String::from_utf8_lossy(key);
+    let why = match record::check(cluster.config.secret.as_deref(), &key, value, lease) {
+        Ok(r) => return Some(r),
+        Err(why) => why,
+    };
+    rejected(cluster, &key, &why);
+    None
+}
+
+/// Counts a record not honoured, and logs it the first time for its key.
+fn rejected(cluster: &Cluster, key: &str, why: &str) {
+    metrics::counter!("rasa_cluster_records_rejected_total").increment(1);
+    let first = cluster
+        .rejected
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key.to_owned());
+    if first {
+        tracing::warn!(%key, "cluster: ignoring a member record: {why}; it owns no key and is sent nothing");
+    }
+}
+
+/// Publishes the view of `records` (those whose time has passed dropped first, counted
+/// and logged), unless it is the view already published at an earlier revision: a record
+/// written again only to renew its time changes no view.
+pub(super) fn publish(cluster: &Cluster, revision: i64, records: &mut Records) {
+    let now = super::secret::now_ms();
+    records.retain(|node, r| {
+        let live = r.expires_ms.is_none_or(|t| t > now);
+        if !live {
+            let key = super::member_key(&cluster.config.name, node);
+            rejected(
+                cluster,
+                &key,
+                "its time passed without its member writing it again",
+            );
+        }
+        live
+    });
+    let members: Vec<ClusterMember> = records.values().map(|r| r.member.clone()).collect();
+    {
+        let view = cluster.view.borrow();
+        if view.revision != 0 && *view.members == members {
+            drop(view);
+            cluster.view.send_if_modified(|v| {
+                v.revision = v.revision.max(revision);
+                false
+            });
+            return;
+        }
+    }
+    let serving = members
+        .iter()
+        .filter(|m| m.state == rasa_openapi::MemberState::Serving)
+        .count();
+    metrics::gauge!("rasa_cluster_members", "state" => "serving").set(serving as f64);
+    metrics::gauge!("rasa_cluster_members", "state" => "draining")
+        .set((members.len() - serving) as f64);
+    metrics::gauge!("rasa_cluster_revision").set(revision as f64);
+    tracing::info!(
+        revision,
+        members = ?members.iter().map(|m| format!("{}:{:?}", m.node_id, m.state)).collect::<Vec<_>>(),
+        "cluster: view"
+    );
+    cluster.view.send_replace(View {
+        revision,
+        members: Arc::new(members),
+    });
+}
+
+/// How long until the first of `records` expires (an hour when none does).
+pub(super) fn next_expiry(records: &Records) -> Duration {
+    let now = super::secret::now_ms();
+    records
+        .values()
+        .filter_map(|r| r.expires_ms)
+        .min()
+        .map_or(Duration::from_secs(3600), |t| {
+            Duration::from_millis(t.saturating_sub(now) + 1)
+        })
+}
