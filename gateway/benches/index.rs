@@ -22,6 +22,7 @@ async fn main() {
             staging_memory: 256 << 20,
         },
         None,
+        None,
     );
     let n = 1_000_000usize;
     let key = |i: usize| format!("thumbnails/{:021}", i % n);

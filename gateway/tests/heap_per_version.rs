@@ -22,6 +22,7 @@ async fn per_version(n: usize, key_len: usize) -> f64 {
             staging_memory: 256 << 20,
         },
         None,
+        None,
     );
     let value = [7u8; 16];
     let put = |i: usize| {

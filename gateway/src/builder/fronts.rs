@@ -1,5 +1,6 @@
-//! The fronts (the HTTP API and the S3 listener, their ports reserved) and the cluster they
-//! join.
+//! The fronts (the HTTP API and the S3 listener) over the object service, and the
+//! cluster they are members of: its membership made before anything that uses it, joined
+//! once everything is built.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -7,92 +8,113 @@ use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusHandle;
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Peers};
 use crate::config::Args;
-use crate::http::{AppState, HttpConfig};
+use crate::http::{AppState, HttpConfig, Wiring};
 use crate::objects::namespaces::Namespaces;
 use crate::objects::Objects;
 use crate::s3::listener::Prepared;
+use crate::store::Store;
 use crate::tokens::TokenFile;
 
-/// Both fronts, bound and not yet listening.
-pub(super) struct Fronts {
-    pub state: AppState,
+/// The ports both fronts serve on, bound before anything else is built: their addresses
+/// are what a cluster member advertises.
+pub(super) struct Ports {
+    /// The HTTP API's socket, reserved: listening only once the node can serve (a member
+    /// joining refuses connections instead of leaving them queued).
     pub socket: tokio::net::TcpSocket,
+    /// Its address (the port chosen when `--listen` gave 0).
     pub addr: SocketAddr,
-    pub s3: Option<Prepared>,
+    /// The S3 listener's, when `--s3-listen` asks for one.
+    pub s3: Option<tokio::net::TcpListener>,
 }
 
-impl Fronts {
-    /// The HTTP API's state and reserved port, and the S3 listener when `--s3-listen`
-    /// asks for one.
-    pub async fn build(
-        args: &Args,
-        objects: &Arc<Objects>,
-        namespaces: &Arc<Namespaces>,
-        tokens: Option<Arc<TokenFile>>,
-        recorder: PrometheusHandle,
-    ) -> Result<Fronts, String> {
-        let mut state = AppState::new(
-            Arc::clone(objects),
-            HttpConfig {
-                test_hooks: args.test_hooks,
-                tokens,
-                public_metrics: args.public_metrics,
-                max_concurrent_requests: args.max_concurrent_requests,
-                max_header_size: args.max_header_size as usize,
-                body_timeout: args.body_timeout,
-                chunked_upload_memory: args.chunked_upload_memory,
-                hosts: Arc::new(args.host_policy(&[])),
-                min_upload_rate: args.edge.min_upload_rate,
-                max_batch_size: args.max_batch_size,
-                ..HttpConfig::new(args.max_object_size, args.max_batch_keys)
-            },
-        );
-        state.metrics = Some(recorder);
-        state.namespaces = Arc::clone(namespaces);
-        // Bound now (the port, and its number, are ours), listening only once the node can
-        // serve: a cluster member joining refuses connections instead of leaving them queued.
+impl Ports {
+    /// Binds `--listen` and `--s3-listen`.
+    pub fn bind(args: &Args) -> Result<Ports, String> {
         let socket = crate::net::reserve(args.listen)
             .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
         let addr = socket
             .local_addr()
             .map_err(|e| format!("cannot read the listening address: {e}"))?;
-        let s3 = crate::s3::listener::prepare(
-            &args.s3,
-            crate::s3::listener::Shared {
-                objects: Arc::clone(objects),
-                namespaces: Arc::clone(namespaces),
-                origin_location: args.origin.clone(),
-                max_object_size: args.max_object_size,
-                max_concurrent_requests: args.max_concurrent_requests,
-                body_timeout: args.body_timeout,
-                max_header_size: args.max_header_size as usize,
-                hosts: args.host_policy(&args.s3.s3_domains),
-                min_upload_rate: args.edge.min_upload_rate,
-            },
-        )
-        .await?;
-        Ok(Fronts {
-            state,
-            socket,
-            addr,
-            s3,
-        })
+        let s3 = crate::s3::listener::bind(&args.s3)?;
+        Ok(Ports { socket, addr, s3 })
     }
 }
 
-/// Joins the cluster `--cluster` names (none without it) and hands it to both fronts and
-/// to the read-through origin (peer fill, revalidation after a lost lease).
-pub(super) async fn join_cluster(
+/// Both fronts, built over `objects` and `namespaces` (and, in a cluster, `peers`), their
+/// ports bound and not yet listening.
+pub(super) async fn build(
     args: &Args,
-    state: &mut AppState,
-    objects: &Arc<Objects>,
-    s3: Option<&Prepared>,
-    addr: SocketAddr,
+    (objects, namespaces): (&Arc<Objects>, &Arc<Namespaces>),
+    (tokens, recorder): (Option<Arc<TokenFile>>, PrometheusHandle),
+    peers: Option<&Arc<Peers>>,
+    s3: Option<tokio::net::TcpListener>,
+) -> Result<(AppState, Option<Prepared>), String> {
+    let state = AppState::build(
+        Arc::clone(objects),
+        HttpConfig {
+            test_hooks: args.test_hooks,
+            tokens,
+            public_metrics: args.public_metrics,
+            max_concurrent_requests: args.max_concurrent_requests,
+            max_header_size: args.max_header_size as usize,
+            body_timeout: args.body_timeout,
+            chunked_upload_memory: args.chunked_upload_memory,
+            hosts: Arc::new(args.host_policy(&[])),
+            min_upload_rate: args.edge.min_upload_rate,
+            max_batch_size: args.max_batch_size,
+            ..HttpConfig::new(args.max_object_size, args.max_batch_keys)
+        },
+        Wiring {
+            namespaces: Some(Arc::clone(namespaces)),
+            metrics: Some(recorder),
+            peers: peers.cloned(),
+        },
+    );
+    let Some(listener) = s3 else {
+        return Ok((state, None));
+    };
+    let wide = match peers {
+        Some(p) => Some(crate::s3::cluster::Wide::new(
+            Arc::clone(p),
+            args.cluster.cluster_ca_file.as_deref(),
+        )?),
+        None => None,
+    };
+    let shared = crate::s3::listener::Shared {
+        objects: Arc::clone(objects),
+        namespaces: Arc::clone(namespaces),
+        origin_location: args.origin.clone(),
+        max_object_size: args.max_object_size,
+        max_concurrent_requests: args.max_concurrent_requests,
+        body_timeout: args.body_timeout,
+        max_header_size: args.max_header_size as usize,
+        hosts: args.host_policy(&args.s3.s3_domains),
+        min_upload_rate: args.edge.min_upload_rate,
+        wide,
+    };
+    let s3 = crate::s3::listener::prepare(&args.s3, shared, listener).await?;
+    Ok((state, Some(s3)))
+}
+
+/// The membership `--cluster` asks for (none without it), connected to etcd but not yet
+/// registered ([`Cluster::connect`]), and the way to the other members: made before the
+/// object service, the origin and the fronts, which are given it.
+pub(super) async fn membership(
+    args: &Args,
+    store: &Store,
+    ports: &Ports,
     tls: bool,
-) -> Result<Option<Arc<Cluster>>, String> {
-    let Some(config) = args.cluster_config(addr, tls, s3.map(|s3| s3.addr))? else {
+) -> Result<Option<Arc<Peers>>, String> {
+    let s3_addr = match &ports.s3 {
+        Some(l) => Some(
+            l.local_addr()
+                .map_err(|e| format!("cannot read the S3 address: {e}"))?,
+        ),
+        None => None,
+    };
+    let Some(config) = args.cluster_config(ports.addr, tls, s3_addr)? else {
         return Ok(None);
     };
     if config.secret.is_none() {
@@ -100,42 +122,41 @@ pub(super) async fn join_cluster(
             "cluster: no --cluster-secret-file: anyone who can write etcd can join this cluster (and be sent its clients' requests and credentials), and a client can mark a request as forwarded; give every member the same secret on a shared network"
         );
     }
-    let fabric = crate::http::fabric::info(state.store());
+    let fabric = crate::http::fabric::info(store);
     let incarnation = fabric.incarnation.clone();
-    let peers = crate::cluster::peer_client(
+    let client = crate::cluster::peer_client(
         Duration::from_secs(2),
         args.body_timeout,
         config.ca_file.as_deref(),
     )?;
-    let cluster = Cluster::join(config, incarnation, fabric).await?;
+    let cluster = Cluster::connect(config, incarnation, fabric).await?;
     // Near copies only without a read-through origin: its objects change elsewhere.
     let near = match args.cluster.cluster_near_cache {
         0 => None,
-        _ if objects.read_through().is_some() => {
+        _ if args.s3_config().is_some() => {
             tracing::warn!("cluster: --cluster-near-cache is off with a read-through origin (its objects change where no owner sees the write)");
             None
         }
         size => Some(crate::cluster::near::Near::new(size)),
     };
-    let peers = Arc::new(crate::cluster::Peers::new(
-        Arc::clone(&cluster),
-        peers,
-        near,
-    ));
-    if let Some(rt) = objects.read_through() {
-        // Back after its lease was lost: others may have written its keys.
+    Ok(Some(Arc::new(Peers::new(cluster, client, near))))
+}
+
+/// Registers this node in the cluster `peers` reach, last, once everything it serves is
+/// built; back after a lost lease, the read-through origin revalidates what it holds
+/// (others may have written its keys meanwhile).
+pub(super) async fn join(
+    peers: Option<&Arc<Peers>>,
+    objects: &Objects,
+) -> Result<Option<Arc<Cluster>>, String> {
+    let Some(peers) = peers else {
+        return Ok(None);
+    };
+    let on_rejoin = objects.read_through().map(|rt| {
         let stale = Arc::clone(rt);
-        cluster.on_rejoin(move || stale.revalidate_all());
-    }
-    objects.join(&peers);
-    if let Some(s3) = s3 {
-        let wide = crate::s3::cluster::Wide::new(
-            Arc::clone(&peers),
-            args.cluster.cluster_ca_file.as_deref(),
-        )?;
-        let _ = s3.front.wide.set(wide);
-    }
-    state.peers = Some(peers);
-    state.cluster = Some(Arc::clone(&cluster));
+        Box::new(move || stale.revalidate_all()) as Box<dyn Fn() + Send + Sync>
+    });
+    let cluster = Arc::clone(peers.cluster());
+    cluster.join(on_rejoin).await?;
     Ok(Some(cluster))
 }

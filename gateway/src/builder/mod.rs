@@ -1,11 +1,15 @@
 //! The gateway built from its configuration, in stages, as the binary and the tests start
-//! it: [`Gateway::build`] sets up storage (the store, its disk tier and reclaimer), the
-//! origin (read-through), the object service and namespaces, the fronts (HTTP and S3) and
-//! the cluster; [`Gateway::serve`] announces the listeners, serves until a signal, and shuts
-//! down (a cluster member drains, memory's values are written to disk).
+//! it: [`Gateway::build`] sets up storage (the store, its disk tier and reclaimer), binds
+//! the fronts' ports, makes the cluster membership and the way to the other members
+//! (`Peers`, connected to etcd, not yet registered), then the origin (read-through), the
+//! object service and namespaces and the fronts (HTTP and S3), each given the `Peers` it
+//! needs when it is made, and last registers the node in the cluster; [`Gateway::serve`]
+//! announces the listeners, serves until a signal, and shuts down (a cluster member
+//! drains, memory's values are written to disk).
 //!
 //! Modelled on Garage's `server.rs`: one configuration in, one handle passed on, each stage
-//! a function of what the stages before it built.
+//! a function of what the stages before it built — nothing is handed to a part after it
+//! was made.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -56,8 +60,12 @@ impl Gateway {
             crate::reload::reload_on_sighup("token file", count, move || file.reload())?;
         }
         let storage = storage::Storage::build(&args)?;
+        let ports = fronts::Ports::bind(&args)?;
+        let peers = fronts::membership(&args, &storage.store, &ports, tls.is_some()).await?;
         let origin = match args.s3_config() {
-            Some(cfg) => Some(storage::read_through(&args, cfg, &storage.store).await),
+            Some(cfg) => {
+                Some(storage::read_through(&args, cfg, &storage.store, peers.clone()).await)
+            }
             None => None,
         };
         storage.revalidate_recovered(&args, origin.as_deref());
@@ -65,35 +73,27 @@ impl Gateway {
             Arc::clone(&storage.store),
             origin,
             args.effective_write_policy(),
+            peers.clone(),
         );
         let namespaces = storage::namespaces(&args, &objects, storage.tick, storage.disk)?;
-        let fronts = fronts::Fronts::build(
+        let (state, s3) = fronts::build(
             &args,
-            &objects,
-            &namespaces,
-            tokens.clone(),
-            storage.recorder,
+            (&objects, &namespaces),
+            (tokens.clone(), storage.recorder),
+            peers.as_ref(),
+            ports.s3,
         )
         .await?;
-        let mut state = fronts.state;
-        let cluster = fronts::join_cluster(
-            &args,
-            &mut state,
-            &objects,
-            fronts.s3.as_ref(),
-            fronts.addr,
-            tls.is_some(),
-        )
-        .await?;
+        let cluster = fronts::join(peers.as_ref(), &objects).await?;
         Ok(Gateway {
             args,
             tokens,
             tls,
             namespaces,
             state,
-            socket: Some(fronts.socket),
-            addr: fronts.addr,
-            s3: fronts.s3,
+            socket: Some(ports.socket),
+            addr: ports.addr,
+            s3,
             cluster,
         })
     }

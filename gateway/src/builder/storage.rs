@@ -35,17 +35,16 @@ impl Storage {
             let size = namespaces::default_arena_size(file, args.memory, args.arena_size)?;
             store_config.arena_size = size as usize;
         }
-        let store = Arc::new(Store::new(store_config, fabric));
         let mut disk = args.disk.config();
+        let mut tier = None;
         if let Some(config) = &mut disk {
             if args.cluster.etcd.is_some() && args.origin.is_none() {
                 tracing::warn!("--disk in a --cluster without an --origin starts empty: its keys may have been written on other members while it was away, and nothing could check its old values");
                 config.recover = false;
             }
-            store
-                .tier()
-                .attach(crate::store::disk::Disk::open(config.clone())?);
+            tier = Some(crate::store::disk::Disk::open(config.clone())?);
         }
+        let store = Arc::new(Store::new(store_config, fabric, tier));
         let tick = super::reclaim_tick(args.lease_grace);
         tokio::spawn(Arc::clone(&store).run_reclaimer(tick));
         Ok(Storage {
@@ -81,11 +80,13 @@ fn recorder() -> Result<PrometheusHandle, String> {
     Ok(RECORDER.get_or_init(|| installed).clone())
 }
 
-/// The read-through origin `cfg` names, in front of `store`.
+/// The read-through origin `cfg` names, in front of `store` (filling misses from the other
+/// members `peers` reach first, in a cluster).
 pub(super) async fn read_through(
     args: &Args,
     cfg: crate::origin::s3::S3Config,
     store: &Arc<Store>,
+    peers: Option<Arc<crate::cluster::Peers>>,
 ) -> Arc<ReadThrough> {
     let origin = crate::origin::s3::S3Origin::new(cfg).await;
     tracing::info!(
@@ -95,12 +96,12 @@ pub(super) async fn read_through(
         "read-through origin"
     );
     let rt = ReadThrough::new(
-        Arc::new(origin),
-        Arc::clone(store),
+        (Arc::new(origin), Arc::clone(store)),
         (!args.origin_ttl.is_zero()).then_some(args.origin_ttl),
         args.negative_ttl,
         args.max_object_size,
         args.negative_cache_size,
+        peers,
     );
     rt.set_range_fill(args.origin_fill);
     rt

@@ -258,8 +258,11 @@ pub(super) async fn write_record(cluster: &Cluster) -> Result<(), etcd_client::E
 }
 
 /// Renews the lease every third of its TTL, for as long as the process lives; registers
-/// again when etcd says the lease is gone.
-pub(super) async fn keep_lease(cluster: Arc<Cluster>) {
+/// again when etcd says the lease is gone (after calling `on_rejoin`).
+pub(super) async fn keep_lease(
+    cluster: Arc<Cluster>,
+    on_rejoin: Option<Box<dyn Fn() + Send + Sync>>,
+) {
     let ttl = cluster.config.member_ttl;
     let every = ttl / 3;
     let mut failing = false;
@@ -318,7 +321,9 @@ pub(super) async fn keep_lease(cluster: Arc<Cluster>) {
                 lease,
                 "cluster: this node's lease expired (cut off from etcd longer than --member-ttl); registering again"
             );
-            cluster.rejoining();
+            if let Some(f) = &on_rejoin {
+                f();
+            }
             if let Err(e) = register(&cluster).await {
                 tracing::error!(error = %e, "cluster: cannot register again; will retry");
             } else {

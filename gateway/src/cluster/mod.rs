@@ -87,9 +87,6 @@ pub struct Cluster {
     /// (Nanoseconds after `born`.) Read by every keyed request, so an atomic, not a lock.
     renewed: std::sync::atomic::AtomicU64,
     born: std::time::Instant,
-    /// Called before this node registers again after its lease was lost (see
-    /// [`Cluster::on_rejoin`]).
-    rejoin: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
     /// Members that did not answer a forward a moment ago.
     suspects: suspects::Suspects,
     /// Keys of member records ignored so far (each logged once).
@@ -106,10 +103,11 @@ impl std::fmt::Debug for Cluster {
 }
 
 impl Cluster {
-    /// Registers this node in etcd (refusing when a live node holds the same id, or etcd
-    /// cannot be reached), reads the member list, and keeps both up to date in the
-    /// background.
-    pub async fn join(
+    /// This node's membership, not yet in etcd: a client of etcd (checked by one call;
+    /// refused when etcd cannot be reached or refuses this node's rights) and the record
+    /// this node will register. Nothing is sent to it, and it owns nothing, until
+    /// [`Cluster::join`].
+    pub async fn connect(
         config: ClusterConfig,
         incarnation: String,
         fabric: FabricInfo,
@@ -124,28 +122,39 @@ impl Cluster {
             s3_url: config.s3_url.clone(),
         };
         let etcd = membership::connect(&config).await?;
-        let cluster = Arc::new(Self {
+        Ok(Arc::new(Self {
             me: Mutex::new(me),
             view: watch::Sender::new(View::default()),
             etcd,
             lease: Default::default(),
             renewed: std::sync::atomic::AtomicU64::new(0),
             born: std::time::Instant::now(),
-            rejoin: std::sync::OnceLock::new(),
             suspects: Default::default(),
             rejected: Mutex::default(),
             config,
-        });
-        membership::register(&cluster).await?;
-        let (revision, records) = membership::list(&cluster).await?;
-        tokio::spawn(membership::keep_lease(Arc::clone(&cluster)));
+        }))
+    }
+
+    /// Registers this node in etcd (refusing when a live node holds the same id), reads
+    /// the member list, and keeps both up to date in the background. `on_rejoin` is
+    /// called each time this node is about to register again after its lease was lost
+    /// (it was away from etcd longer than its TTL, and the others served its keys
+    /// meanwhile): what it holds may have been replaced elsewhere. Called before the
+    /// record is back, so nobody forwards to this node before it has run.
+    pub async fn join(
+        self: &Arc<Self>,
+        on_rejoin: Option<Box<dyn Fn() + Send + Sync>>,
+    ) -> Result<(), String> {
+        membership::register(self).await?;
+        let (revision, records) = membership::list(self).await?;
+        tokio::spawn(membership::keep_lease(Arc::clone(self), on_rejoin));
         tokio::spawn(membership::watch_members(
-            Arc::clone(&cluster),
+            Arc::clone(self),
             revision,
             records,
         ));
-        tokio::spawn(watch_fence(Arc::downgrade(&cluster)));
-        Ok(cluster)
+        tokio::spawn(watch_fence(Arc::downgrade(self)));
+        Ok(())
     }
 
     /// The settings this node joined with.
@@ -182,21 +191,6 @@ impl Cluster {
         let ttl = self.config.member_ttl;
         let renewed = Duration::from_nanos(self.renewed.load(Ordering::Acquire));
         self.born.elapsed().saturating_sub(renewed) + ttl / 10 + d < ttl
-    }
-
-    /// Has `f` called each time this node is about to register again after its lease was
-    /// lost (it was away from etcd longer than its TTL, and the others served its keys
-    /// meanwhile): what it holds may have been replaced elsewhere. Called before the
-    /// record is back, so nobody forwards to this node before `f` has run.
-    pub fn on_rejoin(&self, f: impl Fn() + Send + Sync + 'static) {
-        let _ = self.rejoin.set(Box::new(f));
-    }
-
-    /// Runs the [`Cluster::on_rejoin`] hook.
-    fn rejoining(&self) {
-        if let Some(f) = self.rejoin.get() {
-            f();
-        }
     }
 
     /// Records a renewal that etcd confirmed, sent at `asked`.

@@ -50,7 +50,7 @@ pub async fn get_cluster(
             MAX_WAIT.as_secs()
         )));
     }
-    if let (Some(cluster), Some(after)) = (&st.cluster, q.after) {
+    if let (Some(cluster), Some(after)) = (st.cluster(), q.after) {
         let wait = Duration::from_secs(q.wait.unwrap_or(30));
         let mut changes = cluster.subscribe();
         let _ = tokio::time::timeout(wait, changes.wait_for(|v| v.revision > after)).await;
@@ -60,7 +60,7 @@ pub async fn get_cluster(
 
 /// The members now; for a single gateway, `enabled: false` and none.
 pub(crate) fn view(st: &AppState) -> ClusterView {
-    match &st.cluster {
+    match st.cluster() {
         Some(cluster) => cluster.snapshot(),
         None => ClusterView {
             enabled: false,

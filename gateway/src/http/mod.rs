@@ -120,8 +120,8 @@ impl HttpConfig {
 
 /// What every handler can reach: one shared [`Shared`], so that handing it to a request
 /// (axum clones the state for every handler call and layer) costs one reference count, not
-/// one per field. Reads go through `Deref`; set-up before serving changes fields through
-/// `DerefMut` (copy-on-write, a no-op while nothing else holds the state).
+/// one per field. Built whole ([`AppState::build`]) and never changed after: reads go
+/// through `Deref`.
 #[derive(Clone)]
 pub struct AppState(Arc<Shared>);
 
@@ -132,14 +132,19 @@ impl std::ops::Deref for AppState {
     }
 }
 
-impl std::ops::DerefMut for AppState {
-    fn deref_mut(&mut self) -> &mut Shared {
-        Arc::make_mut(&mut self.0)
-    }
+/// What an [`AppState`] is built from beyond its object service and limits (each absent
+/// by default: a single gateway, one namespace, no metrics recorder).
+#[derive(Default)]
+pub struct Wiring {
+    /// Every namespace, the default one included (`None`: the default one alone).
+    pub namespaces: Option<Arc<Namespaces>>,
+    /// Renders `/metrics`.
+    pub metrics: Option<PrometheusHandle>,
+    /// The way to the other members, in a cluster.
+    pub peers: Option<Arc<crate::cluster::Peers>>,
 }
 
 /// The fields of [`AppState`].
-#[derive(Clone)]
 pub struct Shared {
     /// The object service of the default namespace: the versions, and the origin behind
     /// them.
@@ -152,9 +157,8 @@ pub struct Shared {
     pub metrics: Option<PrometheusHandle>,
     /// The OpenAPI document, serialized once.
     pub openapi_json: Arc<String>,
-    /// This node's cluster membership (`--cluster`); `None` for a single gateway.
-    pub cluster: Option<Arc<crate::cluster::Cluster>>,
-    /// The way to the other members (set with `cluster`).
+    /// The way to the other members, and this node's membership (`--cluster`); `None`
+    /// for a single gateway.
     pub peers: Option<Arc<crate::cluster::Peers>>,
     /// Corrupt frame copies made by the test hooks, kept alive while a test reads them.
     pub(crate) test_frames: Arc<std::sync::Mutex<Vec<Arc<crate::store::StoredVersion>>>>,
@@ -171,6 +175,11 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// This node's cluster membership (`--cluster`); `None` for a single gateway.
+    pub fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
+        self.peers.as_deref().map(crate::cluster::Peers::cluster)
+    }
+
     /// The versions of the default namespace.
     pub fn store(&self) -> &Arc<Store> {
         self.objects.store()
@@ -273,10 +282,25 @@ pub(crate) fn namespaced(path: &str) -> bool {
 }
 
 impl AppState {
-    /// State over `objects` with `config`, without a metrics recorder.
+    /// State over `objects` with `config`: a single gateway, one namespace, no metrics
+    /// recorder.
     pub fn new(objects: Arc<crate::objects::Objects>, config: HttpConfig) -> Self {
+        Self::build(objects, config, Wiring::default())
+    }
+
+    /// State over `objects` with `config` and what `wiring` gives.
+    pub fn build(
+        objects: Arc<crate::objects::Objects>,
+        config: HttpConfig,
+        wiring: Wiring,
+    ) -> Self {
+        let Wiring {
+            namespaces,
+            metrics,
+            peers,
+        } = wiring;
         Self(Arc::new(Shared {
-            namespaces: Namespaces::single(Arc::clone(&objects)),
+            namespaces: namespaces.unwrap_or_else(|| Namespaces::single(Arc::clone(&objects))),
             objects,
             slots: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_requests)),
             chunked_budget: Arc::new(tokio::sync::Semaphore::new(
@@ -285,10 +309,9 @@ impl AppState {
                     .min(tokio::sync::Semaphore::MAX_PERMITS),
             )),
             config: Arc::new(config),
-            metrics: None,
+            metrics,
             openapi_json: Arc::new(doc::openapi_json()),
-            cluster: None,
-            peers: None,
+            peers,
             test_frames: Arc::default(),
             test_served: Arc::default(),
             stats: Arc::default(),
@@ -313,7 +336,7 @@ pub fn app(state: AppState) -> App {
         );
     // What the read route is built from (its guards and slots), for reaching it without
     // the router (`hot`); not in a cluster, where reads pass the forwarding layers.
-    let direct_reads = state.cluster.is_none();
+    let direct_reads = state.peers.is_none();
     let (mut read_get, mut read_head, mut read_slots) = (None, None, None);
     for (spec, nested) in specs {
         let info = effective(spec.info, &config);
@@ -340,7 +363,7 @@ pub fn app(state: AppState) -> App {
             .then(|| RequestBodyTimeoutLayer::new(config.body_timeout));
         // In a cluster, keyed requests go to the key's owner (after authorisation, before
         // a slot is taken here).
-        let to_owner = (state.cluster.is_some() && info.path.ends_with("{*key}"))
+        let to_owner = (state.peers.is_some() && info.path.ends_with("{*key}"))
             .then(|| middleware::from_fn_with_state(state.clone(), forward::to_owner));
         // The read route reached without the router (`hot`) is built from the same pieces
         // (guard, slots; no namespace, forwarding or body timeout apply to it there): a

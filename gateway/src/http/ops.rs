@@ -34,8 +34,8 @@ pub async fn healthz() -> Json<Health> {
     )
 )]
 pub async fn readyz(State(st): State<AppState>) -> Result<Json<Health>, super::ApiError> {
-    let fenced = st.cluster.as_ref().is_some_and(|c| c.fenced());
-    let draining = st.cluster.as_ref().is_some_and(|c| c.draining());
+    let fenced = st.cluster().is_some_and(|c| c.fenced());
+    let draining = st.cluster().is_some_and(|c| c.draining());
     metrics::gauge!("rasa_unready", "reason" => "fenced").set(f64::from(u8::from(fenced)));
     metrics::gauge!("rasa_unready", "reason" => "draining").set(f64::from(u8::from(draining)));
     let why = if draining {

@@ -94,7 +94,7 @@ pub fn descriptor_of(st: &AppState, store: &Store, v: &StoredVersion, remote: bo
         block_size: v.block_size(),
         block_table_offset: (v.block_size() > 0).then(|| frame::table_at(v.len())),
         incarnation: format!("{:016x}", store.incarnation()),
-        node_id: st.cluster.as_ref().map(|c| c.node_id().to_owned()),
+        node_id: st.cluster().map(|c| c.node_id().to_owned()),
         endpoints: remote
             .iter()
             .flatten()

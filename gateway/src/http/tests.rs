@@ -21,8 +21,10 @@ pub(super) fn test_state(config: HttpConfig) -> AppState {
             staging_memory: 256 << 20,
         },
         None,
+        None,
     ));
-    let objects = crate::objects::Objects::new(store, None, crate::origin::WritePolicy::CacheOnly);
+    let objects =
+        crate::objects::Objects::new(store, None, crate::origin::WritePolicy::CacheOnly, None);
     AppState::new(objects, config)
 }
 

@@ -66,34 +66,28 @@ pub struct Objects {
     write_policy: WritePolicy,
     order: order::KeyOrder,
     /// In a cluster, the other members: versions are tied to their key's owner.
-    peers: std::sync::OnceLock<Arc<crate::cluster::Peers>>,
+    peers: Option<Arc<crate::cluster::Peers>>,
 }
 
 impl Objects {
     /// The service over `store`, reading through `origin` when there is one; writes follow
-    /// `write_policy` (which matters only with an origin).
+    /// `write_policy` (which matters only with an origin). In the cluster `peers` reach
+    /// (when given), versions are tied to their key's owner: a copy made under another
+    /// owner is not served as current unless the origin confirms it (the origin, built
+    /// with the same `peers`, fills misses from the key's previous owner first).
     pub fn new(
         store: Arc<Store>,
         origin: Option<Arc<ReadThrough>>,
         write_policy: WritePolicy,
+        peers: Option<Arc<crate::cluster::Peers>>,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
             origin,
             write_policy,
             order: order::KeyOrder::default(),
-            peers: std::sync::OnceLock::new(),
+            peers,
         })
-    }
-
-    /// This service in the cluster `peers` reach: versions are tied to their key's owner
-    /// (a copy made under another owner is not served as current unless the origin
-    /// confirms it), and misses are filled from the key's previous owner first.
-    pub fn join(&self, peers: &Arc<crate::cluster::Peers>) {
-        let _ = self.peers.set(Arc::clone(peers));
-        if let Some(rt) = &self.origin {
-            rt.fill_from(Arc::clone(peers));
-        }
     }
 
     /// In a cluster without an origin, whether `v` was written here under another owner
@@ -105,7 +99,7 @@ impl Objects {
         tied != 0
             && self
                 .peers
-                .get()
+                .as_ref()
                 .is_some_and(|p| tied != p.owner_tag(v.key()))
     }
 
@@ -243,7 +237,7 @@ impl Objects {
         if let Some(rt) = &self.origin {
             rt.forget_negative(&key);
         }
-        if let Some(p) = self.peers.get() {
+        if let Some(p) = &self.peers {
             stored.origin.tie(p.owner_tag(&key)); // written under the owner now
             p.near_settled(&key).await; // no near copy serves what this replaced
         }
@@ -259,7 +253,7 @@ impl Objects {
         }
         let on_disk = self.only_on_disk(key).await?;
         let removed = self.store.delete(key, Self::with_disk(&check, on_disk))?;
-        if let Some(p) = self.peers.get() {
+        if let Some(p) = &self.peers {
             p.near_settled(key).await; // no near copy serves what this deleted
         }
         Ok(removed)

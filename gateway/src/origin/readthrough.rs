@@ -54,7 +54,7 @@ pub struct ReadThrough {
     /// `--negative-ttl`, within `--negative-cache-size`.
     remembered: Remembered,
     /// Other cluster members to fill misses from before the origin.
-    peers: std::sync::OnceLock<Arc<crate::cluster::Peers>>,
+    peers: Option<Arc<crate::cluster::Peers>>,
     /// Whether a cold ranged read also fills the whole object (`--origin-fill`).
     range_fill: std::sync::atomic::AtomicBool,
     /// Versions the origin confirmed before this instant are revalidated on their next
@@ -65,14 +65,15 @@ pub struct ReadThrough {
 }
 
 impl ReadThrough {
-    /// Read-through of `store` from `origin`.
+    /// Read-through of `store` from `origin`; in a cluster, misses are filled from the
+    /// key's next choice among `peers` before the origin.
     pub fn new(
-        origin: Arc<dyn Origin>,
-        store: Arc<Store>,
+        (origin, store): (Arc<dyn Origin>, Arc<Store>),
         ttl: Option<Duration>,
         negative_ttl: Duration,
         max_object_size: u64,
         remembered_bytes: u64,
+        peers: Option<Arc<crate::cluster::Peers>>,
     ) -> Arc<Self> {
         Arc::new(Self {
             origin,
@@ -81,17 +82,11 @@ impl ReadThrough {
             max_object_size,
             flights: Arc::default(),
             remembered: Remembered::new(remembered_bytes, negative_ttl),
-            peers: std::sync::OnceLock::new(),
+            peers,
             range_fill: std::sync::atomic::AtomicBool::new(true),
             stale_before: std::sync::atomic::AtomicU64::new(0),
             born: Instant::now(),
         })
-    }
-
-    /// Fill misses from the key's next choice among `peers` before the origin (cluster
-    /// members, after a membership change).
-    pub fn fill_from(&self, peers: Arc<crate::cluster::Peers>) {
-        let _ = self.peers.set(peers);
     }
 
     /// The origin.
@@ -198,21 +193,21 @@ impl ReadThrough {
 
     /// Whether this member owns `key` (always, outside a cluster).
     fn owns(&self, key: &str) -> bool {
-        self.peers.get().is_none_or(|p| p.owns(key))
+        self.peers.as_ref().is_none_or(|p| p.owns(key))
     }
 
     /// Whether `v`, a copy of `key`, was made under another owner of the key than the one
     /// now (never outside a cluster).
     fn untied(&self, key: &str, v: &StoredVersion) -> bool {
         self.peers
-            .get()
+            .as_ref()
             .is_some_and(|p| v.origin.tied() != p.owner_tag(key))
     }
 
     /// Ties `v`, a version of `key` written, fetched or confirmed here, to the key's owner
     /// now (see [`crate::cluster::Peers::owner_tag`]).
     fn tie(&self, key: &str, v: &StoredVersion) {
-        if let Some(p) = self.peers.get() {
+        if let Some(p) = &self.peers {
             v.origin.tie(p.owner_tag(key));
         }
     }
@@ -351,7 +346,7 @@ impl ReadThrough {
         // Only a key's owner fills from a peer (its previous owner): a member serving a
         // key it does not own does so because the owner did not answer — not again.
         if current.is_none() && self.owns(key) {
-            if let Some(peers) = self.peers.get() {
+            if let Some(peers) = &self.peers {
                 if let Some(copy) = self.confirmed(peers.copy(key).await, key).await {
                     let age = copy.age;
                     let obj = OriginObject {

@@ -77,6 +77,8 @@ pub struct Shared {
     pub hosts: crate::browser::HostPolicy,
     /// `--min-upload-rate`, bytes a second (0: none).
     pub min_upload_rate: u64,
+    /// In a cluster, the other members as this listener reaches them.
+    pub wide: Option<super::cluster::Wide>,
 }
 
 /// A bound S3 listener and the router to serve on it.
@@ -89,16 +91,28 @@ pub struct Prepared {
     pub app: axum::Router,
     /// Whether anyone may use it (no credentials file).
     pub open: bool,
-    /// What it serves (a cluster member hands it the cluster once joined).
+    /// What it serves.
     pub front: Arc<S3Front>,
 }
 
-/// Binds `--s3-listen` (when given) and builds its router; starts the multipart reaper
-/// and, with a credentials file, its reload on SIGHUP.
-pub async fn prepare(args: &S3Args, shared: Shared) -> Result<Option<Prepared>, String> {
+/// Binds `--s3-listen`, when given: its socket and address (the port chosen when it gave
+/// 0). Bound before the rest is built, so a cluster member can advertise the address.
+pub fn bind(args: &S3Args) -> Result<Option<tokio::net::TcpListener>, String> {
     let Some(addr) = args.s3_listen else {
         return Ok(None);
     };
+    crate::net::bind(addr)
+        .map(Some)
+        .map_err(|e| format!("cannot listen for S3 on {addr}: {e}"))
+}
+
+/// Builds the router of the S3 listener bound on `listener` ([`bind`]); starts the
+/// multipart reaper and, with a credentials file, its reload on SIGHUP.
+pub async fn prepare(
+    args: &S3Args,
+    shared: Shared,
+    listener: tokio::net::TcpListener,
+) -> Result<Prepared, String> {
     let buckets = args.buckets(shared.origin_location.as_ref())?;
     let keys = match &args.s3_credentials_file {
         Some(path) => {
@@ -132,7 +146,7 @@ pub async fn prepare(args: &S3Args, shared: Shared) -> Result<Option<Prepared>, 
         body_timeout: shared.body_timeout,
         min_upload_rate: shared.min_upload_rate,
         bucket_quota: args.s3_create_buckets.then_some(args.s3_bucket_quota),
-        wide: std::sync::OnceLock::new(),
+        wide: shared.wide,
     });
     let open = keys.is_none();
     let slots = Arc::new(tokio::sync::Semaphore::new(shared.max_concurrent_requests));
@@ -150,18 +164,16 @@ pub async fn prepare(args: &S3Args, shared: Shared) -> Result<Option<Prepared>, 
         .layer(SetSensitiveRequestHeadersLayer::new([
             header::AUTHORIZATION,
         ]));
-    let listener =
-        crate::net::bind(addr).map_err(|e| format!("cannot listen for S3 on {addr}: {e}"))?;
     let addr = listener
         .local_addr()
         .map_err(|e| format!("cannot read the S3 address: {e}"))?;
-    Ok(Some(Prepared {
+    Ok(Prepared {
         listener,
         addr,
         app,
         open,
         front,
-    }))
+    })
 }
 
 /// Largest error body [`request_id`] rewrites (S3 errors are a few hundred bytes).

@@ -138,9 +138,9 @@ pub struct S3Front {
     /// `--s3-create-buckets`: the quota of a bucket CreateBucket makes (`None`: buckets are
     /// the operator's).
     pub bucket_quota: Option<u64>,
-    /// The cluster, once this member has joined it (`--cluster`): keyed requests go to
+    /// The cluster this member is in (`--cluster`): keyed requests go to
     /// their key's owner, listings and batch deletes span the members ([`cluster`]).
-    pub wide: std::sync::OnceLock<cluster::Wide>,
+    pub wide: Option<cluster::Wide>,
 }
 
 /// A Rasa key and the object service (the namespace) it is in.
@@ -312,7 +312,7 @@ pub fn router(
                 Ok(req) => req,
                 Err(refusal) => return Ok(refusal),
             };
-            if let Some(wide) = front.wide.get() {
+            if let Some(wide) = &front.wide {
                 req = wide.peers.admit(req);
             }
             if open && signed(&req) {

@@ -236,7 +236,7 @@ impl Store {
         let mut shard = self.index.write(key.as_bytes());
         check(shard.current(key.as_bytes()))?;
         let removed = shard.remove(key.as_bytes());
-        let forgot = self.disk.get().is_some_and(|d| d.forget(key.as_bytes()));
+        let forgot = self.disk.as_ref().is_some_and(|d| d.forget(key.as_bytes()));
         drop(shard);
         if let Some(v) = &removed {
             v.arena.sub_live(v.frame.len() as u64);

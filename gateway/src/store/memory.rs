@@ -139,7 +139,7 @@ impl<'a> Memory<'a> {
         let (leased, live) = self.arenas.observe(SystemTime::now());
         metrics::gauge!("rasa_arenas_leased").set(leased as f64);
         metrics::gauge!("rasa_live_bytes").set(live as f64);
-        if let Some(disk) = self.disk.get() {
+        if let Some(disk) = self.disk.as_ref() {
             disk.observe();
         }
         for f in self.fabric.iter().flat_map(|f| f.servers()) {
@@ -187,7 +187,7 @@ impl<'a> Memory<'a> {
             match index.current(key) {
                 Some(c) if c.version() == ver && Arc::ptr_eq(&c.arena, arena) => {
                     index.remove(key);
-                    if let Some(disk) = self.disk.get() {
+                    if let Some(disk) = self.disk.as_ref() {
                         disk.spill(&v);
                     }
                     arena.sub_live(v.frame.len() as u64);

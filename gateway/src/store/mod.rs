@@ -79,14 +79,20 @@ pub struct Store {
     latest_lease_ms: AtomicU64,
     /// Staging memory for uploads ([`StoreConfig::staging_memory`]).
     staging: upload::Staging,
-    /// The disk tier evicted versions spill to, when there is one ([`Tier::attach`](disk::Tier::attach)).
-    disk: std::sync::OnceLock<Arc<disk::Disk>>,
+    /// The disk tier evicted versions spill to and misses read from, when there is one
+    /// (given when the store is made).
+    disk: Option<Arc<disk::Disk>>,
 }
 
 impl Store {
     /// An empty store with a fresh random incarnation. With `fabric`, every arena is
-    /// registered for one-sided reads.
-    pub fn new(config: StoreConfig, fabric: Option<Arc<Fabrics>>) -> Self {
+    /// registered for one-sided reads; with `disk`, evicted versions spill to that tier
+    /// and misses read from it.
+    pub fn new(
+        config: StoreConfig,
+        fabric: Option<Arc<Fabrics>>,
+        disk: Option<Arc<disk::Disk>>,
+    ) -> Self {
         Self {
             staging: upload::Staging::new(config.staging_memory, config.arena_size as u64),
             incarnation: rand::random(),
@@ -101,15 +107,16 @@ impl Store {
             room: tokio::sync::Notify::new(),
             latest_lease_ms: AtomicU64::new(0),
             index: Index::default(),
-            disk: std::sync::OnceLock::new(),
+            disk,
             config,
         }
     }
 
     /// A store of its own for a namespace: its own arenas (of `config`'s size and budget),
     /// index and reclamation, sharing this one's incarnation and version counter (version
-    /// ids stay unique across namespaces), fabric and staging memory.
-    pub fn sibling(&self, config: StoreConfig) -> Self {
+    /// ids stay unique across namespaces), fabric and staging memory; over `disk`, its own
+    /// disk tier, when it has one.
+    pub fn sibling(&self, config: StoreConfig, disk: Option<Arc<disk::Disk>>) -> Self {
         Self {
             staging: self.staging.clone(),
             incarnation: self.incarnation,
@@ -124,7 +131,7 @@ impl Store {
             room: tokio::sync::Notify::new(),
             latest_lease_ms: AtomicU64::new(0),
             index: Index::default(),
-            disk: std::sync::OnceLock::new(),
+            disk,
             config,
         }
     }

@@ -19,6 +19,7 @@ fn store_with(budget: u64, arena: usize, lease: Duration, grace: Duration) -> St
             staging_memory: 256 << 20,
         },
         None,
+        None,
     )
 }
 
@@ -354,7 +355,7 @@ async fn staging_memory_bounds_uploads_in_progress() {
         Duration::from_millis(10),
     );
     s.config.staging_memory = 0; // at least one arena's worth is allowed anyway
-    let s = Arc::new(Store::new(s.config, None));
+    let s = Arc::new(Store::new(s.config, None, None));
     let first = s.begin("a", "x", 60 << 10).await.unwrap();
     let waited = std::time::Instant::now();
     let second = s.begin("b", "x", 60 << 10).await;

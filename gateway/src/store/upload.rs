@@ -260,7 +260,7 @@ impl Store {
         if let Some(old) = shard.replace(Arc::clone(&stored)) {
             old.arena.sub_live(old.frame.len() as u64);
         }
-        if let Some(disk) = self.disk.get() {
+        if let Some(disk) = self.disk.as_ref() {
             disk.forget(stored.key_bytes());
         }
         drop(shard);

@@ -338,3 +338,4 @@ fn inherent_type(rest: &str) -> String {
 mod circles;
 mod room;
 mod sizes;
+mod wiring;

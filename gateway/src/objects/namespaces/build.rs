@@ -27,18 +27,20 @@ impl Namespaces {
             let mut config = *base.config();
             config.memory_budget = spec.quota;
             config.arena_size = arena_size_for(spec.quota, arena_size) as usize;
-            let store = Arc::new(base.sibling(config));
-            if let (Some(disk), Some(quota)) = (&disk, spec.disk_quota) {
-                let config = disk.for_namespace(&spec.name, quota);
-                store.tier().attach(
-                    Disk::open(config).map_err(|e| format!("namespace {}: {e}", spec.name))?,
-                );
-            }
+            let tier = match (&disk, spec.disk_quota) {
+                (Some(disk), Some(quota)) => Some(
+                    Disk::open(disk.for_namespace(&spec.name, quota))
+                        .map_err(|e| format!("namespace {}: {e}", spec.name))?,
+                ),
+                _ => None,
+            };
+            let store = Arc::new(base.sibling(config, tier));
             tokio::spawn(Arc::clone(&store).run_reclaimer(tick));
             Ok(Objects::new(
                 store,
                 None,
                 crate::origin::WritePolicy::CacheOnly,
+                None,
             ))
         });
         Self::load(default, file, make)

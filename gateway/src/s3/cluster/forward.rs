@@ -21,7 +21,7 @@ pub(crate) async fn to_owner(
     domains: &[String],
     req: Request,
 ) -> Result<Request, Response> {
-    let Some(wide) = front.wide.get() else {
+    let Some(wide) = front.wide.as_ref() else {
         return Ok(req);
     };
     let Some((bucket, key)) = bucket_and_key(&req, domains) else {

@@ -80,7 +80,7 @@ impl S3Front {
     /// (this node is a member and another member did not send it).
     pub(crate) fn wide(&self, headers: &http::HeaderMap) -> Option<&Wide> {
         self.wide
-            .get()
+            .as_ref()
             .filter(|_| !headers.contains_key(HOP_HEADER))
     }
 
@@ -96,7 +96,7 @@ impl S3Front {
     /// source's owner is asked with the hop marker, answers from its own memory, and
     /// nothing goes round.
     pub(crate) fn take_for_source<T>(&self, req: s3s::S3Request<T>) -> (T, Option<Caller<'_>>) {
-        caller_of(self.wide.get(), req)
+        caller_of(self.wide.as_ref(), req)
     }
 }
 

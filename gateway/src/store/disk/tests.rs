@@ -30,7 +30,7 @@ fn config(dir: &std::path::Path, size: u64, admit: Admit) -> DiskConfig {
 
 /// A store of 256 KiB in 64 KiB arenas over a disk tier in `dir`.
 fn store(dir: &std::path::Path, size: u64, admit: Admit) -> Arc<Store> {
-    let s = Arc::new(Store::new(
+    Arc::new(Store::new(
         StoreConfig {
             memory_budget: 256 << 10,
             arena_size: 64 << 10,
@@ -42,10 +42,8 @@ fn store(dir: &std::path::Path, size: u64, admit: Admit) -> Arc<Store> {
             staging_memory: 1 << 20,
         },
         None,
-    ));
-    s.tier()
-        .attach(Disk::open(config(dir, size, admit)).unwrap());
-    s
+        Some(Disk::open(config(dir, size, admit)).unwrap()),
+    ))
 }
 
 fn value(i: usize, len: usize) -> Vec<u8> {

@@ -57,19 +57,14 @@ impl Store {
 
     /// Its disk tier, when it has one.
     pub fn disk(&self) -> Option<&Arc<Disk>> {
-        self.disk.get()
+        self.disk.as_ref()
     }
 }
 
 impl Tier<'_> {
-    /// Gives the store a disk tier: evicted versions spill to it, misses read from it.
-    pub fn attach(&self, disk: Arc<Disk>) {
-        let _ = self.disk.set(disk);
-    }
-
     /// Whether `key`'s current version is on disk (memory aside).
     pub fn on_disk(&self, key: &str) -> bool {
-        self.disk.get().is_some_and(|d| d.contains(key))
+        self.disk.as_ref().is_some_and(|d| d.contains(key))
     }
 
     /// `key`'s current version from the disk tier, for a read that missed memory: admitted
@@ -80,7 +75,7 @@ impl Tier<'_> {
         key: &str,
         want: Want,
     ) -> Result<Option<Arc<StoredVersion>>, StoreError> {
-        let Some(disk) = self.disk.get().filter(|d| d.contains(key)) else {
+        let Some(disk) = self.disk.as_ref().filter(|d| d.contains(key)) else {
             return Ok(None);
         };
         if want == Want::Check {
@@ -214,7 +209,7 @@ impl Tier<'_> {
         let admitted = shard.current(key).is_none()
             && self
                 .disk
-                .get()
+                .as_ref()
                 .is_some_and(|d| d.holds(key, copy.version().0));
         if admitted {
             arena.add_live(&copy, len as u64);
@@ -234,7 +229,7 @@ impl Tier<'_> {
     /// are (at most `timeout`): at a clean shutdown, so a restart finds them. How many
     /// were queued, and whether all were written in time.
     pub fn spill_all(&self, timeout: Duration) -> (usize, bool) {
-        let Some(disk) = self.disk.get() else {
+        let Some(disk) = self.disk.as_ref() else {
             return (0, true);
         };
         let mut queued = 0;
