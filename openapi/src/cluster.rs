@@ -17,7 +17,7 @@
 //! ascending; only `serving` members take part. The first is the key's **owner**, the
 //! next its second choice (where a client goes when the owner does not answer, and where
 //! a new owner looks first after a membership change). With equal weights the order is
-//! that of `h` alone. Test vectors are in `docs/cluster.md` and in this module's tests.
+//! that of `h` alone. Test vectors are in `docs/design/cluster.md` and in this module's tests.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -167,7 +167,7 @@ mod tests {
         }
     }
 
-    /// The vectors published in docs/cluster.md: other SDKs check themselves against them.
+    /// The vectors published in docs/design/cluster.md: other SDKs check themselves against them.
     #[test]
     fn published_vectors() {
         assert_eq!(rendezvous_hash("", ""), 0x412f_1275_e100_17f3);

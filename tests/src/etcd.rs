@@ -372,7 +372,7 @@ pub fn serving(v: &ClusterView) -> Vec<String> {
 
 /// A `Rasa-Hop-Proof` for `method` on `path` (with its query) from member `node` to
 /// member `to`, with `body` (`None`: no body), under the secret in `secret_file`, made as
-/// `docs/cluster.md` says (not with the gateway's code): what lets a test ask one member
+/// `docs/design/cluster.md` says (not with the gateway's code): what lets a test ask one member
 /// for what it holds itself in a cluster with a secret.
 pub fn hop_proof(
     secret_file: &std::path::Path,

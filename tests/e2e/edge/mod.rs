@@ -1,4 +1,5 @@
-//! What a hostile review got through at the edge (issue 29), one file per finding group:
+//! The edge holds against hostile clients (found by the review of issue 29), one file per
+//! finding group:
 //! silent and surplus connections, keys the SDK must send exactly, open mode against web
 //! pages, crawling uploads, response headers, credentials files, a frozen gateway.
 
