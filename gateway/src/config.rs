@@ -422,6 +422,18 @@ impl Args {
         self.cluster.config(listening, tls, s3_listening)
     }
 
+    /// What both fronts enforce, from the flags (`--max-header-size` was checked to be
+    /// within a few MiB by [`Args::validate`]).
+    pub fn front_limits(&self) -> crate::front::Limits {
+        crate::front::Limits {
+            max_object_size: self.max_object_size,
+            max_concurrent_requests: self.max_concurrent_requests,
+            max_header_size: usize::try_from(self.max_header_size).unwrap_or(usize::MAX),
+            body_timeout: self.body_timeout,
+            min_upload_rate: self.edge.min_upload_rate,
+        }
+    }
+
     /// The host names an open listener answers to: `--allowed-host`, the host of
     /// `--advertise-url`, and `domains` with their subdomains (see [`crate::browser`]).
     pub fn host_policy(&self, domains: &[String]) -> crate::browser::HostPolicy {

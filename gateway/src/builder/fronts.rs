@@ -51,18 +51,16 @@ pub(super) async fn build(
     peers: Option<&Arc<Peers>>,
     s3: Option<tokio::net::TcpListener>,
 ) -> Result<(AppState, Option<Prepared>), String> {
+    let limits = args.front_limits();
     let state = AppState::build(
         Arc::clone(objects),
         HttpConfig {
+            limits,
             test_hooks: args.test_hooks,
             tokens,
             public_metrics: args.public_metrics,
-            max_concurrent_requests: args.max_concurrent_requests,
-            max_header_size: args.max_header_size as usize,
-            body_timeout: args.body_timeout,
             chunked_upload_memory: args.chunked_upload_memory,
             hosts: Arc::new(args.host_policy(&[])),
-            min_upload_rate: args.edge.min_upload_rate,
             max_batch_size: args.max_batch_size,
             ..HttpConfig::new(args.max_object_size, args.max_batch_keys)
         },
@@ -86,12 +84,8 @@ pub(super) async fn build(
         objects: Arc::clone(objects),
         namespaces: Arc::clone(namespaces),
         origin_location: args.origin.clone(),
-        max_object_size: args.max_object_size,
-        max_concurrent_requests: args.max_concurrent_requests,
-        body_timeout: args.body_timeout,
-        max_header_size: args.max_header_size as usize,
+        limits,
         hosts: args.host_policy(&args.s3.s3_domains),
-        min_upload_rate: args.edge.min_upload_rate,
         wide,
     };
     let s3 = crate::s3::listener::prepare(&args.s3, shared, listener).await?;

@@ -81,7 +81,7 @@ async fn put_all(
 ) -> Result<Response, ApiError> {
     let objects = st.objects_in(&parts.extensions)?;
     let lease = wants_lease(&parts.uri)?;
-    let pace = crate::pace::Pace::new(st.config.body_timeout, st.config.min_upload_rate);
+    let pace = st.config.limits.pace();
     let mut body = Framed::new(stream, pace);
     let items = body.manifest(st.config.max_batch_keys).await?.items;
     check_limits(st, &parts.headers, body.consumed(), &items)?;
@@ -188,9 +188,9 @@ fn place(
     if let Some(ct) = &item.content_type {
         check_content_type(ct)?;
     }
-    if item.length > st.config.max_object_size {
+    if item.length > st.config.limits.max_object_size {
         return Err(ApiError::PayloadTooLarge {
-            limit: st.config.max_object_size,
+            limit: st.config.limits.max_object_size,
         });
     }
     fanout::write_owner(st, &item.key, hopped)

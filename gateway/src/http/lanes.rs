@@ -123,7 +123,7 @@ async fn compare(config: HttpConfig, auths: &[Vec<(&str, &str)>]) -> usize {
 #[tokio::test]
 async fn an_open_gateway_reads_the_same_either_way() {
     let mut config = HttpConfig::new(1 << 20, 10);
-    config.max_header_size = 16 << 10;
+    config.limits.max_header_size = 16 << 10;
     assert_eq!(compare(config, &[vec![]]).await, 240);
 }
 

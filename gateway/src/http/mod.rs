@@ -45,7 +45,6 @@ mod test_hooks;
 pub mod ui;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::Request;
 use axum::http::Method;
@@ -71,8 +70,8 @@ pub use routes::{route_table, RouteInfo};
 /// Settings the HTTP layer needs beyond the store's.
 #[derive(Clone, Debug)]
 pub struct HttpConfig {
-    /// Largest body a PUT may store.
-    pub max_object_size: u64,
+    /// What both fronts enforce (the S3 listener is given the same value).
+    pub limits: crate::front::Limits,
     /// Most keys in one batch request (descriptors, puts, deletes).
     pub max_batch_keys: usize,
     /// Most bytes of values in one put batch.
@@ -83,18 +82,10 @@ pub struct HttpConfig {
     pub tokens: Option<Arc<TokenFile>>,
     /// Serve `/metrics` without a token even when tokens are configured.
     pub public_metrics: bool,
-    /// Most `/v1` requests handled at once; more are answered `503` at once.
-    pub max_concurrent_requests: usize,
-    /// Largest request line plus header section, in bytes.
-    pub max_header_size: usize,
-    /// Longest wait for the next chunk of a request body.
-    pub body_timeout: Duration,
     /// Memory for gathering bodies sent without `Content-Length`, all uploads together.
     pub chunked_upload_memory: u64,
     /// The host names the gateway answers to when open (no tokens; see [`crate::browser`]).
     pub hosts: Arc<crate::browser::HostPolicy>,
-    /// `--min-upload-rate`, bytes a second (0: none).
-    pub min_upload_rate: u64,
 }
 
 impl HttpConfig {
@@ -102,18 +93,14 @@ impl HttpConfig {
     /// `max_batch_keys`.
     pub fn new(max_object_size: u64, max_batch_keys: usize) -> Self {
         Self {
-            max_object_size,
+            limits: crate::front::Limits::new(max_object_size),
             max_batch_keys,
             max_batch_size: 256 << 20,
             test_hooks: false,
             tokens: None,
             public_metrics: false,
-            max_concurrent_requests: 1024,
-            max_header_size: 16 << 10,
-            body_timeout: Duration::from_secs(30),
             chunked_upload_memory: 256 << 20,
             hosts: Arc::new(crate::browser::HostPolicy::new(&[], &[])),
-            min_upload_rate: 0,
         }
     }
 }
@@ -302,7 +289,9 @@ impl AppState {
         Self(Arc::new(Shared {
             namespaces: namespaces.unwrap_or_else(|| Namespaces::single(Arc::clone(&objects))),
             objects,
-            slots: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_requests)),
+            slots: Arc::new(tokio::sync::Semaphore::new(
+                config.limits.max_concurrent_requests,
+            )),
             chunked_budget: Arc::new(tokio::sync::Semaphore::new(
                 usize::try_from(config.chunked_upload_memory.div_ceil(1024))
                     .unwrap_or(usize::MAX)
@@ -360,7 +349,7 @@ pub fn app(state: AppState) -> App {
         let limit = (info.path.starts_with("/v1/") && !slotless)
             .then(|| Slots::new(Arc::clone(&state.slots), limits::overloaded));
         let body_timeout = matches!(info.method, Some(Method::PUT | Method::POST))
-            .then(|| RequestBodyTimeoutLayer::new(config.body_timeout));
+            .then(|| RequestBodyTimeoutLayer::new(config.limits.body_timeout));
         // In a cluster, keyed requests go to the key's owner (after authorisation, before
         // a slot is taken here).
         let to_owner = (state.peers.is_some() && info.path.ends_with("{*key}"))
@@ -406,7 +395,7 @@ pub fn app(state: AppState) -> App {
         api = api.layer(middleware::from_fn_with_state(peers, forward::admit_hop));
     }
     let edge_checks = edge::EdgeChecks {
-        max_header_size: config.max_header_size,
+        max_header_size: config.limits.max_header_size,
         // Open: no token stops a web page, so Host and Origin must.
         open_hosts: config.tokens.is_none().then(|| Arc::clone(&config.hosts)),
     };

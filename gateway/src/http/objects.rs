@@ -82,9 +82,9 @@ async fn receive(
     h: &HeaderMap,
     stream: &mut BodyDataStream,
 ) -> Result<Upload, ApiError> {
-    let limit = st.config.max_object_size;
+    let limit = st.config.limits.max_object_size;
     let too_large = ApiError::PayloadTooLarge { limit };
-    let pace = crate::pace::Pace::new(st.config.body_timeout, st.config.min_upload_rate);
+    let pace = st.config.limits.pace();
     let too_slow = || {
         metrics::counter!("rasa_http_uploads_too_slow_total").increment(1);
         ApiError::TooSlow {

@@ -74,7 +74,7 @@ pub async fn metrics(State(st): State<AppState>) -> Response {
 /// recorder).
 pub(crate) fn render(st: &AppState) -> String {
     st.store().memory().observe();
-    let max = st.config.max_concurrent_requests;
+    let max = st.config.limits.max_concurrent_requests;
     let active = max.saturating_sub(st.slots.available_permits());
     metrics::gauge!("rasa_http_requests_active").set(active as f64);
     metrics::gauge!("rasa_http_max_concurrent_requests").set(max as f64);

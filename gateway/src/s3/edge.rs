@@ -62,10 +62,9 @@ pub const MAX_PRESIGNED_EXPIRY_SECS: u64 = 604_800;
 pub struct Edge {
     /// `Some` for an open listener (no credentials file): the names it answers to.
     pub open_hosts: Option<HostPolicy>,
-    /// `--max-header-size`.
-    pub max_header_size: usize,
-    /// `--body-timeout`: the longest wait for a `DeleteObjects` body.
-    pub body_timeout: std::time::Duration,
+    /// What both fronts enforce (its `body_timeout`: the longest wait for a
+    /// `DeleteObjects` body).
+    pub limits: crate::front::Limits,
 }
 
 fn query_param<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
@@ -91,7 +90,7 @@ impl Edge {
     /// The error answer for `req`, if one of the checks of its head refuses it.
     fn refuse(&self, req: &Request) -> Option<Response> {
         let size = crate::net::head_size(req);
-        if size > self.max_header_size {
+        if size > self.limits.max_header_size {
             metrics::counter!("rasa_s3_requests_refused_total", "reason" => "headers_too_large")
                 .increment(1);
             return Some(xml_error(
@@ -99,7 +98,7 @@ impl Edge {
                 "RequestHeaderSectionTooLarge",
                 &format!(
                     "the request line and headers are {size} bytes; this gateway accepts at most {} (--max-header-size)",
-                    self.max_header_size
+                    self.limits.max_header_size
                 ),
             ));
         }
@@ -140,9 +139,11 @@ impl Edge {
         }
         let (parts, body) = req.into_parts();
         let limited = http_body_util::Limited::new(body, MAX_DELETE_BODY as usize);
-        let read =
-            tokio::time::timeout(self.body_timeout, http_body_util::BodyExt::collect(limited))
-                .await;
+        let read = tokio::time::timeout(
+            self.limits.body_timeout,
+            http_body_util::BodyExt::collect(limited),
+        )
+        .await;
         let bytes = match read {
             Ok(Ok(collected)) => collected.to_bytes(),
             Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {

@@ -4,7 +4,6 @@
 //! reaper, and the credentials file reloaded on SIGHUP.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::Response;
@@ -65,18 +64,10 @@ pub struct Shared {
     pub namespaces: Arc<crate::objects::namespaces::Namespaces>,
     /// Its location (the default bucket).
     pub origin_location: Option<crate::origin::s3::S3Location>,
-    /// `--max-object-size`.
-    pub max_object_size: u64,
-    /// `--max-concurrent-requests` (the S3 listener has as many slots of its own).
-    pub max_concurrent_requests: usize,
-    /// `--body-timeout`.
-    pub body_timeout: Duration,
-    /// `--max-header-size`.
-    pub max_header_size: usize,
+    /// What both fronts enforce (the S3 listener has as many request slots of its own).
+    pub limits: crate::front::Limits,
     /// The names an open listener answers to.
     pub hosts: crate::browser::HostPolicy,
-    /// `--min-upload-rate`, bytes a second (0: none).
-    pub min_upload_rate: u64,
     /// In a cluster, the other members as this listener reaches them.
     pub wide: Option<super::cluster::Wide>,
 }
@@ -140,20 +131,19 @@ pub async fn prepare(
         namespaces: shared.namespaces,
         buckets,
         etag: args.s3_etag,
-        max_object_size: shared.max_object_size,
+        limits: shared.limits,
         uploads,
         started: std::time::SystemTime::now(),
-        body_timeout: shared.body_timeout,
-        min_upload_rate: shared.min_upload_rate,
         bucket_quota: args.s3_create_buckets.then_some(args.s3_bucket_quota),
         wide: shared.wide,
     });
     let open = keys.is_none();
-    let slots = Arc::new(tokio::sync::Semaphore::new(shared.max_concurrent_requests));
+    let slots = Arc::new(tokio::sync::Semaphore::new(
+        shared.limits.max_concurrent_requests,
+    ));
     let edge = super::edge::Edge {
         open_hosts: open.then_some(shared.hosts),
-        max_header_size: shared.max_header_size,
-        body_timeout: shared.body_timeout,
+        limits: shared.limits,
     };
     let app = router(Arc::clone(&front), keys, &args.s3_domains, edge)?
         .layer(Slots::new(slots, overloaded))

@@ -125,16 +125,12 @@ pub struct S3Front {
     pub buckets: Vec<Bucket>,
     /// ETags of uploads without an MD5.
     pub etag: EtagMode,
-    /// Largest object accepted.
-    pub max_object_size: u64,
+    /// What both fronts enforce: the largest object accepted, the body's pace.
+    pub limits: crate::front::Limits,
     /// Multipart uploads in progress.
     pub uploads: Arc<multipart::Uploads>,
     /// When the listener was started (the buckets' creation date).
     pub started: std::time::SystemTime,
-    /// Longest wait for the next chunk of a request body (`--body-timeout`).
-    pub body_timeout: std::time::Duration,
-    /// `--min-upload-rate`, bytes a second (0: none).
-    pub min_upload_rate: u64,
     /// `--s3-create-buckets`: the quota of a bucket CreateBucket makes (`None`: buckets are
     /// the operator's).
     pub bucket_quota: Option<u64>,
@@ -185,7 +181,7 @@ pub fn payload_length(declared: Option<i64>, headers: &http::HeaderMap) -> s3s::
 impl S3Front {
     /// The pace an upload starting now must keep.
     pub fn pace(&self) -> crate::pace::Pace {
-        crate::pace::Pace::new(self.body_timeout, self.min_upload_rate)
+        self.limits.pace()
     }
 
     /// The next chunk of an upload's body: `None` at its end; `RequestTimeout` when it
@@ -199,7 +195,7 @@ impl S3Front {
         received: u64,
     ) -> s3s::S3Result<Option<bytes::Bytes>> {
         use futures_util::StreamExt;
-        let next = tokio::time::timeout(self.body_timeout, body.next());
+        let next = tokio::time::timeout(self.limits.body_timeout, body.next());
         let Some(next) = pace.within(received, next).await else {
             metrics::counter!("rasa_s3_uploads_too_slow_total").increment(1);
             return Err(s3s::s3_error!(
@@ -212,7 +208,7 @@ impl S3Front {
             Err(_) => Err(s3s::s3_error!(
                 RequestTimeout,
                 "the body stalled for {:?} (--body-timeout); nothing was stored",
-                self.body_timeout
+                self.limits.body_timeout
             )),
             Ok(None) => Ok(None),
             Ok(Some(Ok(chunk))) => Ok(Some(chunk)),

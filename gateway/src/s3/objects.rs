@@ -326,11 +326,11 @@ pub(super) async fn put_object(
         .await
         .map_err(object_error)?;
     let len = super::payload_length(i.content_length, &headers)?;
-    if len > front.max_object_size {
+    if len > front.limits.max_object_size {
         return Err(s3_error!(
             EntityTooLarge,
             "{len} bytes is over the gateway's maximum object size ({} bytes)",
-            front.max_object_size
+            front.limits.max_object_size
         ));
     }
     let mut integrity = Integrity::new(super::digest::claims!(i), front.etag == EtagMode::Md5)?;

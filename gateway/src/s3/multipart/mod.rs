@@ -453,7 +453,7 @@ async fn assemble(
         parts.push(part);
     }
     let total: u64 = parts.iter().map(|p| p.data.len() as u64).sum();
-    if total > front.max_object_size {
+    if total > front.limits.max_object_size {
         return Err(s3_error!(
             EntityTooLarge,
             "{total} bytes is over the gateway's maximum object size"
