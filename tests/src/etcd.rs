@@ -107,7 +107,25 @@ impl Etcd {
         Self::start_with(Some(tls))
     }
 
+    /// Starts etcd; one that exits before it is ready (a port another test took between
+    /// `free_port` and etcd's bind: its log says "address already in use") is started
+    /// again on other ports, up to three times.
     fn start_with(tls: Option<&EtcdTls>) -> Etcd {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match Self::try_start(tls) {
+                Ok(etcd) => return etcd,
+                Err(log) if tries < 3 => {
+                    eprintln!("etcd exited before it was ready; again:\n{log}")
+                }
+                Err(log) => panic!("etcd exited before it was ready, three times:\n{log}"),
+            }
+        }
+    }
+
+    /// Starts etcd once: it, or its log when it exited before it was ready.
+    fn try_start(tls: Option<&EtcdTls>) -> Result<Etcd, String> {
         let dir = temp_dir("etcd");
         let (client, peer) = (free_port(), free_port());
         let scheme = if tls.is_some() { "https" } else { "http" };
@@ -142,6 +160,7 @@ impl Etcd {
         let err = child.stderr.take().expect("piped");
         let (tx, rx) = std::sync::mpsc::channel();
         let log = dir.join("etcd.log");
+        let log_path = log.clone();
         std::thread::spawn(move || {
             let mut file = std::fs::File::create(log).ok();
             let mut tx = Some(tx);
@@ -157,13 +176,22 @@ impl Etcd {
                 }
             }
         });
-        rx.recv_timeout(Duration::from_secs(30))
-            .expect("etcd says it is ready to serve client requests within 30 s");
-        Etcd {
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(()) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                // Its stderr closed: it exited. (The log thread has written it all.)
+                let _ = child.wait();
+                return Err(std::fs::read_to_string(&log_path).unwrap_or_default());
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                panic!("etcd did not say it is ready to serve client requests within 30 s")
+            }
+        }
+        Ok(Etcd {
             child,
             dir,
             endpoint: format!("etcd://127.0.0.1:{client}"),
-        }
+        })
     }
 
     /// Turns etcd's authentication on (through its JSON gateway, as `etcdctl` would):

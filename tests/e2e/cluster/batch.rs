@@ -183,6 +183,10 @@ async fn batches_for_a_frozen_owner_are_held_within_the_budget() {
         .status();
     let peak_kib = rasa_tests::proc_status_kib(pid, "VmHWM:");
     let grown_mib = (peak_kib.saturating_sub(start_kib)) >> 10;
+    eprintln!(
+        "held batches: peak resident memory grew by {grown_mib} MiB (from {} MiB)",
+        start_kib >> 10
+    );
     assert!(
         grown_mib <= 128 + 64 + 96,
         "peak resident memory grew by {grown_mib} MiB (from {} MiB) for four 200 MiB batches",

@@ -13,7 +13,7 @@ const GATEWAY_LAYERS: &[(&str, u32)] = &[
     ("browser", 0),
     ("catalog", 0),
     ("credfile", 0),
-    ("front", 0),
+    ("front", 1),
     ("key", 0),
     ("keyed", 0),
     ("media", 0),
