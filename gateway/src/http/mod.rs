@@ -147,11 +147,8 @@ pub struct Shared {
     /// The way to the other members, and this node's membership (`--cluster`); `None`
     /// for a single gateway.
     pub peers: Option<Arc<crate::cluster::Peers>>,
-    /// Corrupt frame copies made by the test hooks, kept alive while a test reads them.
-    pub(crate) test_frames: Arc<std::sync::Mutex<Vec<Arc<crate::store::StoredVersion>>>>,
-    /// Keys whose descriptors the test hooks point at a corrupt copy.
-    pub(crate) test_served:
-        Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<crate::store::StoredVersion>>>>,
+    /// What the `/v1/_test/*` hooks keep: only with `--test-hooks`.
+    pub(crate) test_hooks: Option<Arc<test_hooks::TestHooks>>,
     /// The `/v1` request slots (`--max-concurrent-requests`); `/metrics` reports how many
     /// are taken, so requests pay nothing for the count.
     pub(crate) slots: Arc<tokio::sync::Semaphore>,
@@ -286,6 +283,7 @@ impl AppState {
             metrics,
             peers,
         } = wiring;
+        let test_hooks = config.test_hooks.then(Arc::default);
         Self(Arc::new(Shared {
             namespaces: namespaces.unwrap_or_else(|| Namespaces::single(Arc::clone(&objects))),
             objects,
@@ -301,8 +299,7 @@ impl AppState {
             metrics,
             openapi_json: Arc::new(doc::openapi_json()),
             peers,
-            test_frames: Arc::default(),
-            test_served: Arc::default(),
+            test_hooks,
             stats: Arc::default(),
         }))
     }

@@ -5,8 +5,28 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
 use super::resolve::{descriptor, key_from_uri, lookup, VersionQuery};
 use super::{json_response, ApiError, AppState};
+use crate::store::StoredVersion;
+
+/// What the hooks keep between requests; part of the state only with `--test-hooks`.
+#[derive(Default)]
+pub(crate) struct TestHooks {
+    /// Corrupt frame copies, kept alive while a test reads them.
+    frames: Mutex<Vec<Arc<StoredVersion>>>,
+    /// Keys whose descriptors point at a corrupt copy.
+    served: Mutex<HashMap<String, Arc<StoredVersion>>>,
+}
+
+/// The hooks' state (the routes exist only with `--test-hooks`, and so does it).
+fn hooks(st: &AppState) -> Result<&Arc<TestHooks>, ApiError> {
+    st.test_hooks
+        .as_ref()
+        .ok_or_else(|| ApiError::NotFound("/v1/_test".into()))
+}
 
 /// Revokes the remote key of the arena holding the key's current version (key rotation).
 pub async fn revoke(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
@@ -47,30 +67,29 @@ pub async fn corrupt(State(st): State<AppState>, req: Request) -> Result<Respons
     let v = lookup(&objects, &key, &VersionQuery::default()).await?;
     let bad = objects.store().testing().corrupt_copy(&v, at)?;
     let d = descriptor(&st, objects.store(), &bad);
+    let hooks = hooks(&st)?;
     if serve {
-        st.test_served
+        hooks
+            .served
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(key, std::sync::Arc::clone(&bad));
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, Arc::clone(&bad));
     }
-    st.test_frames
+    hooks
+        .frames
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .unwrap_or_else(PoisonError::into_inner)
         .push(bad);
     Ok(json_response(StatusCode::OK, &d))
 }
 
 /// The corrupt copy `corrupt?serve=true` made `key`'s descriptors point at, if any.
-pub(crate) fn served_corrupt(
-    st: &AppState,
-    key: &str,
-) -> Option<std::sync::Arc<crate::store::StoredVersion>> {
-    if !st.config.test_hooks {
-        return None;
-    }
-    st.test_served
+pub(crate) fn served_corrupt(st: &AppState, key: &str) -> Option<Arc<StoredVersion>> {
+    st.test_hooks
+        .as_ref()?
+        .served
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .unwrap_or_else(PoisonError::into_inner)
         .get(key)
         .cloned()
 }
