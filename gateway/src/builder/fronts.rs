@@ -123,7 +123,9 @@ pub(super) async fn membership(
         args.body_timeout,
         config.ca_file.as_deref(),
     )?;
-    let cluster = Cluster::connect(config, incarnation, fabric).await?;
+    let cluster = Cluster::connect(config, incarnation, fabric)
+        .await
+        .map_err(|e| e.to_string())?;
     // Near copies only without a read-through origin: its objects change elsewhere.
     let near = match args.cluster.cluster_near_cache {
         0 => None,
@@ -151,6 +153,6 @@ pub(super) async fn join(
         Box::new(move || stale.revalidate_all()) as Box<dyn Fn() + Send + Sync>
     });
     let cluster = Arc::clone(peers.cluster());
-    cluster.join(on_rejoin).await?;
+    cluster.join(on_rejoin).await.map_err(|e| e.to_string())?;
     Ok(Some(cluster))
 }

@@ -23,6 +23,7 @@ use etcd_client::{
 };
 use rasa_openapi::ClusterMember;
 
+use super::error::MembershipError;
 use super::secret::record::REFRESH_EVERY_TTLS;
 use super::view::{next_expiry, parse, publish, Records};
 use super::{members_prefix, Cluster, ClusterConfig};
@@ -31,7 +32,9 @@ use super::{members_prefix, Cluster, ClusterConfig};
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A client for `config.etcd`, checked by one call (a client connects lazily).
-pub(super) async fn connect(config: &ClusterConfig) -> Result<etcd_client::Client, String> {
+pub(super) async fn connect(
+    config: &ClusterConfig,
+) -> Result<etcd_client::Client, MembershipError> {
     let urls = config.access.endpoints(&config.etcd);
     let endpoints = urls.join(",");
     let options = config.access.apply(
@@ -40,9 +43,10 @@ pub(super) async fn connect(config: &ClusterConfig) -> Result<etcd_client::Clien
             .with_timeout(CALL_TIMEOUT)
             .with_keep_alive(config.member_ttl / 3, config.member_ttl / 3),
     );
-    let unreachable = |e: &str| {
-        let hint = config.access.hint(e);
-        format!("cannot reach etcd at {endpoints} (--cluster): {e}{hint}")
+    let unreachable = |e: &str| MembershipError::Unreachable {
+        endpoints: endpoints.clone(),
+        cause: e.to_owned(),
+        hint: config.access.hint(e).to_string(),
     };
     let mut client = tokio::time::timeout(
         CALL_TIMEOUT,
@@ -75,13 +79,16 @@ pub(super) async fn connect(config: &ClusterConfig) -> Result<etcd_client::Clien
 /// Creates this node's record under a new lease. When another record holds the id, waits
 /// up to one TTL for it to go (a crashed predecessor's does); a holder that answers as a
 /// live gateway is refused at once.
-pub(super) async fn register(cluster: &Cluster) -> Result<(), String> {
+pub(super) async fn register(cluster: &Cluster) -> Result<(), MembershipError> {
     let key = cluster.key();
     let ttl = cluster.config.member_ttl;
     let deadline = tokio::time::Instant::now() + ttl + Duration::from_secs(2);
     let mut etcd = cluster.etcd.clone();
     let timed = |what: &'static str| {
-        move |_| format!("etcd did not answer ({what}) within {CALL_TIMEOUT:?}")
+        move |_| MembershipError::TimedOut {
+            what,
+            within: CALL_TIMEOUT,
+        }
     };
     let mut announced = false;
     loop {
@@ -91,7 +98,10 @@ pub(super) async fn register(cluster: &Cluster) -> Result<(), String> {
             tokio::time::timeout(CALL_TIMEOUT, etcd.lease_grant(ttl.as_secs() as i64, None))
                 .await
                 .map_err(timed("lease grant"))?
-                .map_err(|e| format!("etcd refused a lease: {e}"))?
+                .map_err(|e| MembershipError::Refused {
+                    what: "a lease",
+                    cause: e.to_string(),
+                })?
                 .id();
         // The lease lasts from `asked` on: fresh before the record is visible, so a member
         // back from a lost lease is not fenced when the others start forwarding to it.
@@ -130,10 +140,10 @@ pub(super) async fn register(cluster: &Cluster) -> Result<(), String> {
         if let Some(h) = &holder {
             if answers_as(cluster, h).await {
                 let _ = etcd.lease_revoke(lease).await;
-                return Err(format!(
-                    "--node-id {} is in use by a live gateway: {held_by}; stop it or choose another id",
-                    cluster.config.node_id
-                ));
+                return Err(MembershipError::InUse {
+                    node: cluster.config.node_id.clone(),
+                    held_by,
+                });
             }
             // This process holds the port the record names, so the gateway that wrote it
             // is gone (a restart): take its record over now instead of waiting a TTL.
@@ -168,10 +178,10 @@ pub(super) async fn register(cluster: &Cluster) -> Result<(), String> {
         }
         let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
         if remaining.is_zero() || !record_gone(cluster, &key, remaining).await {
-            return Err(format!(
-                "--node-id {} is held by {held_by}, whose lease etcd keeps renewing; stop it or choose another id",
-                cluster.config.node_id
-            ));
+            return Err(MembershipError::Held {
+                node: cluster.config.node_id.clone(),
+                held_by,
+            });
         }
     }
 }
@@ -184,8 +194,8 @@ async fn put_record(
     value: &str,
     lease: i64,
     when: Compare,
-    what: &str,
-) -> Result<etcd_client::TxnResponse, String> {
+    what: &'static str,
+) -> Result<etcd_client::TxnResponse, MembershipError> {
     let txn = Txn::new()
         .when([when])
         .and_then([TxnOp::put(
@@ -196,8 +206,14 @@ async fn put_record(
         .or_else([TxnOp::get(key, None)]);
     tokio::time::timeout(CALL_TIMEOUT, etcd.txn(txn))
         .await
-        .map_err(|_| format!("etcd did not answer ({what}) within {CALL_TIMEOUT:?}"))?
-        .map_err(|e| format!("etcd refused the member record: {e}"))
+        .map_err(|_| MembershipError::TimedOut {
+            what,
+            within: CALL_TIMEOUT,
+        })?
+        .map_err(|e| MembershipError::Refused {
+            what: "the member record",
+            cause: e.to_string(),
+        })
 }
 
 /// Whether `member` answers at its URL as the same gateway process.
@@ -360,7 +376,7 @@ fn lease_expired(e: &etcd_client::Error) -> bool {
 }
 
 /// Reads every member record; sets the view; returns its revision and the records.
-pub(super) async fn list(cluster: &Cluster) -> Result<(i64, Records), String> {
+pub(super) async fn list(cluster: &Cluster) -> Result<(i64, Records), MembershipError> {
     let prefix = members_prefix(&cluster.config.name);
     let resp = tokio::time::timeout(
         CALL_TIMEOUT,
@@ -370,8 +386,14 @@ pub(super) async fn list(cluster: &Cluster) -> Result<(i64, Records), String> {
             .get(prefix, Some(GetOptions::new().with_prefix())),
     )
     .await
-    .map_err(|_| format!("etcd did not list the members within {CALL_TIMEOUT:?}"))?
-    .map_err(|e| format!("etcd refused to list the members: {e}"))?;
+    .map_err(|_| MembershipError::TimedOut {
+        what: "list the members",
+        within: CALL_TIMEOUT,
+    })?
+    .map_err(|e| MembershipError::Refused {
+        what: "to list the members",
+        cause: e.to_string(),
+    })?;
     let revision = resp.header().map_or(0, |h| h.revision());
     let mut records: Records = resp
         .kvs()

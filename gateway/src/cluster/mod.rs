@@ -16,6 +16,7 @@
 //! owner ([`fill`]). The fronts only map each outcome to their wire format.
 
 mod args;
+pub mod error;
 pub mod etcd_access;
 pub mod fill;
 pub mod forward;
@@ -111,7 +112,7 @@ impl Cluster {
         config: ClusterConfig,
         incarnation: String,
         fabric: FabricInfo,
-    ) -> Result<Arc<Self>, String> {
+    ) -> Result<Arc<Self>, error::MembershipError> {
         let me = ClusterMember {
             node_id: config.node_id.clone(),
             incarnation,
@@ -144,7 +145,7 @@ impl Cluster {
     pub async fn join(
         self: &Arc<Self>,
         on_rejoin: Option<Box<dyn Fn() + Send + Sync>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), error::MembershipError> {
         membership::register(self).await?;
         let (revision, records) = membership::list(self).await?;
         tokio::spawn(membership::keep_lease(Arc::clone(self), on_rejoin));
