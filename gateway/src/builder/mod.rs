@@ -75,7 +75,12 @@ impl Gateway {
             args.effective_write_policy(),
             peers.clone(),
         );
-        let namespaces = storage::namespaces(&args, &objects, storage.tick, storage.disk)?;
+        let namespaces = storage::namespaces(
+            &args,
+            &objects,
+            (storage.tick, storage.disk),
+            storage.namespaces,
+        )?;
         let (state, s3) = fronts::build(
             &args,
             (&objects, &namespaces),

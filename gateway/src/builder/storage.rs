@@ -22,6 +22,9 @@ pub(super) struct Storage {
     pub disk: Option<DiskConfig>,
     /// The process's metrics recorder (for `/metrics`).
     pub recorder: PrometheusHandle,
+    /// `--namespaces`, as read once at start (the default namespace's arenas are sized
+    /// from it, then the namespaces are made from it).
+    pub namespaces: Option<(std::path::PathBuf, Vec<namespaces::Spec>)>,
 }
 
 impl Storage {
@@ -29,10 +32,14 @@ impl Storage {
     pub fn build(args: &Args) -> Result<Storage, String> {
         let fabric = args.start_fast_path()?;
         let recorder = recorder()?;
+        let specs = match &args.namespaces {
+            Some(file) => Some((file.clone(), namespaces::read(file)?)),
+            None => None,
+        };
         let mut store_config = args.store_config();
-        if let Some(file) = &args.namespaces {
+        if let Some((file, specs)) = &specs {
             // The default namespace's arenas fit what the quotas leave it.
-            let size = namespaces::default_arena_size(file, args.memory, args.arena_size)?;
+            let size = namespaces::default_arena_size((file, specs), args.memory, args.arena_size)?;
             store_config.arena_size = size as usize;
         }
         let mut disk = args.disk.config();
@@ -52,6 +59,7 @@ impl Storage {
             tick,
             disk,
             recorder,
+            namespaces: specs,
         })
     }
 
@@ -107,18 +115,24 @@ pub(super) async fn read_through(
     rt
 }
 
-/// The namespaces: the default one alone, or those of `--namespaces` (read again on
-/// SIGHUP) beside it.
+/// The namespaces: the default one alone, or those of `--namespaces` (`specs`, as read at
+/// start; read again on SIGHUP) beside it.
 pub(super) fn namespaces(
     args: &Args,
     objects: &Arc<Objects>,
-    tick: Duration,
-    disk: Option<DiskConfig>,
+    (tick, disk): (Duration, Option<DiskConfig>),
+    specs: Option<(std::path::PathBuf, Vec<namespaces::Spec>)>,
 ) -> Result<Arc<Namespaces>, String> {
-    let Some(file) = &args.namespaces else {
+    let Some((file, specs)) = specs else {
         return Ok(Namespaces::single(Arc::clone(objects)));
     };
-    let ns = Namespaces::load_beside(Arc::clone(objects), file, args.arena_size, tick, disk)?;
+    let ns = Namespaces::load_beside(
+        Arc::clone(objects),
+        (&file, specs),
+        args.arena_size,
+        tick,
+        disk,
+    )?;
     let count = |r| metrics::counter!("rasa_namespace_reloads_total", "result" => r).increment(1);
     crate::reload::reload_on_sighup("namespaces file", count, {
         let ns = Arc::clone(&ns);

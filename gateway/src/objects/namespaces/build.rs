@@ -17,7 +17,7 @@ impl Namespaces {
     /// ([`crate::store::disk::DiskConfig::for_namespace`]).
     pub fn load_beside(
         default: Arc<Objects>,
-        file: &Path,
+        (file, specs): (&Path, Vec<Spec>),
         arena_size: u64,
         tick: std::time::Duration,
         disk: Option<DiskConfig>,
@@ -43,6 +43,6 @@ impl Namespaces {
                 None,
             ))
         });
-        Self::load(default, file, make)
+        Self::load(default, (file, specs), make)
     }
 }

@@ -98,12 +98,15 @@ pub(super) fn left_for_default(specs: &[Spec], memory: u64, path: &Path) -> Resu
     })
 }
 
-/// The default namespace's arena size beside the namespaces of `path`: sized for what
-/// `--memory` leaves it, as any namespace's ([`arena_size_for`]).
-pub fn default_arena_size(path: &Path, memory: u64, arena_size: u64) -> Result<u64, String> {
-    let specs = read(path)?;
+/// The default namespace's arena size beside the namespaces `specs` (of `path`): sized for
+/// what `--memory` leaves it, as any namespace's ([`arena_size_for`]).
+pub fn default_arena_size(
+    (path, specs): (&Path, &[Spec]),
+    memory: u64,
+    arena_size: u64,
+) -> Result<u64, String> {
     Ok(arena_size_for(
-        left_for_default(&specs, memory, path)?,
+        left_for_default(specs, memory, path)?,
         arena_size,
     ))
 }

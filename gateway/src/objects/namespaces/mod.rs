@@ -98,7 +98,11 @@ impl Namespaces {
     /// The default namespace over `default` and those of `file`, each made by `make`;
     /// `memory` is `--memory`. Refused with a one-line reason when the file is invalid or
     /// its quotas do not fit.
-    pub fn load(default: Arc<Objects>, file: &Path, make: Maker) -> Result<Arc<Self>, String> {
+    pub fn load(
+        default: Arc<Objects>,
+        (file, specs): (&Path, Vec<Spec>),
+        make: Maker,
+    ) -> Result<Arc<Self>, String> {
         let memory = default.store().memory().budget();
         let this = Arc::new(Self {
             default: Arc::new(Namespace {
@@ -110,7 +114,7 @@ impl Namespaces {
             file: Some((file.to_owned(), make)),
             edit: std::sync::Mutex::default(),
         });
-        this.reload()?;
+        this.apply(specs)?;
         Ok(this)
     }
 
@@ -144,10 +148,17 @@ impl Namespaces {
     /// values), removed namespaces dropped (their remote keys are revoked as their memory
     /// is freed). On error nothing changes. Returns how many named namespaces are in force.
     pub fn reload(&self) -> Result<usize, String> {
+        let Some((path, _)) = &self.file else {
+            return Ok(0);
+        };
+        self.apply(read(path)?)
+    }
+
+    /// Puts `specs` (the namespaces file's, as read) in force: see [`Namespaces::reload`].
+    fn apply(&self, specs: Vec<Spec>) -> Result<usize, String> {
         let Some((path, make)) = &self.file else {
             return Ok(0);
         };
-        let specs = read(path)?;
         let left = file::left_for_default(&specs, self.memory, path)?;
         // A budget must hold at least one of its store's arenas.
         let small = |name: &str, budget: u64, objects: &Objects| {
