@@ -84,25 +84,11 @@ pub(super) async fn register(cluster: &Cluster) -> Result<(), MembershipError> {
     let ttl = cluster.config.member_ttl;
     let deadline = tokio::time::Instant::now() + ttl + Duration::from_secs(2);
     let mut etcd = cluster.etcd.clone();
-    let timed = |what: &'static str| {
-        move |_| MembershipError::TimedOut {
-            what,
-            within: CALL_TIMEOUT,
-        }
-    };
     let mut announced = false;
     loop {
         // Before the request: the lease cannot have started earlier than this.
         let asked = std::time::Instant::now();
-        let lease =
-            tokio::time::timeout(CALL_TIMEOUT, etcd.lease_grant(ttl.as_secs() as i64, None))
-                .await
-                .map_err(timed("lease grant"))?
-                .map_err(|e| MembershipError::Refused {
-                    what: "a lease",
-                    cause: e.to_string(),
-                })?
-                .id();
+        let lease = grant(&mut etcd, ttl).await?;
         // The lease lasts from `asked` on: fresh before the record is visible, so a member
         // back from a lost lease is not fenced when the others start forwarding to it.
         cluster.renewed(asked);
@@ -184,6 +170,21 @@ pub(super) async fn register(cluster: &Cluster) -> Result<(), MembershipError> {
             });
         }
     }
+}
+
+/// A new lease of `ttl`, within [`CALL_TIMEOUT`].
+async fn grant(etcd: &mut etcd_client::Client, ttl: Duration) -> Result<i64, MembershipError> {
+    tokio::time::timeout(CALL_TIMEOUT, etcd.lease_grant(ttl.as_secs() as i64, None))
+        .await
+        .map_err(|_| MembershipError::TimedOut {
+            what: "lease grant",
+            within: CALL_TIMEOUT,
+        })?
+        .map(|l| l.id())
+        .map_err(|e| MembershipError::Refused {
+            what: "a lease",
+            cause: e.to_string(),
+        })
 }
 
 /// Puts `value` at `key` under `lease` if `when` holds, else reads what is there: one
