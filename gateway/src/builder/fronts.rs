@@ -129,7 +129,7 @@ pub(super) async fn membership(
     // Near copies only without a read-through origin: its objects change elsewhere.
     let near = match args.cluster.cluster_near_cache {
         0 => None,
-        _ if args.s3_config().is_some() => {
+        _ if args.origin.is_some() => {
             tracing::warn!("cluster: --cluster-near-cache is off with a read-through origin (its objects change where no owner sees the write)");
             None
         }

@@ -79,14 +79,7 @@ impl Peers {
             let url = reqwest::Url::parse(&url).map_err(|e| format!("{url}: {e}"));
             let req = url.map(|url| {
                 let mut headers = headers.clone();
-                let body = match body {
-                    Some(b) => Some(self.hop_streamed(&to.node_id, &method, &url, &mut headers, b)),
-                    None => {
-                        let empty = super::secret::HopBody::Empty;
-                        headers.extend(self.hop_headers(&to.node_id, &method, &url, &empty));
-                        None
-                    }
-                };
+                let body = self.hop(&to.node_id, &method, &url, &mut headers, body);
                 let mut req = self.client().request(method.clone(), url).headers(headers);
                 if let Some(b) = body {
                     req = req.body(b);

@@ -299,15 +299,8 @@ pub(super) async fn keep_lease(
             }
             Ok((mut keeper, mut answers)) => {
                 let mut tick = tokio::time::interval(every);
-                let mut ticks = 0u32;
                 loop {
                     tick.tick().await;
-                    ticks += 1;
-                    if cluster.config.secret.is_some()
-                        && ticks.is_multiple_of(3 * REFRESH_EVERY_TTLS)
-                    {
-                        refresh(&cluster).await;
-                    }
                     let asked = std::time::Instant::now();
                     if keeper.keep_alive().await.is_err() {
                         break false;
@@ -351,17 +344,28 @@ pub(super) async fn keep_lease(
     }
 }
 
-/// Writes this node's record again with a new time (under a secret a record is honoured
-/// for a few TTLs only), within a third of the TTL.
-async fn refresh(cluster: &Cluster) {
-    let within = cluster.config.member_ttl / 3;
-    match tokio::time::timeout(within, write_record(cluster)).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!(error = %e, "cluster: could not renew this node's record"),
-        Err(_) => tracing::warn!(
-            ?within,
-            "cluster: etcd did not take this node's renewed record in time"
-        ),
+/// Under a secret, writes this node's record again every [`REFRESH_EVERY_TTLS`] TTLs,
+/// for as long as the process lives, each write within a third of the TTL: a signed
+/// record is honoured for a few TTLs only. A failure is logged once until a write works
+/// again (while etcd is away, [`keep_lease`] says so too).
+pub(super) async fn keep_record(cluster: Arc<Cluster>) {
+    let ttl = cluster.config.member_ttl;
+    let within = ttl / 3;
+    let mut failing = false;
+    loop {
+        tokio::time::sleep(ttl * REFRESH_EVERY_TTLS).await;
+        let why = match tokio::time::timeout(within, write_record(&cluster)).await {
+            Ok(Ok(())) => {
+                failing = false;
+                continue;
+            }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("etcd did not take it within {within:?}"),
+        };
+        if !failing {
+            tracing::warn!(error = %why, "cluster: could not renew this node's record");
+        }
+        failing = true;
     }
 }
 

@@ -149,6 +149,9 @@ impl Cluster {
         membership::register(self).await?;
         let (revision, records) = membership::list(self).await?;
         tokio::spawn(membership::keep_lease(Arc::clone(self), on_rejoin));
+        if self.config.secret.is_some() {
+            tokio::spawn(membership::keep_record(Arc::clone(self)));
+        }
         tokio::spawn(membership::watch_members(
             Arc::clone(self),
             revision,

@@ -130,10 +130,28 @@ impl Peers {
         h
     }
 
-    /// A request to the member `to` whose body streams as it arrives: its hop headers
-    /// (added to `headers`) and its body, sealed for the proof under a secret (sent
-    /// chunked, its declared length named by the proof instead of `Content-Length`).
-    pub fn hop_streamed(
+    /// Marks a request of `method` to `url` at the member `to` as a hop: its hop headers
+    /// added to `headers`, and its body (if any) as it must be sent — under a secret,
+    /// sealed for the proof as it streams (sent chunked, its declared length named by the
+    /// proof instead of `Content-Length`); a request without a body is proven to have none.
+    pub fn hop(
+        &self,
+        to: &str,
+        method: &http::Method,
+        url: &reqwest::Url,
+        headers: &mut http::HeaderMap,
+        body: Option<reqwest::Body>,
+    ) -> Option<reqwest::Body> {
+        let Some(body) = body else {
+            let empty = super::secret::HopBody::Empty;
+            headers.extend(self.hop_headers(to, method, url, &empty));
+            return None;
+        };
+        Some(self.sealed(to, method, url, headers, body))
+    }
+
+    /// [`Peers::hop`] of a request with a body.
+    fn sealed(
         &self,
         to: &str,
         method: &http::Method,

@@ -14,7 +14,6 @@ use rasa_openapi::{
 };
 
 use super::{ApiError, AppState};
-use crate::cluster::secret::HopBody;
 use crate::cluster::{Peers, Route, Wire};
 
 /// The members to ask when a request with `headers` is answered for the whole cluster
@@ -25,23 +24,28 @@ pub(crate) fn cluster_wide<'s>(st: &'s AppState, headers: &HeaderMap) -> Option<
         .filter(|_| !headers.contains_key(HOP_HEADER))
 }
 
-/// A request to the member `to`, with the caller's credentials and the hop marker (its
-/// proof covering `body`).
+/// A request to the member `to`, with the caller's credentials and the hop marker, and
+/// its body of `length` bytes if any (sealed for the proof, [`Peers::hop`]).
 fn to_member(
     peers: &Peers,
     headers: &HeaderMap,
     to: &ClusterMember,
     (method, url): (reqwest::Method, String),
-    body: &HopBody,
+    body: Option<(reqwest::Body, u64)>,
 ) -> reqwest::RequestBuilder {
     let Ok(url) = reqwest::Url::parse(&url) else {
         // Sent as it is, to fail with the reason.
         return peers.client().request(method, url);
     };
-    let mut req = peers
-        .client()
-        .request(method.clone(), url.clone())
-        .headers(peers.hop_headers(&to.node_id, &method, &url, body));
+    let mut marks = HeaderMap::new();
+    if let Some((_, length)) = &body {
+        marks.insert(header::CONTENT_LENGTH, (*length).into());
+    }
+    let body = peers.hop(&to.node_id, &method, &url, &mut marks, body.map(|(b, _)| b));
+    let mut req = peers.client().request(method, url).headers(marks);
+    if let Some(body) = body {
+        req = req.body(body);
+    }
     if let Some(auth) = headers.get(header::AUTHORIZATION) {
         req = req.header(header::AUTHORIZATION, auth);
     }
@@ -76,7 +80,7 @@ pub(crate) async fn merge_lists(
             |m| async move {
                 let url = format!("{}{api_root}/objects?{query}", m.url.trim_end_matches('/'));
                 let get = (reqwest::Method::GET, url);
-                let sent = to_member(peers, headers, &m, get, &HopBody::Empty).send();
+                let sent = to_member(peers, headers, &m, get, None).send();
                 let page: Result<ObjectList, String> = match sent.await {
                     Ok(r) if r.status().is_success() => r.json().await.map_err(|e| e.to_string()),
                     Ok(r) => Err(format!("answered {}", r.status())),
@@ -258,28 +262,16 @@ async fn post_part<T: serde::de::DeserializeOwned>(
     ctype: &'static str,
     body: Vec<bytes::Bytes>,
 ) -> Option<T> {
-    // Under a secret the proof covers the body's digest.
-    let covered = match peers.cluster().config().secret {
-        Some(_) => HopBody::of(&body),
-        None => HopBody::Empty,
-    };
     let length: u64 = body.iter().map(|b| b.len() as u64).sum();
     let body = reqwest::Body::wrap_stream(futures_util::stream::iter(
         body.into_iter().map(Ok::<_, std::convert::Infallible>),
     ));
+    let post = (reqwest::Method::POST, url);
     let asked = async {
-        let r = to_member(
-            peers,
-            headers,
-            owner,
-            (reqwest::Method::POST, url),
-            &covered,
-        )
-        .header(header::CONTENT_TYPE, ctype)
-        .header(header::CONTENT_LENGTH, length)
-        .body(body)
-        .send()
-        .await;
+        let r = to_member(peers, headers, owner, post, Some((body, length)))
+            .header(header::CONTENT_TYPE, ctype)
+            .send()
+            .await;
         let r = match r {
             Ok(r) if r.status().is_success() => r,
             Ok(r) => {

@@ -115,8 +115,6 @@ def parse_header(raw: bytes, data_len: int, key: str) -> tuple[dict[str, TensorI
         raise SafetensorsError(f"{key}: the header is not JSON: {e}") from None
     if not isinstance(doc, dict):
         raise SafetensorsError(f"{key}: the header is not a JSON object")
-    if len(doc) > MAX_TENSORS + 1:
-        raise SafetensorsError(f"{key}: the header names more than {MAX_TENSORS} tensors")
     meta = doc.pop("__metadata__", None) or {}
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         raise SafetensorsError(f"{key}: __metadata__ must map strings to strings")

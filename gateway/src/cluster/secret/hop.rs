@@ -205,20 +205,20 @@ impl ClusterSecret {
             return Request::from_parts(parts, body);
         }
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-        let checked = match parts.headers.get(PROOF_HEADER).map(|p| p.to_str()) {
+        let proven = match parts.headers.get(PROOF_HEADER) {
             None => Err("no proof".to_owned()),
-            Some(Err(_)) => Err("a malformed proof".to_owned()),
-            Some(Ok(p)) => self.check(me, p, &parts.method, path),
+            Some(p) => match p.to_str() {
+                Err(_) => Err("a malformed proof".to_owned()),
+                Ok(text) => self
+                    .check(me, text, &parts.method, path)
+                    .map(|covered| (covered, p.clone())),
+            },
         };
-        match checked {
-            Ok(covered) => {
+        match proven {
+            Ok((covered, proof)) => {
                 restore_length(&mut parts.headers, &covered);
-                let body = Body::new(Verified::new(
-                    body,
-                    covered,
-                    std::sync::Arc::clone(self),
-                    &parts.headers,
-                ));
+                let secret = std::sync::Arc::clone(self);
+                let body = Body::new(Verified::new(body, covered, secret, proof));
                 Request::from_parts(parts, body)
             }
             Err(why) => {

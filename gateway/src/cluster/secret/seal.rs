@@ -15,7 +15,7 @@ use http::{HeaderMap, HeaderValue};
 use http_body::{Body, Frame, SizeHint};
 use subtle::ConstantTimeEq;
 
-use super::{ClusterSecret, HopBody, PROOF_HEADER};
+use super::{ClusterSecret, HopBody};
 
 /// The trailer that seals a streamed body.
 pub const SEAL_TRAILER: &str = "rasa-hop-seal";
@@ -41,7 +41,7 @@ pin_project_lite::pin_project! {
 }
 
 impl<B> Sealing<B> {
-    /// `inner`, sealed for `proof` (the request's [`PROOF_HEADER`]).
+    /// `inner`, sealed for `proof` (the request's [`super::PROOF_HEADER`]).
     pub fn new(inner: B, secret: Arc<ClusterSecret>, proof: HeaderValue) -> Self {
         Self {
             inner,
@@ -110,22 +110,19 @@ pin_project_lite::pin_project! {
         hasher: blake3::Hasher,
         seen: u64,
         secret: Arc<ClusterSecret>,
-        proof: Bytes,
+        proof: HeaderValue,
         done: bool,
     }
 }
 
 impl Verified {
-    /// `inner`, to be checked against `covered` (for the proof in `headers`).
+    /// `inner`, to be checked against `covered`, what `proof` names.
     pub fn new(
         inner: axum::body::Body,
         covered: HopBody,
         secret: Arc<ClusterSecret>,
-        headers: &HeaderMap,
+        proof: HeaderValue,
     ) -> Self {
-        let proof = headers
-            .get(PROOF_HEADER)
-            .map_or_else(Bytes::new, |p| Bytes::copy_from_slice(p.as_bytes()));
         Self {
             inner,
             covered,
@@ -192,7 +189,7 @@ impl Body for Verified {
                     }
                     let want = this
                         .secret
-                        .seal(this.proof, this.hasher.finalize().as_bytes());
+                        .seal(this.proof.as_bytes(), this.hasher.finalize().as_bytes());
                     let got = trailers
                         .get(SEAL_TRAILER)
                         .and_then(|v| hex::decode(v.as_bytes()).ok())
