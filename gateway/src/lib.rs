@@ -54,6 +54,7 @@ pub mod cluster;
 pub mod config;
 pub mod credentials;
 pub mod credfile;
+pub mod figures;
 pub mod front;
 pub mod grants;
 pub mod http;

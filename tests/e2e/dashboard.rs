@@ -9,26 +9,61 @@ use rasa_gateway::catalog::{self, Kind};
 use rasa_tests::{pattern, rust_files, workspace_dir, Gateway, S3Server};
 use serde_json::Value;
 
-/// Every `counter!("rasa_…"`, `gauge!(…` and `histogram!(…` in `text`, with its kind.
-fn emitted(text: &str) -> Vec<(String, Kind)> {
+/// The catalog's constants: `(IDENT, metric name)` as `gateway/src/catalog.rs` declares
+/// them (`IDENT = "rasa_…", …;`).
+fn constants() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(workspace_dir().join("gateway/src/catalog.rs"))
+        .expect("read the catalog");
+    text.lines()
+        .filter_map(|l| {
+            let (ident, rest) = l.trim().split_once(" = \"")?;
+            let name = rest.split('"').next()?;
+            (name.starts_with("rasa_")
+                && ident
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+            .then(|| (ident.to_owned(), name.to_owned()))
+        })
+        .collect()
+}
+
+/// Every metric `text` records through a catalog constant (`catalog::X.counter()`,
+/// `.gauge_by(…)`, `.histogram()`), with the kind of handle it takes.
+fn emitted(text: &str, consts: &[(String, String)]) -> Vec<(String, Kind)> {
     let mut out = Vec::new();
-    for (mac, kind) in [
-        ("counter!(", Kind::Counter),
-        ("gauge!(", Kind::Gauge),
-        ("histogram!(", Kind::Histogram),
-    ] {
-        for (at, _) in text.match_indices(mac) {
-            let rest = text[at + mac.len()..].trim_start();
-            let Some(rest) = rest.strip_prefix('"') else {
-                continue;
-            };
-            let name = &rest[..rest.find('"').unwrap_or(0)];
-            if name.starts_with("rasa_") {
-                out.push((name.to_owned(), kind));
+    for (ident, name) in consts {
+        for (at, _) in text.match_indices(ident.as_str()) {
+            let before = text[..at].chars().next_back().unwrap_or(' ');
+            if before.is_alphanumeric() || before == '_' {
+                continue; // a longer name ending in this one
+            }
+            let after = text[at + ident.len()..].trim_start();
+            for (method, kind) in [
+                (".counter", Kind::Counter),
+                (".gauge", Kind::Gauge),
+                (".histogram", Kind::Histogram),
+            ] {
+                if after.starts_with(method) {
+                    out.push((name.clone(), kind));
+                }
             }
         }
     }
     out
+}
+
+/// Metric names written as literals in a metrics macro (`counter!("rasa_…"`): a name
+/// written a second time, outside the catalog.
+fn literal_names(text: &str) -> Vec<String> {
+    ["counter!(", "gauge!(", "histogram!("]
+        .iter()
+        .flat_map(|mac| text.match_indices(mac))
+        .filter_map(|(at, mac)| {
+            let rest = text[at + mac.len()..].trim_start().strip_prefix('"')?;
+            let name = &rest[..rest.find('"')?];
+            name.starts_with("rasa_").then(|| name.to_owned())
+        })
+        .collect()
 }
 
 /// The catalogued metric a series name belongs to (`_bucket`, `_sum`, `_count` of a
@@ -47,16 +82,25 @@ fn the_catalog_lists_every_metric_the_source_emits_and_nothing_stale() {
     let mut files = Vec::new();
     rust_files(&workspace_dir().join("gateway/src"), &mut files);
     rust_files(&workspace_dir().join("fastpath/src"), &mut files);
+    let consts = constants();
+    assert_eq!(
+        consts.len(),
+        catalog::METRICS.len(),
+        "one constant per metric"
+    );
     let mut seen = BTreeSet::new();
     for f in &files {
         let text = std::fs::read_to_string(f).expect("read a source file");
-        for (name, kind) in emitted(&text) {
-            let m = catalog::find(&name).unwrap_or_else(|| {
-                panic!(
-                    "{} emits {name}, which gateway/src/catalog.rs lacks",
-                    f.display()
-                )
-            });
+        if !f.ends_with("catalog.rs") {
+            let twice = literal_names(&text);
+            assert!(
+                twice.is_empty(),
+                "{} writes metric names the catalog declares: {twice:?} (record through catalog::…)",
+                f.display()
+            );
+        }
+        for (name, kind) in emitted(&text, &consts) {
+            let m = catalog::find(&name).expect("a catalogued name");
             assert_eq!(m.kind, kind, "{name} in {}", f.display());
             seen.insert(name);
         }

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use metrics_exporter_prometheus::PrometheusHandle;
+use crate::figures::Recorders;
 
 use crate::cluster::{Cluster, Peers};
 use crate::config::Args;
@@ -47,7 +47,7 @@ impl Ports {
 pub(super) async fn build(
     args: &Args,
     (objects, namespaces): (&Arc<Objects>, &Arc<Namespaces>),
-    (tokens, recorder): (Option<Arc<TokenFile>>, PrometheusHandle),
+    (tokens, recorder): (Option<Arc<TokenFile>>, Recorders),
     peers: Option<&Arc<Peers>>,
     s3: Option<tokio::net::TcpListener>,
 ) -> Result<(AppState, Option<Prepared>), String> {

@@ -11,6 +11,7 @@
 //! a function of what the stages before it built — nothing is handed to a part after it
 //! was made.
 
+use crate::catalog;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,8 +56,11 @@ impl Gateway {
         };
         if let Some(file) = &tokens {
             let file = Arc::clone(file);
-            let count =
-                |r| metrics::counter!("rasa_token_reloads_total", "result" => r).increment(1);
+            let count = |r| {
+                catalog::TOKEN_RELOADS
+                    .counter_by(&[("result", r)])
+                    .increment(1)
+            };
             crate::reload::reload_on_sighup("token file", count, move || file.reload())?;
         }
         let storage = storage::Storage::build(&args)?;

@@ -1,10 +1,11 @@
 //! The first stages: the store (its fabric, disk tier and reclaimer), the read-through
 //! origin in front of it, and the namespaces over the object service.
 
+use crate::catalog;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use metrics_exporter_prometheus::PrometheusHandle;
+use crate::figures::Recorders;
 
 use crate::config::Args;
 use crate::objects::namespaces::{self, Namespaces};
@@ -21,7 +22,7 @@ pub(super) struct Storage {
     /// The disk tier's settings (namespaces get tiers beside the default one's).
     pub disk: Option<DiskConfig>,
     /// The process's metrics recorder (for `/metrics`).
-    pub recorder: PrometheusHandle,
+    pub recorder: Recorders,
     /// `--namespaces`, as read once at start (the default namespace's arenas are sized
     /// from it, then the namespaces are made from it).
     pub namespaces: Option<(std::path::PathBuf, Vec<namespaces::Spec>)>,
@@ -79,12 +80,12 @@ impl Storage {
 
 /// The process's metrics recorder, installed by the first gateway built in it (a second
 /// one in the same process shares it).
-fn recorder() -> Result<PrometheusHandle, String> {
-    static RECORDER: OnceLock<PrometheusHandle> = OnceLock::new();
+fn recorder() -> Result<Recorders, String> {
+    static RECORDER: OnceLock<Recorders> = OnceLock::new();
     if let Some(r) = RECORDER.get() {
         return Ok(r.clone());
     }
-    let installed = crate::http::stats::install_recorder()?;
+    let installed = Recorders::install().map_err(|e| e.to_string())?;
     Ok(RECORDER.get_or_init(|| installed).clone())
 }
 
@@ -133,7 +134,11 @@ pub(super) fn namespaces(
         tick,
         disk,
     )?;
-    let count = |r| metrics::counter!("rasa_namespace_reloads_total", "result" => r).increment(1);
+    let count = |r| {
+        catalog::NAMESPACE_RELOADS
+            .counter_by(&[("result", r)])
+            .increment(1)
+    };
     crate::reload::reload_on_sighup("namespaces file", count, {
         let ns = Arc::clone(&ns);
         move || ns.reload()

@@ -6,6 +6,7 @@
 //! and the copy's age, so freshness and revalidation carry over. Any failure (no copy, no
 //! answer within [`ANSWER_WITHIN`]) means: go to the origin.
 
+use crate::catalog;
 use std::time::Duration;
 
 use futures_util::stream::BoxStream;
@@ -55,11 +56,15 @@ impl Peers {
         let resp = match tokio::time::timeout(ANSWER_WITHIN, request).await {
             Ok(Ok(r)) if r.status() == reqwest::StatusCode::OK => r,
             Ok(Ok(_)) => {
-                metrics::counter!("rasa_peer_fills_total", "result" => "miss").increment(1);
+                catalog::PEER_FILLS
+                    .counter_by(&[("result", "miss")])
+                    .increment(1);
                 return None;
             }
             Ok(Err(_)) | Err(_) => {
-                metrics::counter!("rasa_peer_fills_total", "result" => "unreachable").increment(1);
+                catalog::PEER_FILLS
+                    .counter_by(&[("result", "unreachable")])
+                    .increment(1);
                 return None;
             }
         };
@@ -75,7 +80,9 @@ impl Peers {
         let age = text("age")
             .and_then(|a| a.parse().ok())
             .map(Duration::from_secs);
-        metrics::counter!("rasa_peer_fills_total", "result" => "hit").increment(1);
+        catalog::PEER_FILLS
+            .counter_by(&[("result", "hit")])
+            .increment(1);
         tracing::debug!(key, peer = %peer.node_id, length, "filling a miss from the previous owner");
         let body = resp
             .bytes_stream()

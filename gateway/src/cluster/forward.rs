@@ -9,6 +9,7 @@
 //! ([`super::suspects`]), so only one request waits for a crashed or frozen owner, not
 //! every one until its lease ends.
 
+use crate::catalog;
 use std::time::{Duration, Instant};
 
 use axum::response::Response;
@@ -154,12 +155,12 @@ struct Counter(Wire);
 impl Counter {
     fn add(self, result: &'static str) {
         match self.0 {
-            Wire::Api => {
-                metrics::counter!("rasa_cluster_forwards_total", "result" => result).increment(1)
-            }
-            Wire::S3 => {
-                metrics::counter!("rasa_s3_forwards_total", "result" => result).increment(1)
-            }
+            Wire::Api => catalog::CLUSTER_FORWARDS
+                .counter_by(&[("result", result)])
+                .increment(1),
+            Wire::S3 => catalog::S3_FORWARDS
+                .counter_by(&[("result", result)])
+                .increment(1),
         }
     }
 }

@@ -27,6 +27,7 @@ pub mod secret;
 pub mod suspects;
 mod view;
 
+use crate::catalog;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -391,7 +392,9 @@ async fn watch_fence(cluster: std::sync::Weak<Cluster>) {
             } else {
                 tracing::info!(node = %c.config.node_id, "cluster: lease renewed; owning keys again");
             }
-            metrics::gauge!("rasa_cluster_fenced").set(f64::from(u8::from(now)));
+            catalog::CLUSTER_FENCED
+                .gauge()
+                .set(f64::from(u8::from(now)));
             was = now;
         }
         drop(c);

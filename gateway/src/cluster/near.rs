@@ -19,6 +19,7 @@
 //! versions can change under the owner), and only reads without a range, a condition or
 //! a query are served near.
 
+use crate::catalog;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -149,7 +150,9 @@ impl Near {
             self.copies.remove(key);
             return None;
         }
-        metrics::counter!("rasa_cluster_near_total", "result" => "hit").increment(1);
+        catalog::CLUSTER_NEAR
+            .counter_by(&[("result", "hit")])
+            .increment(1);
         let mut resp = Response::new(Body::from(copy.body.clone()));
         *resp.headers_mut() = copy.headers.clone();
         resp.headers_mut()
@@ -209,7 +212,9 @@ impl Near {
         let revocations = self.revocations.lock().unwrap_or_else(|e| e.into_inner());
         if *revocations == ticket && Instant::now() < copy.until {
             self.copies.insert(key.to_owned(), copy);
-            metrics::counter!("rasa_cluster_near_total", "result" => "kept").increment(1);
+            catalog::CLUSTER_NEAR
+                .counter_by(&[("result", "kept")])
+                .increment(1);
         }
         Response::from_parts(parts, Body::from(body))
     }

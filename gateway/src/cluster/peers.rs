@@ -8,6 +8,7 @@
 //! ([`Wire`]), and maps each outcome to its own answer (problem+json on the native API, S3
 //! XML on the S3 listener).
 
+use crate::catalog;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -214,7 +215,7 @@ impl Peers {
             Some(owner)
                 if wire == Wire::Api && self.cluster.config().routing == Routing::Redirect =>
             {
-                metrics::counter!("rasa_cluster_redirects_total").increment(1);
+                catalog::CLUSTER_REDIRECTS.counter().increment(1);
                 Route::Redirect(owner)
             }
             Some(owner) => Route::Forward(owner),
@@ -343,7 +344,8 @@ impl Peers {
                 };
                 if !told {
                     // Unreachable (or gone from the view): its copy ends with its lease.
-                    metrics::counter!("rasa_cluster_near_total", "result" => "waited_out")
+                    catalog::CLUSTER_NEAR
+                        .counter_by(&[("result", "waited_out")])
                         .increment(1);
                     tokio::time::sleep_until(until.into()).await;
                 }

@@ -2,6 +2,7 @@
 //! record checked ([`super::secret::record::check`]), those not honoured logged once and
 //! counted, those whose time passes dropped then, etcd event or not.
 
+use crate::catalog;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,7 +30,7 @@ pub(super) fn parse(cluster: &Cluster, key: &[u8], value: &[u8], lease: i64) -> 
 
 /// Counts a record not honoured, and logs it the first time for its key.
 fn rejected(cluster: &Cluster, key: &str, why: &str) {
-    metrics::counter!("rasa_cluster_records_rejected_total").increment(1);
+    catalog::CLUSTER_RECORDS_REJECTED.counter().increment(1);
     let first = cluster
         .rejected
         .lock()
@@ -73,10 +74,13 @@ pub(super) fn publish(cluster: &Cluster, revision: i64, records: &mut Records) {
         .iter()
         .filter(|m| m.state == rasa_openapi::MemberState::Serving)
         .count();
-    metrics::gauge!("rasa_cluster_members", "state" => "serving").set(serving as f64);
-    metrics::gauge!("rasa_cluster_members", "state" => "draining")
+    catalog::CLUSTER_MEMBERS
+        .gauge_by(&[("state", "serving")])
+        .set(serving as f64);
+    catalog::CLUSTER_MEMBERS
+        .gauge_by(&[("state", "draining")])
         .set((members.len() - serving) as f64);
-    metrics::gauge!("rasa_cluster_revision").set(revision as f64);
+    catalog::CLUSTER_REVISION.gauge().set(revision as f64);
     tracing::info!(
         revision,
         members = ?members.iter().map(|m| format!("{}:{:?}", m.node_id, m.state)).collect::<Vec<_>>(),

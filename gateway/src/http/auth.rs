@@ -13,6 +13,7 @@
 //! The secret is never logged: the header is marked sensitive for the trace layer, and
 //! messages name the token by its name only.
 
+use crate::catalog;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -99,7 +100,9 @@ pub(crate) fn admit(guard: &Guard, req: &mut Request) -> Option<Response> {
         format!("{} {}", req.method(), uri.path())
     };
     let Some(value) = req.headers().get(header::AUTHORIZATION) else {
-        metrics::counter!("rasa_http_auth_failures_total", "reason" => "missing").increment(1);
+        catalog::HTTP_AUTH_FAILURES
+            .counter_by(&[("reason", "missing")])
+            .increment(1);
         let needs = match guard.access.scope() {
             Some(s) => format!("a bearer token with scope '{s}'"),
             None => "a bearer token".to_owned(),
@@ -115,7 +118,9 @@ pub(crate) fn admit(guard: &Guard, req: &mut Request) -> Option<Response> {
     let tokens = guard.tokens.current();
     let token = bearer_secret(value).and_then(|secret| tokens.authenticate(secret));
     let Some(token) = token else {
-        metrics::counter!("rasa_http_auth_failures_total", "reason" => "invalid").increment(1);
+        catalog::HTTP_AUTH_FAILURES
+            .counter_by(&[("reason", "invalid")])
+            .increment(1);
         tracing::info!(request = %what(), "refused an unknown or malformed bearer token");
         return Some(
             ApiError::Unauthorized {
@@ -136,7 +141,9 @@ pub(crate) fn admit(guard: &Guard, req: &mut Request) -> Option<Response> {
             (false, _) => token.scopes.allows_somewhere(scope),
         };
         if !allowed {
-            metrics::counter!("rasa_http_auth_failures_total", "reason" => "scope").increment(1);
+            catalog::HTTP_AUTH_FAILURES
+                .counter_by(&[("reason", "scope")])
+                .increment(1);
             tracing::info!(request = %what(), token = %token.name, needs = %scope, "refused: scope too small");
             let place = match guard.namespaced {
                 true => format!(" in namespace '{ns}'"),
@@ -183,11 +190,15 @@ pub(crate) fn refuse_web_page(
     req: &Request,
 ) -> Option<Response> {
     let why = policy.check(req.method(), req.uri(), req.headers()).err()?;
-    metrics::counter!("rasa_http_requests_refused_total", "reason" => match why {
-        crate::browser::Refusal::Host(_) => "foreign_host",
-        crate::browser::Refusal::Origin(_) => "foreign_origin",
-    })
-    .increment(1);
+    catalog::HTTP_REQUESTS_REFUSED
+        .counter_by(&[(
+            "reason",
+            match why {
+                crate::browser::Refusal::Host(_) => "foreign_host",
+                crate::browser::Refusal::Origin(_) => "foreign_origin",
+            },
+        )])
+        .increment(1);
     Some(super::error::problem_response(&super::error::problem(
         StatusCode::FORBIDDEN,
         rasa_openapi::ProblemCode::Forbidden,

@@ -14,6 +14,7 @@ pub mod exists;
 pub use delete::delete_batch;
 pub use exists::exists_batch;
 
+use crate::catalog;
 use std::sync::Arc;
 
 use axum::body::BodyDataStream;
@@ -141,9 +142,11 @@ async fn put_all(
     let remote = lease && super::auth::Caller::reads(parts);
     let results = publish(st, parts, &objects, (keys, slots), &owners, remote).await;
     let counted = |ok: bool| results.iter().filter(|r| r.error.is_none() == ok).count();
-    metrics::counter!("rasa_http_batch_items_total", "op" => "put", "result" => "done")
+    catalog::HTTP_BATCH_ITEMS
+        .counter_by(&[("op", "put"), ("result", "done")])
         .increment(counted(true) as u64);
-    metrics::counter!("rasa_http_batch_items_total", "op" => "put", "result" => "refused")
+    catalog::HTTP_BATCH_ITEMS
+        .counter_by(&[("op", "put"), ("result", "refused")])
         .increment(counted(false) as u64);
     Ok(json_response(StatusCode::OK, &PutBatchResponse { results }))
 }
@@ -282,7 +285,8 @@ fn hold(
     let limit = st.config.chunked_upload_memory;
     let kib = item.length.div_ceil(1024).max(1);
     let refused = |why: String| {
-        metrics::counter!("rasa_http_batch_items_total", "op" => "put", "result" => "no_room_to_hold")
+        catalog::HTTP_BATCH_ITEMS
+            .counter_by(&[("op", "put"), ("result", "no_room_to_hold")])
             .increment(1);
         why
     };

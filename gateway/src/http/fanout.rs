@@ -5,6 +5,7 @@
 //! members are asked with the hop marker, so each answers for itself; what is here is
 //! this API's wire format (JSON pages and batches, problem+json errors).
 
+use crate::catalog;
 use std::collections::BTreeMap;
 
 use http::{header, HeaderMap};
@@ -297,7 +298,8 @@ fn whole<R>(answer: Option<Vec<R>>, n: usize, owner: &ClusterMember, then: &str)
     match answer {
         Some(a) if a.len() == n => Some(a),
         _ => {
-            metrics::counter!("rasa_cluster_forwards_total", "result" => "owner_unreachable")
+            catalog::CLUSTER_FORWARDS
+                .counter_by(&[("result", "owner_unreachable")])
                 .increment(1);
             tracing::warn!(owner = %owner.node_id, "a batch's owner did not answer in full; {then}");
             None

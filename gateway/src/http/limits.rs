@@ -15,6 +15,7 @@
 //! A refused upload's body is read for a moment before the answer goes out
 //! ([`with_linger`]), so the client reads the answer rather than a reset.
 
+use crate::catalog;
 use axum::body::BodyDataStream;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
@@ -26,7 +27,7 @@ use super::ApiError;
 /// The native API's answer to a request that found no slot free
 /// (`--max-concurrent-requests`, [`crate::slots`]), counted.
 pub(crate) fn overloaded() -> Response {
-    metrics::counter!("rasa_http_requests_shed_total").increment(1);
+    catalog::HTTP_REQUESTS_SHED.counter().increment(1);
     ApiError::Overloaded.into_response()
 }
 
@@ -36,7 +37,8 @@ pub(crate) fn refuse_oversized_head(req: &Request, max: usize) -> Option<Respons
     if size <= max {
         return None;
     }
-    metrics::counter!("rasa_http_requests_refused_total", "reason" => "headers_too_large")
+    catalog::HTTP_REQUESTS_REFUSED
+        .counter_by(&[("reason", "headers_too_large")])
         .increment(1);
     Some(ApiError::HeadersTooLarge { size, limit: max }.into_response())
 }

@@ -27,7 +27,6 @@ pub mod descriptors;
 pub mod doc;
 mod edge;
 pub mod error;
-mod exposition;
 pub mod fabric;
 mod fanout;
 pub mod forward;
@@ -46,13 +45,13 @@ pub mod ui;
 
 use std::sync::Arc;
 
+use crate::figures::Recorders;
 use axum::extract::Request;
 use axum::http::Method;
 use axum::http::{StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use metrics_exporter_prometheus::PrometheusHandle;
 use rasa_openapi::ProblemCode;
 use tower::ServiceBuilder;
 use tower_http::timeout::RequestBodyTimeoutLayer;
@@ -125,8 +124,8 @@ impl std::ops::Deref for AppState {
 pub struct Wiring {
     /// Every namespace, the default one included (`None`: the default one alone).
     pub namespaces: Option<Arc<Namespaces>>,
-    /// Renders `/metrics`.
-    pub metrics: Option<PrometheusHandle>,
+    /// Renders `/metrics` and keeps the figures `/v1/stats` reads.
+    pub metrics: Option<Recorders>,
     /// The way to the other members, in a cluster.
     pub peers: Option<Arc<crate::cluster::Peers>>,
 }
@@ -140,8 +139,8 @@ pub struct Shared {
     pub namespaces: Arc<Namespaces>,
     /// HTTP limits.
     pub config: Arc<HttpConfig>,
-    /// Renders `/metrics`; `None` when no recorder is installed (then `/metrics` is empty).
-    pub metrics: Option<PrometheusHandle>,
+    /// Renders `/metrics` and keeps the figures `/v1/stats` reads; `None` when no recorder is installed (then `/metrics` is empty).
+    pub metrics: Option<Recorders>,
     /// The OpenAPI document, serialized once.
     pub openapi_json: Arc<String>,
     /// The way to the other members, and this node's membership (`--cluster`); `None`

@@ -1,5 +1,6 @@
 //! `/v1/objects`: store, read, delete and list values.
 
+use crate::catalog;
 use axum::body::{Body, BodyDataStream};
 use axum::extract::{Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
@@ -86,7 +87,7 @@ async fn receive(
     let too_large = ApiError::PayloadTooLarge { limit };
     let pace = st.config.limits.pace();
     let too_slow = || {
-        metrics::counter!("rasa_http_uploads_too_slow_total").increment(1);
+        catalog::HTTP_UPLOADS_TOO_SLOW.counter().increment(1);
         ApiError::TooSlow {
             rate: pace.min_rate(),
         }
@@ -292,7 +293,7 @@ async fn read_object(st: AppState, method: Method, req: Request) -> Result<Respo
         Body::empty()
     } else {
         let bytes = v.payload().slice(start as usize, end as usize);
-        metrics::counter!("rasa_http_bytes_served_total").increment(end - start);
+        catalog::HTTP_BYTES_SERVED.counter().increment(end - start);
         // Zero-copy: the body shares the arena and keeps it alive until sent.
         Body::from(Bytes::from_owner(bytes))
     };

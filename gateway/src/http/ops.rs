@@ -1,5 +1,6 @@
 //! Operations: health, readiness, metrics, the OpenAPI document and its browser UI.
 
+use crate::catalog;
 use axum::extract::State;
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
@@ -36,8 +37,12 @@ pub async fn healthz() -> Json<Health> {
 pub async fn readyz(State(st): State<AppState>) -> Result<Json<Health>, super::ApiError> {
     let fenced = st.cluster().is_some_and(|c| c.fenced());
     let draining = st.cluster().is_some_and(|c| c.draining());
-    metrics::gauge!("rasa_unready", "reason" => "fenced").set(f64::from(u8::from(fenced)));
-    metrics::gauge!("rasa_unready", "reason" => "draining").set(f64::from(u8::from(draining)));
+    catalog::UNREADY
+        .gauge_by(&[("reason", "fenced")])
+        .set(f64::from(u8::from(fenced)));
+    catalog::UNREADY
+        .gauge_by(&[("reason", "draining")])
+        .set(f64::from(u8::from(draining)));
     let why = if draining {
         "not ready: this cluster member is draining (leaving on SIGTERM): it serves what it holds until its leases end, and owns no key"
     } else if fenced {
@@ -70,28 +75,40 @@ pub async fn metrics(State(st): State<AppState>) -> Response {
         .into_response()
 }
 
+/// Brings the gauges read at a scrape up to date: the memory totals (over every
+/// namespace), slots held, bodies gathered, origin fetches under way.
+pub(crate) fn observe(st: &AppState) {
+    st.store().memory().observe();
+    st.namespaces.observe_totals();
+    let max = st.config.limits.max_concurrent_requests;
+    let active = max.saturating_sub(st.slots.available_permits());
+    catalog::HTTP_REQUESTS_ACTIVE.gauge().set(active as f64);
+    catalog::HTTP_MAX_CONCURRENT_REQUESTS
+        .gauge()
+        .set(max as f64);
+    let budget_kib = st.config.chunked_upload_memory.div_ceil(1024) as usize;
+    let gathered_kib = budget_kib.saturating_sub(st.chunked_budget.available_permits());
+    catalog::HTTP_CHUNKED_UPLOAD_BYTES
+        .gauge()
+        .set((gathered_kib * 1024) as f64);
+    if let Some(rt) = st.objects.read_through() {
+        catalog::ORIGIN_FETCHES_IN_FLIGHT
+            .gauge()
+            .set(rt.in_flight() as f64);
+    }
+}
+
 /// The exposition `/metrics` serves, gauges brought up to date first (empty without a
 /// recorder).
 pub(crate) fn render(st: &AppState) -> String {
-    st.store().memory().observe();
-    let max = st.config.limits.max_concurrent_requests;
-    let active = max.saturating_sub(st.slots.available_permits());
-    metrics::gauge!("rasa_http_requests_active").set(active as f64);
-    metrics::gauge!("rasa_http_max_concurrent_requests").set(max as f64);
-    let budget_kib = st.config.chunked_upload_memory.div_ceil(1024) as usize;
-    let gathered_kib = budget_kib.saturating_sub(st.chunked_budget.available_permits());
-    metrics::gauge!("rasa_http_chunked_upload_bytes").set((gathered_kib * 1024) as f64);
-    if let Some(rt) = st.objects.read_through() {
-        metrics::gauge!("rasa_origin_fetches_in_flight").set(rt.in_flight() as f64);
-    }
-    let Some(handle) = st.metrics.as_ref() else {
+    observe(st);
+    let Some(recorders) = st.metrics.as_ref() else {
         return String::new();
     };
     // The namespaces' series come from a recorder of their own, made for this scrape:
-    // those of removed namespaces are gone with them. First: it sets the memory totals.
-    let namespaces = st.namespaces.exposition();
-    let mut text = handle.render();
-    text.push_str(&namespaces);
+    // those of removed namespaces are gone with them.
+    let mut text = recorders.exposition.render();
+    text.push_str(&st.namespaces.exposition());
     text
 }
 

@@ -2,6 +2,7 @@
 //! handles cached per thread: looking one up in the registry builds its labels (three
 //! strings) and hashes them, allocations on every request otherwise.
 
+use crate::catalog;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -47,8 +48,8 @@ fn handles(route: &str, method: &Method, status: StatusCode) -> Handles {
     ];
     Handles {
         route: route.into(),
-        requests: metrics::counter!("rasa_http_requests_total", &labels),
-        latency: metrics::histogram!("rasa_http_request_duration_seconds", &labels[..2]),
+        requests: catalog::HTTP_REQUESTS.counter_by(&labels),
+        latency: catalog::HTTP_REQUEST_DURATION_SECONDS.histogram_by(&labels[..2]),
     }
 }
 

@@ -1,6 +1,7 @@
 //! What every read route shares: the key from the path, the version a request asks for
 //! (through the origin on a miss), and the descriptor — a lease — of a version.
 
+use crate::catalog;
 use std::sync::Arc;
 
 use rasa_fastpath::frame::{self, CHECKSUM_ALGORITHM, FRAME_FORMAT, HEADER_LEN};
@@ -71,10 +72,16 @@ pub fn descriptor_of(st: &AppState, store: &Store, v: &StoredVersion, remote: bo
     };
     if remote.is_some() {
         // Bytes handed to the fast path: served by the NIC, invisible to the gateway after.
-        metrics::counter!("rasa_fastpath_bytes_advertised_total").increment(v.len());
-        metrics::counter!("rasa_descriptors_total", "path" => "fabric").increment(1);
+        catalog::FASTPATH_BYTES_ADVERTISED
+            .counter()
+            .increment(v.len());
+        catalog::DESCRIPTORS
+            .counter_by(&[("path", "fabric")])
+            .increment(1);
     } else {
-        metrics::counter!("rasa_descriptors_total", "path" => "http").increment(1);
+        catalog::DESCRIPTORS
+            .counter_by(&[("path", "http")])
+            .increment(1);
     }
     Descriptor {
         key: v.key().to_string(),

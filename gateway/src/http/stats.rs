@@ -1,5 +1,6 @@
-//! `GET /v1/stats`: the status page's figures, read from the same exposition `/metrics`
-//! serves, with a sample a second kept for the last few minutes.
+//! `GET /v1/stats`: the status page's figures, read as numbers from the same metrics
+//! `/metrics` exports (`crate::figures`), with a sample a second kept for the last few
+//! minutes.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -8,12 +9,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use axum::extract::{Query, State};
 use axum::response::Response;
 use http::StatusCode;
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use rasa_openapi::stats::{RouteRequests, Stats, StatsSample};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::{exposition, json_response, ApiError, AppState};
+use super::{json_response, ApiError, AppState};
+use crate::catalog as c;
+use crate::figures::{Labels, Snapshot};
 
 /// The samples the gateway keeps for the status page's charts.
 #[derive(Debug)]
@@ -57,23 +59,6 @@ impl Default for History {
     }
 }
 
-/// Latency buckets (seconds) of every `*_seconds` histogram: 100 µs to 10 s, so
-/// Prometheus and Grafana can take p50 and p99 across a whole cluster.
-const LATENCY_BUCKETS: &[f64] = &[
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-    5.0, 10.0,
-];
-
-/// Installs the process's metrics recorder: Prometheus text for `/metrics` (histograms
-/// with [`LATENCY_BUCKETS`]), which `/v1/stats` reads back.
-pub fn install_recorder() -> Result<PrometheusHandle, String> {
-    PrometheusBuilder::new()
-        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
-        .and_then(|b| b.install_recorder())
-        .map_err(|e| format!("cannot install the metrics recorder: {e}"))
-        .inspect(|_| crate::catalog::describe())
-}
-
 /// Takes a sample every interval of `st.stats`, for as long as the process runs.
 pub async fn sample_forever(st: AppState) {
     let mut tick = tokio::time::interval(st.stats.interval);
@@ -86,78 +71,84 @@ pub async fn sample_forever(st: AppState) {
 
 /// The figures now.
 pub(crate) fn sample(st: &AppState) -> StatsSample {
-    let text = super::ops::render(st);
+    super::ops::observe(st);
     let t_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let mut s = read(&text, t_ms);
+    let figures = st.metrics.as_ref().map(|r| r.figures.snapshot());
+    let mut s = read(&figures.unwrap_or_default(), t_ms);
     s.origin.enabled = st.objects.read_through().is_some();
     s
 }
 
-/// A sample from an exposition.
-fn read(text: &str, t_ms: u64) -> StatsSample {
+/// A sample of the figures `f`.
+fn read(f: &Snapshot, t_ms: u64) -> StatsSample {
     let mut s = StatsSample {
         t_ms,
         ..StatsSample::default()
     };
     let mut routes: BTreeMap<(String, String), RouteRequests> = BTreeMap::new();
-    for l in exposition::parse(text) {
-        let n = l.count();
-        match l.name {
-            "rasa_http_requests_total" => {
-                let r = route_of(&mut routes, l.label("route"), l.label("method"));
-                count_status(r, &l.label("status"), n);
-            }
-            "rasa_s3_requests_total" => {
-                let r = route_of(&mut routes, "S3 listener".into(), "*".into());
-                count_status(r, &l.label("status"), n);
-            }
-            "rasa_s3_bytes_served_total" => s.traffic.s3_bytes = n,
-            "rasa_cache_hits_total" => s.cache.hits = n,
-            "rasa_cache_misses_total" => s.cache.misses = n,
-            "rasa_cache_negative_hits_total" => s.cache.negative_hits = n,
-            "rasa_cache_stale_served_total" => s.cache.stale_served = n,
-            "rasa_versions_stored_total" => s.cache.versions_stored = n,
-            "rasa_bytes_stored_total" => s.cache.bytes_stored = n,
-            "rasa_origin_fetches_total" => s.origin.fetches = n,
-            "rasa_origin_errors_total" => s.origin.errors += n,
-            "rasa_origin_bytes_total" => s.origin.bytes = n,
-            "rasa_origin_fetch_seconds_sum" => s.origin.fetch_seconds_sum = l.value,
-            "rasa_origin_fetch_seconds_count" => s.origin.fetch_count = n,
-            "rasa_origin_fetches_in_flight" => s.origin.in_flight = n,
-            "rasa_memory_budget_bytes" => s.memory.budget_bytes = n,
-            "rasa_arena_bytes_allocated" => s.memory.allocated_bytes = n,
-            "rasa_live_bytes" => s.memory.live_bytes = n,
-            "rasa_arenas_leased" => s.memory.arenas_leased = n,
-            "rasa_arenas" => match l.label("state").as_str() {
-                "open" => s.memory.arenas_open = n,
-                "sealed" => s.memory.arenas_sealed = n,
-                "draining" => s.memory.arenas_draining = n,
-                "free" => s.memory.arenas_free = n,
-                _ => {}
-            },
-            "rasa_evictions_total" => s.memory.evictions = n,
-            "rasa_http_bytes_served_total" => s.traffic.http_bytes = n,
-            "rasa_fastpath_bytes_advertised_total" => s.traffic.one_sided_bytes = n,
-            "rasa_descriptors_total" => s.fast_path.descriptors += n,
-            "rasa_leases_granted_total" => s.fast_path.leases_granted = n,
-            "rasa_keys_rotated_total" => s.fast_path.keys_rotated = n,
-            "rasa_keys_revoked_total" => s.fast_path.keys_revoked = n,
-            "rasa_disk_budget_bytes" => s.disk.budget_bytes = n,
-            "rasa_disk_bytes" => s.disk.bytes = n,
-            "rasa_disk_values" => s.disk.values = n,
-            "rasa_disk_index_bytes" => s.disk.index_bytes = n,
-            "rasa_disk_hits_total" => s.disk.hits = n,
-            "rasa_disk_spills_total" => s.disk.spills = n,
-            "rasa_disk_promotions_total" => s.disk.promotions += n,
-            "rasa_disk_evictions_total" => s.disk.evictions = n,
-            "rasa_disk_recovery_seconds" => s.disk.recovery_ms = (l.value * 1000.0) as u64,
-            _ => {}
-        }
+    for (labels, n) in f.each(&c::HTTP_REQUESTS) {
+        let r = route_of(&mut routes, label(labels, "route"), label(labels, "method"));
+        count_status(r, &label(labels, "status"), n as u64);
+    }
+    for (labels, n) in f.each(&c::S3_REQUESTS) {
+        let r = route_of(&mut routes, "S3 listener".into(), "*".into());
+        count_status(r, &label(labels, "status"), n as u64);
     }
     s.requests = routes.into_values().collect();
+    s.traffic.s3_bytes = f.total(&c::S3_BYTES_SERVED);
+    s.traffic.http_bytes = f.total(&c::HTTP_BYTES_SERVED);
+    s.traffic.one_sided_bytes = f.total(&c::FASTPATH_BYTES_ADVERTISED);
+    s.cache.hits = f.total(&c::CACHE_HITS);
+    s.cache.misses = f.total(&c::CACHE_MISSES);
+    s.cache.negative_hits = f.total(&c::CACHE_NEGATIVE_HITS);
+    s.cache.stale_served = f.total(&c::CACHE_STALE_SERVED);
+    s.cache.versions_stored = f.total(&c::VERSIONS_STORED);
+    s.cache.bytes_stored = f.total(&c::BYTES_STORED);
+    s.origin.fetches = f.total(&c::ORIGIN_FETCHES);
+    s.origin.errors = f.total(&c::ORIGIN_ERRORS);
+    s.origin.bytes = f.total(&c::ORIGIN_BYTES);
+    (s.origin.fetch_seconds_sum, s.origin.fetch_count) = f.sum_count(&c::ORIGIN_FETCH_SECONDS);
+    s.origin.in_flight = f.total(&c::ORIGIN_FETCHES_IN_FLIGHT);
+    memory(f, &mut s);
+    s.fast_path.descriptors = f.total(&c::DESCRIPTORS);
+    s.fast_path.leases_granted = f.total(&c::LEASES_GRANTED);
+    s.fast_path.keys_rotated = f.total(&c::KEYS_ROTATED);
+    s.fast_path.keys_revoked = f.total(&c::KEYS_REVOKED);
+    s.disk.budget_bytes = f.total(&c::DISK_BUDGET_BYTES);
+    s.disk.bytes = f.total(&c::DISK_BYTES);
+    s.disk.values = f.total(&c::DISK_VALUES);
+    s.disk.index_bytes = f.total(&c::DISK_INDEX_BYTES);
+    s.disk.hits = f.total(&c::DISK_HITS);
+    s.disk.spills = f.total(&c::DISK_SPILLS);
+    s.disk.promotions = f.total(&c::DISK_PROMOTIONS);
+    s.disk.evictions = f.total(&c::DISK_EVICTIONS);
+    s.disk.recovery_ms = (f.value(&c::DISK_RECOVERY_SECONDS) * 1000.0) as u64;
     s
+}
+
+/// The memory figures of `f` into `s`.
+fn memory(f: &Snapshot, s: &mut StatsSample) {
+    let m = &mut s.memory;
+    m.budget_bytes = f.total(&c::MEMORY_BUDGET_BYTES);
+    m.allocated_bytes = f.total(&c::ARENA_BYTES_ALLOCATED);
+    m.live_bytes = f.total(&c::LIVE_BYTES);
+    m.arenas_leased = f.total(&c::ARENAS_LEASED);
+    m.arenas_open = f.with(&c::ARENAS, "state", "open");
+    m.arenas_sealed = f.with(&c::ARENAS, "state", "sealed");
+    m.arenas_draining = f.with(&c::ARENAS, "state", "draining");
+    m.arenas_free = f.with(&c::ARENAS, "state", "free");
+    m.evictions = f.total(&c::EVICTIONS);
+}
+
+/// The value of label `name` in `labels` (`""` without it).
+fn label(labels: &Labels, name: &str) -> String {
+    labels
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default()
 }
 
 fn route_of(
@@ -197,7 +188,7 @@ pub struct StatsQuery {
 /// The figures behind the status page (`/ui`): totals now, a sample a second for the
 /// last five minutes, and the cluster's members.
 ///
-/// Read from the same exposition `/metrics` serves. Counters are totals since start; a
+/// The same figures `/metrics` exports. Counters are totals since start; a
 /// reader computes rates between samples. With `?since=T`, `history` holds only the
 /// samples taken after `T`, so a page polling every second or two fetches little.
 #[utoipa::path(
@@ -233,18 +224,34 @@ mod tests {
 
     #[test]
     fn sums_requests_by_route_and_status_class() {
-        let text = "\
-rasa_http_requests_total{route=\"/v1/objects/{*key}\",method=\"GET\",status=\"200\"} 5
-rasa_http_requests_total{route=\"/v1/objects/{*key}\",method=\"GET\",status=\"206\"} 2
-rasa_http_requests_total{route=\"/v1/objects/{*key}\",method=\"GET\",status=\"304\"} 1
-rasa_http_requests_total{route=\"/v1/objects/{*key}\",method=\"GET\",status=\"404\"} 3
-rasa_http_requests_total{route=\"/v1/objects/{*key}\",method=\"PUT\",status=\"503\"} 4
-rasa_descriptors_total{path=\"fabric\"} 6
-rasa_descriptors_total{path=\"http\"} 1
-rasa_arenas{state=\"sealed\"} 2
-rasa_origin_fetch_seconds_sum 0.5
-";
-        let s = read(text, 7);
+        let (recorders, fanout) = crate::figures::Recorders::build();
+        metrics::with_local_recorder(&fanout, || {
+            let get = |status| {
+                let l = [
+                    ("route", "/v1/objects/{*key}"),
+                    ("method", "GET"),
+                    ("status", status),
+                ];
+                c::HTTP_REQUESTS.counter_by(&l)
+            };
+            get("200").increment(5);
+            get("206").increment(2);
+            get("304").increment(1);
+            get("404").increment(3);
+            let put = [
+                ("route", "/v1/objects/{*key}"),
+                ("method", "PUT"),
+                ("status", "503"),
+            ];
+            c::HTTP_REQUESTS.counter_by(&put).increment(4);
+            c::DESCRIPTORS
+                .counter_by(&[("path", "fabric")])
+                .increment(6);
+            c::DESCRIPTORS.counter_by(&[("path", "http")]).increment(1);
+            c::ARENAS.gauge_by(&[("state", "sealed")]).set(2.0);
+            c::ORIGIN_FETCH_SECONDS.histogram().record(0.5);
+        });
+        let s = read(&recorders.figures.snapshot(), 7);
         assert_eq!(s.t_ms, 7);
         assert_eq!(s.requests.len(), 2);
         let get = &s.requests[0];
@@ -256,14 +263,16 @@ rasa_origin_fetch_seconds_sum 0.5
         );
         assert_eq!(s.fast_path.descriptors, 7);
         assert_eq!(s.memory.arenas_sealed, 2);
-        assert_eq!(s.origin.fetch_seconds_sum, 0.5);
+        assert_eq!((s.origin.fetch_seconds_sum, s.origin.fetch_count), (0.5, 1));
+        let text = recorders.exposition.render();
+        assert!(text.contains("rasa_origin_fetch_seconds_bucket"), "{text}");
     }
 
     #[test]
     fn history_keeps_the_newest_and_answers_since() {
         let h = History::new(Duration::from_secs(1), 3);
         for t in 1..=5 {
-            h.push(read("", t));
+            h.push(read(&Snapshot::default(), t));
         }
         let all: Vec<u64> = h.since(0).iter().map(|s| s.t_ms).collect();
         assert_eq!(all, [3, 4, 5]);

@@ -9,6 +9,7 @@
 //! - an object too large to cache: passed through from the origin;
 //! - anything else: the stored version (filled, or revalidated, first).
 
+use crate::catalog;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
@@ -113,7 +114,7 @@ impl Objects {
                 return match rt.lookup(key, true).await {
                     Ok(Lookup::Stored(v)) => Ok(Read::Stored(v)),
                     Ok(Lookup::Filling(f)) => {
-                        metrics::counter!("rasa_cold_streams_total").increment(1);
+                        catalog::COLD_STREAMS.counter().increment(1);
                         Ok(Read::Filling(f))
                     }
                     Ok(Lookup::Missing) => Err(ObjectError::NotFound(key.to_owned())),
@@ -146,7 +147,7 @@ impl Objects {
         if let Some(fill) = rt.filling(key).filter(|_| !if_range) {
             if let RangeOutcome::Partial(first, last) = range::resolve(range, fill.length) {
                 if first <= fill.received() {
-                    metrics::counter!("rasa_cold_streams_total").increment(1);
+                    catalog::COLD_STREAMS.counter().increment(1);
                     return Ok(Read::FillingRange { fill, first, last });
                 }
             }
@@ -175,10 +176,12 @@ impl Objects {
                 )))
             }
         };
-        metrics::counter!("rasa_origin_pass_through_total").increment(1);
+        catalog::ORIGIN_PASS_THROUGH.counter().increment(1);
         obj.body = Box::pin(obj.body.map(|chunk| {
             chunk.inspect(|c| {
-                metrics::counter!("rasa_origin_pass_through_bytes_total").increment(c.len() as u64);
+                catalog::ORIGIN_PASS_THROUGH_BYTES
+                    .counter()
+                    .increment(c.len() as u64);
             })
         }));
         Ok(Read::PassThrough(obj))

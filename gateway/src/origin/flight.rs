@@ -54,7 +54,7 @@ impl Flights {
         let entry = self.running.enter(key);
         let mut slot = entry.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(f) = slot.as_ref() {
-            metrics::counter!("rasa_singleflight_joins_total").increment(1);
+            crate::catalog::SINGLEFLIGHT_JOINS.counter().increment(1);
             return f.clone();
         }
         let (tx, rx) = watch::channel(None);

@@ -11,6 +11,7 @@
 //! - After a membership change, a miss is first filled from the key's previous owner
 //!   ([`crate::cluster::Peers::copy`]).
 
+use crate::catalog;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -131,7 +132,7 @@ impl ReadThrough {
                 }
                 || self.confirmed_before_all_stale(&v);
             if !stale {
-                metrics::counter!("rasa_cache_hits_total").increment(1);
+                catalog::CACHE_HITS.counter().increment(1);
                 return Ok(Lookup::Stored(v));
             }
             return match self.flight(key, Some(v.clone())).0.await {
@@ -140,12 +141,12 @@ impl ReadThrough {
                     // Stale beats unavailable, but not older than a write acknowledged
                     // elsewhere: no answer rather than one that goes back in time.
                     tracing::warn!(key, error = %e, "a copy made under another owner could not be confirmed; not served");
-                    metrics::counter!("rasa_cache_untied_refused_total").increment(1);
+                    catalog::CACHE_UNTIED_REFUSED.counter().increment(1);
                     Err(FetchError::Origin(e))
                 }
                 Err(FetchError::Origin(e)) => {
                     tracing::warn!(key, error = %e, "revalidation failed; serving the cached version");
-                    metrics::counter!("rasa_cache_stale_served_total").increment(1);
+                    catalog::CACHE_STALE_SERVED.counter().increment(1);
                     Ok(Lookup::Stored(v))
                 }
                 Err(e) => Err(e),
@@ -154,7 +155,7 @@ impl ReadThrough {
         // "Not found" is remembered by the key's owner only: elsewhere it may predate a
         // write the owner acknowledged since.
         if self.is_negative(key) && self.owns(key) {
-            metrics::counter!("rasa_cache_negative_hits_total").increment(1);
+            catalog::CACHE_NEGATIVE_HITS.counter().increment(1);
             return Ok(Lookup::Missing);
         }
         if let Some(length) = self.known_too_large(key) {
@@ -163,7 +164,7 @@ impl ReadThrough {
                 limit: self.max_object_size,
             });
         }
-        metrics::counter!("rasa_cache_misses_total").increment(1);
+        catalog::CACHE_MISSES.counter().increment(1);
         let (flight, mut filling) = self.flight(key, None);
         if !stream {
             return flight.await.map(found);
@@ -221,7 +222,7 @@ impl ReadThrough {
         key: &str,
     ) -> Option<crate::cluster::fill::PeerCopy> {
         let copy = copy?;
-        metrics::counter!("rasa_origin_heads_total").increment(1);
+        catalog::ORIGIN_HEADS.counter().increment(1);
         let head = self.origin.head(key).await;
         let current = match &head {
             Ok(Some(h)) => h.etag.is_some() && h.etag == copy.etag,
@@ -232,7 +233,9 @@ impl ReadThrough {
                 key,
                 "the peer's copy is not the origin's current one; fetching"
             );
-            metrics::counter!("rasa_peer_fills_total", "result" => "stale").increment(1);
+            catalog::PEER_FILLS
+                .counter_by(&[("result", "stale")])
+                .increment(1);
         }
         current.then_some(copy)
     }
@@ -244,7 +247,7 @@ impl ReadThrough {
         let at = u64::try_from(self.born.elapsed().as_nanos()).unwrap_or(u64::MAX);
         self.stale_before
             .store(at.max(1), std::sync::atomic::Ordering::Release);
-        metrics::counter!("rasa_cache_revalidate_all_total").increment(1);
+        catalog::CACHE_REVALIDATE_ALL.counter().increment(1);
     }
 
     /// Whether `v` was last confirmed before [`ReadThrough::revalidate_all`].
@@ -276,7 +279,7 @@ impl ReadThrough {
     pub fn range_missed(self: &Arc<Self>, key: &str) {
         let fill = self.range_fill.load(std::sync::atomic::Ordering::Relaxed);
         if fill && !self.is_negative(key) && self.known_too_large(key).is_none() {
-            metrics::counter!("rasa_cache_misses_total").increment(1);
+            catalog::CACHE_MISSES.counter().increment(1);
             drop(self.flight(key, None)); // it runs on its own task
         }
     }
@@ -285,10 +288,10 @@ impl ReadThrough {
     /// need not fetch the object. "Not found" is remembered like a fetch's.
     pub async fn head(&self, key: &str) -> Result<Option<super::OriginHead>, FetchError> {
         if self.is_negative(key) {
-            metrics::counter!("rasa_cache_negative_hits_total").increment(1);
+            catalog::CACHE_NEGATIVE_HITS.counter().increment(1);
             return Ok(None);
         }
-        metrics::counter!("rasa_origin_heads_total").increment(1);
+        catalog::ORIGIN_HEADS.counter().increment(1);
         let head = self.origin.head(key).await?;
         if head.is_none() {
             self.remembered.remember(key, Verdict::NotFound);
@@ -375,16 +378,20 @@ impl ReadThrough {
         let etag = current
             .as_ref()
             .and_then(|v| v.origin.etag().map(str::to_owned));
-        metrics::counter!("rasa_origin_fetches_total").increment(1);
+        catalog::ORIGIN_FETCHES.counter().increment(1);
         let fetched = self.origin.get(key, etag.as_deref()).await;
-        metrics::histogram!("rasa_origin_fetch_seconds").record(started.elapsed().as_secs_f64());
+        catalog::ORIGIN_FETCH_SECONDS
+            .histogram()
+            .record(started.elapsed().as_secs_f64());
         let fetched = fetched.inspect_err(|e| {
             let kind = match e {
                 OriginError::Timeout(_) => "timeout",
                 OriginError::Denied(_) => "denied",
                 OriginError::Failed(_) => "failed",
             };
-            metrics::counter!("rasa_origin_errors_total", "kind" => kind).increment(1);
+            catalog::ORIGIN_ERRORS
+                .counter_by(&[("kind", kind)])
+                .increment(1);
         })?;
         match fetched {
             Fetch::NotModified => {
@@ -444,7 +451,9 @@ impl ReadThrough {
         let received: Result<(), FetchError> = async {
             while let Some(chunk) = obj.body.next().await {
                 let chunk = chunk?;
-                metrics::counter!("rasa_origin_bytes_total").increment(chunk.len() as u64);
+                catalog::ORIGIN_BYTES
+                    .counter()
+                    .increment(chunk.len() as u64);
                 // Streams first: copying and hashing into the arena need not delay them
                 // (a write that fails ends them short, like a failed fetch).
                 streamed.push(chunk.clone());

@@ -5,6 +5,7 @@
 //! counted (`rasa_origin_remembered_evictions_total`) and the bytes held are a gauge
 //! (`rasa_origin_remembered_bytes`).
 
+use crate::catalog;
 use std::collections::hash_map::RandomState;
 use std::time::{Duration, Instant};
 
@@ -48,7 +49,7 @@ impl Lifecycle<String, Entry> for CountEvictions {
     fn begin_request(&self) -> Self::RequestState {}
 
     fn on_evict(&self, _: &mut (), _: String, _: Entry) {
-        metrics::counter!("rasa_origin_remembered_evictions_total").increment(1);
+        catalog::ORIGIN_REMEMBERED_EVICTIONS.counter().increment(1);
     }
 }
 
@@ -103,7 +104,9 @@ impl Remembered {
                 at: Instant::now(),
             },
         );
-        metrics::gauge!("rasa_origin_remembered_bytes").set(self.cache.weight() as f64);
+        catalog::ORIGIN_REMEMBERED_BYTES
+            .gauge()
+            .set(self.cache.weight() as f64);
     }
 
     /// Forgets what was remembered for `key` (it was written here).

@@ -12,6 +12,7 @@
 //! | a POST (browser form) upload (`multipart/form-data`) | `501 NotImplemented` |
 //! | an empty `Content-MD5` | `400 InvalidDigest` |
 
+use crate::catalog;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use http::{header, Method, StatusCode};
@@ -91,7 +92,8 @@ impl Edge {
     fn refuse(&self, req: &Request) -> Option<Response> {
         let size = crate::net::head_size(req);
         if size > self.limits.max_header_size {
-            metrics::counter!("rasa_s3_requests_refused_total", "reason" => "headers_too_large")
+            catalog::S3_REQUESTS_REFUSED
+                .counter_by(&[("reason", "headers_too_large")])
                 .increment(1);
             return Some(xml_error(
                 StatusCode::BAD_REQUEST,
@@ -104,7 +106,8 @@ impl Edge {
         }
         if let Some(hosts) = &self.open_hosts {
             if let Err(why) = hosts.check(req.method(), req.uri(), req.headers()) {
-                metrics::counter!("rasa_s3_requests_refused_total", "reason" => "foreign_origin")
+                catalog::S3_REQUESTS_REFUSED
+                    .counter_by(&[("reason", "foreign_origin")])
                     .increment(1);
                 return Some(xml_error(
                     StatusCode::FORBIDDEN,
@@ -212,7 +215,8 @@ fn refuse_unsupported(req: &Request) -> Option<Response> {
             || k.starts_with("x-amz-copy-source-server-side-encryption")
     });
     if let Some(name) = sse {
-        metrics::counter!("rasa_s3_requests_refused_total", "reason" => "not_implemented")
+        catalog::S3_REQUESTS_REFUSED
+            .counter_by(&[("reason", "not_implemented")])
             .increment(1);
         return Some(xml_error(
             StatusCode::NOT_IMPLEMENTED,
@@ -229,7 +233,8 @@ fn refuse_unsupported(req: &Request) -> Option<Response> {
                 .starts_with("multipart/form-data")
         });
     if req.method() == Method::POST && form {
-        metrics::counter!("rasa_s3_requests_refused_total", "reason" => "not_implemented")
+        catalog::S3_REQUESTS_REFUSED
+            .counter_by(&[("reason", "not_implemented")])
             .increment(1);
         return Some(xml_error(
             StatusCode::NOT_IMPLEMENTED,

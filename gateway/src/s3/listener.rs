@@ -3,6 +3,7 @@
 //! timeout, panics caught, credentials redacted from traces), its socket, the multipart
 //! reaper, and the credentials file reloaded on SIGHUP.
 
+use crate::catalog;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -36,7 +37,7 @@ pub fn connection_limit_refusal() -> Response {
 /// The S3 answer to a request that found no slot free (`--max-concurrent-requests`,
 /// [`crate::slots`]), counted.
 fn overloaded() -> Response {
-    metrics::counter!("rasa_s3_requests_shed_total").increment(1);
+    catalog::S3_REQUESTS_SHED.counter().increment(1);
     let mut r = xml_error(
         StatusCode::SERVICE_UNAVAILABLE,
         "SlowDown",
@@ -48,7 +49,7 @@ fn overloaded() -> Response {
 }
 
 fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
-    metrics::counter!("rasa_s3_panics_total").increment(1);
+    catalog::S3_PANICS.counter().increment(1);
     xml_error(
         StatusCode::INTERNAL_SERVER_ERROR,
         "InternalError",
@@ -209,7 +210,8 @@ async fn request_id(req: axum::extract::Request, next: axum::middleware::Next) -
 }
 
 async fn count(resp: Response<Body>) -> Response<Body> {
-    metrics::counter!("rasa_s3_requests_total", "status" => resp.status().as_str().to_owned())
+    catalog::S3_REQUESTS
+        .counter_by(&[("status", resp.status().as_str().to_owned())])
         .increment(1);
     resp
 }

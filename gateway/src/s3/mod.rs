@@ -34,6 +34,7 @@ mod paging;
 mod streamed;
 mod versions;
 
+use crate::catalog;
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -197,7 +198,7 @@ impl S3Front {
         use futures_util::StreamExt;
         let next = tokio::time::timeout(self.limits.body_timeout, body.next());
         let Some(next) = pace.within(received, next).await else {
-            metrics::counter!("rasa_s3_uploads_too_slow_total").increment(1);
+            catalog::S3_UPLOADS_TOO_SLOW.counter().increment(1);
             return Err(s3s::s3_error!(
                 RequestTimeout,
                 "the body arrived slower than --min-upload-rate ({} bytes a second) after a grace of --body-timeout; nothing was stored",

@@ -1,6 +1,7 @@
 //! Object operations: GetObject, HeadObject, PutObject, DeleteObject(s), CopyObject, over
 //! the store (and the origin: misses read through, writes follow `--write-policy`).
 
+use crate::catalog;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -166,7 +167,9 @@ fn stored(front: &S3Front, i: &GetObjectInput, v: &StoredVersion) -> S3Result<Ge
     };
     let kept = |f: fn(&ObjectHeaders) -> &Option<String>| v.headers().and_then(|h| f(h).clone());
     let body = Bytes::from_owner(v.payload().slice(range.start as usize, range.end as usize));
-    metrics::counter!("rasa_s3_bytes_served_total").increment(range.end - range.start);
+    catalog::S3_BYTES_SERVED
+        .counter()
+        .increment(range.end - range.start);
     Ok(GetObjectOutput {
         body: Some(StreamingBlob::from(s3s::Body::from(body))),
         content_length: Some((range.end - range.start) as i64),
@@ -307,7 +310,7 @@ pub(super) async fn publish(
         .put(sealed, |cur| cond.check(cur))
         .await
         .map_err(object_error)?;
-    metrics::counter!("rasa_s3_objects_stored_total").increment(1);
+    catalog::S3_OBJECTS_STORED.counter().increment(1);
     Ok(stored)
 }
 

@@ -4,6 +4,7 @@
 //! passed through from the origin. No version id yet; the ETag only when the origin gave
 //! one.
 
+use crate::catalog;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use s3s::dto::{ETag, GetObjectOutput, StreamingBlob};
@@ -45,7 +46,7 @@ pub(super) fn output(read: Read) -> S3Result<GetObjectOutput> {
         }
     };
     let served = out.content_length.unwrap_or(0).max(0) as u64;
-    metrics::counter!("rasa_s3_bytes_served_total").increment(served);
+    catalog::S3_BYTES_SERVED.counter().increment(served);
     Ok(GetObjectOutput {
         accept_ranges: Some("bytes".into()),
         ..out

@@ -12,6 +12,7 @@
 //! episode and counted (`rasa_connections_refused_total{listener}`); the open count is the
 //! gauge `rasa_connections_open{listener}`.
 
+use crate::catalog;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -100,7 +101,8 @@ impl Ticket {
         match outcome {
             Ok(spoke) => spoke,
             Err(reason) => {
-                metrics::counter!("rasa_connections_closed_total", "listener" => self.gate.listener, "reason" => reason)
+                catalog::CONNECTIONS_CLOSED
+                    .counter_by(&[("listener", self.gate.listener), ("reason", reason)])
                     .increment(1);
                 tracing::debug!(
                     listener = self.gate.listener,
@@ -156,7 +158,9 @@ impl Gate {
     }
 
     fn gauge(&self, open: usize) {
-        metrics::gauge!("rasa_connections_open", "listener" => self.listener).set(open as f64);
+        catalog::CONNECTIONS_OPEN
+            .gauge_by(&[("listener", self.listener)])
+            .set(open as f64);
     }
 
     /// Admits one accepted connection.
@@ -181,7 +185,8 @@ impl Gate {
             self.gauge(now);
             return Admission::Served(self.ticket());
         }
-        metrics::counter!("rasa_connections_refused_total", "listener" => self.listener)
+        catalog::CONNECTIONS_REFUSED
+            .counter_by(&[("listener", self.listener)])
             .increment(1);
         if now <= self.max + RESERVE {
             self.gauge(now);

@@ -18,6 +18,7 @@
 //! - **graceful shutdown**: stop accepting, let requests in flight finish (an upload in
 //!   progress is completed or abandoned, never half-published).
 
+use crate::catalog;
 use std::future::Future;
 use std::io;
 use std::path::Path;
@@ -197,7 +198,7 @@ where
             };
             if let Err(e) = result {
                 if timed_out(&*e) {
-                    metrics::counter!("rasa_http_send_timeouts_total").increment(1);
+                    catalog::HTTP_SEND_TIMEOUTS.counter().increment(1);
                     tracing::info!(%peer, "closed a connection whose client stopped reading (--send-timeout)");
                 } else {
                     tracing::debug!(%peer, error = %e, "connection ended with an error");

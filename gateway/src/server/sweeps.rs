@@ -2,6 +2,7 @@
 //! never sent a byte (libfabric's socket providers accept them and wait for a connection
 //! request without limit), and the `/dev/shm` regions that dead `shm` processes left.
 
+use crate::catalog;
 use rasa_fastpath::fabric::plan::is_shm;
 use rasa_fastpath::fabrics::Fabrics;
 
@@ -53,7 +54,8 @@ async fn close_silent_fabric_connections(port: u16, timeout: std::time::Duration
         match swept {
             Ok(Ok(0)) => {}
             Ok(Ok(n)) => {
-                metrics::counter!("rasa_connections_closed_total", "listener" => "fabric", "reason" => "first_byte_timeout")
+                catalog::CONNECTIONS_CLOSED
+                    .counter_by(&[("listener", "fabric"), ("reason", "first_byte_timeout")])
                     .increment(n as u64);
                 tracing::debug!(
                     n,

@@ -2,6 +2,7 @@
 //! sparse one, evict the least recently used), driving reclamation, and the gauges that
 //! describe memory. The lease invariant itself is enforced in [`super::arena`].
 
+use crate::catalog;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -132,21 +133,27 @@ impl<'a> Memory<'a> {
             ("draining", c.draining),
             ("free", c.free),
         ] {
-            metrics::gauge!("rasa_arenas", "state" => state).set(n as f64);
+            catalog::ARENAS.gauge_by(&[("state", state)]).set(n as f64);
         }
-        metrics::gauge!("rasa_arena_bytes_allocated").set(c.allocated as f64);
-        metrics::gauge!("rasa_memory_budget_bytes").set(self.arenas.budget() as f64);
+        catalog::ARENA_BYTES_ALLOCATED
+            .gauge()
+            .set(c.allocated as f64);
+        catalog::MEMORY_BUDGET_BYTES
+            .gauge()
+            .set(self.arenas.budget() as f64);
         let (leased, live) = self.arenas.observe(SystemTime::now());
-        metrics::gauge!("rasa_arenas_leased").set(leased as f64);
-        metrics::gauge!("rasa_live_bytes").set(live as f64);
+        catalog::ARENAS_LEASED.gauge().set(leased as f64);
+        catalog::LIVE_BYTES.gauge().set(live as f64);
         if let Some(disk) = self.disk.as_ref() {
             disk.observe();
         }
         for f in self.fabric.iter().flat_map(|f| f.servers()) {
             let (st, provider) = (f.stats(), f.node().provider().to_owned());
-            metrics::counter!("rasa_fabric_progress_wakeups_total", "provider" => provider.clone())
+            catalog::FABRIC_PROGRESS_WAKEUPS
+                .counter_by(&[("provider", provider.clone())])
                 .absolute(st.wakeups.load(Ordering::Relaxed));
-            metrics::counter!("rasa_fabric_progress_errors_total", "provider" => provider)
+            catalog::FABRIC_PROGRESS_ERRORS
+                .counter_by(&[("provider", provider)])
                 .absolute(st.errors.load(Ordering::Relaxed));
         }
     }
@@ -202,7 +209,7 @@ impl<'a> Memory<'a> {
                 .stats
                 .evicted
                 .fetch_add(evicted, Ordering::Relaxed);
-            metrics::counter!("rasa_evictions_total").increment(evicted);
+            catalog::EVICTIONS.counter().increment(evicted);
         }
         evicted
     }
@@ -248,7 +255,7 @@ impl<'a> Memory<'a> {
                 .stats
                 .compacted
                 .fetch_add(moved, Ordering::Relaxed);
-            metrics::counter!("rasa_compacted_total").increment(moved);
+            catalog::COMPACTED.counter().increment(moved);
             tracing::info!(arena = arena.id, moved, "compacted a sparse arena");
         }
     }

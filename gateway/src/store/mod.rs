@@ -32,6 +32,7 @@ pub use testing::Testing;
 pub use upload::{room_deadline, Sealed, Upload};
 pub use version::{BadVersionId, OriginMeta, StoredVersion, VersionId, VERSION_PATTERN};
 
+use crate::catalog;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -167,7 +168,7 @@ impl Store {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         self.latest_lease_ms.fetch_max(ms, Ordering::Relaxed);
-        metrics::counter!("rasa_leases_granted_total").increment(1);
+        catalog::LEASES_GRANTED.counter().increment(1);
         deadline
     }
 }

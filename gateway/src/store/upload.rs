@@ -8,6 +8,7 @@
 //! its own is written in place, and that arena is registered — given a remote key — only
 //! at the seal. An upload that fails leaves no byte in advertised memory.
 
+use crate::catalog;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -265,8 +266,8 @@ impl Store {
         }
         drop(shard);
         drop(sealed);
-        metrics::counter!("rasa_versions_stored_total").increment(1);
-        metrics::counter!("rasa_bytes_stored_total").increment(stored.len());
+        catalog::VERSIONS_STORED.counter().increment(1);
+        catalog::BYTES_STORED.counter().increment(stored.len());
         Ok(stored)
     }
 }
@@ -395,7 +396,9 @@ impl Upload {
         self.sha256.update(chunk);
         self.frame.update(chunk);
         self.written = end;
-        metrics::gauge!("rasa_upload_bytes_in_progress").increment(chunk.len() as f64);
+        catalog::UPLOAD_BYTES_IN_PROGRESS
+            .gauge()
+            .increment(chunk.len() as f64);
         self.blocks_done = frame::fill_table(
             &self.id,
             self.block_size,
@@ -438,9 +441,11 @@ impl Drop for Upload {
     fn drop(&mut self) {
         // Committed or not, this upload no longer holds its arena open.
         self.arena.finish_pending();
-        metrics::gauge!("rasa_upload_bytes_in_progress").decrement(self.written as f64);
+        catalog::UPLOAD_BYTES_IN_PROGRESS
+            .gauge()
+            .decrement(self.written as f64);
         if let Some(slot) = &self.slot {
-            metrics::counter!("rasa_uploads_abandoned_total").increment(1);
+            catalog::UPLOADS_ABANDONED.counter().increment(1);
             tracing::debug!(
                 key = %self.key,
                 written = self.written,

@@ -12,6 +12,7 @@ use rasa_tests::rust_files;
 const GATEWAY_LAYERS: &[(&str, u32)] = &[
     ("browser", 0),
     ("catalog", 0),
+    ("figures", 1),
     ("credfile", 0),
     ("front", 1),
     ("key", 0),

@@ -2,6 +2,7 @@
 //! with the method and the path. A proof is good for one request, to one member (`to`),
 //! for [`PROOF_WITHIN`] of the receiver's clock, with the body it names ([`HopBody`]).
 
+use crate::catalog;
 use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
 
@@ -224,7 +225,7 @@ impl ClusterSecret {
             Err(why) => {
                 parts.headers.remove(HOP_HEADER);
                 parts.headers.remove(PEER_FILL_HEADER);
-                metrics::counter!("rasa_cluster_hops_rejected_total").increment(1);
+                catalog::CLUSTER_HOPS_REJECTED.counter().increment(1);
                 tracing::warn!(
                     method = %parts.method, path,
                     "cluster: a request marked as forwarded came with {why}; served as a client's request"

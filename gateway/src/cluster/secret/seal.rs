@@ -6,6 +6,7 @@
 //! length or ends without its seal ends in an error instead, so the handler reading it
 //! stores nothing (every write publishes only a body read to its end).
 
+use crate::catalog;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
@@ -137,7 +138,7 @@ impl Verified {
 
 /// The error a body that its proof does not cover ends with (counted, logged).
 fn refused(why: &str) -> axum::Error {
-    metrics::counter!("rasa_cluster_hops_rejected_total").increment(1);
+    catalog::CLUSTER_HOPS_REJECTED.counter().increment(1);
     tracing::warn!("cluster: a forwarded request's body {why}; nothing of it is stored");
     axum::Error::new(format!(
         "the body {why} (the hop proof does not cover it); nothing was stored"

@@ -1,6 +1,7 @@
 //! A put batch's body as it arrives: its manifest line, then each value's bytes, read
 //! within the body's pace (`--body-timeout`, `--min-upload-rate`).
 
+use crate::catalog;
 use axum::body::BodyDataStream;
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -44,7 +45,7 @@ impl<'s> Framed<'s> {
                 .within(self.received, self.stream.next())
                 .await
                 .ok_or_else(|| {
-                    metrics::counter!("rasa_http_uploads_too_slow_total").increment(1);
+                    catalog::HTTP_UPLOADS_TOO_SLOW.counter().increment(1);
                     ApiError::TooSlow {
                         rate: self.pace.min_rate(),
                     }

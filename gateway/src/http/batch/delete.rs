@@ -1,5 +1,6 @@
 //! `POST /v1/batch/delete`: many keys deleted in one request.
 
+use crate::catalog;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -83,9 +84,11 @@ pub async fn delete_batch(
         .map(|(key, error)| DeleteResult { key, error })
         .collect();
     let refused = results.iter().filter(|r| r.error.is_some()).count() as u64;
-    metrics::counter!("rasa_http_batch_items_total", "op" => "delete", "result" => "done")
+    catalog::HTTP_BATCH_ITEMS
+        .counter_by(&[("op", "delete"), ("result", "done")])
         .increment(results.len() as u64 - refused);
-    metrics::counter!("rasa_http_batch_items_total", "op" => "delete", "result" => "refused")
+    catalog::HTTP_BATCH_ITEMS
+        .counter_by(&[("op", "delete"), ("result", "refused")])
         .increment(refused);
     Ok(json_response(
         StatusCode::OK,

@@ -3,6 +3,7 @@
 //! credentials file on every member; unsigned on an open listener), with the hop marker so
 //! that each answers for itself alone.
 
+use crate::catalog;
 use std::time::SystemTime;
 
 use aws_sdk_s3 as sdk;
@@ -77,7 +78,9 @@ where
     R: std::fmt::Debug,
 {
     let unreachable = |why: String| {
-        metrics::counter!("rasa_s3_member_parts_total", "result" => "unreachable").increment(1);
+        catalog::S3_MEMBER_PARTS
+            .counter_by(&[("result", "unreachable")])
+            .increment(1);
         s3_error!(
             SlowDown,
             "member {} at {} did not answer its part ({why}); retry shortly",
@@ -88,7 +91,9 @@ where
     match tokio::time::timeout(PART_WITHIN, call).await {
         Err(_) => Err(unreachable(format!("no answer within {PART_WITHIN:?}"))),
         Ok(Ok(v)) => {
-            metrics::counter!("rasa_s3_member_parts_total", "result" => "ok").increment(1);
+            catalog::S3_MEMBER_PARTS
+                .counter_by(&[("result", "ok")])
+                .increment(1);
             Ok(v)
         }
         Ok(Err(sdk::error::SdkError::ServiceError(e))) => {

@@ -21,6 +21,21 @@ pub(super) struct Completed {
 }
 
 impl State {
+    /// Sets the gauge of the memory unfinished uploads hold (after `used` changed).
+    pub(super) fn report(&self) {
+        crate::catalog::S3_MULTIPART_BYTES
+            .gauge()
+            .set(self.used as f64);
+    }
+
+    /// Reports `n` uploads reaped (after they were dropped).
+    pub(super) fn reaped(&self, n: usize) {
+        self.report();
+        crate::catalog::S3_MULTIPART_REAPED
+            .counter()
+            .increment(n as u64);
+    }
+
     /// Remembers a completed upload, forgetting the oldest beyond `max` or `expiry`.
     pub(super) fn remember(&mut self, id: String, done: Completed, max: usize, expiry: Duration) {
         self.completed_order.push_back((Instant::now(), id.clone()));

@@ -4,6 +4,7 @@
 //! created the upload. CompleteMultipartUpload checks part order, ETags and sizes, then
 //! writes the parts as one contiguous immutable version.
 
+use crate::catalog::S3_MULTIPART_REFUSED;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
@@ -149,8 +150,7 @@ impl Uploads {
                 tracing::info!(upload = %id, key = %u.key, parts = u.parts.len(), "abandoned multipart upload reaped");
             }
         }
-        metrics::gauge!("rasa_s3_multipart_bytes").set(st.used as f64);
-        metrics::counter!("rasa_s3_multipart_reaped_total").increment(expired.len() as u64);
+        st.reaped(expired.len());
         expired.len()
     }
 
@@ -224,7 +224,7 @@ pub(super) async fn create(
     front.key(&i.bucket, &i.key)?;
     let held = staged.held();
     if st.uploads.len() >= uploads.max_uploads || st.used + held > uploads.budget {
-        metrics::counter!("rasa_s3_multipart_refused_total").increment(1);
+        S3_MULTIPART_REFUSED.counter().increment(1);
         return Err(s3_error!(
             SlowDown,
             "{} multipart uploads are in progress holding {} bytes (--multipart-max-uploads {}, --multipart-memory {}); complete or abort some, or retry later",
@@ -236,7 +236,7 @@ pub(super) async fn create(
     }
     st.used += held;
     st.uploads.insert(id.clone(), staged);
-    metrics::gauge!("rasa_s3_multipart_bytes").set(st.used as f64);
+    st.report();
     drop(st);
     Ok(S3Response::new(CreateMultipartUploadOutput {
         bucket: Some(i.bucket),
@@ -336,7 +336,7 @@ pub(super) async fn upload_part(
     if let Some(old) = replaced {
         st.used -= old.data.len() as u64;
     }
-    metrics::gauge!("rasa_s3_multipart_bytes").set(st.used as f64);
+    st.report();
     Ok(S3Response::new(UploadPartOutput {
         e_tag: Some(ETag::Strong(hex::encode(md5))),
         ..Default::default()
@@ -390,7 +390,7 @@ pub(super) async fn complete(
             let answer = completion(&done);
             let mut st = front.uploads.state();
             st.used -= staged_bytes;
-            metrics::gauge!("rasa_s3_multipart_bytes").set(st.used as f64);
+            st.report();
             let (max, expiry) = (front.uploads.max_uploads, front.uploads.expiry);
             st.remember(i.upload_id, done, max, expiry);
             drop(st);
@@ -494,6 +494,6 @@ pub(super) async fn abort(
     check_owner(&st, &i.upload_id, &i.bucket, &i.key, owner.as_deref())?;
     let u = st.uploads.remove(&i.upload_id).expect("checked above");
     st.used -= u.held();
-    metrics::gauge!("rasa_s3_multipart_bytes").set(st.used as f64);
+    st.report();
     Ok(S3Response::new(AbortMultipartUploadOutput::default()))
 }

@@ -16,6 +16,7 @@
 //! HTTP response in flight, an upload) still holds its memory. A reader that comes late
 //! uses a revoked key and gets a protection error, never other bytes.
 
+use crate::catalog;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
@@ -310,7 +311,7 @@ impl Arenas {
             })?,
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!("rasa_arenas_created_total").increment(1);
+        catalog::ARENAS_CREATED.counter().increment(1);
         tracing::debug!(
             arena = id,
             size,

@@ -2,6 +2,7 @@
 //! key, wait for local readers, reset and register it again, or release it). Where
 //! **the lease invariant** is enforced: see the module documentation of [`super`].
 
+use crate::catalog;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -45,10 +46,12 @@ impl Arenas {
         }
         let closed: usize = all.iter().map(|a| a.close_retired(now)).sum();
         if refreshed > 0 {
-            metrics::counter!("rasa_keys_refreshed_total").increment(refreshed as u64);
+            catalog::KEYS_REFRESHED
+                .counter()
+                .increment(refreshed as u64);
         }
         if closed > 0 {
-            metrics::counter!("rasa_keys_retired_total").increment(closed as u64);
+            catalog::KEYS_RETIRED.counter().increment(closed as u64);
         }
         (refreshed, closed)
     }
@@ -76,7 +79,7 @@ impl Arenas {
         for arena in ready {
             if arena.revoke() {
                 self.stats.keys_revoked.fetch_add(1, Ordering::Relaxed);
-                metrics::counter!("rasa_keys_revoked_total").increment(1);
+                catalog::KEYS_REVOKED.counter().increment(1);
             }
             // Local holders (an index entry on its way out, a request that looked the value
             // up) keep the arena; try again next time.
@@ -115,7 +118,7 @@ impl Arenas {
                     let id = self.next_id.fetch_add(1, Ordering::Relaxed);
                     fresh.push(Arc::new(Arena::new(id, buffer, false, region)));
                     self.stats.recycled.fetch_add(1, Ordering::Relaxed);
-                    metrics::counter!("rasa_arenas_recycled_total").increment(1);
+                    catalog::ARENAS_RECYCLED.counter().increment(1);
                 }
                 Err(_) => released += buffer.capacity() as u64,
             }

@@ -2,6 +2,7 @@
 //! lease deadline it handed out, the versions living in it, and its keys (current and
 //! retired). The life cycle that uses these facts is in [`super`].
 
+use crate::catalog;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -120,7 +121,7 @@ impl Arena {
                 new_key = fresh.key(),
                 "remote key rotated"
             );
-            metrics::counter!("rasa_keys_rotated_total").increment(1);
+            catalog::KEYS_ROTATED.counter().increment(1);
             *region = Some(fresh);
         }
         Ok(())

@@ -15,6 +15,7 @@
 //! - A file is deleted only when the name still points at the file the tier opened (same
 //!   device and inode, checked without following a link).
 
+use crate::catalog;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
@@ -50,7 +51,7 @@ fn not_ours(meta: &std::fs::Metadata) -> Option<&'static str> {
 /// count. It is left as it is.
 pub(super) fn report_foreign(path: &Path, why: &str) {
     tracing::warn!(file = %path.display(), reason = why, "a file in the disk tier's directory is not one of its own; left alone");
-    metrics::counter!("rasa_disk_foreign_files_total").increment(1);
+    catalog::DISK_FOREIGN_FILES.counter().increment(1);
 }
 
 /// Makes `dir` (and what is missing above it) `0700`, then checks every directory from

@@ -28,6 +28,7 @@ mod tests;
 pub(crate) use segments::remove_tier;
 pub use tier::{Tier, Want};
 
+use crate::catalog;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -165,7 +166,7 @@ impl Shared {
     /// An evicted value the tier could not keep.
     fn count_dropped(&self) {
         self.stats.dropped.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!("rasa_disk_dropped_total").increment(1);
+        catalog::DISK_DROPPED.counter().increment(1);
     }
 }
 
@@ -428,7 +429,7 @@ impl Disk {
     /// Reads a record [`Disk::locate`] found (blocking: a positional read), validating it
     /// and the key in it; a record that fails is dropped from the index.
     pub(super) fn read(&self, key: &str, r: &Record) -> Option<Arc<StoredVersion>> {
-        metrics::counter!("rasa_disk_reads_total").increment(1);
+        catalog::DISK_READS.counter().increment(1);
         let e = r.entry;
         if let Some(v) = self.load(&r.file, &e, key) {
             return Some(v);
@@ -439,7 +440,7 @@ impl Disk {
             offset = e.off,
             "a disk record failed validation; dropped"
         );
-        metrics::counter!("rasa_disk_corrupt_total").increment(1);
+        catalog::DISK_CORRUPT.counter().increment(1);
         let h = key_hash(key.as_bytes());
         let mut st = self.shared.state();
         if st

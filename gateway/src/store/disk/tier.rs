@@ -2,6 +2,7 @@
 //! however many wait, [`Flights`]), admitting it into memory (promotion), and writing
 //! every current version down at shutdown.
 
+use crate::catalog;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -117,7 +118,7 @@ impl Tier<'_> {
         let Some(v) = disk.flights.once(key, load).await else {
             return Ok(None);
         };
-        metrics::counter!("rasa_disk_hits_total").increment(1);
+        catalog::DISK_HITS.counter().increment(1);
         match want {
             Want::Descriptor => self.admit(v).await.map(Some),
             _ => Ok(Some(v)),
@@ -141,8 +142,8 @@ impl Tier<'_> {
             None => self.from_disk(key, Want::Read).await.ok().flatten(),
         };
         match found {
-            Some(_) => metrics::counter!("rasa_cache_hits_total").increment(1),
-            None => metrics::counter!("rasa_cache_misses_total").increment(1),
+            Some(_) => catalog::CACHE_HITS.counter().increment(1),
+            None => catalog::CACHE_MISSES.counter().increment(1),
         }
         found
     }
@@ -187,7 +188,7 @@ impl Tier<'_> {
         };
         let Ok((arena, mut slot)) = reserved else {
             if wait {
-                metrics::counter!("rasa_disk_promotions_skipped_total").increment(1);
+                catalog::DISK_PROMOTIONS_SKIPPED.counter().increment(1);
             }
             return v;
         };
@@ -221,7 +222,9 @@ impl Tier<'_> {
             // Written or deleted meanwhile: what is current now, if anything, else this read's copy.
             return self.current(v.key()).unwrap_or(v);
         }
-        metrics::counter!("rasa_disk_promotions_total", "reason" => reason).increment(1);
+        catalog::DISK_PROMOTIONS
+            .counter_by(&[("reason", reason)])
+            .increment(1);
         copy
     }
 
@@ -260,12 +263,14 @@ impl Disk {
     pub fn observe(&self) {
         let (values, bytes, index) = self.usage();
         let r = self.recovered();
-        metrics::gauge!("rasa_disk_values").set(values as f64);
-        metrics::gauge!("rasa_disk_bytes").set(bytes as f64);
-        metrics::gauge!("rasa_disk_budget_bytes").set(self.size() as f64);
-        metrics::gauge!("rasa_disk_index_bytes").set(index as f64);
-        metrics::gauge!("rasa_disk_recovery_seconds").set(r.took.as_secs_f64());
-        metrics::gauge!("rasa_disk_recovered_values").set(r.values as f64);
-        metrics::gauge!("rasa_disk_torn_bytes").set(r.torn as f64);
+        catalog::DISK_VALUES.gauge().set(values as f64);
+        catalog::DISK_BYTES.gauge().set(bytes as f64);
+        catalog::DISK_BUDGET_BYTES.gauge().set(self.size() as f64);
+        catalog::DISK_INDEX_BYTES.gauge().set(index as f64);
+        catalog::DISK_RECOVERY_SECONDS
+            .gauge()
+            .set(r.took.as_secs_f64());
+        catalog::DISK_RECOVERED_VALUES.gauge().set(r.values as f64);
+        catalog::DISK_TORN_BYTES.gauge().set(r.torn as f64);
     }
 }

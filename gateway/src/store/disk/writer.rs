@@ -1,6 +1,7 @@
 //! The disk tier's writer thread (spills and tombstones, in the order they were queued;
 //! segments rolled and the oldest deleted when full) and recovery at start.
 
+use crate::catalog;
 use std::fs::File;
 use std::io;
 use std::path::Path;
@@ -153,8 +154,8 @@ impl Writer {
                 st.index.insert(h, entry);
                 drop(st);
                 self.shared.stats.spilled.fetch_add(1, Ordering::Relaxed);
-                metrics::counter!("rasa_disk_spills_total").increment(1);
-                metrics::counter!("rasa_disk_spilled_bytes_total").increment(v.len());
+                catalog::DISK_SPILLS.counter().increment(1);
+                catalog::DISK_SPILLED_BYTES.counter().increment(v.len());
             }
             Ok(_) => {}
             Err(e) => {
@@ -237,7 +238,7 @@ impl Writer {
                 .stats
                 .evicted
                 .fetch_add(evicted, Ordering::Relaxed);
-            metrics::counter!("rasa_disk_evictions_total").increment(evicted);
+            catalog::DISK_EVICTIONS.counter().increment(evicted);
             tracing::debug!(segment = oldest, evicted, "deleted the oldest disk segment");
         }
     }
