@@ -43,7 +43,8 @@ pub(crate) async fn put_many(
         .map(|(k, p)| Ok((k.as_str(), read(p)?)))
         .collect::<Result<Vec<_>, String>>()?;
     let results = client
-        .put_many(&values)
+        .many()
+        .put(&values)
         .await
         .map_err(|e| with_causes(&e))?;
     let mut lines = Vec::new();
@@ -87,7 +88,8 @@ pub(crate) async fn rm(client: &Client, keys: &[String], json: bool) -> Result<(
     }
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let results = client
-        .delete_many(&refs)
+        .many()
+        .delete(&refs)
         .await
         .map_err(|e| with_causes(&e))?;
     let mut lines = Vec::new();

@@ -40,7 +40,8 @@ async fn main() {
         let f = fresh.frame(&client).await;
         let t = Instant::now();
         let got = reader
-            .read_landing(&f, &mut dst, Duration::from_secs(5))
+            .direct()
+            .read(&f, &mut dst, Duration::from_secs(5))
             .unwrap();
         if i >= warm {
             lat.push(t.elapsed());

@@ -13,7 +13,7 @@ use rasa_openapi::{
 };
 
 use crate::http::{Payload, Transport};
-use crate::{Client, Error};
+use crate::Error;
 
 /// Most values the SDK sends in one put batch (the gateway's `--max-batch-keys` is 1000
 /// by default).
@@ -26,95 +26,6 @@ const IN_FLIGHT: usize = 4;
 
 /// One result of a batch: what the gateway answered for that value or key alone.
 pub type Each<T> = Result<T, Problem>;
-
-impl Client {
-    /// Stores each `(key, value)` as its own version, in one request per batch of at most
-    /// [`MAX_BATCH_VALUES`] values and [`MAX_BATCH_BYTES`] bytes (up to 4 in flight): 256
-    /// values of 64 KiB go in one request. One result per item, in order: its descriptor,
-    /// or the problem that kept that value alone from being stored (the others are
-    /// stored). `Err` when a batch as a whole failed (not answered, refused).
-    pub async fn put_many(&self, items: &[(&str, Bytes)]) -> Result<Vec<Each<Descriptor>>, Error> {
-        let keys: Vec<&str> = items.iter().map(|(k, _)| *k).collect();
-        let groups = match self.inner.topology().await {
-            Some(t) => t.by_owner(&keys),
-            None => None,
-        };
-        let Some(groups) = groups else {
-            return put_batches(&self.inner.http, items).await;
-        };
-        let mut out: Vec<Option<Each<Descriptor>>> = items.iter().map(|_| None).collect();
-        let asks = groups.into_iter().map(|(owner, idx)| async move {
-            let sub: Vec<(&str, Bytes)> = idx.iter().map(|&i| items[i].clone()).collect();
-            (idx, put_batches(&owner.inner.http, &sub).await)
-        });
-        for (idx, answer) in futures_util::future::join_all(asks).await {
-            match answer {
-                Ok(results) => idx
-                    .into_iter()
-                    .zip(results)
-                    .for_each(|(i, r)| out[i] = Some(r)),
-                Err(e) if e.is_unreachable() => {
-                    for i in idx {
-                        let (key, value) = &items[i];
-                        out[i] = Some(lone(self.put(key, value.clone()).await)?);
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(out
-            .into_iter()
-            .map(|r| r.expect("every value answered"))
-            .collect())
-    }
-
-    /// Deletes each key (an absent one too), in one request per batch of at most
-    /// [`MAX_BATCH_VALUES`] keys. One result per key, in order.
-    pub async fn delete_many(&self, keys: &[&str]) -> Result<Vec<Each<()>>, Error> {
-        let Some(out) = crate::cluster::per_owner(self, keys, |c, sub| async move {
-            delete_batches(&c.inner.http, &sub).await
-        })
-        .await
-        else {
-            return delete_batches(&self.inner.http, keys).await;
-        };
-        let mut done = Vec::with_capacity(keys.len());
-        for (i, r) in out.into_iter().enumerate() {
-            done.push(match r {
-                Some(r) => r,
-                None => lone(self.delete(keys[i]).await)?,
-            });
-        }
-        Ok(done)
-    }
-
-    /// Whether each key has a current version, as the gateways' indexes say (memory and
-    /// disk tier; no value is read, no lease taken, the origin not asked), in one request
-    /// per batch of at most [`MAX_BATCH_VALUES`] keys and per owner. One result per key,
-    /// in order (a problem for an invalid key).
-    pub async fn exists_many(&self, keys: &[&str]) -> Result<Vec<Each<bool>>, Error> {
-        let Some(out) = crate::cluster::per_owner(self, keys, |c, sub| async move {
-            exists_batches(&c.inner.http, &sub).await
-        })
-        .await
-        else {
-            return exists_batches(&self.inner.http, keys).await;
-        };
-        // An owner that did not answer: its keys asked of this gateway, which answers for
-        // the cluster.
-        let missing: Vec<usize> = (0..keys.len()).filter(|&i| out[i].is_none()).collect();
-        let asked: Vec<&str> = missing.iter().map(|&i| keys[i]).collect();
-        let mut here = match asked.is_empty() {
-            true => Vec::new(),
-            false => exists_batches(&self.inner.http, &asked).await?,
-        }
-        .into_iter();
-        Ok(out
-            .into_iter()
-            .map(|r| r.unwrap_or_else(|| here.next().expect("one answer per key asked")))
-            .collect())
-    }
-}
 
 /// A lone call's outcome as a batch result: a problem is that item's; anything else
 /// fails the call.
@@ -255,4 +166,93 @@ async fn exists_batches(http: &Transport, keys: &[&str]) -> Result<Vec<Each<bool
         );
     }
     Ok(out)
+}
+
+impl crate::Many<'_> {
+    /// Stores each `(key, value)` as its own version, in one request per batch of at most
+    /// [`MAX_BATCH_VALUES`] values and [`MAX_BATCH_BYTES`] bytes (up to 4 in flight): 256
+    /// values of 64 KiB go in one request. One result per item, in order: its descriptor,
+    /// or the problem that kept that value alone from being stored (the others are
+    /// stored). `Err` when a batch as a whole failed (not answered, refused).
+    pub async fn put(&self, items: &[(&str, Bytes)]) -> Result<Vec<Each<Descriptor>>, Error> {
+        let keys: Vec<&str> = items.iter().map(|(k, _)| *k).collect();
+        let groups = match self.0.inner.topology().await {
+            Some(t) => t.by_owner(&keys),
+            None => None,
+        };
+        let Some(groups) = groups else {
+            return put_batches(&self.0.inner.http, items).await;
+        };
+        let mut out: Vec<Option<Each<Descriptor>>> = items.iter().map(|_| None).collect();
+        let asks = groups.into_iter().map(|(owner, idx)| async move {
+            let sub: Vec<(&str, Bytes)> = idx.iter().map(|&i| items[i].clone()).collect();
+            (idx, put_batches(&owner.inner.http, &sub).await)
+        });
+        for (idx, answer) in futures_util::future::join_all(asks).await {
+            match answer {
+                Ok(results) => idx
+                    .into_iter()
+                    .zip(results)
+                    .for_each(|(i, r)| out[i] = Some(r)),
+                Err(e) if e.is_unreachable() => {
+                    for i in idx {
+                        let (key, value) = &items[i];
+                        out[i] = Some(lone(self.0.put(key, value.clone()).await)?);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|r| r.expect("every value answered"))
+            .collect())
+    }
+
+    /// Deletes each key (an absent one too), in one request per batch of at most
+    /// [`MAX_BATCH_VALUES`] keys. One result per key, in order.
+    pub async fn delete(&self, keys: &[&str]) -> Result<Vec<Each<()>>, Error> {
+        let Some(out) = crate::cluster::per_owner(self.0, keys, |c, sub| async move {
+            delete_batches(&c.inner.http, &sub).await
+        })
+        .await
+        else {
+            return delete_batches(&self.0.inner.http, keys).await;
+        };
+        let mut done = Vec::with_capacity(keys.len());
+        for (i, r) in out.into_iter().enumerate() {
+            done.push(match r {
+                Some(r) => r,
+                None => lone(self.0.delete(keys[i]).await)?,
+            });
+        }
+        Ok(done)
+    }
+
+    /// Whether each key has a current version, as the gateways' indexes say (memory and
+    /// disk tier; no value is read, no lease taken, the origin not asked), in one request
+    /// per batch of at most [`MAX_BATCH_VALUES`] keys and per owner. One result per key,
+    /// in order (a problem for an invalid key).
+    pub async fn exists(&self, keys: &[&str]) -> Result<Vec<Each<bool>>, Error> {
+        let Some(out) = crate::cluster::per_owner(self.0, keys, |c, sub| async move {
+            exists_batches(&c.inner.http, &sub).await
+        })
+        .await
+        else {
+            return exists_batches(&self.0.inner.http, keys).await;
+        };
+        // An owner that did not answer: its keys asked of this gateway, which answers for
+        // the cluster.
+        let missing: Vec<usize> = (0..keys.len()).filter(|&i| out[i].is_none()).collect();
+        let asked: Vec<&str> = missing.iter().map(|&i| keys[i]).collect();
+        let mut here = match asked.is_empty() {
+            true => Vec::new(),
+            false => exists_batches(&self.0.inner.http, &asked).await?,
+        }
+        .into_iter();
+        Ok(out
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| here.next().expect("one answer per key asked")))
+            .collect())
+    }
 }

@@ -246,7 +246,7 @@ impl ClientBuilder {
             in_use: self.fabric_endpoints.into(),
             fast_path: self.fast_path,
             read_timeout: self.read_timeout,
-            call_timeout: self.request_timeout,
+            call_timeout: crate::fabric::CallTimeout(self.request_timeout),
             verify_sha256: self.verify_sha256,
             http: Arc::clone(&http),
             descriptors,

@@ -72,7 +72,7 @@ impl Node {
                 .http_many(keys.iter().map(|k| (*k).to_owned()).collect())
                 .await);
         }
-        let (resolved, sent) = self.http.resolve_many_timed(keys).await?;
+        let (resolved, sent) = self.http.descriptors().many_timed(keys).await?;
         let mut out: Vec<Option<Result<Object, Error>>> = Vec::with_capacity(keys.len());
         let mut batch = Vec::new();
         for (i, r) in resolved.into_iter().enumerate() {

@@ -13,6 +13,18 @@ use rasa_openapi::{
 use crate::http::Transport;
 use crate::Error;
 
+/// A transport's descriptor requests ([`Transport::descriptors`]): for one key, one
+/// version, or a batch of keys.
+#[derive(Clone, Copy)]
+pub(crate) struct Descriptors<'a>(&'a Transport);
+
+impl Transport {
+    /// Its descriptor requests.
+    pub(crate) fn descriptors(&self) -> Descriptors<'_> {
+        Descriptors(self)
+    }
+}
+
 /// Part of the lease kept in reserve: no read starts later than `lease - margin` after the
 /// resolve request was sent.
 fn lease_margin(lease: Duration) -> Duration {
@@ -82,37 +94,38 @@ pub(crate) fn deadline_of(d: &Descriptor, sent: Instant) -> Instant {
     sent + lease.saturating_sub(lease_margin(lease))
 }
 
-impl Transport {
+impl Descriptors<'_> {
     /// A descriptor of `key`'s current version (a lease on it).
-    pub(crate) async fn resolve(&self, key: &str) -> Result<Descriptor, Error> {
+    pub(crate) async fn one(&self, key: &str) -> Result<Descriptor, Error> {
         let resp = self
-            .send(self.http.get(self.url("descriptors", key)?))
+            .0
+            .send(self.0.http.get(self.0.url("descriptors", key)?))
             .await?;
-        self.decode(resp).await
+        self.0.decode(resp).await
     }
 
     /// A descriptor of version `version` of `key`, and when its request was sent.
-    pub(crate) async fn resolve_version(
+    pub(crate) async fn version(
         &self,
         key: &str,
         version: &str,
     ) -> Result<(Descriptor, Instant), Error> {
-        let url = format!("{}?version={version}", self.url("descriptors", key)?);
+        let url = format!("{}?version={version}", self.0.url("descriptors", key)?);
         let sent = Instant::now();
-        let resp = self.send(self.http.get(url)).await?;
-        Ok((self.decode(resp).await?, sent))
+        let resp = self.0.send(self.0.http.get(url)).await?;
+        Ok((self.0.decode(resp).await?, sent))
     }
 
     /// Resolves several keys in one round trip; one result per key, in order.
-    pub(crate) async fn resolve_many(
+    pub(crate) async fn many(
         &self,
         keys: &[&str],
     ) -> Result<Vec<Result<Descriptor, Problem>>, Error> {
-        let (list, _) = self.resolve_many_timed(keys).await?;
+        let (list, _) = self.0.descriptors().many_timed(keys).await?;
         Ok(list)
     }
 
-    pub(crate) async fn resolve_many_timed(
+    pub(crate) async fn many_timed(
         &self,
         keys: &[&str],
     ) -> Result<(Vec<Result<Descriptor, Problem>>, Instant), Error> {
@@ -121,13 +134,18 @@ impl Transport {
             keys: keys.iter().map(|k| k.to_string()).collect(),
         };
         let resp = self
+            .0
             .send(
-                self.http
-                    .post(format!("{}/v1{}/descriptors", self.endpoint, self.space))
+                self.0
+                    .http
+                    .post(format!(
+                        "{}/v1{}/descriptors",
+                        self.0.endpoint, self.0.space
+                    ))
                     .json(&body),
             )
             .await?;
-        let batch: DescriptorBatchResponse = self.decode(resp).await?;
+        let batch: DescriptorBatchResponse = self.0.decode(resp).await?;
         let out = batch
             .results
             .into_iter()

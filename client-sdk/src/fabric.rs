@@ -79,7 +79,7 @@ pub(crate) struct FabricPool {
     pub(crate) read_timeout: std::time::Duration,
     /// The request timeout: what a whole call has, from its first step
     /// ([`crate::timeouts::call_deadline`]).
-    pub(crate) call_timeout: std::time::Duration,
+    pub(crate) call_timeout: CallTimeout,
     pub(crate) verify_sha256: bool,
     /// The gateway's HTTP API (descriptors, its fabric address).
     pub(crate) http: Arc<Transport>,
@@ -115,28 +115,14 @@ impl FabricPool {
         Arc::clone(&slots[turn % slots.len()]).lock_owned().await
     }
 
-    /// What the current call has left of its time ([`crate::timeouts::call_deadline`]).
-    fn call_left(&self) -> std::time::Duration {
-        crate::timeouts::within_call(self.call_timeout, self.call_timeout)
-    }
-
-    /// The error of a one-sided read that the call's deadline ended.
-    fn call_timed_out(&self) -> Error {
-        Error::Timeout {
-            endpoint: "the fabric".into(),
-            kind: crate::TimeoutKind::FastPathRead,
-            after: self.call_timeout,
-        }
-    }
-
     /// [`FabricPool::endpoint`], waited for no longer than the call has left.
     pub(crate) async fn endpoint_within_call(
         &self,
     ) -> Result<tokio::sync::OwnedMutexGuard<FabricState>, Error> {
-        let left = self.call_left();
+        let left = self.call_timeout.left();
         tokio::time::timeout(left, self.endpoint())
             .await
-            .map_err(|_| self.call_timed_out())
+            .map_err(|_| self.call_timeout.timed_out())
     }
 
     /// Whether the endpoint is being rebuilt after a failure (reads go over HTTP meanwhile).
@@ -149,7 +135,7 @@ impl FabricPool {
     pub(crate) async fn get(&self, key: &str) -> Result<Object, Error> {
         let mut last = None;
         for attempt in 0..2 {
-            if attempt > 0 && self.call_left().is_zero() {
+            if attempt > 0 && self.call_timeout.left().is_zero() {
                 break; // the call's time is up: no second try
             }
             let (d, deadline) = self.descriptor(key, attempt > 0).await?;
@@ -217,13 +203,13 @@ impl FabricPool {
         let state = self.ready_endpoint(earliest).await?;
         let frames = frames_on(&state, ds.iter().map(|(d, _)| *d))?;
         // Within the call's time too: a frozen gateway ends the call by its deadline.
-        let call_left = self.call_left();
+        let call_left = self.call_timeout.left();
         let timeout = earliest
             .saturating_duration_since(Instant::now())
             .min(self.read_timeout)
             .min(call_left);
         if call_left.is_zero() {
-            return Err(self.call_timed_out());
+            return Err(self.call_timeout.timed_out());
         }
         let (results, ()) = self
             .on_reader(state, (), move |reader, _| {
@@ -465,9 +451,30 @@ impl FabricPool {
             return Ok(held);
         }
         let sent = Instant::now();
-        let d = self.http.resolve(key).await?;
+        let d = self.http.descriptors().one(key).await?;
         let deadline = deadline_of(&d, sent);
         self.descriptors.insert(key, d.clone(), deadline);
         Ok((d, deadline))
+    }
+}
+
+/// How long a one-sided read may take when the call set no deadline of its own (the
+/// client's request timeout).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CallTimeout(pub(crate) std::time::Duration);
+
+impl CallTimeout {
+    /// What the current call has left of its time ([`crate::timeouts::call_deadline`]).
+    fn left(self) -> std::time::Duration {
+        crate::timeouts::within_call(self.0, self.0)
+    }
+
+    /// The error of a one-sided read that the call's deadline ended.
+    fn timed_out(self) -> Error {
+        Error::Timeout {
+            endpoint: "the fabric".into(),
+            kind: crate::TimeoutKind::FastPathRead,
+            after: self.0,
+        }
     }
 }

@@ -9,7 +9,7 @@ use http_body_util::BodyExt;
 use rasa_openapi::{Descriptor, FabricInfo, ObjectList, Problem, ProblemCode};
 
 use crate::stats::Counters;
-use crate::timeouts::{until_idle, Progress, TimeoutKind, TrackedBytes, TrackedStream};
+use crate::timeouts::{timed_out, until_idle, Progress, TimeoutKind, TrackedBytes, TrackedStream};
 use crate::{Error, Meta, Object, ReadPath};
 
 /// Longest `Retry-After` the SDK waits out by itself; a longer one is returned as the
@@ -98,18 +98,9 @@ impl Transport {
             } else {
                 (TimeoutKind::Request, self.request_timeout)
             };
-            return self.timeout(kind, after);
+            return timed_out(&self.endpoint, kind, after);
         }
         Error::Http(e)
-    }
-
-    pub(crate) fn timeout(&self, kind: TimeoutKind, after: Duration) -> Error {
-        crate::timeouts::mark_stalled(&self.endpoint, kind, after);
-        Error::Timeout {
-            endpoint: self.endpoint.clone(),
-            kind,
-            after,
-        }
     }
 
     /// The whole body of `resp`; each chunk must arrive within the request timeout. One
@@ -121,7 +112,7 @@ impl Transport {
         let mut rest = bytes::BytesMut::new();
         loop {
             let chunk = match tokio::time::timeout(idle, resp.chunk()).await {
-                Err(_) => return Err(self.timeout(TimeoutKind::Request, idle)),
+                Err(_) => return Err(timed_out(&self.endpoint, TimeoutKind::Request, idle)),
                 Ok(Err(e)) => return Err(self.http_error(e)),
                 Ok(Ok(None)) => break,
                 Ok(Ok(Some(c))) => c,
@@ -193,7 +184,7 @@ impl Transport {
     ) -> Result<reqwest::Response, Error> {
         // This call already waited out a timeout on this gateway: not a second time.
         if let Some((kind, after)) = crate::timeouts::stalled(&self.endpoint) {
-            return Err(self.timeout(kind, after));
+            return Err(timed_out(&self.endpoint, kind, after));
         }
         let mut retries = 0;
         let mut progress = Progress::new();
@@ -205,7 +196,7 @@ impl Transport {
         loop {
             let idle = self.request_timeout;
             let resp = match until_idle(req.send(), &progress, idle).await {
-                None => return Err(self.timeout(TimeoutKind::Request, idle)),
+                None => return Err(timed_out(&self.endpoint, TimeoutKind::Request, idle)),
                 Some(r) => r.map_err(|e| self.http_error(e))?,
             };
             if resp.status() != reqwest::StatusCode::SERVICE_UNAVAILABLE

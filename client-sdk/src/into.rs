@@ -56,34 +56,6 @@ impl Client {
         })
         .await
     }
-
-    /// [`Client::get_into`] for several keys, a buffer each, several in flight at once.
-    /// The descriptors this client does not hold yet are asked for first, together (one
-    /// request per member), so a cold batch costs about what a warm one does. One result
-    /// per key, in order, each with its buffer.
-    pub async fn get_many_into<B: AsMut<[u8]> + Send + 'static>(
-        &self,
-        keys: &[&str],
-        bufs: Vec<B>,
-    ) -> Vec<BufResult<Written, B>> {
-        assert_eq!(keys.len(), bufs.len(), "one buffer per key");
-        if crate::cluster::per_owner(self, keys, hold_at)
-            .await
-            .is_none()
-        {
-            self.inner.fabric.hold(keys).await;
-        }
-        // Owned keys and clients: the batch's future stays `Send` for any caller.
-        let owned: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
-        futures_util::stream::iter(owned.into_iter().zip(bufs))
-            .map(|(k, b)| {
-                let c = self.clone();
-                async move { c.get_into(&k, b).await }
-            })
-            .buffered(BATCH_CONCURRENCY)
-            .collect()
-            .await
-    }
 }
 
 impl Node {
@@ -167,7 +139,7 @@ impl FabricPool {
             return; // a lone read asks for its own
         }
         for part in missing.chunks(crate::MAX_BATCH_VALUES) {
-            let Ok((resolved, sent)) = self.http.resolve_many_timed(part).await else {
+            let Ok((resolved, sent)) = self.http.descriptors().many_timed(part).await else {
                 return;
             };
             for (k, r) in part.iter().zip(resolved) {
@@ -188,7 +160,7 @@ impl FabricPool {
         deadline: Instant,
         buf: B,
     ) -> BufResult<Written, B> {
-        let (frame, state) = match self.reader_for(d, deadline).await {
+        let (frame, state) = match self.streams().reader_for(d, deadline).await {
             Ok(r) => r,
             Err(e) => return (Err(e), buf),
         };
@@ -201,7 +173,7 @@ impl FabricPool {
                 if let Some(reg) = (buf as &mut dyn Any).downcast_mut::<RegisteredBuffer>() {
                     // Registered memory: the payload lands in place, no copy.
                     let timeout = deadline.saturating_duration_since(Instant::now()).min(most);
-                    let n = reader.read_landing(&frame, &mut reg.landing, timeout)?;
+                    let n = reader.direct().read(&frame, &mut reg.landing, timeout)?;
                     return Ok((n, digest_ok(&reg[..n]), 0));
                 }
                 let dst = buf.as_mut();
@@ -239,5 +211,35 @@ impl FabricPool {
             }
         };
         (r, buf)
+    }
+}
+
+impl crate::Many<'_> {
+    /// [`Client::get_into`] for several keys, a buffer each, several in flight at once.
+    /// The descriptors this client does not hold yet are asked for first, together (one
+    /// request per member), so a cold batch costs about what a warm one does. One result
+    /// per key, in order, each with its buffer.
+    pub async fn get_into<B: AsMut<[u8]> + Send + 'static>(
+        &self,
+        keys: &[&str],
+        bufs: Vec<B>,
+    ) -> Vec<BufResult<Written, B>> {
+        assert_eq!(keys.len(), bufs.len(), "one buffer per key");
+        if crate::cluster::per_owner(self.0, keys, hold_at)
+            .await
+            .is_none()
+        {
+            self.0.inner.fabric.hold(keys).await;
+        }
+        // Owned keys and clients: the batch's future stays `Send` for any caller.
+        let owned: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
+        futures_util::stream::iter(owned.into_iter().zip(bufs))
+            .map(|(k, b)| {
+                let c = self.0.clone();
+                async move { c.get_into(&k, b).await }
+            })
+            .buffered(BATCH_CONCURRENCY)
+            .collect()
+            .await
     }
 }

@@ -55,6 +55,7 @@ mod fabric;
 mod files;
 mod http;
 mod into;
+mod many;
 mod object;
 mod range;
 mod registered;
@@ -74,6 +75,7 @@ pub use error::{with_causes, Error};
 pub use files::FileTransfer;
 pub use http::MAX_BUSY_WAIT;
 pub use into::BufResult;
+pub use many::Many;
 pub use object::{FastPath, Meta, Object, ReadPath};
 /// Smaller libfabric provider queues for this process (an idle fabric endpoint holds ~50 MB
 /// less on `tcp;ofi_rxm`): call it first thing in `main`, before any thread starts; see

@@ -159,7 +159,7 @@ impl FabricPool {
         range: Range<u64>,
         buf: B,
     ) -> BufResult<(), B> {
-        let (frame, state) = match self.reader_for(d, deadline).await {
+        let (frame, state) = match self.streams().reader_for(d, deadline).await {
             Ok(r) => r,
             Err(e) => return (Err(e), buf),
         };

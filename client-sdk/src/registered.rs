@@ -105,7 +105,8 @@ impl RegisteredBuffer {
         }
         let parts: Vec<RegisteredBuffer> = parts.into_iter().map(|p| p.expect("cut")).collect();
         let (out, mut back): (Vec<_>, Vec<_>) = client
-            .get_many_into(keys, parts)
+            .many()
+            .get_into(keys, parts)
             .await
             .into_iter()
             .map(|(r, part)| (r, Some(part.landing)))
@@ -212,7 +213,7 @@ impl crate::fabric::FabricPool {
         for slot in self.slots.iter() {
             let Ok(state) = slot.try_lock() else { continue };
             if let crate::fabric::FabricState::Ready { reader, .. } = &*state {
-                match reader.prepare_landing(landing) {
+                match landing.prepare_on(reader) {
                     Ok(registered) => done += usize::from(registered),
                     Err(e) => {
                         tracing::debug!(error = %e, "registering a buffer ahead of its first read failed; its first read will")

@@ -61,65 +61,12 @@ impl Client {
         .await
     }
 
-    /// Reads several keys: one descriptor round trip per member, then all one-sided reads
-    /// in flight together; keys that cannot be read one-sided are read over HTTP (per the
-    /// policy). One result per key, in order.
-    pub async fn get_many(&self, keys: &[&str]) -> Result<Vec<Result<Object, Error>>, Error> {
-        let Some(out) =
-            crate::cluster::per_owner(
-                self,
-                keys,
-                |c, sub| async move { c.inner.get_many(&sub).await },
-            )
-            .await
-        else {
-            return self.inner.get_many(keys).await;
-        };
-        let mut done = Vec::with_capacity(keys.len());
-        for (i, r) in out.into_iter().enumerate() {
-            done.push(match r {
-                Some(Err(e)) if e.is_unreachable() => self.get(keys[i]).await,
-                Some(r) => r,
-                None => self.get(keys[i]).await,
-            });
-        }
-        Ok(done)
-    }
-
     /// A descriptor of `key`'s current version (a lease on it).
     pub async fn resolve(&self, key: &str) -> Result<Descriptor, Error> {
-        crate::cluster::on_owner(
-            self,
-            key,
-            |c| async move { c.inner.http.resolve(key).await },
-        )
-        .await
-    }
-
-    /// Resolves several keys in one round trip per member; one result per key, in order.
-    pub async fn resolve_many(
-        &self,
-        keys: &[&str],
-    ) -> Result<Vec<Result<Descriptor, Problem>>, Error> {
-        let Some(out) = crate::cluster::per_owner(self, keys, |c, sub| async move {
-            c.inner.http.resolve_many(&sub).await
+        crate::cluster::on_owner(self, key, |c| async move {
+            c.inner.http.descriptors().one(key).await
         })
         .await
-        else {
-            return self.inner.http.resolve_many(keys).await;
-        };
-        let mut done = Vec::with_capacity(keys.len());
-        for (i, r) in out.into_iter().enumerate() {
-            done.push(match r {
-                Some(r) => r,
-                None => match self.resolve(keys[i]).await {
-                    Ok(d) => Ok(d),
-                    Err(Error::Problem(p)) => Err(p),
-                    Err(e) => return Err(e),
-                },
-            });
-        }
-        Ok(done)
     }
 
     /// Streams `key`'s current version into `out` (one-sided when the policy allows, else
@@ -246,5 +193,52 @@ impl Client {
     /// How this gateway serves one-sided reads.
     pub async fn fabric_info(&self) -> Result<rasa_openapi::FabricInfo, Error> {
         self.inner.http.fabric_info().await
+    }
+}
+
+impl crate::Many<'_> {
+    /// Reads several keys: one descriptor round trip per member, then all one-sided reads
+    /// in flight together; keys that cannot be read one-sided are read over HTTP (per the
+    /// policy). One result per key, in order.
+    pub async fn get(&self, keys: &[&str]) -> Result<Vec<Result<Object, Error>>, Error> {
+        let Some(out) = crate::cluster::per_owner(self.0, keys, |c, sub| async move {
+            c.inner.get_many(&sub).await
+        })
+        .await
+        else {
+            return self.0.inner.get_many(keys).await;
+        };
+        let mut done = Vec::with_capacity(keys.len());
+        for (i, r) in out.into_iter().enumerate() {
+            done.push(match r {
+                Some(Err(e)) if e.is_unreachable() => self.0.get(keys[i]).await,
+                Some(r) => r,
+                None => self.0.get(keys[i]).await,
+            });
+        }
+        Ok(done)
+    }
+
+    /// Resolves several keys in one round trip per member; one result per key, in order.
+    pub async fn resolve(&self, keys: &[&str]) -> Result<Vec<Result<Descriptor, Problem>>, Error> {
+        let Some(out) = crate::cluster::per_owner(self.0, keys, |c, sub| async move {
+            c.inner.http.descriptors().many(&sub).await
+        })
+        .await
+        else {
+            return self.0.inner.http.descriptors().many(keys).await;
+        };
+        let mut done = Vec::with_capacity(keys.len());
+        for (i, r) in out.into_iter().enumerate() {
+            done.push(match r {
+                Some(r) => r,
+                None => match self.0.resolve(keys[i]).await {
+                    Ok(d) => Ok(d),
+                    Err(Error::Problem(p)) => Err(p),
+                    Err(e) => return Err(e),
+                },
+            });
+        }
+        Ok(done)
     }
 }

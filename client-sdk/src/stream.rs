@@ -23,6 +23,18 @@ use crate::timeouts::TimeoutKind;
 use crate::verify::BodyCheck;
 use crate::{Error, Fallback, FastPath, ReadPath};
 
+/// A fabric pool's streaming reads ([`FabricPool::streams`]): a frame through the reader's
+/// ring into the caller's output.
+#[derive(Clone, Copy)]
+pub(crate) struct Streams<'a>(&'a FabricPool);
+
+impl FabricPool {
+    /// Its streaming reads.
+    pub(crate) fn streams(&self) -> Streams<'_> {
+        Streams(self)
+    }
+}
+
 /// Bytes gathered before each write to a file (a tokio file writes on the blocking pool).
 const WRITE_BUFFER: usize = 1 << 20;
 
@@ -74,7 +86,7 @@ impl Node {
         out: &mut W,
     ) -> Result<Written, Error> {
         if self.fast_path != FastPath::Off && !self.fabric.known_unavailable() {
-            match self.fabric.fabric_to(key, out).await {
+            match self.fabric.streams().fabric_to(key, out).await {
                 Ok(w) => return Ok(w),
                 Err(p) if p.written > 0 || self.final_failure(&p.error) => {
                     return Err(p.into_error())
@@ -136,7 +148,7 @@ impl Node {
         );
         let result = async {
             if self.fast_path != FastPath::Off && !self.fabric.known_unavailable() {
-                match self.fabric.fabric_to(key, &mut file).await {
+                match self.fabric.streams().fabric_to(key, &mut file).await {
                     Ok(w) => return Ok(w),
                     Err(p) if self.final_failure(&p.error) => return Err(p.into_error()),
                     Err(p) => {
@@ -193,7 +205,90 @@ impl Node {
     }
 }
 
-impl FabricPool {
+impl Transport {
+    /// `key` over HTTP into `out`, chunk by chunk while checking ([`BodyCheck`]: the
+    /// frame checksum, or the SHA-256); the last chunk is written only once the body is
+    /// known to be the version the gateway named.
+    /// With `room`, a value longer than that fails before any byte is written
+    /// ([`Error::BufferTooSmall`]).
+    pub(crate) async fn http_to<W: AsyncWrite + Unpin + ?Sized>(
+        &self,
+        key: &str,
+        out: &mut W,
+        room: Option<u64>,
+    ) -> Result<Written, Partial> {
+        let mut resp = self.send(self.http.get(self.url("objects", key)?)).await?;
+        if !resp.status().is_success() {
+            return Err(self.problem(resp).await.into());
+        }
+        if let (Some(capacity), Some(needed)) = (room, resp.content_length()) {
+            if needed > capacity {
+                return Err(Error::BufferTooSmall {
+                    needed: Some(needed),
+                    capacity,
+                }
+                .into());
+            }
+        }
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let version = header(rasa_openapi::VERSION_HEADER);
+        let sha256 = header("etag").trim_matches('"').to_owned();
+        let content_type = header("content-type");
+        let mut check = BodyCheck::new(resp.headers(), key, self.verify_sha256);
+        let idle = self.request_timeout;
+        let mut held: Option<Bytes> = None;
+        let mut written = 0u64;
+        let mut received = 0u64;
+        let fail = |error: Error, written: u64| Partial { error, written };
+        loop {
+            let chunk = match tokio::time::timeout(idle, resp.chunk()).await {
+                Err(_) => {
+                    return Err(fail(
+                        crate::timeouts::timed_out(&self.endpoint, TimeoutKind::Request, idle),
+                        written,
+                    ))
+                }
+                Ok(Err(e)) => return Err(fail(self.http_error(e), written)),
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(c))) => c,
+            };
+            check.feed(&chunk).await;
+            received += chunk.len() as u64;
+            if let Some(previous) = held.replace(chunk) {
+                out.write_all(&previous)
+                    .await
+                    .map_err(|e| fail(Error::Output(e.to_string()), written))?;
+                written += previous.len() as u64;
+            }
+        }
+        check.finish(received).await.map_err(|e| fail(e, written))?;
+        if let Some(last) = held {
+            out.write_all(&last)
+                .await
+                .map_err(|e| fail(Error::Output(e.to_string()), written))?;
+            written += last.len() as u64;
+        }
+        out.flush()
+            .await
+            .map_err(|e| fail(Error::Output(e.to_string()), written))?;
+        self.counters.read(ReadPath::Http);
+        Ok(Written {
+            length: written,
+            version,
+            sha256,
+            content_type,
+            path: ReadPath::Http,
+        })
+    }
+}
+
+impl Streams<'_> {
     /// `key` one-sided into `out`; a failure before any byte was written gets one more try
     /// with a fresh descriptor.
     async fn fabric_to<W: AsyncWrite + Unpin + ?Sized>(
@@ -203,12 +298,12 @@ impl FabricPool {
     ) -> Result<Written, Partial> {
         let mut last = None;
         for attempt in 0..2 {
-            let (d, deadline) = self.descriptor(key, attempt > 0).await?;
+            let (d, deadline) = self.0.descriptor(key, attempt > 0).await?;
             match self.frame_to(&d, deadline, out).await {
                 Ok(w) => return Ok(w),
                 Err(p) => {
-                    self.descriptors.forget(key);
-                    let stop = p.written > 0 || self.rebuilding();
+                    self.0.descriptors.forget(key);
+                    let stop = p.written > 0 || self.0.rebuilding();
                     last = Some(p);
                     if stop {
                         break;
@@ -277,7 +372,7 @@ impl FabricPool {
                     error: Error::Output(e.to_string()),
                     written,
                 })?;
-                self.counters.read(ReadPath::Fabric);
+                self.0.counters.read(ReadPath::Fabric);
                 Ok(Written {
                     length: written,
                     version: d.version.clone(),
@@ -287,7 +382,7 @@ impl FabricPool {
                 })
             }
             Err(e) => {
-                self.after_failure(&e, state);
+                self.0.after_failure(&e, state);
                 Err(Partial {
                     error: Error::FastPath(e.to_string()),
                     written,
@@ -304,89 +399,11 @@ impl FabricPool {
         deadline: Instant,
     ) -> Result<(RemoteFrame, OwnedMutexGuard<FabricState>), Error> {
         if remote_frame(d)?.is_none() {
-            self.counters.fallback(Fallback::Unavailable);
+            self.0.counters.fallback(Fallback::Unavailable);
             return Err(Error::FastPath(crate::descriptors::why_http_only(d)));
         }
-        let state = self.ready_endpoint(deadline).await?;
+        let state = self.0.ready_endpoint(deadline).await?;
         let frame = crate::fabric::frames_on(&state, std::iter::once(d))?.remove(0);
         Ok((frame, state))
-    }
-}
-
-impl Transport {
-    /// `key` over HTTP into `out`, chunk by chunk while checking ([`BodyCheck`]: the
-    /// frame checksum, or the SHA-256); the last chunk is written only once the body is
-    /// known to be the version the gateway named.
-    /// With `room`, a value longer than that fails before any byte is written
-    /// ([`Error::BufferTooSmall`]).
-    pub(crate) async fn http_to<W: AsyncWrite + Unpin + ?Sized>(
-        &self,
-        key: &str,
-        out: &mut W,
-        room: Option<u64>,
-    ) -> Result<Written, Partial> {
-        let mut resp = self.send(self.http.get(self.url("objects", key)?)).await?;
-        if !resp.status().is_success() {
-            return Err(self.problem(resp).await.into());
-        }
-        if let (Some(capacity), Some(needed)) = (room, resp.content_length()) {
-            if needed > capacity {
-                return Err(Error::BufferTooSmall {
-                    needed: Some(needed),
-                    capacity,
-                }
-                .into());
-            }
-        }
-        let header = |name: &str| {
-            resp.headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let version = header(rasa_openapi::VERSION_HEADER);
-        let sha256 = header("etag").trim_matches('"').to_owned();
-        let content_type = header("content-type");
-        let mut check = BodyCheck::new(resp.headers(), key, self.verify_sha256);
-        let idle = self.request_timeout;
-        let mut held: Option<Bytes> = None;
-        let mut written = 0u64;
-        let mut received = 0u64;
-        let fail = |error: Error, written: u64| Partial { error, written };
-        loop {
-            let chunk = match tokio::time::timeout(idle, resp.chunk()).await {
-                Err(_) => return Err(fail(self.timeout(TimeoutKind::Request, idle), written)),
-                Ok(Err(e)) => return Err(fail(self.http_error(e), written)),
-                Ok(Ok(None)) => break,
-                Ok(Ok(Some(c))) => c,
-            };
-            check.feed(&chunk).await;
-            received += chunk.len() as u64;
-            if let Some(previous) = held.replace(chunk) {
-                out.write_all(&previous)
-                    .await
-                    .map_err(|e| fail(Error::Output(e.to_string()), written))?;
-                written += previous.len() as u64;
-            }
-        }
-        check.finish(received).await.map_err(|e| fail(e, written))?;
-        if let Some(last) = held {
-            out.write_all(&last)
-                .await
-                .map_err(|e| fail(Error::Output(e.to_string()), written))?;
-            written += last.len() as u64;
-        }
-        out.flush()
-            .await
-            .map_err(|e| fail(Error::Output(e.to_string()), written))?;
-        self.counters.read(ReadPath::Http);
-        Ok(Written {
-            length: written,
-            version,
-            sha256,
-            content_type,
-            path: ReadPath::Http,
-        })
     }
 }

@@ -114,6 +114,17 @@ pub(crate) fn within_call(wait: Duration, timeout: Duration) -> Duration {
     }
 }
 
+/// The error of a call to `endpoint` that waited `after` (`kind`) for nothing, the endpoint
+/// marked stalled (see [`mark_stalled`]).
+pub(crate) fn timed_out(endpoint: &str, kind: TimeoutKind, after: Duration) -> crate::Error {
+    mark_stalled(endpoint, kind, after);
+    crate::Error::Timeout {
+        endpoint: endpoint.to_owned(),
+        kind,
+        after,
+    }
+}
+
 /// Notes that `endpoint` timed out (connect or request) in the current call.
 pub(crate) fn mark_stalled(endpoint: &str, kind: TimeoutKind, after: Duration) {
     if kind == TimeoutKind::FastPathRead {

@@ -62,9 +62,19 @@ impl Versions<'_> {
                     "node {node}, which handed out this descriptor, is no longer a member"
                 )));
             };
-            return c.inner.fabric.read_descriptor_to(d, sent, out).await;
+            return c
+                .inner
+                .fabric
+                .streams()
+                .read_descriptor_to(d, sent, out)
+                .await;
         }
-        self.0.inner.fabric.read_descriptor_to(d, sent, out).await
+        self.0
+            .inner
+            .fabric
+            .streams()
+            .read_descriptor_to(d, sent, out)
+            .await
     }
 
     /// Reads version `version` of `key` (a version id, as descriptors and
@@ -74,7 +84,7 @@ impl Versions<'_> {
         crate::cluster::on_owner(self.0, key, |c| async move {
             let node = &c.inner;
             if node.fast_path != FastPath::Off && !node.fabric.known_unavailable() {
-                let (d, sent) = node.http.resolve_version(key, version).await?;
+                let (d, sent) = node.http.descriptors().version(key, version).await?;
                 match node.fabric.read_descriptor(&d, sent).await {
                     Ok(obj) => return Ok(obj),
                     Err(e) if node.fast_path == FastPath::Required => return Err(e),

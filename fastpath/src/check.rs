@@ -238,14 +238,14 @@ fn chosen_items(items: &mut Vec<Item>, node: &Node, chosen: &Plan, efa: bool) {
     } else {
         "bound to the configured local address"
     };
-    let wrong_fabric = efa && node.fabric_name() != "efa";
+    let wrong_fabric = efa && node.provided().fabric_name() != "efa";
     items.push(item(
         "chosen provider",
         format!(
             "{} on fabric {}, domain {} ({why}{})",
-            node.provider(),
-            node.fabric_name(),
-            node.domain_name(),
+            node.provided().provider(),
+            node.provided().fabric_name(),
+            node.provided().domain_name(),
             chosen
                 .ignored_node
                 .as_deref()
@@ -266,18 +266,18 @@ fn chosen_items(items: &mut Vec<Item>, node: &Node, chosen: &Plan, efa: bool) {
         "memory registration",
         format!(
             "mr_mode {:#x}: {} addresses, {} keys ({} bytes)",
-            node.mr_mode(),
-            if node.virtual_addressing() {
+            node.provided().mr_mode(),
+            if node.provided().virtual_addressing() {
                 "virtual"
             } else {
                 "offset"
             },
-            if node.provider_keys() {
+            if node.provided().provider_keys() {
                 "provider-chosen"
             } else {
                 "requested (unpredictable, never reused)"
             },
-            node.key_size()
+            node.provided().key_size()
         ),
         Verdict::Info,
         None,

@@ -122,7 +122,7 @@ impl FabricServer {
                 })?
         };
         Ok(Self {
-            keys: KeyGen::new(node.key_size()),
+            keys: KeyGen::new(node.provided().key_size()),
             node,
             address,
             stop,
@@ -145,7 +145,7 @@ impl FabricServer {
     /// (`tcp;ofi_rxm`, `sockets`: address format `FI_SOCKADDR_IN`/`_IN6`); `None` for the
     /// others (EFA, `shm`). [`crate::silent::close_silent`] watches it.
     pub fn tcp_port(&self) -> Option<u16> {
-        let format = self.node.address_format();
+        let format = self.node.provided().address_format();
         (format == "FI_SOCKADDR_IN" || format == "FI_SOCKADDR_IN6")
             .then(|| crate::silent::port_of_address(&self.address))
             .flatten()
@@ -200,7 +200,7 @@ pub fn idle_pause(idle_polls: u32, max: Duration) -> Option<Duration> {
 fn progress_loop(node: &Node, stop: &AtomicBool, stats: &ProgressStats) {
     let mut entries = [Completion::default(); 16];
     let mut idle_polls = 0u32;
-    let max_sleep = plan::max_idle_sleep(node.provider());
+    let max_sleep = plan::max_idle_sleep(node.provided().provider());
     if !node.waitable() {
         // SAFETY: prctl(PR_SET_TIMERSLACK) on the calling thread only, with a plain integer.
         // 1 µs of slack instead of the default 50 µs, so short pauses mean what they say.
@@ -214,7 +214,7 @@ fn progress_loop(node: &Node, stop: &AtomicBool, stats: &ProgressStats) {
         if node.waitable() || idle_polls.is_multiple_of(1024) {
             for event in node.drain_events() {
                 stats.errors.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(provider = node.provider(), "{event}");
+                tracing::warn!(provider = node.provided().provider(), "{event}");
             }
         }
         let polled = if node.waitable() {

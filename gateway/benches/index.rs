@@ -29,11 +29,12 @@ async fn main() {
     // Inserted in a scattered order, as keys arrive in a cache.
     for i in 0..n {
         let mut up = store
+            .writes()
             .begin(&key(i * 7919), "application/octet-stream", 16)
             .await
             .unwrap();
         up.write(&[7u8; 16]).unwrap();
-        store.commit(up, |_| Ok(())).unwrap();
+        store.writes().commit(up, |_| Ok(())).unwrap();
     }
     let probes: Vec<String> = (0..200_000).map(|i| key(i * 104_729)).collect();
     let mut rounds: Vec<f64> = (0..5)
@@ -64,11 +65,12 @@ async fn main() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 handle.block_on(async {
                     let mut up = store
+                        .writes()
                         .begin(&key(i * 31), "application/octet-stream", 16)
                         .await
                         .unwrap();
                     up.write(&[8u8; 16]).unwrap();
-                    store.commit(up, |_| Ok(())).unwrap();
+                    store.writes().commit(up, |_| Ok(())).unwrap();
                 });
                 i += 1;
             }

@@ -30,11 +30,12 @@ async fn per_version(n: usize, key_len: usize) -> f64 {
         let store = &store;
         async move {
             let mut up = store
+                .writes()
                 .begin(&key, "application/octet-stream", value.len() as u64)
                 .await
                 .unwrap();
             up.write(&value).unwrap();
-            store.commit(up, |_| Ok(())).unwrap();
+            store.writes().commit(up, |_| Ok(())).unwrap();
         }
     };
     // Warm up: the arena, the index's first nodes.

@@ -62,7 +62,7 @@ pub(crate) async fn put_many(
     items: Vec<(String, Bytes)>,
 ) -> PyResult<Vec<Each<Descriptor>>> {
     let refs: Vec<(&str, Bytes)> = items.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-    let all = sdk.put_many(&refs).await.py()?;
+    let all = sdk.many().put(&refs).await.py()?;
     Ok(all
         .into_iter()
         .map(|r| match r {
@@ -75,7 +75,7 @@ pub(crate) async fn put_many(
 /// `delete_many`: one result per key, `None` or the exception (returned, not raised).
 pub(crate) async fn delete_many(sdk: Sdk, keys: Vec<String>) -> PyResult<Vec<Each<()>>> {
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let all = sdk.delete_many(&refs).await.py()?;
+    let all = sdk.many().delete(&refs).await.py()?;
     Ok(all
         .into_iter()
         .map(|r| match r {
@@ -88,7 +88,7 @@ pub(crate) async fn delete_many(sdk: Sdk, keys: Vec<String>) -> PyResult<Vec<Eac
 /// `exists_many`: one result per key, a bool or the exception (returned, not raised).
 pub(crate) async fn exists_many(sdk: Sdk, keys: Vec<String>) -> PyResult<Vec<Each<bool>>> {
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let all = sdk.exists_many(&refs).await.py()?;
+    let all = sdk.many().exists(&refs).await.py()?;
     Ok(all
         .into_iter()
         .map(|r| match r {
@@ -176,7 +176,7 @@ async fn read_many(
     keys: Vec<String>,
 ) -> PyResult<impl Iterator<Item = Result<Object, Error>>> {
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let all = sdk.get_many(&refs).await.py()?;
+    let all = sdk.many().get(&refs).await.py()?;
     Ok(all
         .into_iter()
         .zip(keys)
@@ -220,7 +220,7 @@ pub(crate) async fn get_many_into(
     outs: Vec<Out>,
 ) -> PyResult<Vec<Each<u64>>> {
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let all = sdk.get_many_into(&refs, outs).await;
+    let all = sdk.many().get_into(&refs, outs).await;
     Ok(all
         .into_iter()
         .map(|(r, _out)| Each::from(r.map(|w| w.length)))

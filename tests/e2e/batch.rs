@@ -207,7 +207,7 @@ async fn the_sdks_put_many_of_256_blocks_is_one_request_and_reads_back() {
         .map(|(i, k)| (k.as_str(), Bytes::from(pattern(64 << 10, i as u64))))
         .collect();
     let before = requests_to(&gw, "/v1/batch/put").await;
-    let results = client.put_many(&items).await.unwrap();
+    let results = client.many().put(&items).await.unwrap();
     assert_eq!(requests_to(&gw, "/v1/batch/put").await - before, 1.0);
     assert_eq!(
         metric(&gw, "rasa_http_requests_total{method=\"PUT\"").await,
@@ -215,11 +215,11 @@ async fn the_sdks_put_many_of_256_blocks_is_one_request_and_reads_back() {
     );
     assert!(results.iter().all(Result::is_ok), "{results:?}");
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let read = client.get_many(&refs).await.unwrap();
+    let read = client.many().get(&refs).await.unwrap();
     for ((_, want), got) in items.iter().zip(read) {
         assert_eq!(got.unwrap().bytes, *want);
     }
-    let deleted = client.delete_many(&refs).await.unwrap();
+    let deleted = client.many().delete(&refs).await.unwrap();
     assert!(deleted.iter().all(Result::is_ok));
     assert_eq!(requests_to(&gw, "/v1/batch/delete").await, 1.0);
     assert_eq!(status_of(&gw, "kv/block0").await, 404);

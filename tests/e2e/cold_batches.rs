@@ -31,7 +31,7 @@ async fn a_cold_get_many_into_asks_for_every_descriptor_in_one_request() {
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let before = descriptor_requests(&gw).await;
     let bufs: Vec<Vec<u8>> = (0..64).map(|_| vec![0u8; 8192]).collect();
-    let got = c.get_many_into(&refs, bufs).await;
+    let got = c.many().get_into(&refs, bufs).await;
     let after = descriptor_requests(&gw).await;
     for ((r, buf), v) in got.into_iter().zip(&values) {
         let w = r.unwrap();

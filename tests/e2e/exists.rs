@@ -52,7 +52,7 @@ async fn an_exists_batch_counts_memory_and_disk_and_reads_no_value() {
     let keys: Vec<String> = (0..64).map(|i| format!("k{i}")).collect();
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let before = requests_to(&gw, "/v1/batch/exists").await;
-    let there = client.exists_many(&refs).await.unwrap();
+    let there = client.many().exists(&refs).await.unwrap();
     assert_eq!(requests_to(&gw, "/v1/batch/exists").await - before, 1.0);
     assert_eq!(
         metric(&gw, "rasa_http_requests_total{method=\"HEAD\"").await,
@@ -62,8 +62,8 @@ async fn an_exists_batch_counts_memory_and_disk_and_reads_no_value() {
     let want: Vec<bool> = (0..64).map(|i| i < 60).collect();
     assert_eq!(there, want);
     // A deleted key is gone from the index, disk included.
-    client.delete_many(&["k0", "k59"]).await.unwrap();
-    let there = client.exists_many(&["k0", "k59", "k1"]).await.unwrap();
+    client.many().delete(&["k0", "k59"]).await.unwrap();
+    let there = client.many().exists(&["k0", "k59", "k1"]).await.unwrap();
     assert_eq!(there, [Ok(false), Ok(false), Ok(true)]);
 }
 

@@ -49,7 +49,7 @@ async fn get_into_fills_caller_memory_on_both_paths() {
 
         let keys = ["v", "absent", "v"];
         let bufs = vec![vec![0_u8; value.len()], vec![0_u8; 1], vec![0_u8; 1]];
-        let results = c.get_many_into(&keys, bufs).await;
+        let results = c.many().get_into(&keys, bufs).await;
         assert_eq!(results.len(), 3);
         assert!(results[0].1 == value, "{mode:?}: batch bytes differ");
         assert!(results[0].0.is_ok());
@@ -197,7 +197,8 @@ async fn a_registered_buffer_gets_the_value_with_no_copy() {
     }
     let bufs = (0..3).map(|_| c.register(4 << 20).unwrap()).collect();
     for (i, (r, reg)) in c
-        .get_many_into(&["r0", "r1", "r2"], bufs)
+        .many()
+        .get_into(&["r0", "r1", "r2"], bufs)
         .await
         .into_iter()
         .enumerate()

@@ -25,6 +25,7 @@ pub async fn read_region(region: &serde_json::Value, fabric: &FabricInfo) -> Vec
         let mut reader = Reader::connect(cfg, address).expect("a fabric connection");
         let mut dst = LandingBuffer::new(len).expect("landing memory");
         reader
+            .direct()
             .read_raw(addr, rkey, len, &mut dst, Duration::from_secs(10))
             .expect("the whole region reads");
         dst.as_slice().to_vec()

@@ -15,6 +15,7 @@ mod events;
 mod info;
 mod owners;
 pub mod plan;
+mod provided;
 pub mod queue;
 
 use std::ptr::{self, NonNull};
@@ -25,6 +26,7 @@ pub(crate) use error::check;
 pub use error::{strerror, FabricError};
 pub use info::{library_versions, offered, FabricConfig};
 pub use owners::{Domain, MemoryRegion};
+pub use provided::Provided;
 
 /// Access of a local buffer that one-sided reads write into (`FI_READ`), for
 /// [`Node::register`].
@@ -63,12 +65,7 @@ pub struct Node {
     cq: Arc<CompletionQueue>,
     av: Arc<AddressVector>,
     domain: Arc<Domain>,
-    provider: String,
-    fabric_name: String,
-    domain_name: String,
-    mr_mode: u32,
-    mr_key_size: usize,
-    addr_format: u32,
+    provided: Provided,
     /// The key the next local registration asks for (keys are unique in a domain; local
     /// ones are never advertised).
     local_keys: std::sync::atomic::AtomicU64,
@@ -77,9 +74,9 @@ pub struct Node {
 impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Node")
-            .field("provider", &self.provider)
-            .field("mr_mode", &format_args!("{:#x}", self.mr_mode))
-            .field("addr_format", &self.address_format())
+            .field("provider", &self.provided.provider)
+            .field("mr_mode", &format_args!("{:#x}", self.provided.mr_mode))
+            .field("addr_format", &self.provided.address_format())
             .finish()
     }
 }
@@ -163,55 +160,21 @@ impl Node {
             cq,
             av,
             domain,
-            provider,
-            fabric_name,
-            domain_name,
-            mr_mode,
-            mr_key_size,
-            addr_format,
+            provided: Provided {
+                provider,
+                fabric_name,
+                domain_name,
+                mr_mode,
+                mr_key_size,
+                addr_format,
+            },
             local_keys: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
-    /// The provider actually chosen (e.g. `tcp;ofi_rxm`).
-    pub fn provider(&self) -> &str {
-        &self.provider
-    }
-
-    /// The fabric chosen (e.g. `efa`, `TCP-IP`, a subnet).
-    pub fn fabric_name(&self) -> &str {
-        &self.fabric_name
-    }
-
-    /// The domain (NIC) opened, e.g. `rdmap16s27-rdm` on EFA.
-    pub fn domain_name(&self) -> &str {
-        &self.domain_name
-    }
-
-    /// The negotiated memory-registration mode bits.
-    pub fn mr_mode(&self) -> u32 {
-        self.mr_mode
-    }
-
-    /// Whether remote addresses are virtual addresses (`FI_MR_VIRT_ADDR`) rather than
-    /// offsets into the region.
-    pub fn virtual_addressing(&self) -> bool {
-        self.mr_mode & sys::FI_MR_VIRT_ADDR != 0
-    }
-
-    /// Whether the provider chooses keys (`FI_MR_PROV_KEY`) rather than using ours.
-    pub fn provider_keys(&self) -> bool {
-        self.mr_mode & sys::FI_MR_PROV_KEY != 0
-    }
-
-    /// Size in bytes of a requested key the provider accepts.
-    pub fn key_size(&self) -> usize {
-        self.mr_key_size
-    }
-
-    /// The endpoint's address format, by name.
-    pub fn address_format(&self) -> String {
-        addr_format_name(self.addr_format)
+    /// What the provider chose and negotiated when the node was opened.
+    pub fn provided(&self) -> &Provided {
+        &self.provided
     }
 
     /// The endpoint's own address (`fi_getname`), to give to peers.
@@ -312,7 +275,7 @@ impl Node {
 
     /// The remote address a peer must use for `offset` within `region`.
     pub fn remote_addr(&self, region: &MemoryRegion, offset: usize) -> u64 {
-        if self.virtual_addressing() {
+        if self.provided.virtual_addressing() {
             (region.buffer.base_addr() + offset) as u64
         } else {
             offset as u64

@@ -108,7 +108,7 @@ pub(super) fn run(
     let mut in_flight = 0usize;
     let mut entries = [Completion::default(); MAX_IN_FLIGHT];
     let mut idle_polls = 0u32;
-    let efa = plan::is_efa(conn.node.provider());
+    let efa = plan::is_efa(conn.node.provided().provider());
     let classify = |e| classify(efa, e);
     // The first failure; once set, nothing more is issued and the rest is reaped.
     let mut failed: Option<ReadError> = None;

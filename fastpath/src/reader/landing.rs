@@ -11,6 +11,18 @@ use crate::buffer::{ArenaBuffer, BufferError, WriteSlot};
 use crate::fabric::{plan, MemoryRegion, Node};
 use crate::frame::{FrameCheck, HEADER_LEN};
 
+/// A reader's zero-copy reads ([`Reader::direct`]): the payload lands straight in a
+/// [`LandingBuffer`] the caller keeps.
+#[derive(Debug)]
+pub struct Direct<'a>(&'a mut Reader);
+
+impl Reader {
+    /// Its zero-copy reads (`reader.direct().read(…)`).
+    pub fn direct(&mut self) -> Direct<'_> {
+        Direct(self)
+    }
+}
+
 /// Registrations a landing buffer keeps (one per endpoint that read into it; an SDK client
 /// has a few endpoints, and a rebuilt endpoint is a new one). Beyond this the oldest is
 /// closed.
@@ -38,6 +50,19 @@ impl std::fmt::Debug for LandingBuffer {
 }
 
 impl LandingBuffer {
+    /// Registers this buffer on `reader`'s endpoint now, when it is connected, so that
+    /// the first read into it does not pay for the registration; whether it is registered
+    /// there.
+    pub fn prepare_on(&self, reader: &Reader) -> Result<bool, ReadError> {
+        let Some(conn) = &reader.conn else {
+            return Ok(false);
+        };
+        let efa = plan::is_efa(&reader.config.provider);
+        self.region_on(&conn.node)
+            .map(|_| true)
+            .map_err(|e| classify(efa, e))
+    }
+
     /// A zeroed buffer of `capacity` bytes, registered nowhere yet, its pages faulted in
     /// now: the first read into it costs what the next ones do (a software provider does
     /// not touch memory when registering it; the reads would take the page faults).
@@ -126,13 +151,13 @@ impl LandingBuffer {
     }
 }
 
-impl Reader {
+impl Direct<'_> {
     /// Reads the frame `f` one-sided with its payload landing at the front of `dst` (no
     /// copy) and its header in the reader's scratch, all in flight together, then validates
     /// the frame where it landed; returns the payload's length. A value longer than `dst`
     /// is refused before anything is read. On an error `dst` holds nothing meaningful.
     /// Never blocks longer than `timeout` (plus endpoint set-up after a failure).
-    pub fn read_landing(
+    pub fn read(
         &mut self,
         f: &RemoteFrame,
         dst: &mut LandingBuffer,
@@ -145,11 +170,11 @@ impl Reader {
                 dst.capacity()
             )));
         }
-        let r = self.try_read_landing(f, len, dst, timeout);
-        self.settle(r)
+        let r = self.try_read(f, len, dst, timeout);
+        self.0.settle(r)
     }
 
-    fn try_read_landing(
+    fn try_read(
         &mut self,
         f: &RemoteFrame,
         len: usize,
@@ -184,20 +209,6 @@ impl Reader {
         })?;
         Ok(len)
     }
-}
-
-impl Reader {
-    /// Registers `dst` on this endpoint now, when it is connected, so that the first read
-    /// into it does not pay for the registration; whether it is registered here.
-    pub fn prepare_landing(&self, dst: &LandingBuffer) -> Result<bool, ReadError> {
-        let Some(conn) = &self.conn else {
-            return Ok(false);
-        };
-        let efa = plan::is_efa(&self.config.provider);
-        dst.region_on(&conn.node)
-            .map(|_| true)
-            .map_err(|e| classify(efa, e))
-    }
 
     /// Reads `len` bytes at `addr` under `rkey` into the front of `dst` exactly as they are,
     /// with no frame to check them against: what any holder of a remote key can do. For
@@ -217,7 +228,7 @@ impl Reader {
             )));
         }
         let r = self.try_read_raw(addr, rkey, len, dst, timeout);
-        self.settle(r)
+        self.0.settle(r)
     }
 
     fn try_read_raw(
@@ -242,9 +253,9 @@ impl Reader {
         dst: &mut LandingBuffer,
         timeout: Duration,
     ) -> Result<&mut Conn, Failed> {
-        let efa = plan::is_efa(&self.config.provider);
-        self.reconnect().map_err(|e| classify(efa, e))?;
-        let conn = self.conn.as_mut().expect("connected above");
+        let efa = plan::is_efa(&self.0.config.provider);
+        self.0.reconnect().map_err(|e| classify(efa, e))?;
+        let conn = self.0.conn.as_mut().expect("connected above");
         conn.ensure_scratch(HEADER_LEN, efa)?;
         let region = dst.region_on(&conn.node).map_err(|e| classify(efa, e))?;
         let desc = region.desc();

@@ -13,7 +13,7 @@ pub use contact::{
     abandoned as abandoned_shm_endpoints, abandoned_in_flight as abandoned_rxm_endpoints,
     MAX_ABANDONED, MAX_ABANDONED_RXM, MAX_ABANDONED_RXM_PER_GATEWAY,
 };
-pub use landing::LandingBuffer;
+pub use landing::{Direct, LandingBuffer};
 
 mod contact;
 mod engine;

@@ -322,7 +322,7 @@ fn streaming(provider: &str, server: &FabricServer, reader: &mut Reader) {
     assert_eq!(reader.read(&s.frame, TIMEOUT).unwrap(), s.payload);
 }
 
-/// `read_landing`: values land whole at the front of a registered buffer reused read after
+/// `direct().read`: values land whole at the front of a registered buffer reused read after
 /// read (one registration per endpoint); too small a buffer is refused before reading; a
 /// bad frame is a miss; a revoked key is a miss and the rebuilt endpoint registers anew.
 fn landing(provider: &str, cfg: &FabricConfig, server: &FabricServer, reader: &mut Reader) {
@@ -331,7 +331,8 @@ fn landing(provider: &str, cfg: &FabricConfig, server: &FabricServer, reader: &m
         let payload: Vec<u8> = (0..len).map(|b| (b * 11 + i) as u8).collect();
         let s = store(server, payload, 800 + i as u64);
         let n = reader
-            .read_landing(&s.frame, &mut dst, TIMEOUT)
+            .direct()
+            .read(&s.frame, &mut dst, TIMEOUT)
             .unwrap_or_else(|e| panic!("{provider}: landing {len} bytes: {e}"));
         assert_eq!(n, len);
         assert!(
@@ -346,7 +347,7 @@ fn landing(provider: &str, cfg: &FabricConfig, server: &FabricServer, reader: &m
     );
 
     let s = store(server, vec![3u8; 4 * CHUNK + 1], 810);
-    let e = reader.read_landing(&s.frame, &mut dst, TIMEOUT);
+    let e = reader.direct().read(&s.frame, &mut dst, TIMEOUT);
     assert!(matches!(e, Err(ReadError::Output(_))), "{provider}: {e:?}");
     assert!(reader.is_connected(), "{provider}: refused before reading");
 
@@ -355,10 +356,10 @@ fn landing(provider: &str, cfg: &FabricConfig, server: &FabricServer, reader: &m
         checksum: s.frame.checksum ^ 1,
         ..s.frame
     };
-    let e = reader.read_landing(&lie, &mut dst, TIMEOUT);
+    let e = reader.direct().read(&lie, &mut dst, TIMEOUT);
     assert!(matches!(e, Err(ReadError::Frame(_))), "{provider}: {e:?}");
     assert_eq!(
-        reader.read_landing(&s.frame, &mut dst, TIMEOUT).unwrap(),
+        reader.direct().read(&s.frame, &mut dst, TIMEOUT).unwrap(),
         s.payload.len()
     );
     assert!(dst.as_slice()[..s.payload.len()] == s.payload);
@@ -370,11 +371,11 @@ fn landing(provider: &str, cfg: &FabricConfig, server: &FabricServer, reader: &m
     let a = store(server, vec![1u8; CHUNK], 813);
     let b = store(server, vec![2u8; 100], 814);
     assert_eq!(
-        reader.read_landing(&a.frame, &mut head, TIMEOUT).unwrap(),
+        reader.direct().read(&a.frame, &mut head, TIMEOUT).unwrap(),
         CHUNK
     );
     assert_eq!(
-        reader.read_landing(&b.frame, &mut tail, TIMEOUT).unwrap(),
+        reader.direct().read(&b.frame, &mut tail, TIMEOUT).unwrap(),
         100
     );
     assert_eq!(
@@ -383,7 +384,7 @@ fn landing(provider: &str, cfg: &FabricConfig, server: &FabricServer, reader: &m
         "{provider}: the parts share one registration"
     );
     let c = store(server, vec![3u8; CHUNK + 1], 815);
-    let e = reader.read_landing(&c.frame, &mut tail, TIMEOUT);
+    let e = reader.direct().read(&c.frame, &mut tail, TIMEOUT);
     assert!(
         matches!(e, Err(ReadError::Output(_))),
         "{provider}: a part's room: {e:?}"
@@ -394,7 +395,7 @@ fn landing(provider: &str, cfg: &FabricConfig, server: &FabricServer, reader: &m
     assert!(head.as_slice()[CHUNK..CHUNK + 100].iter().all(|&x| x == 2));
     let mut own = LandingBuffer::from_owned(vec![0u8; 1000]).unwrap();
     assert_eq!(
-        reader.read_landing(&b.frame, &mut own, TIMEOUT).unwrap(),
+        reader.direct().read(&b.frame, &mut own, TIMEOUT).unwrap(),
         100
     );
     assert!(own.as_slice()[..100].iter().all(|&x| x == 2));
@@ -402,7 +403,7 @@ fn landing(provider: &str, cfg: &FabricConfig, server: &FabricServer, reader: &m
     // Another endpoint reading into the same buffer registers it there too.
     let mut other = Reader::connect(cfg.clone(), server.address().to_vec()).unwrap();
     let t = store(server, b"elsewhere".to_vec(), 812);
-    assert_eq!(other.read_landing(&t.frame, &mut dst, TIMEOUT).unwrap(), 9);
+    assert_eq!(other.direct().read(&t.frame, &mut dst, TIMEOUT).unwrap(), 9);
     assert_eq!(&dst.as_slice()[..9], b"elsewhere");
     assert_eq!(dst.registrations(), 2, "{provider}: two endpoints");
 
@@ -414,7 +415,7 @@ fn landing(provider: &str, cfg: &FabricConfig, server: &FabricServer, reader: &m
         ..
     } = s;
     let region = server.rotate(region).unwrap();
-    let e = reader.read_landing(&frame, &mut dst, TIMEOUT);
+    let e = reader.direct().read(&frame, &mut dst, TIMEOUT);
     if !plan::checks_remote_keys(provider) {
         // shm's fast path never looks at the key: the old descriptor may still read the
         // unchanged bytes (only frame validation fences a reused arena there).
@@ -437,7 +438,7 @@ fn landing(provider: &str, cfg: &FabricConfig, server: &FabricServer, reader: &m
         ..frame
     };
     assert_eq!(
-        reader.read_landing(&fresh, &mut dst, TIMEOUT).unwrap(),
+        reader.direct().read(&fresh, &mut dst, TIMEOUT).unwrap(),
         CHUNK + 10
     );
     assert!(dst.as_slice()[..CHUNK + 10].iter().all(|&b| b == 9));

@@ -71,19 +71,19 @@ impl Args {
                     let node = server.node();
                     if node.emulated_read() == Some(true) {
                         tracing::warn!(
-                            provider = node.provider(),
+                            provider = node.provided().provider(),
                             "the provider emulates RDMA read in software: one-sided reads cost this gateway's CPU (see rasa-gateway fabric check)"
                         );
                     }
                     tracing::info!(
-                        provider = node.provider(),
-                        fabric = node.fabric_name(),
-                        domain = node.domain_name(),
+                        provider = node.provided().provider(),
+                        fabric = node.provided().fabric_name(),
+                        domain = node.provided().domain_name(),
                         libfabric = %rasa_fastpath::check::versions(),
                         library = rasa_fastpath::library::loaded().map_or("", |l| l.path.as_str()),
-                        address_format = %node.address_format(),
-                        virtual_addressing = node.virtual_addressing(),
-                        provider_keys = node.provider_keys(),
+                        address_format = %node.provided().address_format(),
+                        virtual_addressing = node.provided().virtual_addressing(),
+                        provider_keys = node.provided().provider_keys(),
                         progress = if node.waitable() { "blocking" } else { "polling" },
                         "fast path on"
                     );

@@ -228,6 +228,7 @@ async fn receive(
         .as_deref()
         .unwrap_or(crate::media::DEFAULT_CONTENT_TYPE);
     let mut upload = match store
+        .writes()
         .begin_streaming(&item.key, ctype, item.length, Some(until))
         .await
     {
@@ -241,12 +242,12 @@ async fn receive(
     while left > 0 {
         let piece = body.piece(left, &item.key).await?;
         left -= piece.len() as u64;
-        if let Err(e) = store.write(&mut upload, &piece).await {
+        if let Err(e) = store.writes().write(&mut upload, &piece).await {
             body.skip(left, &item.key).await?;
             return Ok(Err(e.into()));
         }
     }
-    Ok(store.seal(upload).map_err(ApiError::from))
+    Ok(store.writes().seal(upload).map_err(ApiError::from))
 }
 
 /// Why `item` found no room: busy while leases hold memory (a retry can succeed), else

@@ -44,10 +44,10 @@ pub fn info(store: &Store) -> FabricInfo {
         .servers()
         .iter()
         .map(|f| FabricEndpoint {
-            provider: f.node().provider().to_owned(),
+            provider: f.node().provided().provider().to_owned(),
             address: BASE64_STANDARD.encode(f.address()),
-            address_format: f.node().address_format(),
-            virtual_addressing: f.node().virtual_addressing(),
+            address_format: f.node().provided().address_format(),
+            virtual_addressing: f.node().provided().virtual_addressing(),
         })
         .collect();
     let shm = endpoints.iter().any(|e| is_shm(&e.provider));

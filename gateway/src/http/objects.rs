@@ -97,13 +97,17 @@ async fn receive(
             return Err(too_large);
         }
         // Charged to the budget as the body arrives (a stalled upload holds little).
-        let mut upload = store.begin_streaming(key, ctype, declared, None).await?;
+        let mut upload = store
+            .writes()
+            .begin_streaming(key, ctype, declared, None)
+            .await?;
         while let Some(chunk) = pace
             .within(upload.written(), stream.next())
             .await
             .ok_or_else(too_slow)?
         {
             store
+                .writes()
                 .write(&mut upload, &chunk.map_err(body_error)?)
                 .await?;
         }
@@ -150,7 +154,7 @@ async fn receive(
         }
         parts.push(chunk);
     }
-    let mut upload = store.begin(key, ctype, total).await?;
+    let mut upload = store.writes().begin(key, ctype, total).await?;
     for part in &parts {
         upload.write(part)?;
     }
@@ -219,7 +223,7 @@ async fn store_body(
     }
     let store = objects.store();
     let upload = receive(st, store, &key, &ctype, &parts.headers, stream).await?;
-    let sealed = store.seal(upload)?;
+    let sealed = store.writes().seal(upload)?;
     let stored = objects
         .put(sealed, |cur| pre.evaluate(cur, false).map(drop))
         .await?;

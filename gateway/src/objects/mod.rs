@@ -233,6 +233,7 @@ impl Objects {
         let on_disk = self.only_on_disk(&key).await?;
         let stored = self
             .store
+            .writes()
             .publish(sealed, Self::with_disk(&check, on_disk))?;
         if let Some(rt) = &self.origin {
             rt.forget_negative(&key);

@@ -10,6 +10,7 @@ pub mod flight;
 pub mod readthrough;
 pub mod remembered;
 pub mod s3;
+mod ties;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -20,6 +20,7 @@ use futures_util::StreamExt;
 use super::filling::Filling;
 use super::flight::{Flights, InFlight, Permit};
 use super::remembered::{Remembered, Verdict};
+use super::ties::Ties;
 use super::{Fetch, Origin, OriginError, OriginObject};
 use crate::store::disk::Want;
 use crate::store::{Store, StoreError, StoredVersion};
@@ -58,11 +59,8 @@ pub struct ReadThrough {
     peers: Option<Arc<crate::cluster::Peers>>,
     /// Whether a cold ranged read also fills the whole object (`--origin-fill`).
     range_fill: std::sync::atomic::AtomicBool,
-    /// Versions the origin confirmed before this instant are revalidated on their next
-    /// read, whatever their age ([`ReadThrough::revalidate_all`]).
-    /// (Nanoseconds after `born`; 0: never.) Read on every hit, so an atomic, not a lock.
-    stale_before: std::sync::atomic::AtomicU64,
-    born: Instant,
+    /// Whether a held copy may be served without asking the origin.
+    ties: Ties,
 }
 
 impl ReadThrough {
@@ -83,10 +81,9 @@ impl ReadThrough {
             max_object_size,
             flights: Arc::default(),
             remembered: Remembered::new(remembered_bytes, negative_ttl),
+            ties: Ties::new(peers.clone()),
             peers,
             range_fill: std::sync::atomic::AtomicBool::new(true),
-            stale_before: std::sync::atomic::AtomicU64::new(0),
-            born: Instant::now(),
         })
     }
 
@@ -124,13 +121,13 @@ impl ReadThrough {
         if let Some(v) = held {
             // A copy made under another owner of the key than the one now (gone,
             // restarted, replaced) may be older than what that owner acknowledged since.
-            let untied = self.untied(key, &v);
+            let untied = self.ties.untied(key, &v);
             let stale = untied
                 || match (self.ttl, v.origin.age()) {
                     (Some(ttl), Some(age)) => age >= ttl,
                     _ => false,
                 }
-                || self.confirmed_before_all_stale(&v);
+                || self.ties.confirmed_before_all_stale(&v);
             if !stale {
                 catalog::CACHE_HITS.counter().increment(1);
                 return Ok(Lookup::Stored(v));
@@ -154,11 +151,11 @@ impl ReadThrough {
         }
         // "Not found" is remembered by the key's owner only: elsewhere it may predate a
         // write the owner acknowledged since.
-        if self.is_negative(key) && self.owns(key) {
+        if self.remembered.not_found(key) && self.ties.owns(key) {
             catalog::CACHE_NEGATIVE_HITS.counter().increment(1);
             return Ok(Lookup::Missing);
         }
-        if let Some(length) = self.known_too_large(key) {
+        if let Some(length) = self.remembered.too_large(key) {
             return Err(FetchError::TooLarge {
                 length,
                 limit: self.max_object_size,
@@ -189,27 +186,6 @@ impl ReadThrough {
                     }
                 }
             }
-        }
-    }
-
-    /// Whether this member owns `key` (always, outside a cluster).
-    fn owns(&self, key: &str) -> bool {
-        self.peers.as_ref().is_none_or(|p| p.owns(key))
-    }
-
-    /// Whether `v`, a copy of `key`, was made under another owner of the key than the one
-    /// now (never outside a cluster).
-    fn untied(&self, key: &str, v: &StoredVersion) -> bool {
-        self.peers
-            .as_ref()
-            .is_some_and(|p| v.origin.tied() != p.owner_tag(key))
-    }
-
-    /// Ties `v`, a version of `key` written, fetched or confirmed here, to the key's owner
-    /// now (see [`crate::cluster::Peers::owner_tag`]).
-    fn tie(&self, key: &str, v: &StoredVersion) {
-        if let Some(p) = &self.peers {
-            v.origin.tie(p.owner_tag(key));
         }
     }
 
@@ -244,20 +220,7 @@ impl ReadThrough {
     /// conditional GET: unchanged keeps it, changed replaces it, gone deletes it): after
     /// this cluster member was out and other members may have written its keys.
     pub fn revalidate_all(&self) {
-        let at = u64::try_from(self.born.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.stale_before
-            .store(at.max(1), std::sync::atomic::Ordering::Release);
-        catalog::CACHE_REVALIDATE_ALL.counter().increment(1);
-    }
-
-    /// Whether `v` was last confirmed before [`ReadThrough::revalidate_all`].
-    fn confirmed_before_all_stale(&self, v: &StoredVersion) -> bool {
-        let at = self.stale_before.load(std::sync::atomic::Ordering::Acquire);
-        match (at, v.origin.age()) {
-            (0, _) | (_, None) => false,
-            // Confirmed `age` ago, before `born + at` when `age` exceeds the time since.
-            (at, Some(age)) => age >= self.born.elapsed().saturating_sub(Duration::from_nanos(at)),
-        }
+        self.ties.revalidate_all();
     }
 
     /// The fill of `key` under way, once it has started storing the object.
@@ -278,7 +241,7 @@ impl ReadThrough {
     /// origin by the caller.
     pub fn range_missed(self: &Arc<Self>, key: &str) {
         let fill = self.range_fill.load(std::sync::atomic::Ordering::Relaxed);
-        if fill && !self.is_negative(key) && self.known_too_large(key).is_none() {
+        if fill && !self.remembered.not_found(key) && self.remembered.too_large(key).is_none() {
             catalog::CACHE_MISSES.counter().increment(1);
             drop(self.flight(key, None)); // it runs on its own task
         }
@@ -287,7 +250,7 @@ impl ReadThrough {
     /// What the origin says of `key` (a HEAD, no body): for HEAD requests that miss, which
     /// need not fetch the object. "Not found" is remembered like a fetch's.
     pub async fn head(&self, key: &str) -> Result<Option<super::OriginHead>, FetchError> {
-        if self.is_negative(key) {
+        if self.remembered.not_found(key) {
             catalog::CACHE_NEGATIVE_HITS.counter().increment(1);
             return Ok(None);
         }
@@ -297,19 +260,6 @@ impl ReadThrough {
             self.remembered.remember(key, Verdict::NotFound);
         }
         Ok(head)
-    }
-
-    /// The length of `key` when it is remembered (still fresh) as too large to cache.
-    fn known_too_large(&self, key: &str) -> Option<u64> {
-        match self.remembered.get(key) {
-            Some(Verdict::TooLarge(length)) => Some(length),
-            _ => None,
-        }
-    }
-
-    /// Whether "not found at the origin" is remembered for `key` (and still fresh).
-    fn is_negative(&self, key: &str) -> bool {
-        self.remembered.get(key) == Some(Verdict::NotFound)
     }
 
     /// Origin fetches running now (one per key however many requests wait for it).
@@ -331,7 +281,7 @@ impl ReadThrough {
             Box::pin(async move {
                 let r = this.fill(&key, current, &permit).await;
                 if let Ok(Some(v)) = &r {
-                    this.tie(&key, v); // fetched or confirmed under the owner now
+                    this.ties.tie(&key, v); // fetched or confirmed under the owner now
                 }
                 // Done: later lookups see the store (or the remembered answer) instead.
                 drop(permit);
@@ -348,7 +298,7 @@ impl ReadThrough {
     ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
         // Only a key's owner fills from a peer (its previous owner): a member serving a
         // key it does not own does so because the owner did not answer — not again.
-        if current.is_none() && self.owns(key) {
+        if current.is_none() && self.ties.owns(key) {
             if let Some(peers) = &self.peers {
                 if let Some(copy) = self.confirmed(peers.copy(key).await, key).await {
                     let age = copy.age;
@@ -443,7 +393,7 @@ impl ReadThrough {
             .content_type
             .clone()
             .unwrap_or_else(|| crate::media::DEFAULT_CONTENT_TYPE.to_owned());
-        let mut up = self.store.begin(key, &ctype, obj.length).await?;
+        let mut up = self.store.writes().begin(key, &ctype, obj.length).await?;
         up.from_origin(obj.etag.take());
         // Requests waiting for this object stream it from here on, as it arrives.
         let streamed = Arc::new(Filling::new(obj.length, ctype));
@@ -480,6 +430,7 @@ impl ReadThrough {
         let base = current.as_ref().map(|v| v.version());
         let v = self
             .store
+            .writes()
             .commit(up, |cur| match (cur.map(|c| c.version()), base) {
                 (a, b) if a == b => Ok(()),
                 _ => Err(StoreError::PreconditionFailed(

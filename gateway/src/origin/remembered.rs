@@ -84,6 +84,19 @@ impl Remembered {
         }
     }
 
+    /// The length of `key`'s object, when it is remembered as too large to cache.
+    pub fn too_large(&self, key: &str) -> Option<u64> {
+        match self.get(key) {
+            Some(Verdict::TooLarge(length)) => Some(length),
+            _ => None,
+        }
+    }
+
+    /// Whether "not found at the origin" is remembered for `key` (and still fresh).
+    pub fn not_found(&self, key: &str) -> bool {
+        self.get(key) == Some(Verdict::NotFound)
+    }
+
     /// The verdict remembered for `key`, if it is still fresh.
     pub fn get(&self, key: &str) -> Option<Verdict> {
         let e = self.cache.get(key)?;

@@ -150,13 +150,14 @@ pub(super) async fn copy_object(
     };
     let mut upload = dst
         .store()
+        .writes()
         .begin(&dst.key, &ctype, v.bytes().len() as u64)
         .await
         .map_err(store_error)?;
     upload.write(v.bytes()).map_err(store_error)?;
     upload.set_s3_etag(v.upload_etag());
     upload.set_headers(keep);
-    let sealed = dst.store().seal(upload).map_err(store_error)?;
+    let sealed = dst.store().writes().seal(upload).map_err(store_error)?;
     let stored = publish(&dst, sealed, &WriteIf::default()).await?;
     Ok(S3Response::new(CopyObjectOutput {
         copy_object_result: Some(CopyObjectResult {

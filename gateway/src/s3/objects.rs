@@ -344,6 +344,7 @@ pub(super) async fn put_object(
     let pace = front.pace();
     let mut upload = at
         .store()
+        .writes()
         .begin_streaming(&at.key, &ctype, len, None)
         .await
         .map_err(store_error)?;
@@ -351,6 +352,7 @@ pub(super) async fn put_object(
         while let Some(chunk) = front.next_chunk(&mut body, &pace, upload.written()).await? {
             integrity.update(&chunk);
             at.store()
+                .writes()
                 .write(&mut upload, &chunk)
                 .await
                 .map_err(store_error)?;
@@ -362,7 +364,7 @@ pub(super) async fn put_object(
     let mut keep = keep;
     keep.checksums = verified.to_keep();
     upload.set_headers(keep);
-    let sealed = at.store().seal(upload).map_err(store_error)?;
+    let sealed = at.store().writes().seal(upload).map_err(store_error)?;
     let v = publish(&at, sealed, &cond).await?;
     // The checksums the request named, verified, and the SHA-256 (as S3 answers).
     let sums = super::digest::answered(v.headers(), &v.sha256());

@@ -15,7 +15,7 @@ pub fn spawn(fabrics: &Fabrics, first_byte_timeout: std::time::Duration) {
     if fabrics
         .servers()
         .iter()
-        .any(|s| is_shm(s.node().provider()))
+        .any(|s| is_shm(s.node().provided().provider()))
     {
         tokio::spawn(sweep_stale_shm_regions());
     }

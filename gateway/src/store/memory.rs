@@ -148,7 +148,7 @@ impl<'a> Memory<'a> {
             disk.observe();
         }
         for f in self.fabric.iter().flat_map(|f| f.servers()) {
-            let (st, provider) = (f.stats(), f.node().provider().to_owned());
+            let (st, provider) = (f.stats(), f.node().provided().provider().to_owned());
             catalog::FABRIC_PROGRESS_WAKEUPS
                 .counter_by(&[("provider", provider.clone())])
                 .absolute(st.wakeups.load(Ordering::Relaxed));

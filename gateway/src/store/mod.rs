@@ -24,6 +24,7 @@ mod memory;
 mod testing;
 mod upload;
 mod version;
+mod writes;
 
 pub use error::StoreError;
 pub use headers::{ObjectHeaders, MAX_USER_METADATA};
@@ -31,6 +32,7 @@ pub use memory::Memory;
 pub use testing::Testing;
 pub use upload::{room_deadline, Sealed, Upload};
 pub use version::{BadVersionId, OriginMeta, StoredVersion, VersionId, VERSION_PATTERN};
+pub use writes::Writes;
 
 use crate::catalog;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -34,12 +34,13 @@ fn store(budget: u64, arena: usize) -> Store {
 
 async fn put(s: &Store, key: &str, body: &[u8]) -> Result<Arc<StoredVersion>, StoreError> {
     let mut up = s
+        .writes()
         .begin(key, "application/octet-stream", body.len() as u64)
         .await?;
     for part in body.chunks(3) {
         up.write(part)?;
     }
-    s.commit(up, |_| Ok(()))
+    s.writes().commit(up, |_| Ok(()))
 }
 
 #[tokio::test]
@@ -76,13 +77,13 @@ async fn frames_validate_and_versions_stay_readable() {
 #[tokio::test]
 async fn wrong_length_or_dropped_upload_publishes_nothing() {
     let s = store(1 << 20, 64 << 10);
-    let mut up = s.begin("k", "t", 4).await.unwrap();
+    let mut up = s.writes().begin("k", "t", 4).await.unwrap();
     up.write(b"abc").unwrap();
     assert!(matches!(
-        s.commit(up, |_| Ok(())),
+        s.writes().commit(up, |_| Ok(())),
         Err(StoreError::LengthMismatch { .. })
     ));
-    let mut up = s.begin("k", "t", 2).await.unwrap();
+    let mut up = s.writes().begin("k", "t", 2).await.unwrap();
     assert!(up.write(b"abc").is_err());
     drop(up);
     assert!(s.current("k").is_none());
@@ -296,6 +297,7 @@ async fn a_streaming_dedicated_upload_is_charged_as_its_bytes_arrive() {
     // nothing: each holds one step of the budget, not its declared length.
     for i in 0..4 {
         let up = s
+            .writes()
             .begin_streaming(&format!("crawl{i}"), "x", len, None)
             .await
             .unwrap();
@@ -309,13 +311,14 @@ async fn a_streaming_dedicated_upload_is_charged_as_its_bytes_arrive() {
     // An honest upload still fits, and is charged in full when its last byte is in.
     let body = vec![7u8; 20 << 20];
     let mut up = s
+        .writes()
         .begin_streaming("honest", "x", body.len() as u64, None)
         .await
         .unwrap();
     for part in body.chunks(1 << 20) {
-        s.write(&mut up, part).await.unwrap();
+        s.writes().write(&mut up, part).await.unwrap();
     }
-    let v = s.commit(up, |_| Ok(())).unwrap();
+    let v = s.writes().commit(up, |_| Ok(())).unwrap();
     assert!(v.arena.dedicated);
     assert_eq!(v.arena.charged(), v.arena.buffer.capacity() as u64);
     assert_eq!(s.current("honest").unwrap().payload().as_slice(), &body[..]);
@@ -356,20 +359,20 @@ async fn staging_memory_bounds_uploads_in_progress() {
     );
     s.config.staging_memory = 0; // at least one arena's worth is allowed anyway
     let s = Arc::new(Store::new(s.config, None, None));
-    let first = s.begin("a", "x", 60 << 10).await.unwrap();
+    let first = s.writes().begin("a", "x", 60 << 10).await.unwrap();
     let waited = std::time::Instant::now();
-    let second = s.begin("b", "x", 60 << 10).await;
+    let second = s.writes().begin("b", "x", 60 << 10).await;
     assert!(matches!(second, Err(StoreError::Busy { .. })), "{second:?}");
     assert!(waited.elapsed() >= Duration::from_millis(120));
     let next = {
         let s = Arc::clone(&s);
-        tokio::spawn(async move { s.begin("c", "x", 60 << 10).await.map(|_| ()) })
+        tokio::spawn(async move { s.writes().begin("c", "x", 60 << 10).await.map(|_| ()) })
     };
     drop(first);
     next.await
         .unwrap()
         .expect("staging memory freed by the dropped upload");
     // A value larger than an arena is written in place and takes no staging memory.
-    let _big = s.begin("d", "x", 1 << 20).await.unwrap();
-    let _small = s.begin("e", "x", 60 << 10).await.unwrap();
+    let _big = s.writes().begin("d", "x", 1 << 20).await.unwrap();
+    let _small = s.writes().begin("e", "x", 60 << 10).await.unwrap();
 }

@@ -315,7 +315,7 @@ impl MediaType {
 impl StoredVersion {
     /// The media type given at upload.
     pub fn content_type(&self) -> &str {
-        match MEDIA_TYPES.get(usize::from(self.media_type().0)) {
+        match MEDIA_TYPES.get(usize::from(self.trailer().media_type().0)) {
             Some(t) => t.get().map_or("", |t| &**t),
             None => self.origin.rare_media_type().unwrap_or_default(),
         }
@@ -323,7 +323,7 @@ impl StoredVersion {
 
     /// When the version was committed.
     pub fn created(&self) -> SystemTime {
-        SystemTime::UNIX_EPOCH + Duration::from_millis(self.created_ms())
+        SystemTime::UNIX_EPOCH + Duration::from_millis(self.trailer().created_ms())
     }
 
     /// The entity tag S3 clients see, when it is not the SHA-256 (the MD5 an S3 upload
@@ -335,6 +335,46 @@ impl StoredVersion {
     /// Its user metadata and stored headers, when it has any.
     pub fn headers(&self) -> Option<&super::ObjectHeaders> {
         self.origin.headers()
+    }
+}
+
+/// A frame's trailer, read (see [`Trailer::write`]): the key, the payload's SHA-256, when
+/// the version was committed and its media type, the key's length last.
+struct TrailerOf<'a>(&'a [u8]);
+
+impl<'a> TrailerOf<'a> {
+    /// The key's length (the frame's last two bytes).
+    fn key_len(&self) -> usize {
+        let f = self.0;
+        u16::from_le_bytes([f[f.len() - 2], f[f.len() - 1]]) as usize
+    }
+
+    /// Where the trailer starts in the frame.
+    fn fixed_at(&self) -> usize {
+        self.0.len() - Trailer::len(self.key_len())
+    }
+
+    fn key_bytes(&self) -> &'a [u8] {
+        let f = self.0;
+        &f[f.len() - 2 - self.key_len()..f.len() - 2]
+    }
+
+    fn sha256(&self) -> [u8; 32] {
+        let at = self.fixed_at();
+        let mut d = [0u8; 32];
+        d.copy_from_slice(&self.0[at..at + 32]);
+        d
+    }
+
+    /// Milliseconds since the epoch.
+    fn created_ms(&self) -> u64 {
+        u64_at(self.0, self.fixed_at() + 32)
+    }
+
+    /// Interned.
+    fn media_type(&self) -> MediaType {
+        let at = self.fixed_at() + 40;
+        MediaType(u16::from_le_bytes([self.0[at], self.0[at + 1]]))
     }
 }
 
@@ -367,21 +407,14 @@ impl StoredVersion {
         u64_at(self.frame.as_slice(), CHECKSUM_AT)
     }
 
-    /// The key's length (the frame's last two bytes).
-    fn key_len(&self) -> usize {
-        let f = self.frame.as_slice();
-        u16::from_le_bytes([f[f.len() - 2], f[f.len() - 1]]) as usize
-    }
-
-    /// Where the trailer starts in the frame.
-    fn fixed_at(&self) -> usize {
-        self.frame.len() - Trailer::len(self.key_len())
+    /// The frame's trailer, read.
+    fn trailer(&self) -> TrailerOf<'_> {
+        TrailerOf(self.frame.as_slice())
     }
 
     /// The key's bytes (from the frame's trailer; valid UTF-8, as every key is).
     pub fn key_bytes(&self) -> &[u8] {
-        let f = self.frame.as_slice();
-        &f[f.len() - 2 - self.key_len()..f.len() - 2]
+        self.trailer().key_bytes()
     }
 
     /// The key (from the frame's trailer).
@@ -391,22 +424,7 @@ impl StoredVersion {
 
     /// SHA-256 of the payload (from the frame's trailer).
     pub fn sha256(&self) -> [u8; 32] {
-        let at = self.fixed_at();
-        let mut d = [0u8; 32];
-        d.copy_from_slice(&self.frame.as_slice()[at..at + 32]);
-        d
-    }
-
-    /// When the version was committed, in milliseconds since the epoch (from the trailer).
-    pub fn created_ms(&self) -> u64 {
-        u64_at(self.frame.as_slice(), self.fixed_at() + 32)
-    }
-
-    /// The media type, interned (from the trailer).
-    pub fn media_type(&self) -> MediaType {
-        let f = self.frame.as_slice();
-        let at = self.fixed_at() + 40;
-        MediaType(u16::from_le_bytes([f[at], f[at + 1]]))
+        self.trailer().sha256()
     }
 
     /// Whether the version lives in arena memory (else it was read back from the disk tier

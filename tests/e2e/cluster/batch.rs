@@ -65,7 +65,7 @@ async fn a_batch_sent_to_one_member_lands_at_each_keys_owner() {
             )
         })
         .collect();
-    let out = client.put_many(&items).await.unwrap();
+    let out = client.many().put(&items).await.unwrap();
     for ((key, _), r) in items.iter().zip(&out) {
         let d = r.as_ref().unwrap();
         assert_eq!(
@@ -94,7 +94,7 @@ async fn a_batch_sent_to_one_member_lands_at_each_keys_owner() {
         "{results:?}"
     );
     assert!(!there[keys.len()]);
-    let there = client.exists_many(&asked).await.unwrap();
+    let there = client.many().exists(&asked).await.unwrap();
     assert_eq!(there.iter().filter(|r| **r == Ok(true)).count(), keys.len());
 
     // A delete batch through another member deletes at every owner.

@@ -101,7 +101,8 @@ async fn sigterm_drains_held_descriptors_stay_readable_until_their_lease_ends() 
     let sent = Instant::now();
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let held: Vec<(usize, Descriptor)> = client
-        .resolve_many(&key_refs)
+        .many()
+        .resolve(&key_refs)
         .await
         .unwrap()
         .into_iter()

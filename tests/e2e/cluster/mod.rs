@@ -173,7 +173,8 @@ async fn members_own_keys_by_the_published_function_and_forward_or_redirect() {
         );
     }
     let got = client
-        .get_many(&["k/1", "k/2", "k/3", "missing"])
+        .many()
+        .get(&["k/1", "k/2", "k/3", "missing"])
         .await
         .unwrap();
     assert_eq!(

@@ -121,7 +121,8 @@ async fn near_copies_serve_reads_and_never_outlive_a_write() {
     let batch = pattern(1234, 77);
     let client = super::sdk(&others[1].base);
     let each = client
-        .put_many(&[(key, bytes::Bytes::from(batch.clone()))])
+        .many()
+        .put(&[(key, bytes::Bytes::from(batch.clone()))])
         .await
         .expect("put_many");
     assert!(each[0].is_ok());

@@ -465,6 +465,7 @@ async fn assemble(
     };
     let mut upload = at
         .store()
+        .writes()
         .begin(&at.key, &staged.content_type, total)
         .await
         .map_err(store_error)?;
@@ -480,7 +481,7 @@ async fn assemble(
         parts.len()
     )));
     upload.set_headers(staged.headers.clone());
-    let sealed = at.store().seal(upload).map_err(store_error)?;
+    let sealed = at.store().writes().seal(upload).map_err(store_error)?;
     publish(&at, sealed, cond).await
 }
 

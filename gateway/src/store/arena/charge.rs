@@ -16,18 +16,20 @@ use super::{Arena, ArenaStats, Arenas, Table};
 /// How far ahead of the bytes written a growing dedicated arena is charged.
 pub const CHARGE_STEP: u64 = 8 << 20;
 
-impl Arenas {
-    /// Makes `need` bytes of budget available in `t` by releasing recycled shared arenas;
-    /// false when that is not enough.
-    pub(super) fn make_budget(t: &mut Table, need: u64, budget: u64, stats: &ArenaStats) -> bool {
-        while t.allocated + need > budget {
-            let Some(f) = t.free.pop() else { break };
-            t.allocated -= f.buffer.capacity() as u64;
+impl Table {
+    /// Makes `need` bytes of `budget` available by releasing recycled shared arenas; false
+    /// when that is not enough.
+    pub(super) fn make_budget(&mut self, need: u64, budget: u64, stats: &ArenaStats) -> bool {
+        while self.allocated + need > budget {
+            let Some(f) = self.free.pop() else { break };
+            self.allocated -= f.buffer.capacity() as u64;
             stats.released.fetch_add(1, Ordering::Relaxed);
         }
-        t.allocated + need <= budget
+        self.allocated + need <= budget
     }
+}
 
+impl Arenas {
     /// Charges `arena` up to `upto` bytes of the budget (at most its capacity); false, and
     /// nothing charged, when the budget cannot hold that now.
     pub fn charge(&self, arena: &Arena, upto: u64) -> bool {
@@ -39,7 +41,7 @@ impl Arenas {
         if upto <= have {
             return true;
         }
-        if !Self::make_budget(&mut t, upto - have, self.budget(), &self.stats) {
+        if !t.make_budget(upto - have, self.budget(), &self.stats) {
             return false;
         }
         t.allocated += upto - have;

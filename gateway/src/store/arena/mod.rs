@@ -147,7 +147,7 @@ impl Arenas {
     /// holds what is left.
     pub fn release_over_budget(&self) -> bool {
         let mut t = self.table();
-        Self::make_budget(&mut t, 0, self.budget(), &self.stats)
+        t.make_budget(0, self.budget(), &self.stats)
     }
 
     /// Arena counts by state.
@@ -162,17 +162,9 @@ impl Arenas {
         }
     }
 
-    fn size_of(&self, frame_len: usize) -> u64 {
-        if frame_len > self.arena_size {
-            frame_len.next_multiple_of(BUFFER_ALIGN) as u64
-        } else {
-            self.arena_size as u64
-        }
-    }
-
     /// Whether a frame this long could ever be stored.
     pub fn fits(&self, frame_len: usize) -> bool {
-        self.size_of(frame_len) <= self.budget()
+        arena_len(self.arena_size, frame_len) <= self.budget()
     }
 
     /// Claims `frame_len` bytes for one frame, without waiting.
@@ -215,10 +207,10 @@ impl Arenas {
         };
         let mut t = self.table();
         if frame_len > self.arena_size {
-            let size = self.size_of(frame_len);
+            let size = arena_len(self.arena_size, frame_len);
             let charge = if growing { size.min(CHARGE_STEP) } else { size };
             // Recycled shared arenas give their memory back for a dedicated one.
-            if !Self::make_budget(&mut t, charge, self.budget(), &self.stats) {
+            if !t.make_budget(charge, self.budget(), &self.stats) {
                 return Err(ReserveError::NeedRoom);
             }
             if !may_allocate {
@@ -261,16 +253,6 @@ impl Arenas {
         Ok(got)
     }
 
-    fn register(&self, buffer: &Arc<ArenaBuffer>) -> Result<Option<Regions>, StoreError> {
-        match &self.fabric {
-            Some(fabric) => fabric.register(Arc::clone(buffer)).map(Some).map_err(|e| {
-                tracing::error!(error = %e, "arena registration failed");
-                StoreError::Fabric(e.to_string())
-            }),
-            None => Ok(None),
-        }
-    }
-
     /// A new arena of `size` bytes, already accounted in the table (`charged` bytes of it
     /// when it is charged as it fills, else all): allocated and registered without holding
     /// the table lock (registration is slow on EFA). On failure the accounting is undone.
@@ -305,7 +287,7 @@ impl Arenas {
         // A dedicated arena is registered once its value is written (Arena::register_sealed).
         let region = match dedicated {
             true => None,
-            false => self.register(&buffer).map_err(|e| {
+            false => register(self.fabric.as_ref(), &buffer).map_err(|e| {
                 self.table().allocated -= extra;
                 undo(e)
             })?,
@@ -395,5 +377,29 @@ impl Arenas {
     /// Whether any arena is draining (so room will come without evicting more).
     pub fn draining(&self) -> usize {
         self.table().draining.len() + self.reclaiming.load(Ordering::Acquire)
+    }
+}
+
+/// Registers `buffer` with `fabric` (its regions, one per fabric); `None` without one.
+fn register(
+    fabric: Option<&Arc<Fabrics>>,
+    buffer: &Arc<ArenaBuffer>,
+) -> Result<Option<Regions>, StoreError> {
+    match fabric {
+        Some(fabric) => fabric.register(Arc::clone(buffer)).map(Some).map_err(|e| {
+            tracing::error!(error = %e, "arena registration failed");
+            StoreError::Fabric(e.to_string())
+        }),
+        None => Ok(None),
+    }
+}
+
+/// The size of the arena a frame of `frame_len` bytes goes in: a shared one of
+/// `arena_size`, or one of its own (aligned) when it is larger.
+fn arena_len(arena_size: usize, frame_len: usize) -> u64 {
+    if frame_len > arena_size {
+        frame_len.next_multiple_of(BUFFER_ALIGN) as u64
+    } else {
+        arena_size as u64
     }
 }

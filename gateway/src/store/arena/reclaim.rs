@@ -113,7 +113,7 @@ impl Arenas {
                 tracing::debug!(arena = id, "dedicated arena released");
                 continue;
             }
-            match self.register(&buffer) {
+            match super::register(self.fabric.as_ref(), &buffer) {
                 Ok(region) => {
                     let id = self.next_id.fetch_add(1, Ordering::Relaxed);
                     fresh.push(Arc::new(Arena::new(id, buffer, false, region)));

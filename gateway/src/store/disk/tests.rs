@@ -56,7 +56,11 @@ fn value(i: usize, len: usize) -> Vec<u8> {
 async fn put(s: &Store, key: &str, body: &[u8]) -> Arc<StoredVersion> {
     let mut tries = 0;
     let mut up = loop {
-        match s.begin(key, "text/x-rasa-test", body.len() as u64).await {
+        match s
+            .writes()
+            .begin(key, "text/x-rasa-test", body.len() as u64)
+            .await
+        {
             Ok(up) => break up,
             Err(crate::store::StoreError::Busy { retry_after }) if tries < 10 => {
                 tries += 1;
@@ -70,7 +74,7 @@ async fn put(s: &Store, key: &str, body: &[u8]) -> Arc<StoredVersion> {
         ..ObjectHeaders::default()
     });
     up.write(body).unwrap();
-    s.commit(up, |_| Ok(())).unwrap()
+    s.writes().commit(up, |_| Ok(())).unwrap()
 }
 
 async fn read(s: &Arc<Store>, key: &str) -> Option<Arc<StoredVersion>> {
