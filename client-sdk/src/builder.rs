@@ -178,7 +178,7 @@ impl ClientBuilder {
     /// without building anything: what [`ClientBuilder::build`] would refuse it for.
     pub fn check(&self) -> Result<(), Error> {
         if let Some(ns) = &self.namespace {
-            rasa_openapi::key::check_namespace(ns).map_err(Error::Config)?;
+            rasa_openapi::key::check_namespace(ns).map_err(|e| Error::Config(e.to_string()))?;
         }
         self.seeds().map(|_| ())
     }

@@ -6,24 +6,51 @@
 //! A CA that signs a leaf works with every client: curl `--cacert ca.pem`, the SDK's
 //! `ca_file`, `rasa --ca-file`, Python's `ssl`.
 
+use crate::credfile::FileError;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
 
+/// Why certificates could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum CertError {
+    /// A file could not be written (or is there already: never overwritten).
+    #[error(transparent)]
+    File(#[from] crate::credfile::FileError),
+    /// A file of that name exists.
+    #[error("{} exists; not overwriting it", .0.display())]
+    Exists(std::path::PathBuf),
+    /// A key or certificate could not be made.
+    #[error("{what}: {source}")]
+    Make {
+        /// Which.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: rcgen::Error,
+    },
+    /// A flag refused.
+    #[error(transparent)]
+    Setting(#[from] crate::setting::SettingError),
+    /// The clock is before 1970.
+    #[error("the clock is before 1970")]
+    Clock,
+}
+
 /// Writes `ca.pem`, `cert.pem` and `key.pem` into `out` for `hosts` (names or IP
 /// addresses), valid for `days` from today, and prints the flags to use on both sides.
-pub fn self_signed(hosts: &[String], out: &Path, days: u32) -> Result<(), String> {
+pub fn self_signed(hosts: &[String], out: &Path, days: u32) -> Result<(), CertError> {
     if days == 0 {
-        return Err("--days must be at least 1".into());
+        return Err(crate::setting::SettingError::said("--days must be at least 1").into());
     }
-    std::fs::create_dir_all(out).map_err(|e| format!("creating {}: {e}", out.display()))?;
+    std::fs::create_dir_all(out).map_err(|e| FileError::io("create", out, e))?;
     let paths: [PathBuf; 3] = ["ca.pem", "cert.pem", "key.pem"].map(|f| out.join(f));
     if let Some(p) = paths.iter().find(|p| p.exists()) {
-        return Err(format!("{} exists; not overwriting it", p.display()));
+        return Err(CertError::Exists(p.clone()));
     }
-    let fail = |what: &str, e: rcgen::Error| format!("{what}: {e}");
+    let fail = |what: &'static str, source: rcgen::Error| CertError::Make { what, source };
 
     let ca_key = KeyPair::generate().map_err(|e| fail("CA key", e))?;
     let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(|e| fail("CA", e))?;
@@ -76,10 +103,10 @@ fn bracket(host: &str) -> String {
 }
 
 /// Valid from the start of today (UTC) for `days`.
-fn set_validity(params: &mut CertificateParams, days: u32) -> Result<(), String> {
+fn set_validity(params: &mut CertificateParams, days: u32) -> Result<(), CertError> {
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
-        .map_err(|e| format!("the clock is before 1970: {e}"))?;
+        .map_err(|_| CertError::Clock)?;
     let today =
         humantime::format_rfc3339(SystemTime::UNIX_EPOCH + Duration::from_secs(now.as_secs()))
             .to_string();
@@ -93,7 +120,7 @@ fn set_validity(params: &mut CertificateParams, days: u32) -> Result<(), String>
     Ok(())
 }
 
-fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<(), String> {
+fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<(), FileError> {
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create_new(true);
     #[cfg(unix)]
@@ -102,5 +129,5 @@ fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<(), String> {
     let _ = mode;
     opts.open(path)
         .and_then(|mut f| f.write_all(bytes))
-        .map_err(|e| format!("writing {}: {e}", path.display()))
+        .map_err(|e| FileError::io("write", path, e))
 }

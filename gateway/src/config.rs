@@ -4,6 +4,7 @@
 //! durations like `10s` or `250ms`. Values that parse but do not make sense together are
 //! refused at start with a one-line reason ([`Args::validate`]).
 
+use crate::setting::SettingError;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -303,89 +304,95 @@ pub const MAX_HEADER_SIZE: u64 = 256 << 10;
 /// Longest lease accepted: longer ones would pin memory for too long after a delete.
 pub const MAX_LEASE: Duration = Duration::from_secs(3600);
 
-fn parse_origin(s: &str) -> Result<crate::origin::s3::S3Location, String> {
+fn parse_origin(s: &str) -> Result<crate::origin::s3::S3Location, SettingError> {
     s.parse()
 }
 
 impl Args {
     /// Checks that the values make sense together; the error is one line naming the flags.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SettingError> {
         self.s3.validate(self.cluster.etcd.is_some())?;
         self.edge.validate()?;
         self.disk.validate()?;
         self.cluster.validate()?;
         if self.arena_size < MIN_ARENA_SIZE {
-            return Err(format!(
+            return Err(SettingError::said(format!(
                 "--arena-size {} is below the minimum of {}",
                 show(self.arena_size),
                 show(MIN_ARENA_SIZE)
-            ));
+            )));
         }
         if self.arena_size > self.memory {
-            return Err(format!(
+            return Err(SettingError::said(format!(
                 "--arena-size {} does not fit in --memory {}",
                 show(self.arena_size),
                 show(self.memory)
-            ));
+            )));
         }
         if usize::try_from(self.arena_size).is_err() || usize::try_from(self.memory).is_err() {
-            return Err("--memory does not fit this machine's address space".into());
+            return Err(SettingError::said(
+                "--memory does not fit this machine's address space",
+            ));
         }
         if self.block_size != 0
             && (!self.block_size.is_power_of_two()
                 || !(4 << 10..=16 << 20).contains(&self.block_size))
         {
-            return Err(format!(
+            return Err(SettingError::said(format!(
                 "--block-size {} must be 0 or a power of two from 4KiB to 16MiB",
                 show(self.block_size)
-            ));
+            )));
         }
         let frame = self.max_object_size + rasa_fastpath::frame::HEADER_LEN as u64;
         if frame > self.memory {
-            return Err(format!(
+            return Err(SettingError::said(format!(
                 "--max-object-size {} does not fit in --memory {}",
                 show(self.max_object_size),
                 show(self.memory)
-            ));
+            )));
         }
         if self.lease.is_zero() || self.lease > MAX_LEASE {
-            return Err(format!(
+            return Err(SettingError::said(format!(
                 "--lease {} must be more than 0 and at most {}",
                 humantime::format_duration(self.lease),
                 humantime::format_duration(MAX_LEASE)
-            ));
+            )));
         }
         if self.write_policy == Some(crate::origin::WritePolicy::WriteThrough)
             && self.origin.is_none()
         {
-            return Err("--write-policy write-through needs an --origin".into());
+            return Err(SettingError::said(
+                "--write-policy write-through needs an --origin",
+            ));
         }
         if self.origin.is_some() && self.origin_timeout.is_zero() {
-            return Err("--origin-timeout must be more than 0".into());
+            return Err(SettingError::said("--origin-timeout must be more than 0"));
         }
         if self.max_concurrent_requests == 0 {
-            return Err("--max-concurrent-requests must be at least 1".into());
+            return Err(SettingError::said(
+                "--max-concurrent-requests must be at least 1",
+            ));
         }
         if !(1024..=MAX_HEADER_SIZE).contains(&self.max_header_size) {
-            return Err(format!(
+            return Err(SettingError::said(format!(
                 "--max-header-size {} must be between 1KiB and {}",
                 show(self.max_header_size),
                 show(MAX_HEADER_SIZE)
-            ));
+            )));
         }
         if self.header_timeout.is_zero()
             || self.body_timeout.is_zero()
             || self.send_timeout.is_zero()
         {
-            return Err(
-                "--header-timeout, --body-timeout and --send-timeout must be more than 0".into(),
-            );
+            return Err(SettingError::said(
+                "--header-timeout, --body-timeout and --send-timeout must be more than 0",
+            ));
         }
         if self.max_batch_keys == 0 {
-            return Err("--max-batch-keys must be at least 1".into());
+            return Err(SettingError::said("--max-batch-keys must be at least 1"));
         }
         if self.max_batch_size == 0 {
-            return Err("--max-batch-size must be at least 1B".into());
+            return Err(SettingError::said("--max-batch-size must be at least 1B"));
         }
         Ok(())
     }
@@ -418,7 +425,7 @@ impl Args {
         listening: std::net::SocketAddr,
         tls: bool,
         s3_listening: Option<std::net::SocketAddr>,
-    ) -> Result<Option<crate::cluster::ClusterConfig>, String> {
+    ) -> Result<Option<crate::cluster::ClusterConfig>, SettingError> {
         self.cluster.config(listening, tls, s3_listening)
     }
 

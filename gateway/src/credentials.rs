@@ -7,13 +7,28 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::config::TokenCommand;
+use crate::credfile::FileError;
 use crate::grants::Grants;
 use crate::s3::args::S3KeyCommand;
 use crate::s3::keys::{self, S3Key, S3Keys};
-use crate::tokens::{self, TokenSet};
+use crate::tokens::{self, TokenError, TokenSet};
+
+/// Why a credentials subcommand failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    /// The file: unreadable, unwritable, or holding an error.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// The new entry asked for.
+    #[error(transparent)]
+    Entry(#[from] TokenError),
+    /// The listing could not be written.
+    #[error("cannot write to stdout: {0}")]
+    Stdout(#[source] std::io::Error),
+}
 
 /// Runs a `token` subcommand.
-pub fn token(cmd: &TokenCommand) -> Result<(), String> {
+pub fn token(cmd: &TokenCommand) -> Result<(), CredentialsError> {
     match cmd {
         TokenCommand::New { name, scopes, file } => new_token(name, scopes, file),
         TokenCommand::List { file } => list_tokens(file),
@@ -22,7 +37,7 @@ pub fn token(cmd: &TokenCommand) -> Result<(), String> {
 }
 
 /// Runs an `s3-key` subcommand.
-pub fn s3_key(cmd: &S3KeyCommand) -> Result<(), String> {
+pub fn s3_key(cmd: &S3KeyCommand) -> Result<(), CredentialsError> {
     match cmd {
         S3KeyCommand::New { name, scopes, file } => new_s3_key(name, scopes, file),
         S3KeyCommand::List { file } => list_s3_keys(file),
@@ -34,17 +49,14 @@ pub fn s3_key(cmd: &S3KeyCommand) -> Result<(), String> {
 
 /// `token new`: appends the token's line to `file` (created 0600 if missing) and prints
 /// the secret, once, on stdout.
-fn new_token(name: &str, scopes: &Grants, file: &Path) -> Result<(), String> {
+fn new_token(name: &str, scopes: &Grants, file: &Path) -> Result<(), CredentialsError> {
     let secret = tokens::new_secret();
     let line = tokens::file_line(name, scopes, &secret)?;
     if file.exists() {
         // Refuse to append to a file the gateway would refuse, or a duplicate name.
         let existing = TokenSet::load(file)?;
         if existing.get(name).is_some() {
-            return Err(format!(
-                "{} already has a token named '{name}'",
-                file.display()
-            ));
+            return Err(taken(file, "token", name));
         }
     }
     crate::credfile::append_line(file, &line)?;
@@ -57,29 +69,26 @@ fn new_token(name: &str, scopes: &Grants, file: &Path) -> Result<(), String> {
 }
 
 /// `token list`: names and scopes, one token per line.
-fn list_tokens(file: &Path) -> Result<(), String> {
+fn list_tokens(file: &Path) -> Result<(), CredentialsError> {
     let set = TokenSet::load(file)?;
     let mut out = std::io::stdout().lock();
     for t in set.iter() {
-        writeln!(out, "{}\t{}", t.name, t.scopes).map_err(|e| e.to_string())?;
+        writeln!(out, "{}\t{}", t.name, t.scopes).map_err(CredentialsError::Stdout)?;
     }
     Ok(())
 }
 
 /// `s3-key new`: appends a new key's line to `file` (created 0600 if missing) and prints
 /// its id and secret, once, on stdout.
-fn new_s3_key(name: &str, scopes: &Grants, file: &Path) -> Result<(), String> {
+fn new_s3_key(name: &str, scopes: &Grants, file: &Path) -> Result<(), CredentialsError> {
     if scopes.is_empty() {
-        return Err("a key needs at least one scope".into());
+        return Err(TokenError::NoScope("key").into());
     }
-    tokens::file_line(name, scopes, "")?; // the same rules for names
+    tokens::check_name(name)?; // the same rules for names
     if file.exists() {
         let existing = S3Keys::read(file)?;
         if existing.values().any(|k| k.name == name) {
-            return Err(format!(
-                "{} already has a key named '{name}'",
-                file.display()
-            ));
+            return Err(taken(file, "key", name));
         }
     }
     let (id, secret) = (keys::new_key_id(), keys::new_secret());
@@ -95,15 +104,24 @@ fn new_s3_key(name: &str, scopes: &Grants, file: &Path) -> Result<(), String> {
 
 /// `s3-key list`: name, scopes and access key id of each key (never the secret), one per
 /// line, by name.
-fn list_s3_keys(file: &Path) -> Result<(), String> {
+fn list_s3_keys(file: &Path) -> Result<(), CredentialsError> {
     let keys = S3Keys::read(file)?;
     let mut keys: Vec<&S3Key> = keys.values().collect();
     keys.sort_by(|a, b| a.name.cmp(&b.name));
     let mut out = std::io::stdout().lock();
     for k in keys {
-        writeln!(out, "{}\t{}\t{}", k.name, k.scopes, k.id).map_err(|e| e.to_string())?;
+        writeln!(out, "{}\t{}\t{}", k.name, k.scopes, k.id).map_err(CredentialsError::Stdout)?;
     }
     Ok(())
+}
+
+/// The error for a `what` named `name` that `file` has already.
+fn taken(file: &Path, what: &'static str, name: &str) -> CredentialsError {
+    CredentialsError::File(FileError::NameTaken {
+        path: file.to_owned(),
+        what,
+        name: name.to_owned(),
+    })
 }
 
 /// `token revoke` and `s3-key revoke`: rewrites `file` without the `what` named `name`,
@@ -111,14 +129,12 @@ fn list_s3_keys(file: &Path) -> Result<(), String> {
 fn revoke(
     file: &Path,
     name: &str,
-    what: &str,
-    check: impl Fn(&str) -> Result<(), String>,
-) -> Result<(), String> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-    let left = crate::credfile::without_name(&text, name, what)
-        .map_err(|e| format!("{}: {e}", file.display()))?;
-    check(&left).map_err(|e| format!("{}: {e}", file.display()))?;
+    what: &'static str,
+    check: impl Fn(&str) -> Result<(), FileError>,
+) -> Result<(), CredentialsError> {
+    let text = crate::credfile::read(file)?;
+    let left = crate::credfile::without_name(&text, name, what).map_err(|e| e.in_file("", file))?;
+    check(&left).map_err(|e| e.in_file("", file))?;
     crate::credfile::rewrite(file, &left)?;
     eprintln!(
         "rasa-gateway: removed {what} '{name}' from {}; send SIGHUP to a running gateway (kill -HUP <pid>) to put it in force",
@@ -141,6 +157,7 @@ mod tests {
         assert!(TokenSet::parse(&left).unwrap().get("ab").is_some());
         assert!(crate::credfile::without_name(&text, "zz", "token")
             .unwrap_err()
+            .to_string()
             .contains("no token named 'zz'"));
     }
 }

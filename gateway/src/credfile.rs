@@ -5,20 +5,133 @@
 //! namespaces file's too).
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// What is wrong with a file of one entry a line, or with reading or writing it.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// It could not be read, written or replaced.
+    #[error("cannot {doing} {}: {source}", path.display())]
+    Io {
+        /// What was being done (`read`, `write`, `rewrite`).
+        doing: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An error in the file `path`, a `what` (e.g. `token file`; may be empty).
+    #[error("{what}{}{}: {source}", if what.is_empty() { "" } else { " " }, path.display())]
+    In {
+        /// What the file is.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The error in it.
+        #[source]
+        source: Box<FileError>,
+    },
+    /// A line without the fields its form has.
+    #[error("line {line}: expected '{form}', found {found} fields")]
+    Fields {
+        /// The line number.
+        line: usize,
+        /// The form, e.g. `NAME QUOTA`.
+        form: &'static str,
+        /// How many fields it has.
+        found: usize,
+    },
+    /// A line whose fields are wrong (the problem is the file's own type of error).
+    #[error("line {line}: {problem}")]
+    Line {
+        /// The line number.
+        line: usize,
+        /// What is wrong.
+        problem: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// What the file holds as a whole is wrong (no entries where one is needed, say).
+    #[error("{0}")]
+    Whole(Box<dyn std::error::Error + Send + Sync>),
+    /// No entry has that name.
+    #[error("no {what} named '{name}'")]
+    NoSuchName {
+        /// What the entries are.
+        what: &'static str,
+        /// The name asked for.
+        name: String,
+    },
+    /// An entry with that name is there already.
+    #[error("{} already has a {what} named '{name}'", path.display())]
+    NameTaken {
+        /// The file.
+        path: PathBuf,
+        /// What the entries are.
+        what: &'static str,
+        /// The name.
+        name: String,
+    },
+    /// Other users may read or write it, and it holds secrets in the clear.
+    #[error("{what}: {} is readable or writable by other users (mode {mode:04o}); run chmod 600 on it; it holds secret keys in the clear, so it is not used", path.display())]
+    Loose {
+        /// What the file is.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+}
+
+impl FileError {
+    /// `self`, as an error in `path`, a `what`.
+    pub fn in_file(self, what: &'static str, path: &Path) -> Self {
+        Self::In {
+            what,
+            path: path.to_owned(),
+            source: Box::new(self),
+        }
+    }
+
+    /// A problem with line `line`.
+    pub fn line(line: usize, problem: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Line {
+            line,
+            problem: Box::new(problem),
+        }
+    }
+
+    /// Doing `doing` to `path` failed with `source`.
+    pub fn io(doing: &'static str, path: &Path, source: std::io::Error) -> Self {
+        Self::Io {
+            doing,
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
+
+/// The text of `path` (the error names it).
+pub fn read(path: &Path) -> Result<String, FileError> {
+    std::fs::read_to_string(path).map_err(|e| FileError::io("read", path, e))
+}
 
 /// The entries of a file of one entry a line, `N` fields each, separated by white space
 /// (blank lines and `#` comments skipped): each with its line number, or an error naming
 /// the line and the expected `form` (e.g. `NAME QUOTA`).
 pub fn entries<'a, const N: usize>(
     text: &'a str,
-    form: &'a str,
-) -> impl Iterator<Item = Result<(usize, [&'a str; N]), String>> + 'a {
+    form: &'static str,
+) -> impl Iterator<Item = Result<(usize, [&'a str; N]), FileError>> + 'a {
     lines(text).map(move |(n, fields)| {
         let found = fields.len();
         <[&str; N]>::try_from(fields)
             .map(|f| (n, f))
-            .map_err(|_| format!("line {n}: expected '{form}', found {found} fields"))
+            .map_err(|_| FileError::Fields {
+                line: n,
+                form,
+                found,
+            })
     })
 }
 
@@ -39,17 +152,17 @@ fn private_options() -> std::fs::OpenOptions {
 }
 
 /// Appends `line` to `file`, creating it with mode 0600 if missing.
-pub fn append_line(file: &Path, line: &str) -> Result<(), String> {
+pub fn append_line(file: &Path, line: &str) -> Result<(), FileError> {
     let mut f = private_options()
         .create(true)
         .append(true)
         .open(file)
-        .map_err(|e| format!("cannot open {}: {e}", file.display()))?;
-    writeln!(f, "{line}").map_err(|e| format!("cannot write {}: {e}", file.display()))
+        .map_err(|e| FileError::io("open", file, e))?;
+    writeln!(f, "{line}").map_err(|e| FileError::io("write", file, e))
 }
 
 /// Replaces `file`'s contents with `text` (mode 0600) through a temporary file and a rename.
-pub fn rewrite(file: &Path, text: &str) -> Result<(), String> {
+pub fn rewrite(file: &Path, text: &str) -> Result<(), FileError> {
     let tmp = file.with_extension("rasa-tmp");
     private_options()
         .create(true)
@@ -58,12 +171,12 @@ pub fn rewrite(file: &Path, text: &str) -> Result<(), String> {
         .open(&tmp)
         .and_then(|mut f| f.write_all(text.as_bytes()))
         .and_then(|()| std::fs::rename(&tmp, file))
-        .map_err(|e| format!("cannot rewrite {}: {e}", file.display()))
+        .map_err(|e| FileError::io("rewrite", file, e))
 }
 
 /// `text` without the lines whose first field is `name` (comments and other lines kept);
 /// an error naming `what` when there is none.
-pub fn without_name(text: &str, name: &str, what: &str) -> Result<String, String> {
+pub fn without_name(text: &str, name: &str, what: &'static str) -> Result<String, FileError> {
     let mut found = false;
     let mut out = String::with_capacity(text.len());
     for line in text.lines() {
@@ -78,29 +191,38 @@ pub fn without_name(text: &str, name: &str, what: &str) -> Result<String, String
     if found {
         Ok(out)
     } else {
-        Err(format!("no {what} named '{name}'"))
+        Err(FileError::NoSuchName {
+            what,
+            name: name.to_owned(),
+        })
     }
 }
 
-/// A warning when `file` can be read or written by users other than its owner (mode
-/// 0644, say): `chmod 600` it.
-pub fn loose_permissions(file: &Path) -> Option<String> {
+/// The permission bits of `file` when users other than its owner can read or write it
+/// (mode 0644, say).
+pub fn loose_mode(file: &Path) -> Option<u32> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(file).ok()?.permissions().mode() & 0o777;
-        (mode & 0o077 != 0).then(|| {
-            format!(
-                "{} is readable or writable by other users (mode {mode:04o}); run chmod 600 on it",
-                file.display()
-            )
-        })
+        (mode & 0o077 != 0).then_some(mode)
     }
     #[cfg(not(unix))]
     {
         let _ = file;
         None
     }
+}
+
+/// A warning when `file` can be read or written by users other than its owner (mode
+/// 0644, say): `chmod 600` it.
+pub fn loose_permissions(file: &Path) -> Option<String> {
+    loose_mode(file).map(|mode| {
+        format!(
+            "{} is readable or writable by other users (mode {mode:04o}); run chmod 600 on it",
+            file.display()
+        )
+    })
 }
 
 /// Logs [`loose_permissions`] for `file`, if any, as a warning; returns whether it did.

@@ -53,18 +53,35 @@ impl fmt::Display for Scope {
     }
 }
 
+/// A scope or grant that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrantError {
+    /// Not one of the scopes.
+    #[error("unknown scope '{0}' (scopes are read, write, admin, buckets, metrics)")]
+    UnknownScope(String),
+    /// `buckets` given for one namespace.
+    #[error(
+        "'{0}': buckets is a gateway-wide scope (it makes and removes namespaces); write it alone"
+    )]
+    BucketsInNamespace(String),
+    /// No scope at all.
+    #[error("at least one scope is needed")]
+    None,
+    /// A namespace name that is not one.
+    #[error(transparent)]
+    Namespace(#[from] rasa_openapi::key::BadNamespace),
+}
+
 impl std::str::FromStr for Scope {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = GrantError;
+    fn from_str(s: &str) -> Result<Self, GrantError> {
         match s {
             "read" => Ok(Self::Read),
             "write" => Ok(Self::Write),
             "admin" => Ok(Self::Admin),
             "buckets" => Ok(Self::Buckets),
             "metrics" => Ok(Self::Metrics),
-            other => Err(format!(
-                "unknown scope '{other}' (scopes are read, write, admin, buckets, metrics)"
-            )),
+            other => Err(GrantError::UnknownScope(other.to_owned())),
         }
     }
 }
@@ -88,17 +105,15 @@ impl fmt::Display for Grant {
 }
 
 impl std::str::FromStr for Grant {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = GrantError;
+    fn from_str(s: &str) -> Result<Self, GrantError> {
         let s = s.trim();
         match s.rsplit_once(':') {
             Some((ns, scope)) => {
                 crate::key::check_namespace(ns)?;
                 let scope = scope.parse()?;
                 if scope == Scope::Buckets {
-                    return Err(format!(
-                        "'{s}': buckets is a gateway-wide scope (it makes and removes namespaces); write it alone"
-                    ));
+                    return Err(GrantError::BucketsInNamespace(s.to_owned()));
                 }
                 Ok(Self {
                     namespace: Some(ns.to_owned()),
@@ -176,17 +191,17 @@ impl fmt::Display for Grants {
 }
 
 impl std::str::FromStr for Grants {
-    type Err = String;
+    type Err = GrantError;
     /// Parses `read,train:write` (at least one grant; repeats folded).
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, GrantError> {
         let mut g = s
             .split(',')
             .map(str::parse)
-            .collect::<Result<Vec<Grant>, String>>()?;
+            .collect::<Result<Vec<Grant>, GrantError>>()?;
         g.sort();
         g.dedup();
         if g.is_empty() {
-            return Err("at least one scope is needed".into());
+            return Err(GrantError::None);
         }
         Ok(Self(g))
     }

@@ -69,6 +69,7 @@ pub mod range;
 pub mod reload;
 pub mod s3;
 pub mod server;
+pub mod setting;
 pub mod slots;
 pub mod store;
 pub mod tokens;

@@ -118,12 +118,8 @@ fn config(cmd: &ConfigCommand, loaded: &Loaded) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Every panic is logged with its thread, location, message and a backtrace before the
-/// default hook runs: a panic on a background thread (the fabric progress thread) or in a
-/// request handler must never pass without a word. A panic on the main thread then ends the
-/// process with status 101, and the last log line says why.
 /// The exit code of a subcommand: failure with its reason on stderr.
-fn exit(done: Result<(), String>) -> ExitCode {
+fn exit(done: Result<(), impl std::fmt::Display>) -> ExitCode {
     match done {
         Ok(()) => ExitCode::SUCCESS,
         Err(why) => {
@@ -133,6 +129,10 @@ fn exit(done: Result<(), String>) -> ExitCode {
     }
 }
 
+/// Every panic is logged with its thread, location, message and a backtrace before the
+/// default hook runs: a panic on a background thread (the fabric progress thread) or in a
+/// request handler must never pass without a word. A panic on the main thread then ends the
+/// process with status 101, and the last log line says why.
 fn log_panics() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -157,6 +157,6 @@ fn log_panics() {
     }));
 }
 
-async fn serve(args: Args) -> Result<(), String> {
+async fn serve(args: Args) -> Result<(), rasa_gateway::builder::StartError> {
     Gateway::build(args).await?.serve().await
 }

@@ -24,7 +24,8 @@ use base64::Engine;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::grants::Grants;
+use crate::credfile::FileError;
+use crate::grants::{GrantError, Grants};
 
 /// Prefix of every secret the gateway makes, so secret scanners can recognise them.
 pub const SECRET_PREFIX: &str = "rasa_";
@@ -48,6 +49,35 @@ impl Token {
     }
 }
 
+/// What is wrong with a token's entry (a line of the token file) or a new token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// A name outside the allowed characters or length.
+    #[error("token name '{0}' must be 1-64 characters of A-Z, a-z, 0-9, '.', '_', '-'")]
+    Name(String),
+    /// Scopes that do not parse.
+    #[error(transparent)]
+    Grants(#[from] GrantError),
+    /// No scope for a new token or key.
+    #[error("a {0} needs at least one scope")]
+    NoScope(&'static str),
+    /// The hash field does not start `sha256:`.
+    #[error("the third field must be 'sha256:' and 64 hex digits (the hash of the secret, never the secret)")]
+    HashPrefix,
+    /// The hash field's digits are not 64 hex digits.
+    #[error("the hash must be 'sha256:' followed by 64 hex digits")]
+    HashDigits,
+    /// A second token of the same name.
+    #[error("the name '{0}' is used twice")]
+    NameTwice(String),
+    /// A second token with the same secret.
+    #[error("the same secret hash appears twice")]
+    SecretTwice,
+    /// A file with no token.
+    #[error("no tokens (an empty token file would lock every client out)")]
+    Empty,
+}
+
 /// The tokens the gateway accepts.
 #[derive(Clone, Debug, Default)]
 pub struct TokenSet {
@@ -56,26 +86,25 @@ pub struct TokenSet {
 
 impl TokenSet {
     /// Reads and parses a token file; the error names the file and line.
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
-        Self::parse(&text).map_err(|e| format!("token file {}: {e}", path.display()))
+    pub fn load(path: &Path) -> Result<Self, FileError> {
+        let text = crate::credfile::read(path)?;
+        Self::parse(&text).map_err(|e| e.in_file("token file", path))
     }
 
     /// Parses the token file format (see the module documentation).
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, FileError> {
         let mut tokens: Vec<Token> = Vec::new();
         for entry in crate::credfile::entries::<3>(text, "NAME SCOPES sha256:HEX") {
             let (n, [name, scopes, hash]) = entry?;
-            let at = |why: String| format!("line {n}: {why}");
+            let at = |why: TokenError| FileError::line(n, why);
             check_name(name).map_err(at)?;
-            let scopes: Grants = scopes.parse().map_err(at)?;
+            let scopes: Grants = scopes.parse().map_err(|e| at(TokenError::Grants(e)))?;
             let hash = parse_hash(hash).map_err(at)?;
             if tokens.iter().any(|t| t.name == name) {
-                return Err(at(format!("the name '{name}' is used twice")));
+                return Err(at(TokenError::NameTwice(name.to_owned())));
             }
             if tokens.iter().any(|t| t.hash == hash) {
-                return Err(at("the same secret hash appears twice".into()));
+                return Err(at(TokenError::SecretTwice));
             }
             tokens.push(Token {
                 name: name.to_owned(),
@@ -84,7 +113,7 @@ impl TokenSet {
             });
         }
         if tokens.is_empty() {
-            return Err("no tokens (an empty token file would lock every client out)".into());
+            return Err(FileError::Whole(Box::new(TokenError::Empty)));
         }
         Ok(Self { tokens })
     }
@@ -124,7 +153,7 @@ impl TokenSet {
 }
 
 /// A token name: 1–64 of `A-Z a-z 0-9 . _ -`.
-fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), TokenError> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name
@@ -133,19 +162,14 @@ fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "token name '{name}' must be 1-64 characters of A-Z, a-z, 0-9, '.', '_', '-'"
-        ))
+        Err(TokenError::Name(name.to_owned()))
     }
 }
 
-fn parse_hash(s: &str) -> Result<[u8; 32], String> {
-    let hex_digits = s.strip_prefix("sha256:").ok_or_else(|| {
-        "the third field must be 'sha256:' and 64 hex digits (the hash of the secret, never the secret)".to_owned()
-    })?;
+fn parse_hash(s: &str) -> Result<[u8; 32], TokenError> {
+    let hex_digits = s.strip_prefix("sha256:").ok_or(TokenError::HashPrefix)?;
     let mut hash = [0u8; 32];
-    hex::decode_to_slice(hex_digits, &mut hash)
-        .map_err(|_| "the hash must be 'sha256:' followed by 64 hex digits".to_owned())?;
+    hex::decode_to_slice(hex_digits, &mut hash).map_err(|_| TokenError::HashDigits)?;
     Ok(hash)
 }
 
@@ -160,7 +184,7 @@ pub struct TokenFile {
 
 impl TokenFile {
     /// Loads `path` (warning when other users may read it).
-    pub fn load(path: &Path) -> Result<Self, String> {
+    pub fn load(path: &Path) -> Result<Self, FileError> {
         crate::credfile::warn_if_loose(path);
         Ok(Self {
             current: std::sync::RwLock::new(std::sync::Arc::new(TokenSet::load(path)?)),
@@ -176,7 +200,7 @@ impl TokenFile {
 
     /// Reads the file again and, if it parses, puts its tokens in force; returns how many.
     /// On error the tokens in force stay.
-    pub fn reload(&self) -> Result<usize, String> {
+    pub fn reload(&self) -> Result<usize, FileError> {
         let fresh = TokenSet::load(&self.path)?;
         let n = fresh.len();
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = std::sync::Arc::new(fresh);
@@ -194,10 +218,10 @@ pub fn new_secret() -> String {
 }
 
 /// The token file line for a token named `name` with `scopes` and `secret`.
-pub fn file_line(name: &str, scopes: &Grants, secret: &str) -> Result<String, String> {
+pub fn file_line(name: &str, scopes: &Grants, secret: &str) -> Result<String, TokenError> {
     check_name(name)?;
     if scopes.is_empty() {
-        return Err("a token needs at least one scope".into());
+        return Err(TokenError::NoScope("token"));
     }
     Ok(format!(
         "{name} {scopes} sha256:{}",
@@ -248,7 +272,7 @@ mod tests {
             file_line("b", &Grants::everywhere(&[Scope::Read]), "second").unwrap(),
         )
         .unwrap();
-        assert_eq!(file.reload(), Ok(1));
+        assert_eq!(file.reload().ok(), Some(1));
         assert!(
             file.current().authenticate("first").is_none(),
             "revoked by the reload"
@@ -292,7 +316,7 @@ mod tests {
             ),
         ] {
             let err = TokenSet::parse(text).unwrap_err();
-            assert!(err.contains(needle), "{text:?}: {err}");
+            assert!(err.to_string().contains(needle), "{text:?}: {err}");
         }
     }
 }

@@ -55,11 +55,27 @@ pub fn validate(key: &str) -> Result<(), KeyError> {
 /// The pattern of a namespace name ([`check_namespace`]).
 pub const NAMESPACE_PATTERN: &str = "^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$";
 
+/// A namespace name that is not one (see [`check_namespace`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadNamespace(pub String);
+
+impl std::fmt::Display for BadNamespace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "namespace name {:?} must be 3 to 63 characters of a-z, 0-9, '-' and '.', starting and ending with a letter or digit, without '..' and not like an IP address",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for BadNamespace {}
+
 /// A namespace name, usable as an S3 bucket name too: 3 to 63 characters of `a-z`, `0-9`,
 /// `-` and `.`, starting and ending with a letter or digit, no `..`, `.-` or `-.` (S3's rules, less
 /// names that look like IP addresses, which are refused too). The gateway and the SDK
 /// check names with this.
-pub fn check_namespace(name: &str) -> Result<(), String> {
+pub fn check_namespace(name: &str) -> Result<(), BadNamespace> {
     let ip_like = name.split('.').count() == 4
         && name
             .split('.')
@@ -77,8 +93,6 @@ pub fn check_namespace(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "namespace name {name:?} must be 3 to 63 characters of a-z, 0-9, '-' and '.', starting and ending with a letter or digit, without '..' and not like an IP address"
-        ))
+        Err(BadNamespace(name.to_owned()))
     }
 }

@@ -2,6 +2,7 @@
 //! cluster they are members of: its membership made before anything that uses it, joined
 //! once everything is built.
 
+use super::error::StartError;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,12 +32,17 @@ pub(super) struct Ports {
 
 impl Ports {
     /// Binds `--listen` and `--s3-listen`.
-    pub fn bind(args: &Args) -> Result<Ports, String> {
-        let socket = crate::net::reserve(args.listen)
-            .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-        let addr = socket
-            .local_addr()
-            .map_err(|e| format!("cannot read the listening address: {e}"))?;
+    pub fn bind(args: &Args) -> Result<Ports, StartError> {
+        let socket = crate::net::reserve(args.listen).map_err(|source| StartError::Socket {
+            doing: "listen on",
+            addr: args.listen,
+            source,
+        })?;
+        let addr = socket.local_addr().map_err(|source| StartError::Socket {
+            doing: "read the address of",
+            addr: args.listen,
+            source,
+        })?;
         let s3 = crate::s3::listener::bind(&args.s3)?;
         Ok(Ports { socket, addr, s3 })
     }
@@ -50,7 +56,7 @@ pub(super) async fn build(
     (tokens, recorder): (Option<Arc<TokenFile>>, Recorders),
     peers: Option<&Arc<Peers>>,
     s3: Option<tokio::net::TcpListener>,
-) -> Result<(AppState, Option<Prepared>), String> {
+) -> Result<(AppState, Option<Prepared>), StartError> {
     let limits = args.front_limits();
     let state = AppState::build(
         Arc::clone(objects),
@@ -100,12 +106,13 @@ pub(super) async fn membership(
     store: &Store,
     ports: &Ports,
     tls: bool,
-) -> Result<Option<Arc<Peers>>, String> {
+) -> Result<Option<Arc<Peers>>, StartError> {
     let s3_addr = match &ports.s3 {
-        Some(l) => Some(
-            l.local_addr()
-                .map_err(|e| format!("cannot read the S3 address: {e}"))?,
-        ),
+        Some(l) => Some(l.local_addr().map_err(|source| StartError::Socket {
+            doing: "read the address of",
+            addr: ports.addr,
+            source,
+        })?),
         None => None,
     };
     let Some(config) = args.cluster_config(ports.addr, tls, s3_addr)? else {
@@ -123,9 +130,7 @@ pub(super) async fn membership(
         args.body_timeout,
         config.ca_file.as_deref(),
     )?;
-    let cluster = Cluster::connect(config, incarnation, fabric)
-        .await
-        .map_err(|e| e.to_string())?;
+    let cluster = Cluster::connect(config, incarnation, fabric).await?;
     // Near copies only without a read-through origin: its objects change elsewhere.
     let near = match args.cluster.cluster_near_cache {
         0 => None,
@@ -144,7 +149,7 @@ pub(super) async fn membership(
 pub(super) async fn join(
     peers: Option<&Arc<Peers>>,
     objects: &Objects,
-) -> Result<Option<Arc<Cluster>>, String> {
+) -> Result<Option<Arc<Cluster>>, StartError> {
     let Some(peers) = peers else {
         return Ok(None);
     };
@@ -153,6 +158,6 @@ pub(super) async fn join(
         Box::new(move || stale.revalidate_all()) as Box<dyn Fn() + Send + Sync>
     });
     let cluster = Arc::clone(peers.cluster());
-    cluster.join(on_rejoin).await.map_err(|e| e.to_string())?;
+    cluster.join(on_rejoin).await?;
     Ok(Some(cluster))
 }

@@ -1,6 +1,7 @@
 //! The last stages: listen and announce, serve both fronts until shutdown, then drain,
 //! leave the cluster and write memory's values down; and reloads on SIGHUP.
 
+use super::error::StartError;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,12 +21,19 @@ pub(super) struct Listening {
 }
 
 /// Listens on the reserved port and announces it (one line per listener on stdout).
-pub(super) fn listen(mut gw: Gateway) -> Result<Listening, String> {
+pub(super) fn listen(mut gw: Gateway) -> Result<Listening, StartError> {
     let addr = gw.addr;
-    let socket = gw.socket.take().ok_or("the gateway listens once")?;
+    let socket = gw
+        .socket
+        .take()
+        .expect("a gateway listens once: it is consumed");
     let listener = socket
         .listen(crate::net::BACKLOG)
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        .map_err(|source| StartError::Socket {
+            doing: "listen on",
+            addr,
+            source,
+        })?;
     let (args, tls) = (&gw.args, gw.tls.is_some());
     tracing::info!(
         %addr,
@@ -47,7 +55,7 @@ pub(super) fn listen(mut gw: Gateway) -> Result<Listening, String> {
 pub(super) async fn serve(
     listening: Listening,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> Result<(), String> {
+) -> Result<(), StartError> {
     let Listening { gw, listener } = listening;
     let Gateway {
         args,
@@ -104,7 +112,10 @@ pub(super) async fn serve(
     tokio::spawn(crate::http::stats::sample_forever(state.clone()));
     let served = server::run(listener, crate::http::app(state), options, shutdown)
         .await
-        .map_err(|e| format!("server error: {e}"));
+        .map_err(|source| StartError::Served {
+            server: "the HTTP server",
+            source,
+        });
     if let Some(s3) = s3_served {
         match s3.await {
             Ok(Err(e)) => tracing::error!(error = %e, "S3 listener error"),

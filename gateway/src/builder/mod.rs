@@ -12,6 +12,7 @@
 //! was made.
 
 use crate::catalog;
+pub use error::StartError;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,7 @@ use crate::objects::namespaces::Namespaces;
 use crate::objects::Objects;
 use crate::tokens::TokenFile;
 
+mod error;
 mod fronts;
 mod lifecycle;
 mod storage;
@@ -45,7 +47,7 @@ pub struct Gateway {
 impl Gateway {
     /// Builds the gateway `args` describe (already checked with [`Args::validate`]): storage,
     /// origin, object service and namespaces, fronts, cluster. Needs a Tokio runtime.
-    pub async fn build(args: Args) -> Result<Gateway, String> {
+    pub async fn build(args: Args) -> Result<Gateway, StartError> {
         let tokens = match &args.token_file {
             Some(path) => Some(Arc::new(TokenFile::load(path)?)),
             None => None,
@@ -61,7 +63,12 @@ impl Gateway {
                     .counter_by(&[("result", r)])
                     .increment(1)
             };
-            crate::reload::reload_on_sighup("token file", count, move || file.reload())?;
+            crate::reload::reload_on_sighup("token file", count, move || file.reload()).map_err(
+                |source| StartError::Signal {
+                    signal: "SIGHUP",
+                    source,
+                },
+            )?;
         }
         let storage = storage::Storage::build(&args)?;
         let ports = fronts::Ports::bind(&args)?;
@@ -115,9 +122,11 @@ impl Gateway {
     /// Listens, prints one line per listener on stdout, and serves until SIGINT or SIGTERM;
     /// then drains (a cluster member), stops both listeners, leaves the cluster and writes
     /// memory's values to the disk tier.
-    pub async fn serve(self) -> Result<(), String> {
-        let signal = crate::server::shutdown_signal()
-            .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    pub async fn serve(self) -> Result<(), StartError> {
+        let signal = crate::server::shutdown_signal().map_err(|source| StartError::Signal {
+            signal: "SIGINT and SIGTERM",
+            source,
+        })?;
         self.serve_until(signal).await
     }
 
@@ -127,7 +136,7 @@ impl Gateway {
     pub fn serve_until(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    ) -> impl std::future::Future<Output = Result<(), String>> + Send {
+    ) -> impl std::future::Future<Output = Result<(), StartError>> + Send {
         let listening = lifecycle::listen(self);
         async move { lifecycle::serve(listening?, shutdown).await }
     }

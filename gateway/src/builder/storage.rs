@@ -1,6 +1,7 @@
 //! The first stages: the store (its fabric, disk tier and reclaimer), the read-through
 //! origin in front of it, and the namespaces over the object service.
 
+use super::error::StartError;
 use crate::catalog;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -30,7 +31,7 @@ pub(super) struct Storage {
 
 impl Storage {
     /// Opens the fast path, the store and its disk tier, and starts the reclaimer.
-    pub fn build(args: &Args) -> Result<Storage, String> {
+    pub fn build(args: &Args) -> Result<Storage, StartError> {
         let fabric = args.start_fast_path()?;
         let recorder = recorder()?;
         let specs = match &args.namespaces {
@@ -80,12 +81,12 @@ impl Storage {
 
 /// The process's metrics recorder, installed by the first gateway built in it (a second
 /// one in the same process shares it).
-fn recorder() -> Result<Recorders, String> {
+fn recorder() -> Result<Recorders, StartError> {
     static RECORDER: OnceLock<Recorders> = OnceLock::new();
     if let Some(r) = RECORDER.get() {
         return Ok(r.clone());
     }
-    let installed = Recorders::install().map_err(|e| e.to_string())?;
+    let installed = Recorders::install()?;
     Ok(RECORDER.get_or_init(|| installed).clone())
 }
 
@@ -123,7 +124,7 @@ pub(super) fn namespaces(
     objects: &Arc<Objects>,
     (tick, disk): (Duration, Option<DiskConfig>),
     specs: Option<(std::path::PathBuf, Vec<namespaces::Spec>)>,
-) -> Result<Arc<Namespaces>, String> {
+) -> Result<Arc<Namespaces>, StartError> {
     let Some((file, specs)) = specs else {
         return Ok(Namespaces::single(Arc::clone(objects)));
     };
@@ -142,6 +143,10 @@ pub(super) fn namespaces(
     crate::reload::reload_on_sighup("namespaces file", count, {
         let ns = Arc::clone(&ns);
         move || ns.reload()
+    })
+    .map_err(|source| StartError::Signal {
+        signal: "SIGHUP",
+        source,
     })?;
     Ok(ns)
 }

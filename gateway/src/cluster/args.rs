@@ -1,5 +1,6 @@
 //! The cluster's flags (`--cluster`, `--node-id`, …), flattened into the gateway's.
 
+use crate::setting::SettingError;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -88,29 +89,31 @@ pub struct ClusterArgs {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EtcdEndpoints(pub Vec<String>);
 
-fn parse_etcd(s: &str) -> Result<EtcdEndpoints, String> {
+fn parse_etcd(s: &str) -> Result<EtcdEndpoints, SettingError> {
     let rest = s
         .strip_prefix("etcd://")
-        .ok_or_else(|| format!("'{s}' is not etcd://HOST:PORT[,HOST:PORT…]"))?;
+        .ok_or_else(|| SettingError::said(format!("'{s}' is not etcd://HOST:PORT[,HOST:PORT…]")))?;
     let mut out = Vec::new();
     for hp in rest.split(',').map(str::trim) {
         let (host, port) = hp
             .rsplit_once(':')
-            .ok_or_else(|| format!("'{hp}' in --cluster has no :PORT"))?;
+            .ok_or_else(|| SettingError::said(format!("'{hp}' in --cluster has no :PORT")))?;
         if host.is_empty() || port.parse::<u16>().is_err() {
-            return Err(format!("'{hp}' in --cluster is not HOST:PORT"));
+            return Err(SettingError::said(format!(
+                "'{hp}' in --cluster is not HOST:PORT"
+            )));
         }
         out.push(format!("http://{hp}"));
     }
     Ok(EtcdEndpoints(out))
 }
 
-fn parse_ttl(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("'{s}': {e}"))?;
+fn parse_ttl(s: &str) -> Result<Duration, SettingError> {
+    let d = humantime::parse_duration(s).map_err(|e| SettingError::said(format!("'{s}': {e}")))?;
     if d < Duration::from_secs(1) || d.subsec_nanos() != 0 {
-        return Err(format!(
+        return Err(SettingError::said(format!(
             "'{s}': etcd leases count whole seconds; give at least 1s"
-        ));
+        )));
     }
     Ok(d)
 }
@@ -123,7 +126,7 @@ impl ClusterArgs {
         listening: std::net::SocketAddr,
         tls: bool,
         s3_listening: Option<std::net::SocketAddr>,
-    ) -> Result<Option<crate::cluster::ClusterConfig>, String> {
+    ) -> Result<Option<crate::cluster::ClusterConfig>, SettingError> {
         let c = self;
         let Some(etcd) = &c.etcd else {
             return Ok(None);
@@ -134,14 +137,16 @@ impl ClusterArgs {
                 .map(|h| h.trim().to_owned())
                 .ok()
                 .filter(|h| !h.is_empty())
-                .ok_or("--node-id is needed: the host name cannot be read")?,
+                .ok_or_else(|| {
+                    SettingError::said("--node-id is needed: the host name cannot be read")
+                })?,
         };
         let advertise_url = match &c.advertise_url {
             Some(url) => url.trim_end_matches('/').to_owned(),
             None if listening.ip().is_unspecified() => {
-                return Err(format!(
+                return Err(SettingError::said(format!(
                     "--advertise-url is needed: the gateway listens on {listening}, which other members cannot dial"
-                ))
+                )))
             }
             None => format!("{}://{listening}", if tls { "https" } else { "http" }),
         };
@@ -173,7 +178,7 @@ impl ClusterArgs {
     }
 
     /// Checks what clap cannot: a node id and an advertised URL that others can use.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SettingError> {
         if let Some(id) = &self.node_id {
             if id.is_empty()
                 || id.len() > 128
@@ -181,30 +186,30 @@ impl ClusterArgs {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
             {
-                return Err(format!(
+                return Err(SettingError::said(format!(
                     "--node-id '{id}': use 1-128 letters, digits, '-', '_' or '.'"
-                ));
+                )));
             }
         }
         if let Some(url) = &self.advertise_url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(format!(
+                return Err(SettingError::said(format!(
                     "--advertise-url '{url}': give http://HOST:PORT or https://HOST:PORT"
-                ));
+                )));
             }
         }
         if let Some(url) = &self.s3_advertise_url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(format!(
+                return Err(SettingError::said(format!(
                     "--s3-advertise-url '{url}': give http://HOST:PORT or https://HOST:PORT"
-                ));
+                )));
             }
         }
         if self.cluster_name.is_empty() || self.cluster_name.contains('/') {
-            return Err(format!(
+            return Err(SettingError::said(format!(
                 "--cluster-name '{}': give a non-empty name without '/'",
                 self.cluster_name
-            ));
+            )));
         }
         Ok(())
     }
@@ -212,10 +217,14 @@ impl ClusterArgs {
 
 /// `url` (`scheme://host[:port]`) with its port replaced by `port`: where the S3 listener of
 /// a node advertised at `url` is.
-fn with_port(url: &str, port: u16) -> Result<String, String> {
-    let mut u = reqwest::Url::parse(url).map_err(|e| format!("--advertise-url '{url}': {e}"))?;
-    u.set_port(Some(port))
-        .map_err(|()| format!("--advertise-url '{url}' takes no port: give --s3-advertise-url"))?;
+fn with_port(url: &str, port: u16) -> Result<String, SettingError> {
+    let mut u = reqwest::Url::parse(url)
+        .map_err(|e| SettingError::said(format!("--advertise-url '{url}': {e}")))?;
+    u.set_port(Some(port)).map_err(|()| {
+        SettingError::said(format!(
+            "--advertise-url '{url}' takes no port: give --s3-advertise-url"
+        ))
+    })?;
     Ok(u.as_str().trim_end_matches('/').to_owned())
 }
 

@@ -4,6 +4,7 @@
 //! `--etcd-password-file`). Read once at start; a file that cannot be read, or a secret
 //! other users may read, refuses the start with one line.
 
+use crate::setting::SettingError;
 use std::path::{Path, PathBuf};
 
 use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
@@ -37,21 +38,22 @@ impl std::fmt::Debug for EtcdAccess {
     }
 }
 
-fn read(what: &str, path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("{what} {}: cannot read it: {e}", path.display()))
+fn read(what: &str, path: &Path) -> Result<Vec<u8>, SettingError> {
+    std::fs::read(path)
+        .map_err(|e| SettingError::said(format!("{what} {}: cannot read it: {e}", path.display())))
 }
 
 /// A secret file others may not read: refused, not warned about.
-fn read_secret(what: &str, path: &Path) -> Result<Vec<u8>, String> {
+fn read_secret(what: &str, path: &Path) -> Result<Vec<u8>, SettingError> {
     if let Some(why) = crate::credfile::loose_permissions(path) {
-        return Err(format!("{what}: {why}"));
+        return Err(SettingError::said(format!("{what}: {why}")));
     }
     read(what, path)
 }
 
 impl EtcdAccess {
     /// Loads what `files` name.
-    pub fn load(files: &EtcdAccessFiles) -> Result<Self, String> {
+    pub fn load(files: &EtcdAccessFiles) -> Result<Self, SettingError> {
         let tls = match &files.ca {
             None => None,
             Some(ca) => {
@@ -70,11 +72,18 @@ impl EtcdAccess {
             None => None,
             Some((name, file)) => {
                 let text = read_secret("--etcd-password-file", file)?;
-                let password = String::from_utf8(text)
-                    .map_err(|_| format!("--etcd-password-file {}: not UTF-8", file.display()))?;
+                let password = String::from_utf8(text).map_err(|_| {
+                    SettingError::said(format!(
+                        "--etcd-password-file {}: not UTF-8",
+                        file.display()
+                    ))
+                })?;
                 let password = password.trim_end_matches(['\r', '\n']).to_owned();
                 if password.is_empty() {
-                    return Err(format!("--etcd-password-file {}: empty", file.display()));
+                    return Err(SettingError::said(format!(
+                        "--etcd-password-file {}: empty",
+                        file.display()
+                    )));
                 }
                 Some((name.clone(), password))
             }

@@ -29,7 +29,7 @@ pub struct PeerCopy {
     /// How long ago the origin confirmed it, when the peer said.
     pub age: Option<Duration>,
     /// Its bytes, as they arrive (an error says why the copy broke off).
-    pub body: BoxStream<'static, Result<bytes::Bytes, String>>,
+    pub body: BoxStream<'static, Result<bytes::Bytes, reqwest::Error>>,
 }
 
 impl Peers {
@@ -84,10 +84,7 @@ impl Peers {
             .counter_by(&[("result", "hit")])
             .increment(1);
         tracing::debug!(key, peer = %peer.node_id, length, "filling a miss from the previous owner");
-        let body = resp
-            .bytes_stream()
-            .map(|chunk| chunk.map_err(|e| format!("peer copy: {e}")))
-            .boxed();
+        let body = resp.bytes_stream().boxed();
         Some(PeerCopy {
             length,
             content_type,

@@ -77,7 +77,8 @@ impl Peers {
         let counter = Counter(wire);
         let send = |to: &ClusterMember, body: Option<reqwest::Body>| {
             let url = format!("{}{path_and_query}", wire.base(to).unwrap_or_default());
-            let url = reqwest::Url::parse(&url).map_err(|e| format!("{url}: {e}"));
+            let url =
+                reqwest::Url::parse(&url).map_err(|e| Unreachable::Address(format!("{url}: {e}")));
             let req = url.map(|url| {
                 let mut headers = headers.clone();
                 let body = self.hop(&to.node_id, &method, &url, &mut headers, body);
@@ -93,7 +94,7 @@ impl Peers {
         let cause = if suspect_for.is_some() {
             // It failed a moment ago: pass it over rather than wait for it again.
             counter.add("owner_suspect");
-            format!("it did not answer within the last {SUSPECT_FOR:?}")
+            Unreachable::Suspect(SUSPECT_FOR)
         } else {
             // A read refused at once is first sent once more, on a new connection: a pooled
             // one may be to the owner's previous process (restarted at the same address),
@@ -117,7 +118,7 @@ impl Peers {
                 }
             }
         };
-        let why = unreachable(key, owner, wire, &cause);
+        let why = unreachable(key, owner, wire, &cause.to_string());
         if !read {
             tracing::warn!("{why}; write refused");
             // Retry when the owner is tried again: at once for one that just failed, when
@@ -186,14 +187,31 @@ async fn send_forwarded(
     out: reqwest::RequestBuilder,
     read: bool,
     answer_within: Duration,
-) -> Result<reqwest::Response, String> {
+) -> Result<reqwest::Response, Unreachable> {
     if !read {
-        return out.send().await.map_err(|e| crate::net::error_chain(&e));
+        return out.send().await.map_err(Unreachable::Send);
     }
     match tokio::time::timeout(answer_within, out.send()).await {
-        Ok(sent) => sent.map_err(|e| crate::net::error_chain(&e)),
-        Err(_) => Err(format!("no answer within {answer_within:?}")),
+        Ok(sent) => sent.map_err(Unreachable::Send),
+        Err(_) => Err(Unreachable::NoAnswer(answer_within)),
     }
+}
+
+/// Why a member a request was passed on to counts as unreachable.
+#[derive(Debug, thiserror::Error)]
+pub enum Unreachable {
+    /// The request could not be sent (or its answer's head not read).
+    #[error("{}", crate::net::error_chain(.0))]
+    Send(reqwest::Error),
+    /// Its address does not make a URL.
+    #[error("{0}")]
+    Address(String),
+    /// It failed a moment ago, and is passed over rather than waited for again.
+    #[error("it did not answer within the last {0:?}")]
+    Suspect(Duration),
+    /// A read's answer did not start in time.
+    #[error("no answer within {0:?}")]
+    NoAnswer(Duration),
 }
 
 /// The answer of `member`, relayed as it streams: its headers but those of one

@@ -337,7 +337,7 @@ pub fn peer_client(
     connect_timeout: Duration,
     idle_timeout: Duration,
     ca_file: Option<&std::path::Path>,
-) -> Result<reqwest::Client, String> {
+) -> Result<reqwest::Client, crate::setting::SettingError> {
     use rustls::pki_types::pem::PemObject;
     let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut roots = rustls::RootCertStore::empty();
@@ -347,17 +347,25 @@ pub fn peer_client(
     if let Some(path) = ca_file {
         let certs = rustls::pki_types::CertificateDer::pem_file_iter(path)
             .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| format!("--cluster-ca-file {}: {e}", path.display()))?;
+            .map_err(|e| {
+                crate::setting::SettingError::said(format!(
+                    "--cluster-ca-file {}: {e}",
+                    path.display()
+                ))
+            })?;
         if certs.is_empty() {
-            return Err(format!(
+            return Err(crate::setting::SettingError::said(format!(
                 "--cluster-ca-file {}: no certificate in the file",
                 path.display()
-            ));
+            )));
         }
         for cert in certs {
-            roots
-                .add(cert)
-                .map_err(|e| format!("--cluster-ca-file {}: {e}", path.display()))?;
+            roots.add(cert).map_err(|e| {
+                crate::setting::SettingError::said(format!(
+                    "--cluster-ca-file {}: {e}",
+                    path.display()
+                ))
+            })?;
         }
     }
     let tls = rustls::ClientConfig::builder_with_provider(provider)
@@ -372,7 +380,9 @@ pub fn peer_client(
         .pool_idle_timeout(Duration::from_secs(20))
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .map_err(|e| format!("the client for other members: {e}"))
+        .map_err(|e| {
+            crate::setting::SettingError::said(format!("the client for other members: {e}"))
+        })
 }
 
 /// Says when this node starts and stops fencing itself ([`Cluster::fenced`]): a log line

@@ -24,7 +24,7 @@ pub(super) fn parse(cluster: &Cluster, key: &[u8], value: &[u8], lease: i64) -> 
         Ok(r) => return Some(r),
         Err(why) => why,
     };
-    rejected(cluster, &key, &why);
+    rejected(cluster, &key, &why.to_string());
     None
 }
 

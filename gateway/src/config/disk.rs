@@ -1,5 +1,6 @@
 //! The disk tier's flags (`--disk DIR`, …): off unless a directory is given.
 
+use crate::setting::SettingError;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -40,19 +41,21 @@ pub struct DiskArgs {
 
 impl DiskArgs {
     /// Combinations that make no sense, with the reason.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SettingError> {
         if self.disk.is_none() {
             return Ok(());
         }
         if !(1 << 20..=1 << 30).contains(&self.disk_segment_size) {
-            return Err("--disk-segment-size must be between 1MiB and 1GiB".into());
+            return Err(SettingError::said(
+                "--disk-segment-size must be between 1MiB and 1GiB",
+            ));
         }
         if self.disk_size < 2 * self.disk_segment_size {
-            return Err(format!(
+            return Err(SettingError::said(format!(
                 "--disk-size {} must hold at least two segments of --disk-segment-size {}",
                 bytesize::ByteSize(self.disk_size),
                 bytesize::ByteSize(self.disk_segment_size)
-            ));
+            )));
         }
         Ok(())
     }

@@ -1,6 +1,7 @@
 //! Flags that bound what one client can hold at the edge: open connections, silent
 //! connections, crawling uploads, and (in open mode) the host names a request may name.
 
+use crate::setting::SettingError;
 use std::time::Duration;
 
 use crate::units::{parse_duration, parse_size};
@@ -42,12 +43,14 @@ pub struct EdgeArgs {
 
 impl EdgeArgs {
     /// Checks what clap cannot.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SettingError> {
         if self.first_byte_timeout.is_zero() {
-            return Err("--first-byte-timeout must be more than 0".into());
+            return Err(SettingError::said(
+                "--first-byte-timeout must be more than 0",
+            ));
         }
         if self.max_connections == Some(0) {
-            return Err("--max-connections must be at least 1".into());
+            return Err(SettingError::said("--max-connections must be at least 1"));
         }
         Ok(())
     }

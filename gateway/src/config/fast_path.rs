@@ -1,6 +1,7 @@
 //! Opening the fast path the flags ask for, at start-up: the locked-memory check, the
 //! endpoints of `--fabric-provider`, and what `fabric check` checks (the same target).
 
+use crate::setting::SettingError;
 use std::sync::Arc;
 
 use rasa_fastpath::fabrics::Fabrics;
@@ -21,7 +22,7 @@ impl Args {
     /// Refuses (`--fast-path on`) or skips (`auto`) the fast path when the locked-memory limit
     /// cannot hold the registered budget on a provider that pins memory; warns where it would
     /// only matter on such a provider.
-    fn check_memlock(&self, efa: bool) -> Result<bool, String> {
+    fn check_memlock(&self, efa: bool) -> Result<bool, SettingError> {
         use rasa_fastpath::check::{memlock_limit, memlock_verdict, Verdict};
         let target = self.fabric_target();
         let needed =
@@ -34,7 +35,9 @@ impl Args {
                     limit.unwrap_or(0)
                 );
                 if self.fast_path == FastPathMode::On {
-                    return Err(format!("cannot start the fast path: {why}"));
+                    return Err(SettingError::said(format!(
+                        "cannot start the fast path: {why}"
+                    )));
                 }
                 tracing::warn!("fast path unavailable; serving HTTP only: {why}");
                 Ok(false)
@@ -53,7 +56,7 @@ impl Args {
 
     /// Opens the fabric endpoints `--fast-path` and `--fabric-provider` ask for: `None` when
     /// it is off, or unavailable under `auto`; an error under `on`.
-    pub fn start_fast_path(&self) -> Result<Option<Arc<Fabrics>>, String> {
+    pub fn start_fast_path(&self) -> Result<Option<Arc<Fabrics>>, SettingError> {
         if self.fast_path == FastPathMode::Off {
             tracing::info!("fast path off: serving HTTP only");
             return Ok(None);
@@ -94,7 +97,9 @@ impl Args {
                 tracing::warn!(error = %e, "fast path unavailable; serving HTTP only (use --fast-path on to make this fatal)");
                 Ok(None)
             }
-            Err(e) => Err(format!("cannot start the fast path (--fast-path on): {e}")),
+            Err(e) => Err(SettingError::said(format!(
+                "cannot start the fast path (--fast-path on): {e}"
+            ))),
         }
     }
 }

@@ -94,7 +94,64 @@ pub enum LoadError {
     /// The command line is wrong (clap prints it, with usage, and exits 2).
     Line(clap::Error),
     /// The file is wrong: one line per problem, each naming the file and line.
-    File(String),
+    File(Problems),
+}
+
+/// Every problem of a configuration file, one line each naming the file and line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problems(pub Vec<String>);
+
+impl std::fmt::Display for Problems {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.join("\n"))
+    }
+}
+
+impl std::error::Error for Problems {}
+
+/// Why a value in the configuration file is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    /// A table where a value belongs.
+    #[error("a value is expected, not a table")]
+    Table,
+    /// A switch given something other than a boolean.
+    #[error("give true or false")]
+    Bool,
+    /// A list for a flag that takes one value.
+    #[error("takes one value, not a list")]
+    List,
+    /// Neither a string nor a whole number.
+    #[error("give a string or a whole number (as {0} takes)")]
+    Scalar(String),
+    /// The flag's own parser refused it (clap's reason, on one line).
+    #[error("{0}")]
+    Parser(String),
+}
+
+/// Why `config check` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// The file, or the command line around it, does not load.
+    #[error("{}: {reason}", path.display())]
+    Line {
+        /// The file.
+        path: PathBuf,
+        /// clap's reason.
+        reason: String,
+    },
+    /// The file's problems.
+    #[error(transparent)]
+    File(#[from] Problems),
+    /// The values, taken together, are refused.
+    #[error("{}: {source}", path.display())]
+    Setting {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: crate::setting::SettingError,
+    },
 }
 
 /// Parses `argv` (the program name first) and the configuration file it or `RASA_CONFIG`
@@ -157,12 +214,12 @@ struct Setting {
 }
 
 /// Reads and checks a configuration file: every problem in it, one line each.
-fn read(path: &Path) -> Result<Vec<Setting>, String> {
+fn read(path: &Path) -> Result<Vec<Setting>, Problems> {
     let name = path.display();
-    let text = read_text(path).map_err(|e| format!("{name}: {e}"))?;
+    let text = read_text(path).map_err(|e| Problems(vec![format!("{name}: {e}")]))?;
     let doc = toml_edit::Document::parse(text.as_str()).map_err(|e| {
         let line = line_of(&text, e.span());
-        format!("{name}:{line}: {}", e.message())
+        Problems(vec![format!("{name}:{line}: {}", e.message())])
     })?;
     let opts = options();
     let mut problems = Vec::new();
@@ -207,38 +264,38 @@ fn read(path: &Path) -> Result<Vec<Setting>, String> {
     if problems.is_empty() {
         Ok(settings)
     } else {
-        Err(problems.join("\n"))
+        Err(Problems(problems))
     }
 }
 
-fn read_text(path: &Path) -> Result<String, String> {
+fn read_text(path: &Path) -> std::io::Result<String> {
     use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let file = std::fs::File::open(path)?;
     let mut text = String::new();
-    file.take(MAX_FILE + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| e.to_string())?;
+    file.take(MAX_FILE + 1).read_to_string(&mut text)?;
     if text.len() as u64 > MAX_FILE {
-        return Err(format!("larger than {MAX_FILE} bytes"));
+        return Err(std::io::Error::other(format!(
+            "larger than {MAX_FILE} bytes"
+        )));
     }
     Ok(text)
 }
 
 /// The values `item` gives `opt`, each checked by the flag's own parser.
-fn values_of(opt: &Opt, item: &toml_edit::Item) -> Result<Vec<Option<String>>, String> {
+fn values_of(opt: &Opt, item: &toml_edit::Item) -> Result<Vec<Option<String>>, ValueError> {
     let Some(value) = item.as_value() else {
-        return Err("a value is expected, not a table".into());
+        return Err(ValueError::Table);
     };
     if opt.is_switch() {
         return match value.as_bool() {
             Some(true) => Ok(vec![None]),
             Some(false) => Ok(vec![]),
-            None => Err("give true or false".into()),
+            None => Err(ValueError::Bool),
         };
     }
     let scalars: Vec<&toml_edit::Value> = match value.as_array() {
         Some(list) if opt.is_list() => list.iter().collect(),
-        Some(_) => return Err("takes one value, not a list".into()),
+        Some(_) => return Err(ValueError::List),
         None => vec![value],
     };
     let mut out = Vec::with_capacity(scalars.len());
@@ -246,12 +303,7 @@ fn values_of(opt: &Opt, item: &toml_edit::Item) -> Result<Vec<Option<String>>, S
         let text = match v {
             toml_edit::Value::String(s) => s.value().clone(),
             toml_edit::Value::Integer(i) => i.value().to_string(),
-            _ => {
-                return Err(format!(
-                    "give a string or a whole number (as {} takes)",
-                    opt.flag()
-                ))
-            }
+            _ => return Err(ValueError::Scalar(opt.flag())),
         };
         check_value(opt, &text)?;
         out.push(Some(text));
@@ -261,7 +313,7 @@ fn values_of(opt: &Opt, item: &toml_edit::Item) -> Result<Vec<Option<String>>, S
 
 /// Runs the flag's own parser (with its checks and possible values) on `text`, alone: the
 /// constraints between flags are checked once the whole configuration is in.
-fn check_value(opt: &Opt, text: &str) -> Result<(), String> {
+fn check_value(opt: &Opt, text: &str) -> Result<(), ValueError> {
     let alone = clap::Arg::new("value")
         .value_parser(opt.arg.get_value_parser().clone())
         .allow_hyphen_values(true)
@@ -270,7 +322,7 @@ fn check_value(opt: &Opt, text: &str) -> Result<(), String> {
         .arg(alone)
         .try_get_matches_from(["rasa-gateway", text])
         .map(drop)
-        .map_err(|e| clap_reason(&e))
+        .map_err(|e| ValueError::Parser(clap_reason(&e)))
 }
 
 /// clap's message in one line: without its `error: ` prefix, the placeholder name of the
@@ -353,18 +405,24 @@ fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> usize {
 
 /// `config check FILE`: the file read as the gateway would start with it (in this
 /// environment), and the values checked together as at start.
-pub fn check(path: &Path) -> Result<(), String> {
+pub fn check(path: &Path) -> Result<(), CheckError> {
     let argv = vec![
         OsString::from("rasa-gateway"),
         OsString::from("--config"),
         path.as_os_str().to_owned(),
     ];
     let loaded = load(argv).map_err(|e| match e {
-        LoadError::Line(e) => format!("{}: {}", path.display(), clap_reason(&e)),
-        LoadError::File(why) => why,
+        LoadError::Line(e) => CheckError::Line {
+            path: path.to_owned(),
+            reason: clap_reason(&e),
+        },
+        LoadError::File(why) => CheckError::File(why),
     })?;
     loaded
         .args
         .validate()
-        .map_err(|why| format!("{}: {why}", path.display()))
+        .map_err(|source| CheckError::Setting {
+            path: path.to_owned(),
+            source,
+        })
 }

@@ -21,7 +21,7 @@ fn load_with(text: &str, name: &str, flags: &[&str]) -> Result<Loaded, String> {
     argv.extend(flags.iter().map(OsString::from));
     load(argv).map_err(|e| match e {
         LoadError::Line(e) => e.to_string(),
-        LoadError::File(why) => why,
+        LoadError::File(why) => why.to_string(),
     })
 }
 
@@ -170,7 +170,8 @@ fn constraints_between_file_values_are_checked_at_start() {
     .unwrap();
     let why = l.args.validate().unwrap_err();
     assert!(
-        why.contains("--arena-size 4.0 MiB does not fit in --memory 1.0 MiB"),
+        why.to_string()
+            .contains("--arena-size 4.0 MiB does not fit in --memory 1.0 MiB"),
         "{why}"
     );
     let why = load_with("[origin]\ns3_endpoint = \"http://x:1\"\n", "needs", &[]).unwrap_err();

@@ -5,7 +5,7 @@ use super::*;
 fn parse(args: &[&str]) -> Result<Args, String> {
     let a = Args::try_parse_from(std::iter::once("rasa-gateway").chain(args.iter().copied()))
         .map_err(|e| e.to_string())?;
-    a.validate()?;
+    a.validate().map_err(|e| e.to_string())?;
     Ok(a)
 }
 

@@ -55,11 +55,11 @@ impl Filling {
     }
 
     /// The fill ended: complete (`Ok`) or not (the reason).
-    pub(super) fn finish(&self, result: Result<(), String>) {
+    pub(super) fn finish(&self, result: Result<(), &super::FetchError>) {
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         st.1 = match result {
             Ok(()) => Progress::Done,
-            Err(why) => Progress::Failed(why),
+            Err(why) => Progress::Failed(why.to_string()),
         };
         drop(st);
         self.changed.notify_waiters();
@@ -141,11 +141,11 @@ mod tests {
 
     async fn collect(
         s: impl Stream<Item = Result<Bytes, std::io::Error>>,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, std::io::Error> {
         let mut out = Vec::new();
         futures_util::pin_mut!(s);
         while let Some(part) = s.next().await {
-            out.extend_from_slice(&part.map_err(|e| e.to_string())?);
+            out.extend_from_slice(&part?);
         }
         Ok(out)
     }
@@ -185,8 +185,9 @@ mod tests {
         let f = Arc::new(Filling::new(30, "x/y".into()));
         f.push(Bytes::from_static(&[1; 10]));
         let reader = tokio::spawn(collect(Arc::clone(&f).stream_range(5, 25)));
-        f.finish(Err("origin reset".into()));
+        let reset = crate::origin::OriginError::Failed("origin reset".into());
+        f.finish(Err(&crate::origin::FetchError::Origin(reset)));
         let err = reader.await.unwrap().unwrap_err();
-        assert!(err.contains("origin reset"), "{err}");
+        assert!(err.to_string().contains("origin reset"), "{err}");
     }
 }

@@ -307,7 +307,9 @@ impl ReadThrough {
                         content_type: copy.content_type,
                         etag: copy.etag,
                         content_range: None,
-                        body: Box::pin(copy.body.map(|c| c.map_err(OriginError::Failed))),
+                        body: Box::pin(copy.body.map(|c| {
+                            c.map_err(|e| OriginError::Failed(format!("peer copy: {e}")))
+                        })),
                     };
                     match self.store_object(key, obj, None, filling).await {
                         Ok(v) => {
@@ -420,7 +422,7 @@ impl ReadThrough {
             )))),
         });
         if let Err(e) = received {
-            streamed.finish(Err(e.to_string()));
+            streamed.finish(Err(&e));
             return Err(e);
         }
         // Every byte arrived and was stored: streams end; the version is published next

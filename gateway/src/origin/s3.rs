@@ -1,5 +1,6 @@
 //! [`Origin`] over any S3-compatible endpoint (AWS, MinIO, s3s-fs) with `aws-sdk-s3`.
 
+use crate::setting::SettingError;
 use std::time::Duration;
 
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata};
@@ -19,10 +20,12 @@ pub struct S3Location {
 }
 
 impl std::str::FromStr for S3Location {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = SettingError;
+    fn from_str(s: &str) -> Result<Self, SettingError> {
         let rest = s.strip_prefix("s3://").ok_or_else(|| {
-            format!("{s:?} is not an s3:// URL (write s3://bucket or s3://bucket/prefix)")
+            SettingError::said(format!(
+                "{s:?} is not an s3:// URL (write s3://bucket or s3://bucket/prefix)"
+            ))
         })?;
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         let valid = (3..=63).contains(&bucket.len())
@@ -32,9 +35,9 @@ impl std::str::FromStr for S3Location {
             && !bucket.starts_with(['-', '.'])
             && !bucket.ends_with(['-', '.']);
         if !valid {
-            return Err(format!(
+            return Err(SettingError::said(format!(
                 "{bucket:?} is not a valid bucket name (3-63 lowercase letters, digits, '-' or '.')"
-            ));
+            )));
         }
         let prefix = prefix.trim_matches('/');
         Ok(Self {

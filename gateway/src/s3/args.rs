@@ -1,6 +1,7 @@
 //! The S3 listener's flags (`--s3-*`, flattened into the gateway's) and the `s3-key`
 //! subcommand.
 
+use crate::setting::SettingError;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -104,9 +105,9 @@ pub enum S3KeyCommand {
 
 impl S3Args {
     /// Refuses combinations that cannot work (`clustered`: the gateway joins a cluster).
-    pub fn validate(&self, clustered: bool) -> Result<(), String> {
+    pub fn validate(&self, clustered: bool) -> Result<(), SettingError> {
         if self.s3_create_buckets && clustered {
-            return Err("--s3-create-buckets is not available with --cluster: each member has a namespaces file of its own, so a bucket made on one would be missing on the others (give every member the same --namespaces file and --s3-bucket flags)".into());
+            return Err(SettingError::said("--s3-create-buckets is not available with --cluster: each member has a namespaces file of its own, so a bucket made on one would be missing on the others (give every member the same --namespaces file and --s3-bucket flags)"));
         }
         Ok(())
     }
@@ -115,16 +116,15 @@ impl S3Args {
     pub fn buckets(
         &self,
         origin: Option<&crate::origin::s3::S3Location>,
-    ) -> Result<Vec<Bucket>, String> {
+    ) -> Result<Vec<Bucket>, SettingError> {
         if !self.s3_buckets.is_empty() {
             return Ok(self.s3_buckets.clone());
         }
         match origin {
             Some(o) => Ok(vec![Bucket::of_origin(&o.bucket, &o.prefix)]),
-            None => Err(
-                "--s3-listen needs a bucket to serve: --s3-bucket NAME[=PREFIX] (or an --origin, whose bucket it then serves)"
-                    .into(),
-            ),
+            None => Err(SettingError::said(
+                "--s3-listen needs a bucket to serve: --s3-bucket NAME[=PREFIX] (or an --origin, whose bucket it then serves)",
+            )),
         }
     }
 }

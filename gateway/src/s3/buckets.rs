@@ -7,6 +7,7 @@ use s3s::{s3_error, S3Response, S3Result};
 
 use super::listing::owner;
 use super::S3Front;
+use crate::objects::namespaces::CreateError;
 
 pub(super) fn list_buckets(front: &S3Front) -> S3Response<ListBucketsOutput> {
     let namespaces = front.namespaces.all();
@@ -60,7 +61,7 @@ pub(super) fn create_bucket(
     }
     match front.namespaces.create(bucket, quota) {
         Ok(_) => made(),
-        Err(why) if why.contains("namespace name") => Err(s3_error!(InvalidBucketName, "{why}")),
+        Err(why @ CreateError::Name(_)) => Err(s3_error!(InvalidBucketName, "{why}")),
         Err(why) => Err(s3_error!(
             TooManyBuckets,
             "{bucket:?} cannot be made: {why}"

@@ -13,6 +13,7 @@
 //! `credentials.rs`). The file is read again on SIGHUP. Scopes map to operations: `read` for GET/HEAD/LIST, `write` for PUT/DELETE/multipart, `write` and `read` for copy (it reads its source); `admin`
 //! implies both. SigV2 is refused.
 
+use crate::credfile::FileError;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
@@ -50,16 +51,30 @@ pub struct S3Keys {
     keys: RwLock<Arc<HashMap<String, S3Key>>>,
 }
 
+/// What is wrong with an entry of the S3 credentials file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyEntryError {
+    /// Scopes that do not parse.
+    #[error(transparent)]
+    Grants(#[from] crate::grants::GrantError),
+    /// A second key of the same name.
+    #[error("a second key named '{0}'")]
+    NameTwice(String),
+    /// A second key with the same access key id.
+    #[error("a second key with the id '{0}'")]
+    IdTwice(String),
+}
+
 /// Parses the credentials file format (see the module documentation).
-pub fn parse(text: &str) -> Result<HashMap<String, S3Key>, String> {
+pub fn parse(text: &str) -> Result<HashMap<String, S3Key>, FileError> {
     let mut keys = HashMap::new();
     let mut names = std::collections::HashSet::new();
     for entry in crate::credfile::entries::<4>(text, "NAME SCOPES ACCESS_KEY_ID SECRET") {
         let (n, [name, scopes, id, secret]) = entry?;
-        let at = |why: String| format!("line {n}: {why}");
-        let scopes: Grants = scopes.parse().map_err(at)?;
+        let at = |why: KeyEntryError| FileError::line(n, why);
+        let scopes: Grants = scopes.parse().map_err(|e| at(KeyEntryError::Grants(e)))?;
         if !names.insert(name.to_owned()) {
-            return Err(at(format!("a second key named '{name}'")));
+            return Err(at(KeyEntryError::NameTwice(name.to_owned())));
         }
         let key = S3Key {
             name: name.to_owned(),
@@ -68,7 +83,7 @@ pub fn parse(text: &str) -> Result<HashMap<String, S3Key>, String> {
             secret: secret.to_owned(),
         };
         if keys.insert(id.to_owned(), key).is_some() {
-            return Err(at(format!("a second key with the id '{id}'")));
+            return Err(at(KeyEntryError::IdTwice(id.to_owned())));
         }
     }
     Ok(keys)
@@ -77,7 +92,7 @@ pub fn parse(text: &str) -> Result<HashMap<String, S3Key>, String> {
 impl S3Keys {
     /// Loads `path`, refused when other users may read or write it (it holds plain
     /// secrets: SigV4 needs them); the error names the file and line.
-    pub fn load(path: &Path) -> Result<Self, String> {
+    pub fn load(path: &Path) -> Result<Self, FileError> {
         Ok(Self {
             keys: RwLock::new(Arc::new(Self::read(path)?)),
             path: path.to_owned(),
@@ -86,24 +101,21 @@ impl S3Keys {
 
     /// The keys in `path`, by access key id; refused when other users may read or write
     /// the file (at start and on every reload: a file made readable later is not taken).
-    pub fn read(path: &Path) -> Result<HashMap<String, S3Key>, String> {
-        if let Some(why) = crate::credfile::loose_permissions(path) {
-            return Err(format!(
-                "S3 credentials file: {why}; it holds secret keys in the clear, so it is not used"
-            ));
+    pub fn read(path: &Path) -> Result<HashMap<String, S3Key>, FileError> {
+        if let Some(mode) = crate::credfile::loose_mode(path) {
+            return Err(FileError::Loose {
+                what: "S3 credentials file",
+                path: path.to_owned(),
+                mode,
+            });
         }
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            format!(
-                "cannot read the S3 credentials file {}: {e}",
-                path.display()
-            )
-        })?;
-        parse(&text).map_err(|e| format!("S3 credentials file {}: {e}", path.display()))
+        let text = crate::credfile::read(path)?;
+        parse(&text).map_err(|e| e.in_file("S3 credentials file", path))
     }
 
     /// Reads the file again and, if it parses, puts its keys in force; returns how many.
     /// On error the keys in force stay.
-    pub fn reload(&self) -> Result<usize, String> {
+    pub fn reload(&self) -> Result<usize, FileError> {
         let fresh = Self::read(&self.path)?;
         let n = fresh.len();
         *self.keys.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
@@ -312,15 +324,21 @@ mod tests {
             keys["AKID2"].scopes,
             Grants::everywhere(&[Scope::Read, Scope::Write])
         );
-        assert!(parse("bob read AKID1").unwrap_err().contains("line 1"));
+        assert!(parse("bob read AKID1")
+            .unwrap_err()
+            .to_string()
+            .contains("line 1"));
         assert!(parse("bob reed AKID1 s")
             .unwrap_err()
+            .to_string()
             .contains("unknown scope"));
         assert!(parse("a read X s\nb read X t")
             .unwrap_err()
+            .to_string()
             .contains("id 'X'"));
         assert!(parse("a read X s\na read Y t")
             .unwrap_err()
+            .to_string()
             .contains("named 'a'"));
     }
 

@@ -89,13 +89,36 @@ pub struct Prepared {
 
 /// Binds `--s3-listen`, when given: its socket and address (the port chosen when it gave
 /// 0). Bound before the rest is built, so a cluster member can advertise the address.
-pub fn bind(args: &S3Args) -> Result<Option<tokio::net::TcpListener>, String> {
+pub fn bind(args: &S3Args) -> Result<Option<tokio::net::TcpListener>, ListenerError> {
     let Some(addr) = args.s3_listen else {
         return Ok(None);
     };
     crate::net::bind(addr)
         .map(Some)
-        .map_err(|e| format!("cannot listen for S3 on {addr}: {e}"))
+        .map_err(|source| ListenerError::Bind { addr, source })
+}
+
+/// Why the S3 listener could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenerError {
+    /// Its settings.
+    #[error(transparent)]
+    Setting(#[from] crate::setting::SettingError),
+    /// Its credentials file.
+    #[error(transparent)]
+    Credentials(#[from] crate::credfile::FileError),
+    /// Its address could not be bound.
+    #[error("cannot listen for S3 on {addr}: {source}")]
+    Bind {
+        /// `--s3-listen`.
+        addr: std::net::SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Its credentials' reload on SIGHUP could not be set up.
+    #[error("cannot install a SIGHUP handler: {0}")]
+    Signal(#[source] std::io::Error),
 }
 
 /// Builds the router of the S3 listener bound on `listener` ([`bind`]); starts the
@@ -104,7 +127,7 @@ pub async fn prepare(
     args: &S3Args,
     shared: Shared,
     listener: tokio::net::TcpListener,
-) -> Result<Prepared, String> {
+) -> Result<Prepared, ListenerError> {
     let buckets = args.buckets(shared.origin_location.as_ref())?;
     let keys = match &args.s3_credentials_file {
         Some(path) => {
@@ -115,7 +138,8 @@ pub async fn prepare(
                     "S3 credentials file",
                     |_| {},
                     move || keys.reload(),
-                )?;
+                )
+                .map_err(ListenerError::Signal)?;
             }
             Some(keys)
         }
@@ -157,7 +181,10 @@ pub async fn prepare(
         ]));
     let addr = listener
         .local_addr()
-        .map_err(|e| format!("cannot read the S3 address: {e}"))?;
+        .map_err(|source| ListenerError::Bind {
+            addr: args.s3_listen.unwrap_or(([0, 0, 0, 0], 0).into()),
+            source,
+        })?;
     Ok(Prepared {
         listener,
         addr,

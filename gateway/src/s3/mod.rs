@@ -59,7 +59,7 @@ pub struct Bucket {
 
 impl Bucket {
     /// `--s3-bucket NAME[=PREFIX]`: S3 key `k` of bucket NAME is Rasa key `PREFIX` + `k`.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, crate::setting::SettingError> {
         let (name, prefix) = s.split_once('=').unwrap_or((s, ""));
         let valid = (3..=63).contains(&name.len())
             && name
@@ -68,9 +68,9 @@ impl Bucket {
             && !name.starts_with(['-', '.'])
             && !name.ends_with(['-', '.']);
         if !valid {
-            return Err(format!(
+            return Err(crate::setting::SettingError::said(format!(
                 "{name:?} is not an S3 bucket name (3 to 63 characters: a-z, 0-9, '-', '.')"
-            ));
+            )));
         }
         Ok(Self {
             name: name.to_owned(),
@@ -280,7 +280,7 @@ pub fn router(
     keys: Option<Arc<keys::S3Keys>>,
     domains: &[String],
     edge: edge::Edge,
-) -> Result<axum::Router, String> {
+) -> Result<axum::Router, crate::setting::SettingError> {
     let mut b = S3ServiceBuilder::new(backend::Rasa(Arc::clone(&front)));
     match keys.clone() {
         Some(k) => {
@@ -292,9 +292,9 @@ pub fn router(
         None => b.set_access(keys::Open),
     }
     if !domains.is_empty() {
-        b.set_host(Domains(
-            s3s::host::MultiDomain::new(domains).map_err(|e| format!("--s3-domain: {e}"))?,
-        ));
+        b.set_host(Domains(s3s::host::MultiDomain::new(domains).map_err(
+            |e| crate::setting::SettingError::said(format!("--s3-domain: {e}")),
+        )?));
     }
     let service = b.build();
     let open = keys.is_none();

@@ -344,27 +344,33 @@ async fn accept_failed(e: io::Error) {
 
 /// Loads a PEM certificate chain and private key into a rustls server configuration that
 /// offers HTTP/2 and HTTP/1.1. The error names the file at fault.
-pub fn tls_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, String> {
+pub fn tls_config(
+    cert: &Path,
+    key: &Path,
+) -> Result<Arc<rustls::ServerConfig>, crate::setting::SettingError> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .and_then(|it| it.collect::<Result<_, _>>())
-        .map_err(|e| format!("--tls-cert {}: {e}", cert.display()))?;
+        .map_err(|e| {
+            crate::setting::SettingError::said(format!("--tls-cert {}: {e}", cert.display()))
+        })?;
     if certs.is_empty() {
-        return Err(format!(
+        return Err(crate::setting::SettingError::said(format!(
             "--tls-cert {}: no certificate in the file",
             cert.display()
-        ));
+        )));
     }
-    let key = PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| format!("--tls-key {}: {e}", key.display()))?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+        crate::setting::SettingError::said(format!("--tls-key {}: {e}", key.display()))
+    })?;
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?
+        .map_err(|e| crate::setting::SettingError::said(format!("TLS: {e}")))?
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .map_err(|e| format!("--tls-cert/--tls-key: {e}"))?;
+        .map_err(|e| crate::setting::SettingError::said(format!("--tls-cert/--tls-key: {e}")))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

@@ -27,6 +27,11 @@ pub struct ObjectHeaders {
     pub checksums: Vec<(String, String)>,
 }
 
+/// User metadata over [`MAX_USER_METADATA`] bytes (their length).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{0} bytes of user metadata; at most {MAX_USER_METADATA} are allowed")]
+pub struct MetadataTooLarge(pub usize);
+
 impl ObjectHeaders {
     /// Whether there is nothing to keep.
     pub fn is_empty(&self) -> bool {
@@ -43,7 +48,7 @@ impl ObjectHeaders {
     pub fn with_metadata(
         mut self,
         pairs: impl IntoIterator<Item = (String, String)>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, MetadataTooLarge> {
         let mut metadata: Vec<(String, String)> = pairs
             .into_iter()
             .map(|(k, v)| (k.to_ascii_lowercase(), v))
@@ -52,9 +57,7 @@ impl ObjectHeaders {
         self.metadata = metadata;
         let len = self.metadata_len();
         if len > MAX_USER_METADATA {
-            return Err(format!(
-                "{len} bytes of user metadata; at most {MAX_USER_METADATA} are allowed"
-            ));
+            return Err(MetadataTooLarge(len));
         }
         Ok(self)
     }
@@ -73,6 +76,6 @@ mod tests {
         assert_eq!(h.metadata[1].0, "zeta");
         assert!(!h.is_empty() && ObjectHeaders::default().is_empty());
         let big = ObjectHeaders::default().with_metadata([("k".into(), "v".repeat(2048))]);
-        assert!(big.unwrap_err().contains("at most 2048"));
+        assert!(big.unwrap_err().to_string().contains("at most 2048"));
     }
 }

@@ -24,6 +24,7 @@ const GATEWAY_LAYERS: &[(&str, u32)] = &[
     ("reload", 0),
     ("slots", 0),
     ("units", 0),
+    ("setting", 0),
     ("store", 1),
     ("grants", 1),
     ("tokens", 2),

@@ -111,3 +111,54 @@ fn the_shared_state_is_never_changed_through_deref_mut() {
         found.join("\n")
     );
 }
+
+/// `Result<…, String>` in `code` (outside comments): an error callers cannot match on.
+fn string_errors(code: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or_default();
+        let mut rest = code;
+        while let Some(at) = rest.find("Result<") {
+            let args = &rest[at + "Result<".len()..];
+            let (mut depth, mut last_top_comma, mut end) = (1, None, None);
+            for (i, c) in args.char_indices() {
+                match c {
+                    '<' | '(' => depth += 1,
+                    '>' | ')' => depth -= 1,
+                    ',' if depth == 1 => last_top_comma = Some(i),
+                    _ => {}
+                }
+                if depth == 0 {
+                    end = Some(i);
+                    break;
+                }
+            }
+            let (Some(end), Some(comma)) = (end, last_top_comma) else {
+                break;
+            };
+            if args[comma + 1..end].trim() == "String" {
+                out.push((n + 1, line.trim().to_owned()));
+            }
+            rest = &args[end..];
+        }
+    }
+    out
+}
+
+/// At most this many `Result<…, String>` in the gateway: the CLI's top-level reporting
+/// and tests comparing messages; every layer else has error types (issue 62).
+const MOST_STRING_ERRORS: usize = 5;
+
+#[test]
+fn errors_are_types_not_strings() {
+    let planted = "pub fn load(p: &Path) -> Result<Vec<Option<String>>, String> {\n    let r: Result<(), SettingError> = Ok(());\n    fn f() -> io::Result<String> { todo!() }\n";
+    let caught: Vec<usize> = string_errors(planted).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(caught, [1], "the rule finds the planted one, and only it");
+    let found = found(string_errors);
+    assert!(
+        found.len() <= MOST_STRING_ERRORS,
+        "{} Result<_, String> in the gateway (at most {MOST_STRING_ERRORS}): give them error types:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}

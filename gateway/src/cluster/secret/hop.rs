@@ -37,6 +37,37 @@ pub enum HopBody {
     Sealed(Option<u64>),
 }
 
+/// Why a request marked as a hop from another member is served as a client's instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HopRefused {
+    /// It carries no proof.
+    #[error("no proof")]
+    Missing,
+    /// Its proof does not parse.
+    #[error("a malformed proof")]
+    Malformed,
+    /// Its proof was made too far from this member's clock.
+    #[error("a proof {seconds} s away from this member's clock")]
+    Clock {
+        /// How far, in seconds.
+        seconds: u64,
+    },
+    /// Its proof's MAC does not verify.
+    #[error("a proof that does not verify under --cluster-secret-file")]
+    Mac,
+    /// Its proof was made for another member.
+    #[error("a proof made by {from} for another member ({to}), replayed here")]
+    OtherMember {
+        /// Who made it.
+        from: String,
+        /// Whom it was for.
+        to: String,
+    },
+    /// Its proof was used already.
+    #[error("a proof already used (a replay)")]
+    Replay,
+}
+
 impl HopBody {
     /// A body of `chunks`, by digest.
     pub fn of<B: AsRef<[u8]>>(chunks: &[B]) -> Self {
@@ -156,8 +187,8 @@ impl ClusterSecret {
         proof: &str,
         method: &Method,
         path_and_query: &str,
-    ) -> Result<HopBody, String> {
-        let malformed = || "a malformed proof".to_owned();
+    ) -> Result<HopBody, HopRefused> {
+        let malformed = || HopRefused::Malformed;
         let fields: Vec<&str> = proof.split(' ').collect();
         let [from, to, at_text, nonce_text, body_text, tag] = fields[..] else {
             return Err(malformed());
@@ -173,24 +204,24 @@ impl ClusterSecret {
         let now = now_ms();
         let window = PROOF_WITHIN.as_millis() as u64;
         if at.abs_diff(now) > window {
-            return Err(format!(
-                "a proof {} s away from this member's clock",
-                at.abs_diff(now) / 1000
-            ));
+            return Err(HopRefused::Clock {
+                seconds: at.abs_diff(now) / 1000,
+            });
         }
         // Compared in constant time.
         let fields = [from, to, at_text, nonce_text, body_text];
         if hmac::Mac::verify_slice(self.hop_mac(fields, method, path_and_query), &tag).is_err() {
-            return Err("a proof that does not verify under --cluster-secret-file".into());
+            return Err(HopRefused::Mac);
         }
         if to != me {
-            return Err(format!(
-                "a proof made by {from} for another member ({to}), replayed here"
-            ));
+            return Err(HopRefused::OtherMember {
+                from: from.to_owned(),
+                to: to.to_owned(),
+            });
         }
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         if !seen.spend(nonce, at, now) {
-            return Err("a proof already used (a replay)".into());
+            return Err(HopRefused::Replay);
         }
         Ok(body)
     }
@@ -207,9 +238,9 @@ impl ClusterSecret {
         }
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
         let proven = match parts.headers.get(PROOF_HEADER) {
-            None => Err("no proof".to_owned()),
+            None => Err(HopRefused::Missing),
             Some(p) => match p.to_str() {
-                Err(_) => Err("a malformed proof".to_owned()),
+                Err(_) => Err(HopRefused::Malformed),
                 Ok(text) => self
                     .check(me, text, &parts.method, path)
                     .map(|covered| (covered, p.clone())),

@@ -22,6 +22,7 @@ pub mod hop;
 pub mod record;
 pub mod seal;
 
+use crate::setting::SettingError;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -57,20 +58,21 @@ pub(crate) fn now_ms() -> u64 {
 impl ClusterSecret {
     /// The secret in `path`: one line (trailing newline ignored), at least 16 bytes,
     /// in a file no other user may read.
-    pub fn load(path: &Path) -> Result<Self, String> {
+    pub fn load(path: &Path) -> Result<Self, SettingError> {
         let what = format!("--cluster-secret-file {}", path.display());
         if let Some(why) = crate::credfile::loose_permissions(path) {
-            return Err(format!("{what}: {why}"));
+            return Err(SettingError::said(format!("{what}: {why}")));
         }
-        let mut key = std::fs::read(path).map_err(|e| format!("{what}: {e}"))?;
+        let mut key =
+            std::fs::read(path).map_err(|e| SettingError::said(format!("{what}: {e}")))?;
         while key.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
             key.pop();
         }
         if key.len() < MIN_SECRET {
-            return Err(format!(
+            return Err(SettingError::said(format!(
                 "{what}: the secret has {} bytes; at least {MIN_SECRET} are needed (e.g. `openssl rand -hex 32 > FILE`)",
                 key.len()
-            ));
+            )));
         }
         Ok(Self {
             key,

@@ -88,6 +88,37 @@ impl ClusterSecret {
     }
 }
 
+/// Why a member record in etcd is not honoured.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordRefused {
+    /// It does not parse.
+    #[error("it does not parse ({0})")]
+    Parse(#[source] serde_json::Error),
+    /// It names another node than the key it is under.
+    #[error("it names node {0:?} under another node's key")]
+    OtherNode(String),
+    /// It has no MAC though the cluster has a secret.
+    #[error("it carries no MAC over its lease and time (this cluster has --cluster-secret-file)")]
+    NoMac,
+    /// Its MAC does not verify.
+    #[error("its MAC does not verify under --cluster-secret-file")]
+    Mac,
+    /// It is held under another etcd lease than the one it was signed for.
+    #[error("it was signed for etcd lease {signed:x} but is held under {} (written back after its member left?)", if *held == 0 { "no lease".to_owned() } else { format!("lease {held:x}") })]
+    OtherLease {
+        /// The lease it was signed for.
+        signed: i64,
+        /// The lease it is held under (0: none).
+        held: i64,
+    },
+    /// Its time has passed.
+    #[error("it expired {ms_ago} ms ago (its member stopped writing it, or their clocks differ by more than {} TTLs)", VALID_FOR_TTLS - REFRESH_EVERY_TTLS)]
+    Expired {
+        /// How long ago.
+        ms_ago: u64,
+    },
+}
+
 /// The record `value` kept at etcd key `key` under the etcd lease `kv_lease` (0: none),
 /// or why it is not honoured: it does not parse, names another node than its key, or —
 /// under `secret` — carries no valid MAC, was written back under another lease than the
@@ -97,15 +128,11 @@ pub fn check(
     key: &str,
     value: &[u8],
     kv_lease: i64,
-) -> Result<Honoured, String> {
+) -> Result<Honoured, RecordRefused> {
     let node = key.rsplit('/').next().unwrap_or_default();
-    let r =
-        serde_json::from_slice::<Signed>(value).map_err(|e| format!("it does not parse ({e})"))?;
+    let r = serde_json::from_slice::<Signed>(value).map_err(RecordRefused::Parse)?;
     if r.member.node_id != node {
-        return Err(format!(
-            "it names node {:?} under another node's key",
-            r.member.node_id
-        ));
+        return Err(RecordRefused::OtherNode(r.member.node_id));
     }
     let Some(secret) = secret else {
         return Ok(Honoured {
@@ -114,27 +141,22 @@ pub fn check(
         });
     };
     let (Some(mac), Some(lease), Some(expires_ms)) = (&r.mac, r.lease, r.expires_ms) else {
-        return Err(
-            "it carries no MAC over its lease and time (this cluster has --cluster-secret-file)"
-                .into(),
-        );
+        return Err(RecordRefused::NoMac);
     };
     if !secret.verify_record(key, &r.member, lease, expires_ms, mac) {
-        return Err("its MAC does not verify under --cluster-secret-file".into());
+        return Err(RecordRefused::Mac);
     }
     if kv_lease != lease {
-        return Err(format!(
-            "it was signed for etcd lease {lease:x} but is held under {} (written back after its member left?)",
-            if kv_lease == 0 { "no lease".to_owned() } else { format!("lease {kv_lease:x}") }
-        ));
+        return Err(RecordRefused::OtherLease {
+            signed: lease,
+            held: kv_lease,
+        });
     }
     let now = now_ms();
     if expires_ms <= now {
-        return Err(format!(
-            "it expired {} ms ago (its member stopped writing it, or their clocks differ by more than {} TTLs)",
-            now - expires_ms,
-            VALID_FOR_TTLS - REFRESH_EVERY_TTLS
-        ));
+        return Err(RecordRefused::Expired {
+            ms_ago: now - expires_ms,
+        });
     }
     Ok(Honoured {
         member: r.member,

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{arena_size_for, Maker, Namespaces, Spec};
+use super::{arena_size_for, Maker, Namespaces, NamespacesError, Spec};
 use crate::objects::Objects;
 use crate::store::disk::{Disk, DiskConfig};
 
@@ -21,7 +21,7 @@ impl Namespaces {
         arena_size: u64,
         tick: std::time::Duration,
         disk: Option<DiskConfig>,
-    ) -> Result<Arc<Self>, String> {
+    ) -> Result<Arc<Self>, NamespacesError> {
         let base = Arc::clone(default.store());
         let make: Maker = Box::new(move |spec: &Spec| {
             let mut config = *base.config();
@@ -29,8 +29,12 @@ impl Namespaces {
             config.arena_size = arena_size_for(spec.quota, arena_size) as usize;
             let tier = match (&disk, spec.disk_quota) {
                 (Some(disk), Some(quota)) => Some(
-                    Disk::open(disk.for_namespace(&spec.name, quota))
-                        .map_err(|e| format!("namespace {}: {e}", spec.name))?,
+                    Disk::open(disk.for_namespace(&spec.name, quota)).map_err(|source| {
+                        NamespacesError::Disk {
+                            name: spec.name.clone(),
+                            source,
+                        }
+                    })?,
                 ),
                 _ => None,
             };

@@ -7,11 +7,22 @@
 
 use std::path::Path;
 
-use super::{check_name, Namespaces};
+use super::{check_name, Namespaces, NamespacesError};
 
 /// The comment that ends a line CreateBucket added to the namespaces file: only such
 /// namespaces may be removed by DeleteBucket.
 pub const MADE_BY_S3: &str = "# made by S3 CreateBucket";
+
+/// Why a namespace could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    /// Not a namespace name.
+    #[error(transparent)]
+    Name(#[from] rasa_openapi::key::BadNamespace),
+    /// Namespaces are the operator's here, or the file could not be changed.
+    #[error(transparent)]
+    Refused(#[from] NamespacesError),
+}
 
 /// Why a namespace could not be removed.
 #[derive(Debug, thiserror::Error)]
@@ -26,34 +37,30 @@ pub enum RemoveError {
     #[error("namespace {0:?} is the operator's; it cannot be deleted through S3")]
     Operator(String),
     /// Namespaces are the operator's here, or the file could not be changed.
-    #[error("{0}")]
-    Refused(String),
+    #[error(transparent)]
+    Refused(#[from] NamespacesError),
 }
 
 impl Namespaces {
     /// The namespaces file, which the gateway may edit ([`Namespaces::create`]).
-    fn owned_file(&self) -> Result<&Path, String> {
+    fn owned_file(&self) -> Result<&Path, NamespacesError> {
         match &self.file {
             Some((path, _)) => Ok(path),
-            None => Err(
-                "this gateway has no namespaces file (--namespaces): its buckets are the operator's --s3-bucket"
-                    .into(),
-            ),
+            None => Err(NamespacesError::NoFile),
         }
     }
 
     /// Adds namespace `name` with `quota` to the namespaces file and puts it in force (as a
     /// SIGHUP would); `Ok(false)` when it exists already. On any refusal (no file, a bad
     /// name, quotas beyond `--memory`) the file is as it was.
-    pub fn create(&self, name: &str, quota: u64) -> Result<bool, String> {
+    pub fn create(&self, name: &str, quota: u64) -> Result<bool, CreateError> {
         let _edit = self.edit.lock().unwrap_or_else(|e| e.into_inner());
         if self.get(name).is_some() {
             return Ok(false);
         }
         let path = self.owned_file()?;
         check_name(name)?;
-        let before = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the namespaces file {}: {e}", path.display()))?;
+        let before = crate::credfile::read(path).map_err(NamespacesError::from)?;
         let sep = if before.is_empty() || before.ends_with('\n') {
             ""
         } else {
@@ -64,10 +71,10 @@ impl Namespaces {
             _ => quota.to_string(),
         };
         let after = format!("{before}{sep}{name} {quota_text} {MADE_BY_S3}\n");
-        crate::credfile::rewrite(path, &after)?;
+        crate::credfile::rewrite(path, &after).map_err(NamespacesError::from)?;
         if let Err(e) = self.reload() {
             let _ = crate::credfile::rewrite(path, &before);
-            return Err(e);
+            return Err(e.into());
         }
         Ok(true)
     }
@@ -86,9 +93,8 @@ impl Namespaces {
         if !ns.objects.store().list("", None, 1).0.is_empty() {
             return Err(RemoveError::NotEmpty(name.to_owned()));
         }
-        let path = self.owned_file().map_err(RemoveError::Refused)?;
-        let before = std::fs::read_to_string(path)
-            .map_err(|e| RemoveError::Refused(format!("cannot read {}: {e}", path.display())))?;
+        let path = self.owned_file()?;
+        let before = crate::credfile::read(path).map_err(NamespacesError::from)?;
         let made_by_s3 = before.lines().any(|line| {
             let fields = line.split('#').next().unwrap_or_default();
             fields.split_whitespace().next() == Some(name) && line.trim_end().ends_with(MADE_BY_S3)
@@ -97,8 +103,8 @@ impl Namespaces {
             return Err(RemoveError::Operator(name.to_owned()));
         }
         let after = crate::credfile::without_name(&before, name, "namespace")
-            .map_err(RemoveError::Refused)?;
-        crate::credfile::rewrite(path, &after).map_err(RemoveError::Refused)?;
+            .map_err(NamespacesError::from)?;
+        crate::credfile::rewrite(path, &after).map_err(NamespacesError::from)?;
         if let Err(e) = self.reload() {
             let _ = crate::credfile::rewrite(path, &before);
             return Err(RemoveError::Refused(e));

@@ -3,7 +3,9 @@
 
 use std::path::Path;
 
+use super::error::{NamespacesError, SpecError};
 use super::{check_name, DEFAULT};
+use crate::credfile::FileError;
 
 /// At most this many namespaces in a file (they are metric labels: the count stays bounded).
 pub const MAX_NAMESPACES: usize = 1000;
@@ -27,42 +29,38 @@ pub struct Spec {
 pub const MIN_DISK_QUOTA: u64 = 2 << 20;
 
 /// Parses the namespaces file format (see the module documentation).
-pub fn parse(text: &str) -> Result<Vec<Spec>, String> {
+pub fn parse(text: &str) -> Result<Vec<Spec>, FileError> {
     let mut specs: Vec<Spec> = Vec::new();
     for (n, fields) in crate::credfile::lines(text) {
-        let at = |why: String| format!("line {n}: {why}");
+        let at = |why: SpecError| FileError::line(n, why);
         let (name, quota, disk) = match fields[..] {
             [name, quota] => (name, quota, None),
             [name, quota, disk] => (name, quota, Some(disk)),
             _ => {
-                return Err(at(format!(
-                    "expected 'NAME QUOTA [DISK_QUOTA]', found {} fields",
-                    fields.len()
-                )))
+                return Err(FileError::Fields {
+                    line: n,
+                    form: "NAME QUOTA [DISK_QUOTA]",
+                    found: fields.len(),
+                })
             }
         };
-        check_name(name).map_err(at)?;
+        check_name(name).map_err(|e| at(e.into()))?;
         if name == DEFAULT {
-            return Err(at(format!(
-                "'{DEFAULT}' always exists and gets what --memory leaves after the quotas"
-            )));
+            return Err(at(SpecError::Default));
         }
-        let quota = crate::units::parse_size(quota).map_err(|e| at(format!("quota: {e}")))?;
+        let quota = crate::units::parse_size(quota).map_err(|e| at(SpecError::Quota(e)))?;
         if quota < MIN_QUOTA {
-            return Err(at(format!(
-                "quota {quota} bytes of {name} is below the minimum of 1MiB"
-            )));
+            let name = name.to_owned();
+            return Err(at(SpecError::QuotaTooSmall { name, quota }));
         }
         let disk_quota = disk
-            .map(|d| crate::units::parse_size(d).map_err(|e| at(format!("disk quota: {e}"))))
+            .map(|d| crate::units::parse_size(d).map_err(|e| at(SpecError::DiskQuota(e))))
             .transpose()?;
         if disk_quota.is_some_and(|d| d < MIN_DISK_QUOTA) {
-            return Err(at(format!(
-                "the disk quota of {name} is below the minimum of 2MiB"
-            )));
+            return Err(at(SpecError::DiskQuotaTooSmall(name.to_owned())));
         }
         if specs.iter().any(|s| s.name == name) {
-            return Err(at(format!("{name} is listed twice")));
+            return Err(at(SpecError::Twice(name.to_owned())));
         }
         specs.push(Spec {
             name: name.to_owned(),
@@ -71,31 +69,32 @@ pub fn parse(text: &str) -> Result<Vec<Spec>, String> {
         });
     }
     if specs.len() > MAX_NAMESPACES {
-        return Err(format!(
-            "{} namespaces: at most {MAX_NAMESPACES}",
-            specs.len()
-        ));
+        return Err(FileError::Whole(Box::new(SpecError::TooMany(specs.len()))));
     }
     Ok(specs)
 }
 
 /// Reads and parses the namespaces file at `path`; the error names the file and line.
-pub fn read(path: &Path) -> Result<Vec<Spec>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read the namespaces file {}: {e}", path.display()))?;
-    parse(&text).map_err(|e| format!("namespaces file {}: {e}", path.display()))
+pub fn read(path: &Path) -> Result<Vec<Spec>, FileError> {
+    let text = crate::credfile::read(path)?;
+    parse(&text).map_err(|e| e.in_file("namespaces file", path))
 }
 
 /// What `memory` (`--memory`) leaves the default namespace after the quotas of `specs`
 /// (from `path`), or why they do not fit.
-pub(super) fn left_for_default(specs: &[Spec], memory: u64, path: &Path) -> Result<u64, String> {
+pub(super) fn left_for_default(
+    specs: &[Spec],
+    memory: u64,
+    path: &Path,
+) -> Result<u64, NamespacesError> {
     let total: u64 = specs.iter().map(|s| s.quota).sum();
-    memory.checked_sub(total).ok_or_else(|| {
-        format!(
-            "namespaces file {}: the quotas add up to {total} bytes, more than --memory ({memory} bytes)",
-            path.display()
-        )
-    })
+    memory
+        .checked_sub(total)
+        .ok_or_else(|| NamespacesError::OverMemory {
+            path: path.to_owned(),
+            total,
+            memory,
+        })
 }
 
 /// The default namespace's arena size beside the namespaces `specs` (of `path`): sized for
@@ -104,7 +103,7 @@ pub fn default_arena_size(
     (path, specs): (&Path, &[Spec]),
     memory: u64,
     arena_size: u64,
-) -> Result<u64, String> {
+) -> Result<u64, NamespacesError> {
     Ok(arena_size_for(
         left_for_default(specs, memory, path)?,
         arena_size,

@@ -32,11 +32,13 @@ use super::Objects;
 
 mod build;
 mod edit;
+mod error;
 mod file;
 
 pub use crate::key::{check_namespace as check_name, NAMESPACE_PATTERN as NAME_PATTERN};
 
-pub use edit::RemoveError;
+pub use edit::{CreateError, RemoveError};
+pub use error::{NamespacesError, SpecError};
 pub use file::{
     arena_size_for, default_arena_size, parse, read, Spec, MAX_NAMESPACES, MIN_DISK_QUOTA,
     MIN_QUOTA,
@@ -56,7 +58,7 @@ pub struct Namespace {
 
 /// Makes the object service of a new namespace (its store, arenas sized for its quota, and
 /// its reclaimer).
-pub type Maker = Box<dyn Fn(&Spec) -> Result<Arc<Objects>, String> + Send + Sync>;
+pub type Maker = Box<dyn Fn(&Spec) -> Result<Arc<Objects>, NamespacesError> + Send + Sync>;
 
 /// The namespaces in force: the default one, and those of the namespaces file.
 pub struct Namespaces {
@@ -102,7 +104,7 @@ impl Namespaces {
         default: Arc<Objects>,
         (file, specs): (&Path, Vec<Spec>),
         make: Maker,
-    ) -> Result<Arc<Self>, String> {
+    ) -> Result<Arc<Self>, NamespacesError> {
         let memory = default.store().memory().budget();
         let this = Arc::new(Self {
             default: Arc::new(Namespace {
@@ -147,7 +149,7 @@ impl Namespaces {
     /// changed quotas applied (a smaller one evicts that namespace's least recently used
     /// values), removed namespaces dropped (their remote keys are revoked as their memory
     /// is freed). On error nothing changes. Returns how many named namespaces are in force.
-    pub fn reload(&self) -> Result<usize, String> {
+    pub fn reload(&self) -> Result<usize, NamespacesError> {
         let Some((path, _)) = &self.file else {
             return Ok(0);
         };
@@ -155,7 +157,7 @@ impl Namespaces {
     }
 
     /// Puts `specs` (the namespaces file's, as read) in force: see [`Namespaces::reload`].
-    fn apply(&self, specs: Vec<Spec>) -> Result<usize, String> {
+    fn apply(&self, specs: Vec<Spec>) -> Result<usize, NamespacesError> {
         let Some((path, make)) = &self.file else {
             return Ok(0);
         };
@@ -163,11 +165,11 @@ impl Namespaces {
         // A budget must hold at least one of its store's arenas.
         let small = |name: &str, budget: u64, objects: &Objects| {
             let arena = objects.store().config().arena_size as u64;
-            (budget < arena).then(|| {
-                format!(
-                    "namespaces file {}: {name} would get {budget} bytes, less than one of its arenas ({arena} bytes); restart to resize its arenas",
-                    path.display()
-                )
+            (budget < arena).then(|| NamespacesError::BelowArena {
+                path: path.clone(),
+                name: name.to_owned(),
+                budget,
+                arena,
             })
         };
         let mut named = self.named.write().unwrap_or_else(|e| e.into_inner());

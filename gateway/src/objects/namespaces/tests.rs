@@ -37,7 +37,7 @@ fn the_file_parses_and_bad_lines_are_named() {
         ),
     ] {
         let err = parse(text).unwrap_err();
-        assert!(err.contains(needle), "{text:?}: {err}");
+        assert!(err.to_string().contains(needle), "{text:?}: {err}");
     }
 }
 

@@ -41,18 +41,25 @@ pub struct Wide {
 impl Wide {
     /// The S3 listener's view of the cluster `peers` reach; S3 clients of the other
     /// members trust, besides the system's certificate authorities, those in `ca_file`.
-    pub fn new(peers: Arc<Peers>, ca_file: Option<&std::path::Path>) -> Result<Self, String> {
+    pub fn new(
+        peers: Arc<Peers>,
+        ca_file: Option<&std::path::Path>,
+    ) -> Result<Self, crate::setting::SettingError> {
         use aws_smithy_http_client::tls;
         let mut trust = tls::TrustStore::default().with_native_roots(true);
         if let Some(path) = ca_file {
-            let pem = std::fs::read(path)
-                .map_err(|e| format!("--cluster-ca-file {}: {e}", path.display()))?;
+            let pem = std::fs::read(path).map_err(|e| {
+                crate::setting::SettingError::said(format!(
+                    "--cluster-ca-file {}: {e}",
+                    path.display()
+                ))
+            })?;
             trust = trust.with_pem_certificate(pem);
         }
         let context = tls::TlsContext::builder()
             .with_trust_store(trust)
             .build()
-            .map_err(|e| format!("--cluster-ca-file: {e}"))?;
+            .map_err(|e| crate::setting::SettingError::said(format!("--cluster-ca-file: {e}")))?;
         let s3_http = aws_smithy_http_client::Builder::new()
             .tls_provider(tls::Provider::Rustls(
                 tls::rustls_provider::CryptoMode::AwsLc,

@@ -15,6 +15,7 @@
 //! - A file is deleted only when the name still points at the file the tier opened (same
 //!   device and inode, checked without following a link).
 
+use super::error::DiskError;
 use crate::catalog;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, Read};
@@ -57,25 +58,24 @@ pub(super) fn report_foreign(path: &Path, why: &str) {
 /// Makes `dir` (and what is missing above it) `0700`, then checks every directory from
 /// `root` down to `dir`: a directory, not a link, owned by this user. `root` is `--disk`
 /// (itself warned about when others may read it). The reason otherwise, in one line.
-pub(super) fn make_dir(root: &Path, dir: &Path) -> Result<(), String> {
-    let shown = dir.display();
+pub(super) fn make_dir(root: &Path, dir: &Path) -> Result<(), DiskError> {
     // Before creating anything: a link on the way would be followed by the creation.
     for (at, _) in chain(root, dir) {
         if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(format!(
-                "--disk {shown}: {} is a symbolic link; the disk tier does not follow links (give the directory it points to)",
-                at.display()
-            ));
+            return Err(DiskError::Link {
+                dir: dir.to_owned(),
+                link: at,
+            });
         }
     }
     DirBuilder::new()
         .mode(0o700)
         .recursive(true)
         .create(dir)
-        .map_err(|e| format!("--disk {shown}: cannot create it: {e}"))?;
+        .map_err(|e| DiskError::io(dir, "create it", e))?;
     for (at, is_root) in chain(root, dir) {
         let meta = std::fs::symlink_metadata(&at)
-            .map_err(|e| format!("--disk {shown}: cannot read {}: {e}", at.display()))?;
+            .map_err(|e| DiskError::io(dir, format!("read {}", at.display()), e))?;
         let why = if meta.file_type().is_symlink() {
             Some("is a symbolic link")
         } else if !meta.is_dir() {
@@ -86,10 +86,11 @@ pub(super) fn make_dir(root: &Path, dir: &Path) -> Result<(), String> {
             None
         };
         if let Some(why) = why {
-            return Err(format!(
-                "--disk {shown}: {} {why}; the disk tier uses only directories of its own",
-                at.display()
-            ));
+            return Err(DiskError::NotOurs {
+                dir: dir.to_owned(),
+                at,
+                why,
+            });
         }
         if is_root && meta.mode() & 0o077 != 0 {
             tracing::warn!(
@@ -185,45 +186,54 @@ pub(super) const ID_LEN: usize = 16;
 pub(super) const IDENTITY: &str = "identity";
 
 /// The identity of `dir` (`DIR/identity`), made when absent.
-pub(super) fn identity(dir: &Path) -> Result<[u8; ID_LEN], String> {
+pub(super) fn identity(dir: &Path) -> Result<[u8; ID_LEN], DiskError> {
     let path = dir.join(IDENTITY);
-    let shown = path.display();
     match create(&path) {
         Ok(f) => {
             let id: [u8; ID_LEN] = rand::random();
             let text = format!("{}\n", hex::encode(id));
             f.write_all_at(text.as_bytes(), 0)
                 .and_then(|()| f.sync_all())
-                .map_err(|e| format!("--disk: cannot write {shown}: {e}"))?;
+                .map_err(|e| DiskError::io(&path, "write it", e))?;
             Ok(id)
         }
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            read_identity(dir)?.ok_or_else(|| format!("--disk: {shown} vanished while read"))
+            read_identity(dir)?.ok_or_else(|| DiskError::Identity {
+                path: path.clone(),
+                why: "vanished while read".into(),
+            })
         }
-        Err(e) => Err(format!("--disk: cannot create {shown}: {e}")),
+        Err(e) => Err(DiskError::io(&path, "create it", e)),
     }
 }
 
 /// The identity of `dir`, if it has one.
-pub(super) fn read_identity(dir: &Path) -> Result<Option<[u8; ID_LEN]>, String> {
+pub(super) fn read_identity(dir: &Path) -> Result<Option<[u8; ID_LEN]>, DiskError> {
     let path = dir.join(IDENTITY);
-    let shown = path.display();
     let mut f = match open_existing(&path) {
         Ok(Ok(f)) => f,
-        Ok(Err(why)) => return Err(format!("--disk: {shown} is {why}; not the disk tier's")),
+        Ok(Err(why)) => {
+            return Err(DiskError::Identity {
+                path,
+                why: format!("is {why}; not the disk tier's"),
+            })
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("--disk: cannot open {shown}: {e}")),
+        Err(e) => return Err(DiskError::io(&path, "open it", e)),
     };
     let mut text = String::new();
     (&mut f)
         .take(64)
         .read_to_string(&mut text)
-        .map_err(|e| format!("--disk: cannot read {shown}: {e}"))?;
+        .map_err(|e| DiskError::io(&path, "read it", e))?;
     hex::decode(text.trim())
         .ok()
         .and_then(|b| <[u8; ID_LEN]>::try_from(b).ok())
         .map(Some)
-        .ok_or_else(|| format!("--disk: {shown} is not a disk tier's identity"))
+        .ok_or_else(|| DiskError::Identity {
+            path: path.clone(),
+            why: "is not a disk tier's identity".into(),
+        })
 }
 
 /// Removes `path`, a file the tier made (a marker, its lock, its identity), if it is one

@@ -16,6 +16,7 @@
 
 mod buffers;
 mod entry;
+mod error;
 mod files;
 mod record;
 mod segments;
@@ -25,6 +26,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
+pub use error::DiskError;
 pub(crate) use segments::remove_tier;
 pub use tier::{Tier, Want};
 
@@ -209,16 +211,16 @@ impl Disk {
     /// Opens the disk tier in `config.dir` (created if missing): checks it can hold
     /// `config.size` bytes, recovers what its segment files hold (validating every record),
     /// starts the writer. The reason it cannot, in one line.
-    pub fn open(config: DiskConfig) -> Result<Arc<Self>, String> {
+    pub fn open(config: DiskConfig) -> Result<Arc<Self>, DiskError> {
         let shown = config.dir.display().to_string();
         let lock = segments::lock_dir(&config.root, &config.dir)?;
         let identity = files::identity(&config.dir)?;
         let ids = segments::list(&config.dir)
-            .map_err(|e| format!("--disk {shown}: cannot list its segments: {e}"))?;
+            .map_err(|e| DiskError::io(&config.dir, "list its segments", e))?;
         let mut ours = Vec::new();
         for &id in &ids {
             let opened = segments::open_ours(&config.dir, id, &identity)
-                .map_err(|e| format!("--disk {shown}: cannot open a segment: {e}"))?;
+                .map_err(|e| DiskError::io(&config.dir, "open a segment", e))?;
             ours.extend(opened.map(|f| (id, f)));
         }
         // Numbers go on after every segment-named file, foreign ones included: a segment
@@ -227,7 +229,7 @@ impl Disk {
         if !config.recover {
             for (id, file) in ours.drain(..) {
                 files::remove_if_same(&segments::path_of(&config.dir, id), &file)
-                    .map_err(|e| format!("--disk {shown}: cannot clear an old segment: {e}"))?;
+                    .map_err(|e| DiskError::io(&config.dir, "clear an old segment", e))?;
             }
         }
         let existing = ours
@@ -239,11 +241,11 @@ impl Disk {
         let clean = files::take_marker(&config.dir.join(CLEAN));
         let started = Instant::now();
         let (state, mut recovered) = writer::recover(&config.dir, ours)
-            .map_err(|e| format!("--disk {shown}: cannot recover its segments: {e}"))?;
+            .map_err(|e| DiskError::io(&config.dir, "recover its segments", e))?;
         recovered.took = started.elapsed();
         recovered.clean = clean;
         let active = segments::Active::create(&config.dir, next, &identity)
-            .map_err(|e| format!("--disk {shown}: cannot create a segment: {e}"))?;
+            .map_err(|e| DiskError::io(&config.dir, "create a segment", e))?;
         let shared = Arc::new(Shared {
             identity,
             size: AtomicU64::new(config.size),
@@ -252,7 +254,7 @@ impl Disk {
             stats: DiskStats::default(),
         });
         let ops = writer::start(Arc::clone(&shared), active)
-            .map_err(|e| format!("--disk {shown}: cannot start its writer: {e}"))?;
+            .map_err(|e| DiskError::io(&shared.config.dir, "start its writer", e))?;
         tracing::info!(
             dir = %shown,
             values = recovered.values,

@@ -5,6 +5,7 @@
 //! record; the first record that fails ends its file's scan and the file is cut there (a
 //! tail torn by a crash is dropped, never served).
 
+use super::error::DiskError;
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
@@ -166,25 +167,21 @@ impl Active {
 /// [`files::make_dir`]) and takes its lock (`DIR/lock`, `0600`, held until the returned
 /// file is dropped): a second process on the same directory would delete or overwrite the
 /// first one's segments.
-pub(super) fn lock_dir(root: &Path, dir: &Path) -> Result<File, String> {
-    let shown = dir.display();
+pub(super) fn lock_dir(root: &Path, dir: &Path) -> Result<File, DiskError> {
     files::make_dir(root, dir)?;
     let file = files::open_or_create(&dir.join("lock"))
-        .map_err(|e| format!("--disk {shown}: cannot open its lock file: {e}"))?;
+        .map_err(|e| DiskError::io(dir, "open its lock file", e))?;
     match file.try_lock() {
         Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(format!(
-            "--disk {shown}: in use by another process (its lock file is held)"
-        )),
-        Err(std::fs::TryLockError::Error(e)) => Err(format!("--disk {shown}: cannot lock it: {e}")),
+        Err(std::fs::TryLockError::WouldBlock) => Err(DiskError::Locked(dir.to_owned())),
+        Err(std::fs::TryLockError::Error(e)) => Err(DiskError::io(dir, "lock it", e)),
     }
 }
 
 /// Checks that `dir` (made by [`lock_dir`]) can hold a disk tier of `size` bytes: writable, with positional writes,
 /// truncation and data sync (what segments need), and room for `size` beyond what its
 /// segments `existing` hold already. The reason otherwise, in one line.
-pub(super) fn check_dir(dir: &Path, size: u64, existing: u64) -> Result<(), String> {
-    let shown = dir.display();
+pub(super) fn check_dir(dir: &Path, size: u64, existing: u64) -> Result<(), DiskError> {
     // A name of its own each time (created, never opened over an existing file).
     let probe = dir.join(format!(".rasa-probe-{:016x}", rand::random::<u64>()));
     let tried = (|| -> io::Result<()> {
@@ -200,17 +197,17 @@ pub(super) fn check_dir(dir: &Path, size: u64, existing: u64) -> Result<(), Stri
         Ok(())
     })();
     let _ = std::fs::remove_file(&probe);
-    tried.map_err(|e| format!("--disk {shown}: not usable for segment files: {e}"))?;
+    tried.map_err(|e| DiskError::io(dir, "use it for segment files", e))?;
     let st = rustix::fs::statvfs(dir)
-        .map_err(|e| format!("--disk {shown}: cannot read its file system's size: {e}"))?;
+        .map_err(|e| DiskError::io(dir, "read its file system's size", e.into()))?;
     let free = st.f_bavail.saturating_mul(st.f_frsize);
     if free.saturating_add(existing) < size {
-        return Err(format!(
-            "--disk {shown}: --disk-size is {} but its file system has {} free (plus {} in its segments)",
-            bytesize::ByteSize(size),
-            bytesize::ByteSize(free),
-            bytesize::ByteSize(existing),
-        ));
+        return Err(DiskError::NoRoom {
+            dir: dir.to_owned(),
+            size: bytesize::ByteSize(size),
+            free: bytesize::ByteSize(free),
+            existing: bytesize::ByteSize(existing),
+        });
     }
     Ok(())
 }
@@ -218,13 +215,14 @@ pub(super) fn check_dir(dir: &Path, size: u64, existing: u64) -> Result<(), Stri
 /// Removes the disk tier in `dir` (a removed namespace's): its segments, lock, marker and
 /// identity, then the directory. Files that are not the tier's are reported and left, and
 /// the directory with them (the reason, in one line).
-pub(crate) fn remove_tier(dir: &Path) -> Result<(), String> {
-    let shown = dir.display();
+pub(crate) fn remove_tier(dir: &Path) -> Result<(), DiskError> {
     let identity = files::read_identity(dir)?;
-    let ids = list(dir).map_err(|e| format!("{shown}: cannot list it: {e}"))?;
+    let ids = list(dir).map_err(|e| DiskError::io(dir, "list it", e))?;
     for id in ids {
         let ours = match &identity {
-            Some(identity) => open_ours(dir, id, identity).map_err(|e| format!("{shown}: {e}"))?,
+            Some(identity) => {
+                open_ours(dir, id, identity).map_err(|e| DiskError::io(dir, "open a segment", e))?
+            }
             None => {
                 files::report_foreign(&path_of(dir, id), "its directory has no identity");
                 None
@@ -232,13 +230,14 @@ pub(crate) fn remove_tier(dir: &Path) -> Result<(), String> {
         };
         if let Some(file) = ours {
             files::remove_if_same(&path_of(dir, id), &file)
-                .map_err(|e| format!("{shown}: cannot delete segment {id:08x}: {e}"))?;
+                .map_err(|e| DiskError::io(dir, format!("delete segment {id:08x}"), e))?;
         }
     }
     for name in ["lock", super::CLEAN, files::IDENTITY] {
         files::take_marker(&dir.join(name));
     }
-    std::fs::remove_dir(dir).map_err(|e| {
-        format!("{shown}: left in place ({e}): it holds files that are not the disk tier's")
+    std::fs::remove_dir(dir).map_err(|source| DiskError::LeftInPlace {
+        dir: dir.to_owned(),
+        source,
     })
 }

@@ -221,7 +221,7 @@ fn a_directory_in_use_by_another_tier_is_refused() {
     let dir = temp("locked");
     let first = Disk::open(config(&dir, 1 << 20, Admit::FirstHit)).unwrap();
     let e = Disk::open(config(&dir, 1 << 20, Admit::FirstHit)).unwrap_err();
-    assert!(e.contains("in use"), "{e}");
+    assert!(e.to_string().contains("in use"), "{e}");
     drop(first);
     Disk::open(config(&dir, 1 << 20, Admit::FirstHit)).expect("free again once closed");
 }
@@ -231,11 +231,14 @@ fn a_directory_too_small_or_unwritable_is_refused_with_a_reason() {
     let dir = temp("small");
     let huge = 1u64 << 60;
     let e = Disk::open(config(&dir, huge, Admit::FirstHit)).unwrap_err();
-    assert!(e.contains("--disk-size") && e.contains("free"), "{e}");
+    assert!(
+        e.to_string().contains("--disk-size") && e.to_string().contains("free"),
+        "{e}"
+    );
     let file = dir.join("a-file");
     std::fs::write(&file, b"x").unwrap();
     let e = Disk::open(config(&file, 1 << 20, Admit::FirstHit)).unwrap_err();
-    assert!(e.starts_with("--disk "), "{e}");
+    assert!(e.to_string().starts_with("--disk "), "{e}");
 }
 
 #[test]
@@ -248,7 +251,7 @@ fn removing_a_tier_deletes_its_own_files_only() {
     std::fs::write(&foreign, b"not a segment").unwrap();
     std::fs::write(dir.join("notes.txt"), b"the operator's").unwrap();
     let e = segments::remove_tier(&dir).unwrap_err();
-    assert!(e.contains("not the disk tier's"), "{e}");
+    assert!(e.to_string().contains("not the disk tier's"), "{e}");
     let mut left: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
