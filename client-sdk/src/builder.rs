@@ -125,8 +125,10 @@ impl ClientBuilder {
 
     /// Whether a PUT asks for a descriptor it can read one-sided (the gateway then leases
     /// the new version for its `--lease`, and its memory waits for that lease before
-    /// reuse). Default: when the fast path is not off. A writer whose descriptors nobody
-    /// reads one-sided turns it off and is never throttled by leases.
+    /// reuse). Default: off — a writer is never throttled by leases it does not use (a
+    /// writer that turned `--memory` over within one lease used to wait the leases out,
+    /// 10 s a round, issue 63); turn it on when the returned descriptors are read
+    /// one-sided.
     pub fn lease_puts(mut self, on: bool) -> Self {
         self.lease_puts = Some(on);
         self
@@ -230,7 +232,7 @@ impl ClientBuilder {
             connect_timeout: self.connect_timeout,
             request_timeout: self.request_timeout,
             retries_when_busy: self.retries_when_busy,
-            lease_puts: self.lease_puts.unwrap_or(self.fast_path != FastPath::Off),
+            lease_puts: self.lease_puts.unwrap_or(false),
             verify_sha256: self.verify_sha256,
             counters: counters.clone(),
             descriptors: Arc::clone(&descriptors),

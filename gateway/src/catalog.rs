@@ -144,6 +144,8 @@ catalog! {
     CACHE_MISSES = "rasa_cache_misses_total", C, [], "Reads that found nothing in memory.";
     VERSIONS_STORED = "rasa_versions_stored_total", C, [], "Versions stored (PUTs and fills from the origin).";
     BYTES_STORED = "rasa_bytes_stored_total", C, [], "Bytes of versions stored.";
+    ROOM_WAITS = "rasa_room_waits_total", C, ["outcome"], "Writes (and admissions from disk) that found memory full of values still leased or being written and waited for reclamation: room (it came in time) or busy (answered 503 with Retry-After).";
+    ROOM_WAIT_SECONDS = "rasa_room_wait_seconds", H, [], "How long a write waited for memory held by leases or uploads (see rasa_room_waits_total).";
     UPLOADS_ABANDONED = "rasa_uploads_abandoned_total", C, [], "Uploads that ended without storing a version.";
     UPLOAD_BYTES_IN_PROGRESS = "rasa_upload_bytes_in_progress", G, [], "Body bytes received by uploads that have not finished yet.";
     LEASES_GRANTED = "rasa_leases_granted_total", C, [], "Descriptor leases granted.";

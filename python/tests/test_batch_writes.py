@@ -12,7 +12,7 @@ import pytest
 
 import rasa_client
 
-from conftest import requests_to
+from conftest import metric, requests_to
 
 
 def blocks(n: int, size: int) -> dict[str, bytes]:
@@ -76,15 +76,51 @@ def test_a_refused_value_is_raised_with_every_result_and_the_others_are_stored(o
 
 
 def test_lease_puts_off_takes_no_lease(gateway):
-    """``lease_puts=False``: a write's descriptor carries no lease (its memory is never
-    held for it); the default with the fast path on leases each."""
+    """A write takes no lease unless the caller asks for a descriptor to read one-sided
+    (``lease_puts=True``): by default, fast path on or off, its memory is never held for
+    it."""
     items = blocks(4, 4096)
-    with rasa_client.Client(gateway.url, lease_puts=False) as c:
+    with rasa_client.Client(gateway.url, fast_path="auto") as c:
         assert all(d.lease_ms == 0 for d in c.put_many(items))
         assert c.put("kv/nolease/one", b"x").lease_ms == 0
-        assert c._config()["lease_puts"] is False
-    with rasa_client.Client(gateway.url, fast_path="auto") as c:
+    with rasa_client.Client(gateway.url, lease_puts=True) as c:
         assert all(d.lease_ms > 0 for d in c.put_many(items))
+        assert c._config()["lease_puts"] is True
+
+
+def test_the_default_client_never_stalls_when_memory_turns_over_within_a_lease(own_gateway):
+    """Issue 63: rounds of writes that turn ``--memory`` over many times within one lease.
+    With every PUT leased (the old default) a round waited out the leases (10 s of
+    ``--lease``) with no error; the default client takes no lease, so no round waits."""
+    import time
+
+    gw = own_gateway(
+        "--memory", "48MiB", "--arena-size", "4MiB", "--max-object-size", "8MiB", "--lease", "10s"
+    )
+    value = b"v" * (1 << 20)
+    with rasa_client.Client(gw.url, fast_path="auto") as c:
+        took = []
+        for r in range(12):  # 12 × 16 MiB: the memory four times over
+            started = time.monotonic()
+            c.put_many([(f"turn/{r}/{i}", value) for i in range(16)])
+            took.append(time.monotonic() - started)
+    assert max(took) < 5.0, f"a round waited for leases: {[round(t, 2) for t in took]}"
+    assert sorted(took)[len(took) // 2] * 3 + 0.5 > max(took), took
+
+
+def test_a_write_that_waits_for_leases_it_asked_for_says_so_in_the_metrics(own_gateway):
+    """A writer that asks for leases (``lease_puts=True``) and outruns them waits for
+    reclamation: ``/metrics`` counts each wait (``rasa_room_waits_total``) and its length
+    (``rasa_room_wait_seconds``), so a slowed writer can see why."""
+    gw = own_gateway(
+        "--memory", "16MiB", "--arena-size", "4MiB", "--max-object-size", "4MiB", "--lease", "1s"
+    )
+    value = b"w" * (1 << 20)
+    with rasa_client.Client(gw.url, lease_puts=True) as c:
+        for r in range(4):  # 4 × 8 MiB into 16 MiB, each value leased for a second
+            c.put_many([(f"leased/{r}/{i}", value) for i in range(8)])
+    assert metric(gw.url, 'rasa_room_waits_total{outcome="room"}') >= 1
+    assert metric(gw.url, "rasa_room_wait_seconds_count") >= 1
 
 
 def test_put_file_and_get_file_stream_a_1_gib_file_in_bounded_memory(own_gateway, tmp_path):

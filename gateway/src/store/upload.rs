@@ -36,10 +36,15 @@ impl Store {
         mut attempt: impl FnMut() -> Result<Option<T>, StoreError>,
         within: Duration,
     ) -> Result<T, StoreError> {
-        let give_up = std::time::Instant::now() + within;
+        let started = std::time::Instant::now();
+        let give_up = started + within;
+        let mut waited = false;
         loop {
             let wake = self.room.notified();
             if let Some(got) = attempt()? {
+                if waited {
+                    room_waited("room", started);
+                }
                 return Ok(got);
             }
             self.memory().make_room();
@@ -48,14 +53,35 @@ impl Store {
             }
             let now = std::time::Instant::now();
             if now >= give_up {
+                if !within.is_zero() {
+                    room_waited("busy", started);
+                }
                 return Err(StoreError::Busy {
                     retry_after: self.config.lease + self.config.grace,
                 });
             }
+            waited = true;
             // Woken by the reclaimer; the timeout only bounds the wait.
             let _ =
                 tokio::time::timeout((give_up - now).min(Duration::from_millis(100)), wake).await;
         }
+    }
+}
+
+/// Counts a write that waited for room since `started` (`outcome`: `room` or `busy`), and
+/// says so in the log: a writer outrunning the leases it asked for sees why it slowed.
+fn room_waited(outcome: &'static str, started: std::time::Instant) {
+    let waited = started.elapsed();
+    catalog::ROOM_WAITS
+        .counter_by(&[("outcome", outcome)])
+        .increment(1);
+    catalog::ROOM_WAIT_SECONDS
+        .histogram()
+        .record(waited.as_secs_f64());
+    let what = "a write waited for memory held by leases or uploads (rasa_room_waits_total)";
+    match outcome {
+        "busy" => tracing::info!(?waited, outcome, "{what}"),
+        _ => tracing::debug!(?waited, outcome, "{what}"),
     }
 }
 

@@ -96,8 +96,9 @@ class Client(_native.Client):
             default: the default namespace.
         lease_puts: whether a write asks for a descriptor to read its value one-sided (the
             gateway then leases the new version, and its memory waits for the lease
-            before reuse); default: unless ``fast_path="off"``. A writer whose values
-            are read later, with descriptors asked for then (a KV cache), turns it off.
+            before reuse); default: off, so a writer is never throttled by leases it
+            does not use (one that turned ``--memory`` over within a lease used to wait
+            the leases out). Turn it on when the returned descriptors are read one-sided.
     """
 
     @classmethod
