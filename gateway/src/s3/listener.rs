@@ -116,6 +116,9 @@ pub enum ListenerError {
         #[source]
         source: std::io::Error,
     },
+    /// The bound socket's address could not be read.
+    #[error("cannot read the S3 address: {0}")]
+    Address(#[source] std::io::Error),
     /// Its credentials' reload on SIGHUP could not be set up.
     #[error("cannot install a SIGHUP handler: {0}")]
     Signal(#[source] std::io::Error),
@@ -179,12 +182,7 @@ pub async fn prepare(
         .layer(SetSensitiveRequestHeadersLayer::new([
             header::AUTHORIZATION,
         ]));
-    let addr = listener
-        .local_addr()
-        .map_err(|source| ListenerError::Bind {
-            addr: args.s3_listen.unwrap_or(([0, 0, 0, 0], 0).into()),
-            source,
-        })?;
+    let addr = listener.local_addr().map_err(ListenerError::Address)?;
     Ok(Prepared {
         listener,
         addr,
