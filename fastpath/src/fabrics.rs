@@ -95,6 +95,17 @@ impl Fabrics {
         Ok(Regions { regions })
     }
 
+    /// Registers `buffer` for remote writes only (an upload region) in every endpoint's
+    /// domain, each under a fresh key; dropping the [`Regions`] revokes them all.
+    pub fn register_writable(&self, buffer: Arc<ArenaBuffer>) -> Result<Regions, FabricError> {
+        let regions = self
+            .servers
+            .iter()
+            .map(|s| s.register_writable(Arc::clone(&buffer)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Regions { regions })
+    }
+
     /// Key rotation on every endpoint: registers the buffer again under fresh keys, then
     /// closes the old regions (revoking their keys).
     pub fn rotate(&self, old: Regions) -> Result<Regions, FabricError> {

@@ -179,6 +179,47 @@ pub(crate) unsafe fn copy_from<'a>(
     Ok(unsafe { std::slice::from_raw_parts(local, len) })
 }
 
+/// Copies `bytes` to `remote` in process `pid` with `process_vm_writev`: a one-sided
+/// write done by this process (`shm`'s fast path). Errors as [`copy_from`]'s.
+pub(crate) fn copy_to(pid: u32, bytes: &[u8], remote: u64) -> Result<(), CopyError> {
+    use crate::fabric::FabricError;
+    let fail = |errno: i32, text: String| FabricError::Call {
+        call: "process_vm_writev",
+        errno,
+        text,
+    };
+    let l = libc::iovec {
+        iov_base: bytes.as_ptr().cast_mut().cast(),
+        iov_len: bytes.len(),
+    };
+    let r = libc::iovec {
+        iov_base: remote as usize as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    // SAFETY: `l` describes `bytes`, which the kernel only reads; the remote iovec names
+    // another process's memory, which the kernel checks and writes.
+    let n = unsafe { libc::process_vm_writev(pid as libc::pid_t, &l, 1, &r, 1, 0) };
+    if n < 0 {
+        let e = std::io::Error::last_os_error();
+        let errno = e.raw_os_error().unwrap_or(libc::EIO);
+        return Err(match errno {
+            libc::EFAULT => CopyError::Unmapped(fail(errno, e.to_string())),
+            libc::ESRCH => CopyError::Gone(fail(errno, e.to_string())),
+            _ => CopyError::Failed(fail(errno, e.to_string())),
+        });
+    }
+    if n as usize != bytes.len() {
+        return Err(CopyError::Unmapped(fail(
+            libc::EFAULT,
+            format!(
+                "copied {n} of {} bytes: the range is not all mapped",
+                bytes.len()
+            ),
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

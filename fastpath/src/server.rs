@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use crate::buffer::ArenaBuffer;
 use crate::fabric::queue::{Completion, Polled};
-use crate::fabric::{plan, FabricConfig, FabricError, MemoryRegion, Node, ACCESS_REMOTE_READ};
+use crate::fabric::{
+    plan, FabricConfig, FabricError, MemoryRegion, Node, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
+};
 
 /// Counters of the progress thread, for metrics.
 #[derive(Debug, Default)]
@@ -160,6 +162,14 @@ impl FabricServer {
     pub fn register(&self, buffer: Arc<ArenaBuffer>) -> Result<MemoryRegion, FabricError> {
         self.node
             .register(buffer, ACCESS_REMOTE_READ, self.keys.next())
+    }
+
+    /// Registers `buffer` for remote *writes* only under a fresh key: an upload region,
+    /// which that key can never read. Closing the region revokes the key (on providers
+    /// that check keys; `shm`'s cross-memory attach does not).
+    pub fn register_writable(&self, buffer: Arc<ArenaBuffer>) -> Result<MemoryRegion, FabricError> {
+        self.node
+            .register(buffer, ACCESS_REMOTE_WRITE, self.keys.next())
     }
 
     /// Key rotation: registers the region's buffer again under a fresh key and then closes

@@ -138,7 +138,12 @@ impl Info {
         // SAFETY: `h` and its attribute pointers were allocated by fi_dupinfo and are
         // valid; prov_name must be malloc'd because fi_freeinfo frees it (strdup does).
         unsafe {
-            (*h).caps = (sys::FI_RMA | sys::FI_READ | sys::FI_REMOTE_READ) as u64;
+            // Reads of published frames, and one-sided writes of values into upload regions.
+            (*h).caps = (sys::FI_RMA
+                | sys::FI_READ
+                | sys::FI_REMOTE_READ
+                | sys::FI_WRITE
+                | sys::FI_REMOTE_WRITE) as u64;
             // We pass an fi_context2 with every operation, so providers may use it.
             (*h).mode = sys::rasa_fi_context_modes();
             (*(*h).ep_attr).type_ = sys::fi_ep_type_FI_EP_RDM;

@@ -6,7 +6,8 @@
 //! registered memory cannot be freed while its region is open.
 //!
 //! One code path for every provider: `FI_EP_RDM` endpoints with `FI_RMA | FI_READ |
-//! FI_REMOTE_READ`. The memory-registration mode is negotiated: we offer
+//! FI_REMOTE_READ | FI_WRITE | FI_REMOTE_WRITE` (reads of frames, writes into upload
+//! regions). The memory-registration mode is negotiated: we offer
 //! `FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY` and honour what the
 //! provider keeps ([`Node::virtual_addressing`], [`Node::provider_keys`]).
 
@@ -34,6 +35,13 @@ pub const ACCESS_READ: u64 = sys::FI_READ as u64;
 
 /// Access flag for memory that peers read one-sided (what the gateway registers).
 pub const ACCESS_REMOTE_READ: u64 = sys::FI_REMOTE_READ as u64;
+
+/// Access flag for memory that peers write one-sided (a gateway's upload regions: never
+/// readable by the key that opens them for writes).
+pub const ACCESS_REMOTE_WRITE: u64 = sys::FI_REMOTE_WRITE as u64;
+
+/// Access of a local buffer that one-sided writes send from (`FI_WRITE`).
+pub const ACCESS_WRITE: u64 = sys::FI_WRITE as u64;
 
 use info::{Info, MR_MODE_OFFERED};
 use owners::{
@@ -264,13 +272,13 @@ impl Node {
         })
     }
 
-    /// Registers all of `buffer` for one-sided reads to land in (`FI_READ`), under a key no
-    /// other local registration of this node holds.
+    /// Registers all of `buffer` for one-sided reads to land in (`FI_READ`) and writes to
+    /// send from (`FI_WRITE`), under a key no other local registration of this node holds.
     pub fn register_local(&self, buffer: Arc<ArenaBuffer>) -> Result<MemoryRegion, FabricError> {
         let key = self
             .local_keys
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.register(buffer, ACCESS_READ, key)
+        self.register(buffer, ACCESS_READ | ACCESS_WRITE, key)
     }
 
     /// The remote address a peer must use for `offset` within `region`.

@@ -41,7 +41,8 @@ pub enum Posted {
     QueueFull,
 }
 
-/// Where a posted read lands and what it reads.
+/// Where a posted read lands and what it reads (for a write, [`Node::post_write`]: the
+/// local bytes sent and where they go).
 #[derive(Debug, Clone, Copy)]
 pub struct ReadOp {
     /// The local buffer the bytes land in.
@@ -176,6 +177,42 @@ impl Node {
             return Ok(Posted::QueueFull);
         }
         check("fi_read", ret).map(|_| Posted::Issued)
+    }
+}
+
+impl Node {
+    /// Posts a one-sided write of `op` (the bytes at `op.local` sent to `op.remote`) whose
+    /// completion carries `context`.
+    ///
+    /// # Safety
+    ///
+    /// `op.local .. op.local + op.len` must lie in memory registered with this node's
+    /// domain (described by `op.desc`) that nothing writes until the write completes or the
+    /// endpoint is closed, and that outlives both; `context` must stay valid and unmoved
+    /// for as long.
+    pub unsafe fn post_write(
+        &self,
+        op: ReadOp,
+        context: *mut ReadContext,
+    ) -> Result<Posted, FabricError> {
+        // SAFETY: the caller keeps the buffer and context valid (above); the endpoint is
+        // open while the node is alive.
+        let ret = unsafe {
+            sys::rasa_fi_write(
+                self.ep.raw.as_ptr(),
+                op.local.cast_const().cast(),
+                op.len,
+                op.desc,
+                op.peer,
+                op.remote,
+                op.rkey,
+                context.cast(),
+            )
+        };
+        if ret == -(sys::FI_EAGAIN as isize) {
+            return Ok(Posted::QueueFull);
+        }
+        check("fi_write", ret).map(|_| Posted::Issued)
     }
 }
 

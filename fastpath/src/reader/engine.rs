@@ -13,13 +13,15 @@ const SPIN_POLLS: u32 = 200;
 const YIELD_POLLS: u32 = 2_000;
 
 /// One read: `len` bytes from `remote` (under `rkey`) into the scratch buffer at `local`,
-/// or into the caller's landing buffer there when `landing`.
+/// or into the caller's landing buffer there when `landing`; or, when `write`, one write
+/// of the scratch buffer's bytes at `local` to `remote`.
 pub(super) struct Piece {
     pub(super) local: usize,
     pub(super) remote: u64,
     pub(super) rkey: u64,
     pub(super) len: usize,
     pub(super) landing: bool,
+    pub(super) write: bool,
 }
 
 /// A caller's registered buffer that pieces marked `landing` are read into: its bytes
@@ -48,6 +50,7 @@ pub(super) fn split(
             rkey,
             len: n,
             landing,
+            write: false,
         });
         off += n;
     }
@@ -154,7 +157,12 @@ pub(super) fn run(
             // The error entry is one of ours: it completes that read.
             conn.contacted = true;
             in_flight -= 1;
-            let e = classify(conn.node.completion_error("fi_read"));
+            let call = if pieces.first().is_some_and(|p| p.write) {
+                "fi_write"
+            } else {
+                "fi_read"
+            };
+            let e = classify(conn.node.completion_error(call));
             match (&failed, &e) {
                 (None, ReadError::KeyRevoked(_)) => failed = Some(e),
                 (None, _) => return Err(e.into()),
@@ -225,8 +233,12 @@ fn issue(
             remote: p.remote,
             rkey: p.rkey,
         };
-        // SAFETY: see above; `contexts` has one context per piece.
-        let result = unsafe { conn.node.post_read(op, contexts.add(i)) };
+        // SAFETY: see above; `contexts` has one context per piece. A write only reads its
+        // bytes, which nothing writes while it is in flight (the caller holds them).
+        let result = match p.write {
+            true => unsafe { conn.node.post_write(op, contexts.add(i)) },
+            false => unsafe { conn.node.post_read(op, contexts.add(i)) },
+        };
         if result.map_err(|e| classify(efa, e))? == Posted::QueueFull {
             break;
         }
@@ -310,7 +322,7 @@ fn copy_all(
 }
 
 /// A failed cross-memory copy as a read error: an unmapped range is a revoked key.
-fn copy_error(e: crate::local::CopyError) -> ReadError {
+pub(super) fn copy_error(e: crate::local::CopyError) -> ReadError {
     use crate::local::CopyError;
     match e {
         CopyError::Unmapped(f) => ReadError::KeyRevoked(f),

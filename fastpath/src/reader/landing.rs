@@ -187,6 +187,7 @@ impl Direct<'_> {
             rkey: f.rkey,
             len: HEADER_LEN,
             landing: false,
+            write: false,
         }];
         engine::split(
             &mut pieces,

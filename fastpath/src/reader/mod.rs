@@ -1,5 +1,5 @@
 //! The client side: one-sided reads of a gateway's frames, validated before they are
-//! returned.
+//! returned, and one-sided writes of values into its upload regions (`write.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,12 +14,14 @@ pub use contact::{
     MAX_ABANDONED, MAX_ABANDONED_RXM, MAX_ABANDONED_RXM_PER_GATEWAY,
 };
 pub use landing::{Direct, LandingBuffer};
+pub use write::RemoteWrite;
 
 mod contact;
 mod engine;
 mod landing;
 mod range;
 mod stream;
+mod write;
 
 /// Reads are split into pieces of this size, kept in flight together.
 pub const CHUNK: usize = 1 << 20;

@@ -91,6 +91,7 @@ impl Reader {
                 rkey: f.rkey,
                 len: HEADER_LEN,
                 landing: false,
+                write: false,
             },
             Piece {
                 local: entries_at,
@@ -98,6 +99,7 @@ impl Reader {
                 rkey: f.rkey,
                 len: entries_len,
                 landing: false,
+                write: false,
             },
         ];
         let blocks_remote = f.addr + HEADER_LEN as u64 + block_start;

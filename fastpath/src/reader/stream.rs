@@ -49,6 +49,7 @@ impl Reader {
                 rkey: f.rkey,
                 len: CHUNK.min(total - i * CHUNK),
                 landing: false,
+                write: false,
             })
             .collect();
         let last = pieces.len() - 1;

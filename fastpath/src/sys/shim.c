@@ -42,6 +42,19 @@ ssize_t rasa_fi_read(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_ad
                      uint64_t key, void *context) {
     return fi_read(ep, buf, len, desc, src_addr, addr, key, context);
 }
+ssize_t rasa_fi_write(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest_addr, uint64_t addr,
+                      uint64_t key, void *context) {
+    /* Completed once the bytes are in the target's memory (not merely sent): the commit
+     * that follows a write finds them there. Asked per write, not for the endpoint (shm
+     * then stops reporting reads with a revoked key). */
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    struct fi_rma_iov rma = {.addr = addr, .len = len, .key = key};
+    struct fi_msg_rma msg = {
+        .msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = dest_addr,
+        .rma_iov = &rma, .rma_iov_count = 1, .context = context, .data = 0,
+    };
+    return fi_writemsg(ep, &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION);
+}
 ssize_t rasa_fi_cq_read(struct fid_cq *cq, void *buf, size_t count) { return fi_cq_read(cq, buf, count); }
 ssize_t rasa_fi_cq_sread(struct fid_cq *cq, void *buf, size_t count, const void *cond, int timeout) {
     return fi_cq_sread(cq, buf, count, cond, timeout);

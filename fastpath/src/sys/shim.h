@@ -27,6 +27,8 @@ int rasa_fi_mr_bind(struct fid_mr *mr, struct fid *bfid, uint64_t flags);
 int rasa_fi_mr_enable(struct fid_mr *mr);
 ssize_t rasa_fi_read(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src_addr, uint64_t addr,
                      uint64_t key, void *context);
+ssize_t rasa_fi_write(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest_addr, uint64_t addr,
+                      uint64_t key, void *context);
 ssize_t rasa_fi_cq_read(struct fid_cq *cq, void *buf, size_t count);
 ssize_t rasa_fi_cq_sread(struct fid_cq *cq, void *buf, size_t count, const void *cond, int timeout);
 ssize_t rasa_fi_cq_readerr(struct fid_cq *cq, struct fi_cq_err_entry *buf, uint64_t flags);
