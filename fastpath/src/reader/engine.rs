@@ -233,11 +233,13 @@ fn issue(
             remote: p.remote,
             rkey: p.rkey,
         };
-        // SAFETY: see above; `contexts` has one context per piece. A write only reads its
-        // bytes, which nothing writes while it is in flight (the caller holds them).
+        let context = contexts.wrapping_add(i);
         let result = match p.write {
-            true => unsafe { conn.node.post_write(op, contexts.add(i)) },
-            false => unsafe { conn.node.post_read(op, contexts.add(i)) },
+            // SAFETY: see above; `contexts` has one context per piece. A write only reads
+            // its bytes, which nothing writes while it is in flight (the caller holds them).
+            true => unsafe { conn.node.post_write(op, context) },
+            // SAFETY: see above; `contexts` has one context per piece.
+            false => unsafe { conn.node.post_read(op, context) },
         };
         if result.map_err(|e| classify(efa, e))? == Posted::QueueFull {
             break;
