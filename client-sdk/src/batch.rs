@@ -69,11 +69,11 @@ fn cut(items: &[(&str, Bytes)]) -> Vec<std::ops::Range<usize>> {
 
 /// `items` stored at this gateway, batch by batch (up to [`IN_FLIGHT`] at once).
 async fn put_batches(
-    http: &Transport,
+    node: &crate::client::Node,
     items: &[(&str, Bytes)],
 ) -> Result<Vec<Each<Descriptor>>, Error> {
     let answers: Vec<_> = futures_util::stream::iter(cut(items))
-        .map(|r| put_batch(http, &items[r]))
+        .map(|r| put_batch_on(node, &items[r]))
         .buffered(IN_FLIGHT)
         .collect()
         .await;
@@ -81,6 +81,36 @@ async fn put_batches(
     for a in answers {
         out.extend(a?);
     }
+    Ok(out)
+}
+
+/// One batch stored at `node`: written one-sided when the fast path is on and the batch
+/// is large enough to be worth a region ([`crate::onesided::ONE_SIDED_MIN_BYTES`]), else
+/// (or when no region could be had, or a write failed: nothing was stored) over HTTP.
+async fn put_batch_on(
+    node: &crate::client::Node,
+    items: &[(&str, Bytes)],
+) -> Result<Vec<Each<Descriptor>>, Error> {
+    for (k, _) in items {
+        rasa_openapi::key::validate(k).map_err(|why| Error::invalid_key(k, &why))?;
+    }
+    let bytes: u64 = items.iter().map(|(_, v)| v.len() as u64).sum();
+    let one_sided = node.fast_path != crate::FastPath::Off
+        && bytes >= crate::onesided::ONE_SIDED_MIN_BYTES
+        && !node.fabric.known_unavailable();
+    if one_sided {
+        match node.fabric.put_many(items).await {
+            Err(Error::FastPath(why)) if node.fast_path != crate::FastPath::Required => {
+                tracing::debug!(%why, "one-sided write refused; the batch goes over HTTP");
+            }
+            done => return done,
+        }
+    }
+    let out = put_batch(&node.http, items).await?;
+    node.counters.wrote(
+        crate::ReadPath::Http,
+        out.iter().filter(|r| r.is_ok()).count(),
+    );
     Ok(out)
 }
 
@@ -181,12 +211,12 @@ impl crate::Many<'_> {
             None => None,
         };
         let Some(groups) = groups else {
-            return put_batches(&self.0.inner.http, items).await;
+            return put_batches(&self.0.inner, items).await;
         };
         let mut out: Vec<Option<Each<Descriptor>>> = items.iter().map(|_| None).collect();
         let asks = groups.into_iter().map(|(owner, idx)| async move {
             let sub: Vec<(&str, Bytes)> = idx.iter().map(|&i| items[i].clone()).collect();
-            (idx, put_batches(&owner.inner.http, &sub).await)
+            (idx, put_batches(&owner.inner, &sub).await)
         });
         for (idx, answer) in futures_util::future::join_all(asks).await {
             match answer {

@@ -465,7 +465,7 @@ pub(crate) struct CallTimeout(pub(crate) std::time::Duration);
 
 impl CallTimeout {
     /// What the current call has left of its time ([`crate::timeouts::call_deadline`]).
-    fn left(self) -> std::time::Duration {
+    pub(crate) fn left(self) -> std::time::Duration {
         crate::timeouts::within_call(self.0, self.0)
     }
 

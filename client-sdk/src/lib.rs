@@ -57,6 +57,7 @@ mod http;
 mod into;
 mod many;
 mod object;
+mod onesided;
 mod range;
 mod registered;
 mod routed;

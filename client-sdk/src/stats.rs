@@ -83,6 +83,10 @@ pub struct Stats {
     /// scratch memory, or out of HTTP body chunks. A value delivered with one copy adds its
     /// length; a single-chunk HTTP body handed over as it came adds nothing.
     pub bytes_copied: u64,
+    /// Values written one-sided (into an upload region over the fabric, then committed).
+    pub fabric_writes: u64,
+    /// Values written over HTTP (`PUT`, or a put batch's body).
+    pub http_writes: u64,
     /// The provider one-sided reads go over (`shm` for a gateway on this host, else the
     /// gateway's remote provider), once an endpoint was opened.
     pub fabric_provider: Option<String>,
@@ -122,6 +126,14 @@ impl Counters {
         self.with(|st| match path {
             ReadPath::Fabric => st.fabric_reads += 1,
             ReadPath::Http => st.http_reads += 1,
+        });
+    }
+
+    /// `n` values were stored over `path`.
+    pub(crate) fn wrote(&self, path: ReadPath, n: usize) {
+        self.with(|st| match path {
+            ReadPath::Fabric => st.fabric_writes += n as u64,
+            ReadPath::Http => st.http_writes += n as u64,
         });
     }
 

@@ -146,6 +146,9 @@ catalog! {
     BYTES_STORED = "rasa_bytes_stored_total", C, [], "Bytes of versions stored.";
     ROOM_WAITS = "rasa_room_waits_total", C, ["outcome"], "Writes (and admissions from disk) that found memory full of values still leased or being written and waited for reclamation: room (it came in time) or busy (answered 503 with Retry-After).";
     ROOM_WAIT_SECONDS = "rasa_room_wait_seconds", H, [], "How long a write waited for memory held by leases or uploads (see rasa_room_waits_total).";
+    ONE_SIDED_UPLOADS = "rasa_one_sided_uploads_total", C, ["outcome"], "One-sided uploads (values written over the fabric into an upload region): reserved, committed, or expired (reclaimed uncommitted at their lease's end, or committed too late).";
+    ONE_SIDED_VALUES = "rasa_one_sided_values_total", C, ["outcome"], "Values of committed one-sided uploads: sealed, or refused because the bytes in memory do not hash to the checksum the client computed (checksum_mismatch).";
+    SHA256_DEFERRED = "rasa_sha256_deferred_total", C, [], "SHA-256 digests of one-sided writes computed later, when a reader first needed one (an HTTP or S3 entity tag, write-through).";
     UPLOADS_ABANDONED = "rasa_uploads_abandoned_total", C, [], "Uploads that ended without storing a version.";
     UPLOAD_BYTES_IN_PROGRESS = "rasa_upload_bytes_in_progress", G, [], "Body bytes received by uploads that have not finished yet.";
     LEASES_GRANTED = "rasa_leases_granted_total", C, [], "Descriptor leases granted.";

@@ -120,3 +120,47 @@ pub struct ExistsBatchResponse {
     /// One result per key, in request order.
     pub results: Vec<ExistsResult>,
 }
+
+/// An upload region (`POST /v1/batch/reserve`): memory of the gateway a client with the
+/// fast path writes values into one-sided, then commits (`POST /v1/batch/commit/{upload}`).
+/// The region's key allows remote writes only and is revoked at the commit; no descriptor
+/// exposes the region while the upload is open.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct UploadRegion {
+    /// The upload's id (16 hexadecimal digits), for its commit.
+    #[schema(example = "9f1c2a7e55d03b41")]
+    pub upload: String,
+    /// Milliseconds from the answer within which the bytes must be written and the
+    /// upload committed; after that it is reclaimed and its commit refused (`410`).
+    pub lease_ms: u64,
+    /// The region's start on each of the gateway's fabric endpoints, in the order of
+    /// `GET /v1/fabric`'s `endpoints` (the primary first): address and write-only key.
+    pub endpoints: Vec<crate::RemoteRegion>,
+    /// One entry per value, in the order asked: where its bytes go.
+    pub items: Vec<UploadSlot>,
+}
+
+/// Where one value of an upload region goes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct UploadSlot {
+    /// The key.
+    pub key: String,
+    /// The version id the value will have (16 hexadecimal digits): the frame checksum
+    /// the commit carries is computed with it.
+    pub version: String,
+    /// Where the value's first byte goes, in bytes from the region's start (add it to an
+    /// endpoint's `addr`).
+    pub offset: u64,
+    /// The value's length in bytes.
+    pub length: u64,
+}
+
+/// The commit of an upload region: each value's frame checksum (XXH3-64 over the payload
+/// and the frame header's identity, as a descriptor's `checksum`), computed by the client
+/// from the bytes it wrote, in the order of the region's items.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UploadCommit {
+    /// One checksum per value (16 hexadecimal digits), in order.
+    pub checksums: Vec<String>,
+}

@@ -17,7 +17,8 @@ pub mod key;
 pub mod stats;
 pub use batch::{
     DeleteBatchRequest, DeleteBatchResponse, DeleteResult, ExistsBatchRequest, ExistsBatchResponse,
-    ExistsResult, PutBatchItem, PutBatchManifest, PutBatchResponse, BATCH_CONTENT_TYPE,
+    ExistsResult, PutBatchItem, PutBatchManifest, PutBatchResponse, UploadCommit, UploadRegion,
+    UploadSlot, BATCH_CONTENT_TYPE,
 };
 pub use cluster::{ClusterMember, ClusterView, MemberState, HOP_HEADER};
 
@@ -66,7 +67,9 @@ pub struct Descriptor {
     pub version: String,
     /// Payload length in bytes.
     pub length: u64,
-    /// SHA-256 of the payload, lowercase hex; the `ETag` is this value in quotes.
+    /// SHA-256 of the payload, lowercase hex; the `ETag` is this value in quotes. Empty
+    /// only in the answer to a one-sided write's commit (`POST /v1/batch/commit/{upload}`):
+    /// its SHA-256 is computed when a reader first needs it, not on the write path.
     #[schema(example = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")]
     pub sha256: String,
     /// Frame checksum (see `checksum_algorithm`) over payload and frame header, 16 hex
@@ -173,6 +176,9 @@ pub enum ProblemCode {
     DigestMismatch,
     /// Too many keys in one batch request.
     TooManyKeys,
+    /// A one-sided upload's commit names no open upload: committed already, never
+    /// reserved, or reclaimed when its lease ended (`404`; `410` when it just expired).
+    NoSuchUpload,
     /// The gateway is shutting down, not ready, or out of reusable memory for now.
     Unavailable,
     /// The origin (S3) failed, refused access, or could not be reached.
@@ -214,6 +220,7 @@ impl ProblemCode {
             Self::InsufficientStorage => "insufficient_storage",
             Self::IncompleteBody => "incomplete_body",
             Self::DigestMismatch => "digest_mismatch",
+            Self::NoSuchUpload => "no_such_upload",
             Self::TooManyKeys => "too_many_keys",
             Self::Unavailable => "unavailable",
             Self::OriginUnavailable => "origin_unavailable",

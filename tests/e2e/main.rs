@@ -28,6 +28,7 @@ mod limits;
 mod misses;
 mod namespaces;
 mod objects;
+mod one_sided;
 mod providers;
 mod race;
 mod ranges;

@@ -10,9 +10,11 @@
 mod body;
 pub mod delete;
 pub mod exists;
+pub mod upload;
 
 pub use delete::delete_batch;
 pub use exists::exists_batch;
+pub use upload::{commit_upload, reserve_upload};
 
 use crate::catalog;
 use std::sync::Arc;
@@ -182,7 +184,7 @@ fn check_limits(
 }
 
 /// Where `item` is stored: here (`None`), at another member, or nowhere (why).
-fn place(
+pub(super) fn place(
     st: &AppState,
     item: &PutBatchItem,
     hopped: bool,

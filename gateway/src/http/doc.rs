@@ -25,6 +25,8 @@ use super::{route_table, Access, HttpConfig};
         super::objects::delete_object,
         super::objects::list_objects,
         super::batch::put_batch,
+        super::batch::upload::reserve_upload,
+        super::batch::upload::commit_upload,
         super::batch::delete::delete_batch,
         super::batch::exists::exists_batch,
         super::descriptors::get_descriptor,

@@ -23,6 +23,20 @@ pub enum ApiError {
     /// A malformed header, query parameter or body.
     #[error("{0}")]
     InvalidRequest(String),
+    /// A request for keys another member owns, which this route does not forward.
+    #[error("{0}")]
+    Misdirected(String),
+    /// Bytes that do not hash to what their sender computed (a one-sided write).
+    #[error("{0}")]
+    DigestMismatch(String),
+    /// A one-sided upload's commit names no open upload (`gone`: it expired just now).
+    #[error("{detail}")]
+    NoSuchUpload {
+        /// Why.
+        detail: String,
+        /// Whether it existed and its lease ended (`410`), rather than unknown (`404`).
+        gone: bool,
+    },
     /// No current version under the key.
     #[error("no object under key '{0}'")]
     NotFound(String),
@@ -156,6 +170,10 @@ impl ApiError {
             | Self::InvalidRequest(_)
             | Self::IncompleteBody(_)
             | Self::TooManyKeys { .. } => StatusCode::BAD_REQUEST,
+            Self::DigestMismatch(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Misdirected(_) => StatusCode::MISDIRECTED_REQUEST,
+            Self::NoSuchUpload { gone: true, .. } => StatusCode::GONE,
+            Self::NoSuchUpload { gone: false, .. } => StatusCode::NOT_FOUND,
             Self::NotFound(_) | Self::VersionNotFound { .. } | Self::NoSuchNamespace(_) => {
                 StatusCode::NOT_FOUND
             }
@@ -184,6 +202,9 @@ impl ApiError {
             Self::InvalidKey(_) => ProblemCode::InvalidKey,
             Self::InvalidVersion(_) => ProblemCode::InvalidVersion,
             Self::InvalidRequest(_) => ProblemCode::InvalidRequest,
+            Self::DigestMismatch(_) => ProblemCode::DigestMismatch,
+            Self::Misdirected(_) => ProblemCode::InvalidRequest,
+            Self::NoSuchUpload { .. } => ProblemCode::NoSuchUpload,
             Self::NotFound(_) | Self::VersionNotFound { .. } => ProblemCode::NotFound,
             Self::NoSuchNamespace(_) => ProblemCode::NoSuchNamespace,
             Self::PreconditionFailed(_) => ProblemCode::PreconditionFailed,
@@ -225,11 +246,32 @@ impl From<StoreError> for ApiError {
                 detail: e.to_string(),
                 retry_after: retry_after.as_secs().max(1),
             },
+            StoreError::ChecksumMismatch { .. } => Self::DigestMismatch(e.to_string()),
+            StoreError::Upload(u) => u.into(),
             StoreError::Fabric(d) => {
                 tracing::error!(detail = %d, "fabric failure");
                 Self::Internal(
                     "the fast path failed to register memory; see the gateway's log".into(),
                 )
+            }
+        }
+    }
+}
+
+impl From<crate::store::UploadError> for ApiError {
+    fn from(e: crate::store::UploadError) -> Self {
+        use crate::store::UploadError;
+        match e {
+            UploadError::Unknown(_) => Self::NoSuchUpload {
+                detail: e.to_string(),
+                gone: false,
+            },
+            UploadError::Expired { .. } => Self::NoSuchUpload {
+                detail: e.to_string(),
+                gone: true,
+            },
+            UploadError::Count { .. } | UploadError::NoFastPath => {
+                Self::InvalidRequest(e.to_string())
             }
         }
     }

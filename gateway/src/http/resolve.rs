@@ -57,6 +57,9 @@ fn rfc3339(t: std::time::SystemTime) -> String {
 /// The descriptor of `v` (a version of `store`), granting a lease on it (recorded on its
 /// arena).
 pub fn descriptor(st: &AppState, store: &Store, v: &StoredVersion) -> Descriptor {
+    // A reader's descriptor names the SHA-256 (computed now, once, for a version written
+    // one-sided); only a one-sided write's own answer goes without.
+    let _ = v.sha256();
     descriptor_of(st, store, v, true)
 }
 
@@ -87,7 +90,7 @@ pub fn descriptor_of(st: &AppState, store: &Store, v: &StoredVersion, remote: bo
         key: v.key().to_string(),
         version: v.version().to_string(),
         length: v.len(),
-        sha256: v.sha256_hex(),
+        sha256: v.sha256_known().map(hex::encode).unwrap_or_default(),
         checksum: format!("{:016x}", v.checksum()),
         checksum_algorithm: CHECKSUM_ALGORITHM.to_owned(),
         content_type: v.content_type().to_owned(),

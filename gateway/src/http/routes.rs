@@ -160,6 +160,18 @@ fn batch_routes() -> Vec<RouteSpec> {
         ),
         spec(
             Some(Method::POST),
+            "/v1/batch/reserve",
+            Scope(Write),
+            post(batch::reserve_upload),
+        ),
+        spec(
+            Some(Method::POST),
+            "/v1/batch/commit/{upload}",
+            Scope(Write),
+            post(batch::commit_upload),
+        ),
+        spec(
+            Some(Method::POST),
             "/v1/batch/delete",
             Scope(Write),
             post(batch::delete_batch),

@@ -27,7 +27,8 @@ pub(super) fn store_error(e: StoreError) -> S3Error {
         StoreError::LengthMismatch { .. } => s3_error!(IncompleteBody, "{e}"),
         StoreError::PreconditionFailed(why) => s3_error!(PreconditionFailed, "{why}"),
         StoreError::NoCurrentVersion(why) => s3_error!(NoSuchKey, "{why}"),
-        StoreError::Fabric(_) => s3_error!(InternalError, "{e}"),
+        StoreError::ChecksumMismatch { .. } => s3_error!(BadDigest, "{e}"),
+        StoreError::Fabric(_) | StoreError::Upload(_) => s3_error!(InternalError, "{e}"),
     }
 }
 

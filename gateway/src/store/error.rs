@@ -37,6 +37,20 @@ pub enum StoreError {
     /// A conditional write's precondition did not hold at commit.
     #[error("precondition failed: {0}")]
     PreconditionFailed(String),
+    /// A one-sided write's bytes in memory do not hash to the frame checksum its client
+    /// computed before writing: nothing of it was stored.
+    #[error("the bytes written one-sided for '{key}' hash to frame checksum {got:016x}, not {said:016x} as the client computed: nothing was stored for it (was the buffer changed while it was written?)")]
+    ChecksumMismatch {
+        /// The value's key.
+        key: String,
+        /// The client's checksum.
+        said: u64,
+        /// The checksum of the bytes in memory.
+        got: u64,
+    },
+    /// A one-sided upload refused as a whole.
+    #[error(transparent)]
+    Upload(#[from] super::onesided::UploadError),
     /// A conditional write named a current version (`If-Match`) and the key has none:
     /// HTTP answers 412 (RFC 9110), S3 `404 NoSuchKey`.
     #[error("precondition failed: {0}")]

@@ -39,6 +39,7 @@ impl Store {
         loop {
             tick.tick().await;
             let Some(store) = weak.upgrade() else { return };
+            store.one_sided().expire(std::time::Instant::now());
             if let Err(e) = tokio::task::spawn_blocking(move || store.memory().reclaim()).await {
                 tracing::error!(error = %e, "a reclaim pass failed");
             }

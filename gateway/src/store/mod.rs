@@ -21,6 +21,7 @@ mod error;
 mod headers;
 mod index;
 mod memory;
+mod onesided;
 mod testing;
 mod upload;
 mod version;
@@ -29,6 +30,7 @@ mod writes;
 pub use error::StoreError;
 pub use headers::{ObjectHeaders, MAX_USER_METADATA};
 pub use memory::Memory;
+pub use onesided::{OneSided, Reservation, UploadError, Wanted};
 pub use testing::Testing;
 pub use upload::{room_deadline, Sealed, Upload};
 pub use version::{BadVersionId, OriginMeta, StoredVersion, VersionId, VERSION_PATTERN};
@@ -85,6 +87,8 @@ pub struct Store {
     /// The disk tier evicted versions spill to and misses read from, when there is one
     /// (given when the store is made).
     disk: Option<Arc<disk::Disk>>,
+    /// One-sided uploads open for writes ([`Store::one_sided`]).
+    uploads: onesided::Uploads,
 }
 
 impl Store {
@@ -112,6 +116,7 @@ impl Store {
             index: Index::default(),
             disk,
             config,
+            uploads: Default::default(),
         }
     }
 
@@ -136,6 +141,7 @@ impl Store {
             index: Index::default(),
             disk,
             config,
+            uploads: Default::default(),
         }
     }
 

@@ -155,7 +155,48 @@ pub struct Upload {
 #[derive(Debug)]
 pub struct Sealed {
     pub(super) version: Arc<StoredVersion>,
-    pub(super) _upload: Upload,
+    pub(super) _upload: Keep,
+}
+
+/// What keeps a sealed version's arena pending until it is published or dropped: its
+/// upload, or (one-sided) its slot's share of the upload region.
+#[derive(Debug)]
+pub(super) enum Keep {
+    /// A value that arrived through the gateway.
+    Upload(#[allow(dead_code)] Box<Upload>),
+    /// A value written one-sided.
+    Pending(#[allow(dead_code)] PendingSlot),
+}
+
+/// A slot of a one-sided upload region, holding its arena pending (the arena is not
+/// reclaimed while an upload may still seal into it) until dropped.
+#[derive(Debug)]
+pub(super) struct PendingSlot {
+    arena: Arc<Arena>,
+    slot: Option<WriteSlot>,
+}
+
+impl PendingSlot {
+    /// `slot` of `arena`, which counted it pending when it was reserved.
+    pub(super) fn new(arena: Arc<Arena>, slot: WriteSlot) -> Self {
+        Self {
+            arena,
+            slot: Some(slot),
+        }
+    }
+
+    /// The slot's bytes, immutable from now on, and what keeps the arena pending until
+    /// the version is published.
+    pub(super) fn freeze(mut self) -> (rasa_fastpath::buffer::Frozen, Self) {
+        let frozen = self.slot.take().expect("frozen once").freeze();
+        (frozen, self)
+    }
+}
+
+impl Drop for PendingSlot {
+    fn drop(&mut self) {
+        self.arena.finish_pending();
+    }
 }
 
 impl Sealed {

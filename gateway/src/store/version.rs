@@ -110,6 +110,10 @@ impl Trailer {
     }
 }
 
+/// The trailer's SHA-256 of a version written one-sided: not computed at the write (a cost
+/// no fast-path reader needs), but the first time a reader asks ([`StoredVersion::sha256`]).
+pub(super) const SHA256_LATER: [u8; 32] = [0; 32];
+
 /// What the gateway knows of a version beyond its frame that most versions lack: its copy
 /// at the origin, the entity tag S3 clients see, a media type too rare to intern.
 /// Allocated on first use: a version with none of these pays one pointer for them.
@@ -133,6 +137,8 @@ struct OriginState {
     media_type: std::sync::OnceLock<Box<str>>,
     /// User metadata and stored headers, when the upload had any.
     headers: std::sync::OnceLock<Box<super::ObjectHeaders>>,
+    /// The payload's SHA-256, once computed (a one-sided write's trailer has none).
+    sha256: std::sync::OnceLock<[u8; 32]>,
 }
 
 /// Now, in milliseconds since the epoch.
@@ -422,9 +428,27 @@ impl StoredVersion {
         std::str::from_utf8(self.key_bytes()).expect("keys are stored as UTF-8")
     }
 
-    /// SHA-256 of the payload (from the frame's trailer).
+    /// SHA-256 of the payload: from the frame's trailer, or — a version written
+    /// one-sided, whose trailer has none — computed the first time it is asked for (the
+    /// caller pays one pass over the payload, once) and kept.
     pub fn sha256(&self) -> [u8; 32] {
-        self.trailer().sha256()
+        if let Some(d) = self.sha256_known() {
+            return d;
+        }
+        *self.origin.state().sha256.get_or_init(|| {
+            use sha2::{Digest, Sha256};
+            crate::catalog::SHA256_DEFERRED.counter().increment(1);
+            Sha256::digest(self.payload().as_slice()).into()
+        })
+    }
+
+    /// SHA-256 of the payload if it is known without hashing it now.
+    pub fn sha256_known(&self) -> Option<[u8; 32]> {
+        let d = self.trailer().sha256();
+        if d != SHA256_LATER {
+            return Some(d);
+        }
+        self.origin.0.get()?.sha256.get().copied()
     }
 
     /// Whether the version lives in arena memory (else it was read back from the disk tier

@@ -8,7 +8,7 @@ use std::time::Instant;
 use rasa_fastpath::frame::{self, FrameHasher, FrameIdentity, HEADER_LEN};
 use sha2::{Digest, Sha256};
 
-use super::upload::{reserve_frame, room_wait, Sealed, Upload};
+use super::upload::{reserve_frame, room_wait, Keep, Sealed, Upload};
 use super::version::{MediaType, Trailer};
 use super::{OriginMeta, Store, StoreError, StoredVersion, VersionId};
 use crate::catalog;
@@ -26,7 +26,8 @@ impl<'a> Writes<'a> {
         Self { store }
     }
 
-    fn next_version(&self) -> VersionId {
+    /// A fresh version id.
+    pub(super) fn next_version(&self) -> VersionId {
         VersionId(
             self.store
                 .incarnation
@@ -218,7 +219,7 @@ impl<'a> Writes<'a> {
         });
         Ok(Sealed {
             version: stored,
-            _upload: upload,
+            _upload: Keep::Upload(Box::new(upload)),
         })
     }
 

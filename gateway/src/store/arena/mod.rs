@@ -27,6 +27,7 @@ use rasa_fastpath::frame::FRAME_ALIGN;
 
 mod charge;
 mod reclaim;
+mod region;
 mod single;
 
 pub use charge::CHARGE_STEP;

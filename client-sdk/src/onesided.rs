@@ -1,0 +1,150 @@
+//! One-sided writes (`FabricPool::put_many`): a batch of values written straight into the
+//! gateway's memory over the fabric. The gateway opens an upload region for the batch
+//! (`POST /v1/batch/reserve`: a key that allows remote writes only), the values' bytes
+//! are written one-sided (on the gateway's host by cross-memory attach, from the caller's
+//! own memory; elsewhere with `fi_write`), and the commit (`POST /v1/batch/commit/{id}`)
+//! carries each value's frame checksum, computed here from the bytes written: the gateway
+//! stores a value only when the bytes in its memory hash to it.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rasa_fastpath::frame::{key_hash, FrameHasher, FrameIdentity};
+use rasa_fastpath::reader::RemoteWrite;
+use rasa_openapi::{Descriptor, PutBatchManifest, PutBatchResponse, UploadCommit, UploadRegion};
+
+use crate::batch::Each;
+use crate::fabric::{FabricPool, FabricState};
+use crate::{Error, ReadPath};
+
+/// Batches smaller than this go over HTTP: a region's reservation and commit are two
+/// round trips, which a small body's one does not pay.
+pub const ONE_SIDED_MIN_BYTES: u64 = 64 << 10;
+
+/// What is left of an upload's lease when its bytes must be written: a margin for the
+/// commit to arrive in time.
+const COMMIT_MARGIN: Duration = Duration::from_millis(500);
+
+impl FabricPool {
+    /// Stores `items` one-sided: one result per item, as a put batch answers. An
+    /// `Error::FastPath` means nothing was stored (no region, or a write that failed: the
+    /// region is reclaimed when its lease ends), so the caller may send the batch over
+    /// HTTP instead.
+    pub(crate) async fn put_many(
+        &self,
+        items: &[(&str, Bytes)],
+    ) -> Result<Vec<Each<Descriptor>>, Error> {
+        let http = &self.http;
+        let manifest = PutBatchManifest::of(items.iter().map(|(k, v)| (*k, v.len() as u64)));
+        let reserve = format!("{}/v1{}/batch/reserve", http.endpoint, http.space);
+        let region: UploadRegion = match http.send(http.http.post(reserve).json(&manifest)).await {
+            Ok(resp) => http
+                .decode(resp)
+                .await
+                .map_err(|e| Error::FastPath(format!("no upload region: {e}")))?,
+            Err(e) => return Err(Error::FastPath(format!("no upload region: {e}"))),
+        };
+        if region.items.len() != items.len() {
+            return Err(Error::Protocol(format!(
+                "an upload region for {} values named {}",
+                items.len(),
+                region.items.len()
+            )));
+        }
+        let sent = Instant::now();
+        let deadline = sent + Duration::from_millis(region.lease_ms).saturating_sub(COMMIT_MARGIN);
+        let checksums = self.write_region(&region, items, deadline).await?;
+        let mut commit = format!(
+            "{}/v1{}/batch/commit/{}",
+            http.endpoint, http.space, region.upload
+        );
+        if http.lease_puts {
+            commit.push_str("?lease=true");
+        }
+        let body = UploadCommit { checksums };
+        let resp = http.send(http.http.post(commit).json(&body)).await;
+        for (k, _) in items {
+            http.descriptors.forget(k);
+        }
+        let batch: PutBatchResponse = http.decode(resp?).await?;
+        if batch.results.len() != items.len() {
+            return Err(Error::Protocol(format!(
+                "a commit of {} values answered with {} results",
+                items.len(),
+                batch.results.len()
+            )));
+        }
+        let out: Vec<Each<Descriptor>> = batch
+            .results
+            .into_iter()
+            .map(rasa_openapi::DescriptorResult::into_result)
+            .collect();
+        self.counters
+            .wrote(ReadPath::Fabric, out.iter().filter(|r| r.is_ok()).count());
+        Ok(out)
+    }
+
+    /// Writes `items` into `region` on this client's endpoint before `deadline`, and
+    /// answers each value's frame checksum (hex) for the commit.
+    async fn write_region(
+        &self,
+        region: &UploadRegion,
+        items: &[(&str, Bytes)],
+        deadline: Instant,
+    ) -> Result<Vec<String>, Error> {
+        let state = self.ready_endpoint(deadline).await?;
+        let endpoint = match &*state {
+            FabricState::Ready { endpoint, .. } => *endpoint,
+            _ => 0,
+        };
+        let start = region.endpoints.get(endpoint).ok_or_else(|| {
+            Error::FastPath(format!(
+                "the upload region names no address on the gateway's fabric endpoint {endpoint}"
+            ))
+        })?;
+        let mut plan = Vec::with_capacity(items.len());
+        for ((key, value), slot) in items.iter().zip(&region.items) {
+            let version = u64::from_str_radix(&slot.version, 16)
+                .map_err(|_| Error::Protocol(format!("bad version {:?}", slot.version)))?;
+            if slot.key != *key || slot.length != value.len() as u64 {
+                return Err(Error::Protocol(format!(
+                    "the upload region's slot for '{key}' names '{}' of {} bytes",
+                    slot.key, slot.length
+                )));
+            }
+            let id = FrameIdentity {
+                key_hash: key_hash(key),
+                version,
+                payload_len: slot.length,
+            };
+            plan.push((start.addr + slot.offset, id, value.clone()));
+        }
+        let rkey = start.rkey;
+        let timeout = deadline
+            .saturating_duration_since(Instant::now())
+            .min(self.call_timeout.left());
+        let (written, _) = self
+            .on_reader(state, plan, move |reader, plan| {
+                // Each checksum from the bytes as they are sent (the caller's own memory).
+                let sums: Vec<String> = plan
+                    .iter()
+                    .map(|(_, id, bytes)| {
+                        let mut h = FrameHasher::new();
+                        h.update(bytes);
+                        format!("{:016x}", h.seal(*id, 0).1)
+                    })
+                    .collect();
+                let writes: Vec<RemoteWrite<'_>> = plan
+                    .iter()
+                    .map(|(addr, _, bytes)| RemoteWrite {
+                        addr: *addr,
+                        rkey,
+                        bytes,
+                    })
+                    .collect();
+                reader.write_many(&writes, timeout).map(|()| sums)
+            })
+            .await;
+        written
+    }
+}

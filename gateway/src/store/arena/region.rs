@@ -1,0 +1,58 @@
+//! The arena of a one-sided upload ([`Arenas::reserve_region`]): frames a client writes
+//! over the fabric, in memory no read key covers until they are sealed.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use rasa_fastpath::buffer::{WriteSlot, BUFFER_ALIGN};
+use rasa_fastpath::frame::FRAME_ALIGN;
+
+use super::{Arena, Arenas, ReserveError};
+use crate::store::StoreError;
+
+impl Arenas {
+    /// An arena of its own for one one-sided upload: room for frames of `lens` bytes, one
+    /// after another, each slot claimed (the arena stays pending until every slot is
+    /// committed or dropped). Not registered with the fabric: the upload registers it for
+    /// remote writes, and for reads once its frames are sealed. `NeedAllocation` without
+    /// `may_allocate`, as [`Arenas::reserve_upload`].
+    pub fn reserve_region(
+        &self,
+        lens: &[usize],
+        may_allocate: bool,
+    ) -> Result<(Arc<Arena>, Vec<WriteSlot>), ReserveError> {
+        let size = lens
+            .iter()
+            .map(|l| l.next_multiple_of(FRAME_ALIGN))
+            .sum::<usize>()
+            .max(1)
+            .next_multiple_of(BUFFER_ALIGN);
+        if size as u64 > self.budget() {
+            return Err(ReserveError::Never(StoreError::InsufficientStorage {
+                needed: size as u64,
+                allocated: self.allocated(),
+                budget: self.budget(),
+            }));
+        }
+        let mut t = self.table();
+        if !t.make_budget(size as u64, self.budget(), &self.stats) {
+            return Err(ReserveError::NeedRoom);
+        }
+        if !may_allocate {
+            return Err(ReserveError::NeedAllocation);
+        }
+        t.allocated += size as u64;
+        drop(t);
+        let arena = self.allocate(size, true, None)?;
+        let slots = lens
+            .iter()
+            .map(|&len| {
+                let slot = arena.buffer.try_reserve(len, FRAME_ALIGN);
+                arena.pending.fetch_add(1, Ordering::AcqRel);
+                slot.expect("the region was sized for its frames")
+            })
+            .collect();
+        self.table().sealed.push(Arc::clone(&arena));
+        Ok((arena, slots))
+    }
+}

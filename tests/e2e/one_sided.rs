@@ -1,0 +1,293 @@
+//! One-sided writes (issue 63, item 1): a batch written straight into gateway memory over
+//! the fabric lands byte-exact on shm and tcp; the upload key writes only, and only until
+//! the commit; bytes in flight are no key's to read and no descriptor's; a commit with a
+//! wrong checksum stores nothing and says why; an upload never committed is reclaimed at
+//! its lease's end and its late commit refused.
+
+use std::time::{Duration, Instant};
+
+use base64::prelude::*;
+use bytes::Bytes;
+use rasa_client::{Client, FastPath, ReadPath};
+use rasa_fastpath::fabric::FabricConfig;
+use rasa_fastpath::frame::{key_hash, FrameHasher, FrameIdentity};
+use rasa_fastpath::reader::{ReadError, Reader, RemoteFrame, RemoteWrite};
+use rasa_openapi::{
+    FabricInfo, Problem, ProblemCode, PutBatchManifest, PutBatchResponse, UploadCommit,
+    UploadRegion,
+};
+use rasa_tests::{http, metric, pattern, requests_to, sha256_hex, Gateway};
+
+const TCP: &str = "tcp;ofi_rxm";
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_sided_batch_lands_byte_exact_on_shm_and_tcp() {
+    let gw = Gateway::start(&["--fast-path", "on", "--fabric-provider", "tcp;ofi_rxm,shm"]);
+    for provider in ["shm", TCP] {
+        let client = Client::builder(&gw.base)
+            .fast_path(FastPath::Required)
+            .fabric_provider(provider)
+            .build()
+            .unwrap();
+        let keys: Vec<String> = (0..33).map(|i| format!("{provider}/v{i}")).collect();
+        let items: Vec<(&str, Bytes)> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                let len = if i == 32 { (3 << 20) + 5 } else { 64 << 10 };
+                (k.as_str(), Bytes::from(pattern(len, i as u64 + 7)))
+            })
+            .collect();
+        let before = requests_to(&gw, "/v1/batch/put").await;
+        let results = client.many().put(&items).await.unwrap();
+        assert!(results.iter().all(Result::is_ok), "{provider}: {results:?}");
+        assert_eq!(
+            requests_to(&gw, "/v1/batch/put").await - before,
+            0.0,
+            "{provider}: no value went as an HTTP body"
+        );
+        let stats = client.stats();
+        assert_eq!(stats.fabric_writes, 33, "{provider}: {stats:?}");
+        assert_eq!(stats.fabric_provider.as_deref(), Some(provider));
+        for (key, value) in &items {
+            // Over HTTP, with its SHA-256 entity tag (computed when first asked for).
+            let r = http()
+                .get(gw.url(&format!("/v1/objects/{key}")))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200, "{provider}: {key}");
+            let etag = r.headers()["etag"].to_str().unwrap().to_owned();
+            assert_eq!(
+                etag,
+                format!("\"{}\"", sha256_hex(value)),
+                "{provider}: {key}"
+            );
+            assert_eq!(r.bytes().await.unwrap(), *value, "{provider}: {key}");
+            // And one-sided.
+            let got = client.get(key).await.unwrap();
+            assert_eq!(got.path, ReadPath::Fabric);
+            assert_eq!(got.bytes, *value, "{provider}: {key}");
+        }
+    }
+    assert_eq!(
+        metric(&gw, "rasa_one_sided_values_total{outcome=\"sealed\"}").await,
+        66.0
+    );
+}
+
+/// The gateway's endpoint `provider` from `/v1/fabric`: its index and address.
+fn endpoint_of(info: &FabricInfo, provider: &str) -> (usize, Vec<u8>) {
+    let (i, e) = info
+        .endpoints
+        .iter()
+        .enumerate()
+        .find(|(_, e)| e.provider == provider)
+        .expect("the gateway serves the provider");
+    (i, BASE64_STANDARD.decode(&e.address).unwrap())
+}
+
+async fn reserve(gw: &Gateway, values: &[(&str, u64)]) -> UploadRegion {
+    let r = http()
+        .post(gw.url("/v1/batch/reserve"))
+        .json(&PutBatchManifest::of(values.iter().copied()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    r.json().await.unwrap()
+}
+
+async fn commit(gw: &Gateway, region: &UploadRegion, checksums: Vec<String>) -> reqwest::Response {
+    http()
+        .post(gw.url(&format!("/v1/batch/commit/{}", region.upload)))
+        .json(&UploadCommit { checksums })
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The frame checksum of `bytes` as the value of `key` written under `region`'s slot `i`.
+fn checksum(region: &UploadRegion, i: usize, key: &str, bytes: &[u8]) -> String {
+    let mut h = FrameHasher::new();
+    h.update(bytes);
+    let id = FrameIdentity {
+        key_hash: key_hash(key),
+        version: u64::from_str_radix(&region.items[i].version, 16).unwrap(),
+        payload_len: bytes.len() as u64,
+    };
+    format!("{:016x}", h.seal(id, 0).1)
+}
+
+/// A raw libfabric client over tcp (which checks keys), as an attacker or a buggy SDK.
+struct Raw {
+    reader: Reader,
+}
+
+impl Raw {
+    fn connect(address: Vec<u8>) -> Raw {
+        let cfg = FabricConfig::new(TCP, Some("127.0.0.1".into()));
+        Raw {
+            reader: Reader::connect(cfg, address).expect("a fabric connection"),
+        }
+    }
+
+    fn write(&mut self, addr: u64, rkey: u64, bytes: &[u8]) -> Result<(), ReadError> {
+        self.reader
+            .write_many(&[RemoteWrite { addr, rkey, bytes }], TIMEOUT)
+    }
+
+    fn read(&mut self, addr: u64, rkey: u64, len: u64) -> Result<Vec<u8>, ReadError> {
+        let f = RemoteFrame {
+            addr,
+            rkey,
+            identity: FrameIdentity {
+                key_hash: 0,
+                version: 0,
+                payload_len: len,
+            },
+            checksum: 0,
+            blocks: None,
+        };
+        self.reader.read(&f, TIMEOUT)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upload_key_writes_only_until_the_commit_and_bytes_in_flight_are_no_ones_to_read() {
+    let gw = Gateway::start(&["--fast-path", "on", "--fabric-provider", TCP]);
+    let info: FabricInfo = gw.get_json("/v1/fabric").await;
+    let (at, address) = endpoint_of(&info, TCP);
+    let value = pattern(200_000, 3);
+    let region = reserve(&gw, &[("flight/a", value.len() as u64)]).await;
+    let start = &region.endpoints[at];
+    let addr = start.addr + region.items[0].offset;
+    let (sent, rkey) = (value.clone(), start.rkey);
+    let mut raw = tokio::task::spawn_blocking(move || {
+        let mut raw = Raw::connect(address);
+        raw.write(addr, rkey, &sent).expect("the upload key writes");
+        // The upload key never reads, not even what its holder wrote.
+        let read = raw.read(addr, rkey, 64);
+        assert!(matches!(read, Err(ReadError::KeyRevoked(_))), "{read:?}");
+        raw
+    })
+    .await
+    .unwrap();
+    // Nothing in flight is anyone's to read: no version, no descriptor.
+    let r = http()
+        .get(gw.url("/v1/descriptors/flight/a"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let r = commit(&gw, &region, vec![checksum(&region, 0, "flight/a", &value)]).await;
+    assert_eq!(r.status(), 200);
+    let results = r.json::<PutBatchResponse>().await.unwrap().results;
+    let d = results[0].descriptor.as_ref().expect("stored");
+    assert_eq!(d.length, value.len() as u64);
+    // Committed: the key writes no more, and the value is what was written.
+    let late = pattern(64, 9);
+    let wrote = tokio::task::spawn_blocking(move || raw.write(addr, rkey, &late))
+        .await
+        .unwrap();
+    assert!(matches!(wrote, Err(ReadError::KeyRevoked(_))), "{wrote:?}");
+    let got = http()
+        .get(gw.url("/v1/objects/flight/a"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.bytes().await.unwrap(), value);
+    // A second commit of the same upload finds none.
+    let again = commit(&gw, &region, vec![checksum(&region, 0, "flight/a", &value)]).await;
+    assert_eq!(again.status(), 404);
+    let p: Problem = again.json().await.unwrap();
+    assert_eq!(p.code, ProblemCode::NoSuchUpload, "{p:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_with_a_wrong_checksum_stores_nothing_and_says_why() {
+    let gw = Gateway::start(&["--fast-path", "on", "--fabric-provider", TCP]);
+    let info: FabricInfo = gw.get_json("/v1/fabric").await;
+    let (at, address) = endpoint_of(&info, TCP);
+    let (good, bad) = (pattern(70_000, 1), pattern(70_000, 2));
+    let region = reserve(&gw, &[("sum/good", 70_000), ("sum/bad", 70_000)]).await;
+    let start = &region.endpoints[at];
+    let (a, b, rkey) = (
+        start.addr + region.items[0].offset,
+        start.addr + region.items[1].offset,
+        start.rkey,
+    );
+    let (g, x) = (good.clone(), bad.clone());
+    tokio::task::spawn_blocking(move || {
+        let mut raw = Raw::connect(address);
+        raw.write(a, rkey, &g).unwrap();
+        raw.write(b, rkey, &x).unwrap();
+    })
+    .await
+    .unwrap();
+    // The client says it wrote other bytes than those that landed for the second value.
+    let other = pattern(70_000, 3);
+    let sums = vec![
+        checksum(&region, 0, "sum/good", &good),
+        checksum(&region, 1, "sum/bad", &other),
+    ];
+    let r = commit(&gw, &region, sums).await;
+    assert_eq!(r.status(), 200);
+    let results = r.json::<PutBatchResponse>().await.unwrap().results;
+    assert!(results[0].descriptor.is_some(), "{results:?}");
+    let p = results[1].error.as_ref().expect("refused");
+    assert_eq!(p.code, ProblemCode::DigestMismatch, "{p:?}");
+    assert!(
+        p.detail.contains("sum/bad") && p.detail.contains("nothing was stored"),
+        "{p:?}"
+    );
+    let status = |k: &'static str| {
+        let gw = &gw;
+        async move {
+            let r = http().get(gw.url(&format!("/v1/objects/{k}")));
+            r.send().await.unwrap().status().as_u16()
+        }
+    };
+    assert_eq!(status("sum/bad").await, 404, "nothing stored for it");
+    assert_eq!(status("sum/good").await, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_upload_is_reclaimed_at_its_leases_end_and_its_late_commit_refused() {
+    let gw = Gateway::start(&[
+        "--fast-path",
+        "on",
+        "--fabric-provider",
+        TCP,
+        "--lease",
+        "1s",
+    ]);
+    let region = reserve(&gw, &[("gone/a", 100_000)]).await;
+    assert!(region.lease_ms <= 1000, "{region:?}");
+    let expired = "rasa_one_sided_uploads_total{outcome=\"expired\"}";
+    let until = Instant::now() + Duration::from_secs(20);
+    while metric(&gw, expired).await < 1.0 {
+        assert!(
+            Instant::now() < until,
+            "the upload was not reclaimed within 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let late = commit(
+        &gw,
+        &region,
+        vec![checksum(&region, 0, "gone/a", &[0; 100_000])],
+    )
+    .await;
+    assert_eq!(late.status(), 404);
+    let p: Problem = late.json().await.unwrap();
+    assert_eq!(p.code, ProblemCode::NoSuchUpload);
+    assert!(p.detail.contains("reclaimed"), "{p:?}");
+    let r = http()
+        .get(gw.url("/v1/objects/gone/a"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}
