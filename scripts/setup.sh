@@ -6,7 +6,8 @@
 #   scripts/setup.sh --run      only what building and running the gateway needs (make run):
 #                               a C toolchain, libfabric, clang for bindgen, protoc
 #   scripts/setup.sh --bench    also what `make bench` compares Rasa with (wrk, nginx,
-#                               Varnish, memcached, GNU time, etcd, redis) and valgrind
+#                               Varnish, memcached, GNU time, etcd, redis, and Mooncake
+#                               Store in a venv of its own, .venv-bench) and valgrind
 #   scripts/setup.sh --dry-run  print the Debian packages it would install, one per line
 #                               (other steps, e.g. cargo install, go to stderr); install nothing
 #
@@ -189,10 +190,19 @@ if [ "$skip_test_tools" != 1 ] && ! runs mdbook --version; then
   need_mdbook=1
 fi
 
+# bench/mooncake.sh: Mooncake Store (its master, client and Python module), pinned, in a
+# venv of its own (its dependencies never meet the SDK's), detected by running its master.
+bench_venv="$(cd "$(dirname "$0")/.." && pwd)/.venv-bench"
+need_mooncake=0
+if [ "$bench" = 1 ] && ! runs "$bench_venv/bin/mooncake_master" --version; then
+  need_mooncake=1
+fi
+
 if [ "$dry_run" = 1 ]; then
   for p in ${need_apt[@]+"${need_apt[@]}"}; do echo "$p"; done
   [ "$need_s3s" = 1 ] && echo "setup: would also run: cargo install s3s-fs@0.14.1" >&2
   [ "$need_mdbook" = 1 ] && echo "setup: would also run: cargo install mdbook@0.5.4" >&2
+  [ "$need_mooncake" = 1 ] && echo "setup: would also run: pip install mooncake-transfer-engine-efa-non-cuda==0.3.13.post1 (.venv-bench)" >&2
   exit 0
 fi
 
@@ -221,6 +231,12 @@ fi
 if [ "$need_s3s" = 1 ]; then
   echo "setup: installing s3s-fs 0.14.1 (cargo install, a few minutes)" >&2
   cargo install s3s-fs@0.14.1 --locked --features binary
+fi
+if [ "$need_mooncake" = 1 ]; then
+  echo "setup: installing Mooncake Store 0.3.13.post1 into .venv-bench (pip)" >&2
+  python3 -m venv "$bench_venv"
+  "$bench_venv/bin/pip" install -q --disable-pip-version-check \
+    mooncake-transfer-engine-efa-non-cuda==0.3.13.post1
 fi
 if [ "$need_mdbook" = 1 ]; then
   echo "setup: installing mdbook 0.5.4 (cargo install, about 2 minutes)" >&2

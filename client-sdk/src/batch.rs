@@ -95,11 +95,8 @@ async fn put_batch_on(
         rasa_openapi::key::validate(k).map_err(|why| Error::invalid_key(k, &why))?;
     }
     let bytes: u64 = items.iter().map(|(_, v)| v.len() as u64).sum();
-    let one_sided = node.fast_path != crate::FastPath::Off
-        && bytes >= crate::onesided::ONE_SIDED_MIN_BYTES
-        && !node.fabric.known_unavailable();
-    if one_sided {
-        match node.fabric.put_many(items).await {
+    if node.writes_one_sided(bytes) {
+        match node.put_one_sided(items, None).await {
             Err(Error::FastPath(why)) if node.fast_path != crate::FastPath::Required => {
                 tracing::debug!(%why, "one-sided write refused; the batch goes over HTTP");
             }

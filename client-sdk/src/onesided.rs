@@ -25,17 +25,54 @@ pub const ONE_SIDED_MIN_BYTES: u64 = 64 << 10;
 /// commit to arrive in time.
 const COMMIT_MARGIN: Duration = Duration::from_millis(500);
 
-impl FabricPool {
+impl crate::client::Node {
+    /// Whether a write of `bytes` bytes goes one-sided (the fast path not off, not known
+    /// to be unavailable here, and enough bytes to be worth a region).
+    pub(crate) fn writes_one_sided(&self, bytes: u64) -> bool {
+        self.fast_path != crate::FastPath::Off
+            && bytes >= ONE_SIDED_MIN_BYTES
+            && !self.fabric.known_unavailable()
+    }
+
+    /// Stores one value in memory: one-sided when [`Node::writes_one_sided`] (over HTTP
+    /// when no region could be had: nothing was stored), else with a `PUT`.
+    pub(crate) async fn put_one(
+        &self,
+        key: &str,
+        bytes: Bytes,
+        content_type: Option<&str>,
+    ) -> Result<Descriptor, Error> {
+        rasa_openapi::key::validate(key).map_err(|why| Error::invalid_key(key, &why))?;
+        if self.writes_one_sided(bytes.len() as u64) {
+            let items = [(key, bytes.clone())];
+            match self.put_one_sided(&items, content_type).await {
+                Ok(mut one) => return one.pop().expect("one result").map_err(Error::Problem),
+                Err(Error::FastPath(why)) if self.fast_path != crate::FastPath::Required => {
+                    tracing::debug!(%why, "one-sided write refused; the value goes over HTTP");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let d = self.http.put_typed(key, bytes, content_type).await?;
+        self.counters.wrote(ReadPath::Http, 1);
+        Ok(d)
+    }
+
     /// Stores `items` one-sided: one result per item, as a put batch answers. An
     /// `Error::FastPath` means nothing was stored (no region, or a write that failed: the
     /// region is reclaimed when its lease ends), so the caller may send the batch over
     /// HTTP instead.
-    pub(crate) async fn put_many(
+    pub(crate) async fn put_one_sided(
         &self,
         items: &[(&str, Bytes)],
+        content_type: Option<&str>,
     ) -> Result<Vec<Each<Descriptor>>, Error> {
         let http = &self.http;
-        let manifest = PutBatchManifest::of(items.iter().map(|(k, v)| (*k, v.len() as u64)));
+        let pool = &self.fabric;
+        let mut manifest = PutBatchManifest::of(items.iter().map(|(k, v)| (*k, v.len() as u64)));
+        for item in &mut manifest.items {
+            item.content_type = content_type.map(str::to_owned);
+        }
         let reserve = format!("{}/v1{}/batch/reserve", http.endpoint, http.space);
         let region: UploadRegion = match http.send(http.http.post(reserve).json(&manifest)).await {
             Ok(resp) => http
@@ -53,7 +90,7 @@ impl FabricPool {
         }
         let sent = Instant::now();
         let deadline = sent + Duration::from_millis(region.lease_ms).saturating_sub(COMMIT_MARGIN);
-        let checksums = self.write_region(&region, items, deadline).await?;
+        let checksums = write_region(&self.fabric, &region, items, deadline).await?;
         let mut commit = format!(
             "{}/v1{}/batch/commit/{}",
             http.endpoint, http.space, region.upload
@@ -61,7 +98,12 @@ impl FabricPool {
         if http.lease_puts {
             commit.push_str("?lease=true");
         }
-        let body = UploadCommit { checksums };
+        // A lone value's answer names its SHA-256, as a PUT's does (for a later If-Match);
+        // a batch's leave it to the first reader that needs it.
+        let body = UploadCommit {
+            checksums,
+            sha256: items.len() == 1,
+        };
         let resp = http.send(http.http.post(commit).json(&body)).await;
         for (k, _) in items {
             http.descriptors.forget(k);
@@ -79,72 +121,72 @@ impl FabricPool {
             .into_iter()
             .map(rasa_openapi::DescriptorResult::into_result)
             .collect();
-        self.counters
+        pool.counters
             .wrote(ReadPath::Fabric, out.iter().filter(|r| r.is_ok()).count());
         Ok(out)
     }
+}
 
-    /// Writes `items` into `region` on this client's endpoint before `deadline`, and
-    /// answers each value's frame checksum (hex) for the commit.
-    async fn write_region(
-        &self,
-        region: &UploadRegion,
-        items: &[(&str, Bytes)],
-        deadline: Instant,
-    ) -> Result<Vec<String>, Error> {
-        let state = self.ready_endpoint(deadline).await?;
-        let endpoint = match &*state {
-            FabricState::Ready { endpoint, .. } => *endpoint,
-            _ => 0,
-        };
-        let start = region.endpoints.get(endpoint).ok_or_else(|| {
-            Error::FastPath(format!(
-                "the upload region names no address on the gateway's fabric endpoint {endpoint}"
-            ))
-        })?;
-        let mut plan = Vec::with_capacity(items.len());
-        for ((key, value), slot) in items.iter().zip(&region.items) {
-            let version = u64::from_str_radix(&slot.version, 16)
-                .map_err(|_| Error::Protocol(format!("bad version {:?}", slot.version)))?;
-            if slot.key != *key || slot.length != value.len() as u64 {
-                return Err(Error::Protocol(format!(
-                    "the upload region's slot for '{key}' names '{}' of {} bytes",
-                    slot.key, slot.length
-                )));
-            }
-            let id = FrameIdentity {
-                key_hash: key_hash(key),
-                version,
-                payload_len: slot.length,
-            };
-            plan.push((start.addr + slot.offset, id, value.clone()));
+/// Writes `items` into `region` on `pool`'s endpoint before `deadline`, and answers each
+/// value's frame checksum (hex) for the commit.
+async fn write_region(
+    pool: &FabricPool,
+    region: &UploadRegion,
+    items: &[(&str, Bytes)],
+    deadline: Instant,
+) -> Result<Vec<String>, Error> {
+    let state = pool.ready_endpoint(deadline).await?;
+    let endpoint = match &*state {
+        FabricState::Ready { endpoint, .. } => *endpoint,
+        _ => 0,
+    };
+    let start = region.endpoints.get(endpoint).ok_or_else(|| {
+        Error::FastPath(format!(
+            "the upload region names no address on the gateway's fabric endpoint {endpoint}"
+        ))
+    })?;
+    let mut plan = Vec::with_capacity(items.len());
+    for ((key, value), slot) in items.iter().zip(&region.items) {
+        let version = u64::from_str_radix(&slot.version, 16)
+            .map_err(|_| Error::Protocol(format!("bad version {:?}", slot.version)))?;
+        if slot.key != *key || slot.length != value.len() as u64 {
+            return Err(Error::Protocol(format!(
+                "the upload region's slot for '{key}' names '{}' of {} bytes",
+                slot.key, slot.length
+            )));
         }
-        let rkey = start.rkey;
-        let timeout = deadline
-            .saturating_duration_since(Instant::now())
-            .min(self.call_timeout.left());
-        let (written, _) = self
-            .on_reader(state, plan, move |reader, plan| {
-                // Each checksum from the bytes as they are sent (the caller's own memory).
-                let sums: Vec<String> = plan
-                    .iter()
-                    .map(|(_, id, bytes)| {
-                        let mut h = FrameHasher::new();
-                        h.update(bytes);
-                        format!("{:016x}", h.seal(*id, 0).1)
-                    })
-                    .collect();
-                let writes: Vec<RemoteWrite<'_>> = plan
-                    .iter()
-                    .map(|(addr, _, bytes)| RemoteWrite {
-                        addr: *addr,
-                        rkey,
-                        bytes,
-                    })
-                    .collect();
-                reader.write_many(&writes, timeout).map(|()| sums)
-            })
-            .await;
-        written
+        let id = FrameIdentity {
+            key_hash: key_hash(key),
+            version,
+            payload_len: slot.length,
+        };
+        plan.push((start.addr + slot.offset, id, value.clone()));
     }
+    let rkey = start.rkey;
+    let timeout = deadline
+        .saturating_duration_since(Instant::now())
+        .min(pool.call_timeout.left());
+    let (written, _) = pool
+        .on_reader(state, plan, move |reader, plan| {
+            // Each checksum from the bytes as they are sent (the caller's own memory).
+            let sums: Vec<String> = plan
+                .iter()
+                .map(|(_, id, bytes)| {
+                    let mut h = FrameHasher::new();
+                    h.update(bytes);
+                    format!("{:016x}", h.seal(*id, 0).1)
+                })
+                .collect();
+            let writes: Vec<RemoteWrite<'_>> = plan
+                .iter()
+                .map(|(addr, _, bytes)| RemoteWrite {
+                    addr: *addr,
+                    rkey,
+                    bytes,
+                })
+                .collect();
+            reader.write_many(&writes, timeout).map(|()| sums)
+        })
+        .await;
+    written
 }

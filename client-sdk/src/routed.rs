@@ -136,7 +136,7 @@ impl Client {
         };
         let b = &bytes;
         crate::cluster::on_owner(self, key, |c| async move {
-            c.inner.http.put_typed(key, b.clone(), content_type).await
+            c.inner.put_one(key, b.clone(), content_type).await
         })
         .await
     }

@@ -163,4 +163,9 @@ pub struct UploadSlot {
 pub struct UploadCommit {
     /// One checksum per value (16 hexadecimal digits), in order.
     pub checksums: Vec<String>,
+    /// Compute each value's SHA-256 now and answer it in its descriptor (what a `PUT`
+    /// answers, for a later `If-Match`); by default it is computed when a reader first
+    /// needs it, off the write path, and the descriptors' `sha256` is empty.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sha256: bool,
 }

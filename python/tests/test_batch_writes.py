@@ -24,7 +24,7 @@ def blocks(n: int, size: int) -> dict[str, bytes]:
 def test_put_many_of_256_blocks_is_one_request(gateway):
     items = blocks(256, 64 << 10)
     puts, singles = requests_to(gateway.url, "/v1/batch/put"), requests_to(gateway.url, "/v1/objects/{*key}")
-    with rasa_client.Client(gateway.url) as c:
+    with rasa_client.Client(gateway.url, fast_path="off") as c:
         ds = c.put_many(items)
         assert requests_to(gateway.url, "/v1/batch/put") - puts == 1
         assert [d.key for d in ds] == list(items)
@@ -45,11 +45,41 @@ def test_put_many_of_256_blocks_is_one_request(gateway):
     assert requests_to(gateway.url, "/v1/objects/{*key}") - singles <= 4
 
 
+def test_the_default_client_writes_one_sided_and_no_value_crosses_http(gateway):
+    """Issue 63: with the fast path on, ``put_many`` and a large ``put`` write the values
+    one-sided into gateway memory (a region reserved, written, committed: two small
+    requests a batch, no value in an HTTP body); they read back byte-exact over HTTP with
+    their SHA-256 entity tag. A small ``put`` still goes as one PUT."""
+    import hashlib
+    import urllib.request
+
+    items = blocks(256, 64 << 10)
+    before = {r: requests_to(gateway.url, r) for r in ("/v1/batch/put", "/v1/batch/reserve", "/v1/batch/commit/{upload}", "/v1/objects/{*key}")}
+    with rasa_client.Client(gateway.url) as c:
+        ds = c.put_many(items)
+        assert [d.key for d in ds] == list(items)
+        big = np.random.default_rng(5).integers(0, 256, 3 << 20, dtype=np.uint8).tobytes()
+        key = f"{next(iter(items))}-big"
+        assert c.put(key, big).length == len(big)
+        c.put(f"{key}-small", b"small")
+        stats = c.stats()
+        assert stats["fabric_writes"] == 257 and stats["http_writes"] == 1, stats
+        for k in [*list(items)[::64], key]:
+            want = items.get(k, big)
+            with urllib.request.urlopen(f"{gateway.url}/v1/objects/{k}") as r:
+                assert r.read() == want
+                assert r.headers["ETag"] == f'"{hashlib.sha256(want).hexdigest()}"'
+            assert bytes(c.get(k)) == want
+    delta = {r: requests_to(gateway.url, r) - n for r, n in before.items()}
+    assert delta["/v1/batch/put"] == 0, delta
+    assert delta["/v1/batch/reserve"] == 2 and delta["/v1/batch/commit/{upload}"] == 2, delta
+
+
 def test_async_put_many_is_one_request(gateway):
     items = blocks(64, 4096)
 
     async def main() -> None:
-        a = rasa_client.AsyncClient(gateway.url)
+        a = rasa_client.AsyncClient(gateway.url, fast_path="off")
         before = requests_to(gateway.url, "/v1/batch/put")
         ds = await a.put_many(list(items.items()))
         assert requests_to(gateway.url, "/v1/batch/put") - before == 1

@@ -100,9 +100,18 @@ async fn reserve(gw: &Gateway, values: &[(&str, u64)]) -> UploadRegion {
 }
 
 async fn commit(gw: &Gateway, region: &UploadRegion, checksums: Vec<String>) -> reqwest::Response {
+    commit_with(gw, region, checksums, false).await
+}
+
+async fn commit_with(
+    gw: &Gateway,
+    region: &UploadRegion,
+    checksums: Vec<String>,
+    sha256: bool,
+) -> reqwest::Response {
     http()
         .post(gw.url(&format!("/v1/batch/commit/{}", region.upload)))
-        .json(&UploadCommit { checksums })
+        .json(&UploadCommit { checksums, sha256 })
         .send()
         .await
         .unwrap()
@@ -181,11 +190,13 @@ async fn the_upload_key_writes_only_until_the_commit_and_bytes_in_flight_are_no_
         .await
         .unwrap();
     assert_eq!(r.status(), 404);
-    let r = commit(&gw, &region, vec![checksum(&region, 0, "flight/a", &value)]).await;
+    let sum = checksum(&region, 0, "flight/a", &value);
+    let r = commit_with(&gw, &region, vec![sum], true).await;
     assert_eq!(r.status(), 200);
     let results = r.json::<PutBatchResponse>().await.unwrap().results;
     let d = results[0].descriptor.as_ref().expect("stored");
     assert_eq!(d.length, value.len() as u64);
+    assert_eq!(d.sha256, sha256_hex(&value), "asked for with the commit");
     // Committed: the key writes no more, and the value is what was written.
     let late = pattern(64, 9);
     let wrote = tokio::task::spawn_blocking(move || raw.write(addr, rkey, &late))

@@ -135,7 +135,13 @@ fn policy(method: Option<&Method>, path: &str) -> Access {
             Access::Scope(Scope::Read)
         }
         (Some(&Method::POST), "/v1/descriptors" | "/v1/batch/exists") => Access::Scope(Scope::Read),
-        (Some(&Method::POST), "/v1/batch/put" | "/v1/batch/delete") => Access::Scope(Scope::Write),
+        (
+            Some(&Method::POST),
+            "/v1/batch/put"
+            | "/v1/batch/delete"
+            | "/v1/batch/reserve"
+            | "/v1/batch/commit/{upload}",
+        ) => Access::Scope(Scope::Write),
         (m, p) => panic!("no access policy for {m:?} {p}: add it here and in route_specs"),
     }
 }

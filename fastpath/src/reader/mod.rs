@@ -379,42 +379,43 @@ impl Reader {
         frames: &[RemoteFrame],
         timeout: Duration,
     ) -> Result<Vec<Result<Vec<u8>, FrameError>>, ReadError> {
-        let result = self.try_read_many(frames, timeout);
+        let result = try_read_many(self, frames, timeout);
         self.settle(result)
     }
+}
 
-    fn try_read_many(
-        &mut self,
-        frames: &[RemoteFrame],
-        timeout: Duration,
-    ) -> Result<Vec<Result<Vec<u8>, FrameError>>, Failed> {
-        // Lay the frames out one after another (64-byte aligned) in the scratch buffer.
-        let mut layout = Vec::with_capacity(frames.len());
-        let mut total = 0usize;
-        for f in frames {
-            let len = f.len()?;
-            layout.push((total, len));
-            total = (total + len).next_multiple_of(64);
-        }
-        let efa = plan::is_efa(&self.config.provider);
-        self.reconnect().map_err(|e| classify(efa, e))?;
-        let conn = self.conn.as_mut().expect("connected above");
-        conn.ensure_scratch(total, efa)?;
-        let mut pieces = Vec::new();
-        for (f, &(at, len)) in frames.iter().zip(&layout) {
-            engine::split(&mut pieces, at, f.addr, f.rkey, len, false);
-        }
-        engine::run_all(conn, &pieces, None, timeout)?;
-        let (slot, _) = conn.scratch.as_mut().expect("scratch set above");
-        let bytes = slot.as_mut_slice();
-        Ok(frames
-            .iter()
-            .zip(&layout)
-            .map(|(f, &(at, len))| {
-                frame::validate(&bytes[at..at + len], f.identity, f.checksum).map(<[u8]>::to_vec)
-            })
-            .collect())
+/// [`Reader::read_many`], its failure not yet settled.
+fn try_read_many(
+    reader: &mut Reader,
+    frames: &[RemoteFrame],
+    timeout: Duration,
+) -> Result<Vec<Result<Vec<u8>, FrameError>>, Failed> {
+    // Lay the frames out one after another (64-byte aligned) in the scratch buffer.
+    let mut layout = Vec::with_capacity(frames.len());
+    let mut total = 0usize;
+    for f in frames {
+        let len = f.len()?;
+        layout.push((total, len));
+        total = (total + len).next_multiple_of(64);
     }
+    let efa = plan::is_efa(&reader.config.provider);
+    reader.reconnect().map_err(|e| classify(efa, e))?;
+    let conn = reader.conn.as_mut().expect("connected above");
+    conn.ensure_scratch(total, efa)?;
+    let mut pieces = Vec::new();
+    for (f, &(at, len)) in frames.iter().zip(&layout) {
+        engine::split(&mut pieces, at, f.addr, f.rkey, len, false);
+    }
+    engine::run_all(conn, &pieces, None, timeout)?;
+    let (slot, _) = conn.scratch.as_mut().expect("scratch set above");
+    let bytes = slot.as_mut_slice();
+    Ok(frames
+        .iter()
+        .zip(&layout)
+        .map(|(f, &(at, len))| {
+            frame::validate(&bytes[at..at + len], f.identity, f.checksum).map(<[u8]>::to_vec)
+        })
+        .collect())
 }
 
 impl Drop for Reader {

@@ -32,60 +32,61 @@ impl Reader {
         writes: &[RemoteWrite<'_>],
         timeout: Duration,
     ) -> Result<(), ReadError> {
-        let result = self.try_write_many(writes, timeout);
+        let result = try_write_many(self, writes, timeout);
         self.settle(result)
     }
+}
 
-    fn try_write_many(
-        &mut self,
-        writes: &[RemoteWrite<'_>],
-        timeout: Duration,
-    ) -> Result<(), Failed> {
-        let deadline = Instant::now() + timeout;
-        let efa = plan::is_efa(&self.config.provider);
-        self.reconnect().map_err(|e| classify(efa, e))?;
-        let conn = self.conn.as_mut().expect("connected above");
-        if let Some(pid) = conn.cma_pid {
-            for w in writes {
-                for (i, part) in w.bytes.chunks(CHUNK).enumerate() {
-                    if Instant::now() >= deadline {
-                        return Err(ReadError::Timeout(timeout).into());
-                    }
-                    let at = w.addr + (i * CHUNK) as u64;
-                    crate::local::copy_to(pid, part, at).map_err(|e| Failed {
-                        error: engine::copy_error(e),
-                        quiet: true,
-                    })?;
-                }
-            }
-            return Ok(());
-        }
-        let mut layout = Vec::with_capacity(writes.len());
-        let mut total = 0usize;
+/// [`Reader::write_many`], its failure not yet settled.
+fn try_write_many(
+    reader: &mut Reader,
+    writes: &[RemoteWrite<'_>],
+    timeout: Duration,
+) -> Result<(), Failed> {
+    let deadline = Instant::now() + timeout;
+    let efa = plan::is_efa(&reader.config.provider);
+    reader.reconnect().map_err(|e| classify(efa, e))?;
+    let conn = reader.conn.as_mut().expect("connected above");
+    if let Some(pid) = conn.cma_pid {
         for w in writes {
-            layout.push(total);
-            total = (total + w.bytes.len()).next_multiple_of(64);
+            for (i, part) in w.bytes.chunks(CHUNK).enumerate() {
+                if Instant::now() >= deadline {
+                    return Err(ReadError::Timeout(timeout).into());
+                }
+                let at = w.addr + (i * CHUNK) as u64;
+                crate::local::copy_to(pid, part, at).map_err(|e| Failed {
+                    error: engine::copy_error(e),
+                    quiet: true,
+                })?;
+            }
         }
-        conn.ensure_scratch(total.max(1), efa)?;
-        let (slot, _) = conn.scratch.as_mut().expect("scratch set above");
-        let scratch = slot.as_mut_slice();
-        let mut pieces = Vec::new();
-        for (w, &at) in writes.iter().zip(&layout) {
-            scratch[at..at + w.bytes.len()].copy_from_slice(w.bytes);
-            let first = pieces.len();
-            engine::split(&mut pieces, at, w.addr, w.rkey, w.bytes.len(), false);
-            pieces[first..]
-                .iter_mut()
-                .for_each(|p: &mut Piece| p.write = true);
-        }
-        engine::run_all(
-            conn,
-            &pieces,
-            None,
-            deadline.saturating_duration_since(Instant::now()),
-        )
-        .map_err(|f| f.timed_out_after(timeout))
+        return Ok(());
     }
+    let mut layout = Vec::with_capacity(writes.len());
+    let mut total = 0usize;
+    for w in writes {
+        layout.push(total);
+        total = (total + w.bytes.len()).next_multiple_of(64);
+    }
+    conn.ensure_scratch(total.max(1), efa)?;
+    let (slot, _) = conn.scratch.as_mut().expect("scratch set above");
+    let scratch = slot.as_mut_slice();
+    let mut pieces = Vec::new();
+    for (w, &at) in writes.iter().zip(&layout) {
+        scratch[at..at + w.bytes.len()].copy_from_slice(w.bytes);
+        let first = pieces.len();
+        engine::split(&mut pieces, at, w.addr, w.rkey, w.bytes.len(), false);
+        pieces[first..]
+            .iter_mut()
+            .for_each(|p: &mut Piece| p.write = true);
+    }
+    engine::run_all(
+        conn,
+        &pieces,
+        None,
+        deadline.saturating_duration_since(Instant::now()),
+    )
+    .map_err(|f| f.timed_out_after(timeout))
 }
 
 #[cfg(test)]

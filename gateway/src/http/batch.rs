@@ -10,6 +10,7 @@
 mod body;
 pub mod delete;
 pub mod exists;
+mod place;
 pub mod upload;
 
 pub use delete::delete_batch;
@@ -30,13 +31,13 @@ use rasa_openapi::{
 };
 
 use super::limits::with_linger;
-use super::objects::{check_content_type, content_length};
+use super::objects::content_length;
 use super::resolve::{descriptor_of, wants_lease};
 use super::{fanout, json_response, ApiError, AppState, NamespaceName};
-use crate::key;
 use crate::objects::Objects;
 use crate::store::{Sealed, Store};
 use body::Framed;
+use place::place;
 
 /// Where one value of a batch stands once its bytes have arrived.
 enum Slot {
@@ -181,24 +182,6 @@ fn check_limits(
         }
         _ => Ok(()),
     }
-}
-
-/// Where `item` is stored: here (`None`), at another member, or nowhere (why).
-pub(super) fn place(
-    st: &AppState,
-    item: &PutBatchItem,
-    hopped: bool,
-) -> Result<Option<ClusterMember>, ApiError> {
-    key::validate(&item.key)?;
-    if let Some(ct) = &item.content_type {
-        check_content_type(ct)?;
-    }
-    if item.length > st.config.limits.max_object_size {
-        return Err(ApiError::PayloadTooLarge {
-            limit: st.config.limits.max_object_size,
-        });
-    }
-    fanout::write_owner(st, &item.key, hopped)
 }
 
 /// Whether `item` can fit in `store` beside the `held` bytes of its batch (values stored

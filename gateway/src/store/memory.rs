@@ -233,7 +233,8 @@ impl<'a> Memory<'a> {
                 kept.push(member);
                 continue;
             }
-            let Ok((to, mut slot)) = self.arenas.reserve(old.frame.len()) else {
+            let Ok((to, mut slot)) = self.arenas.reserve_upload(old.frame.len(), true, false)
+            else {
                 kept.push(member);
                 continue;
             };

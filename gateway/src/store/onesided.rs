@@ -16,6 +16,11 @@
 //! attach to the gateway may write its memory anyway). The commit recomputes each frame's
 //! checksum and block table from the bytes in memory and stores a value only when the
 //! checksum is the one the client computed before it wrote.
+//!
+//! The region's memory is not held past its commit for the upload's sake: once its write
+//! key is revoked no provider that checks keys lets a write in. A client writing by
+//! cross-memory attach is trusted (as on any `shm` read) not to write after its own
+//! deadline; the SDK never does.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -173,9 +178,6 @@ impl OneSided<'_> {
                 .map_err(|e| StoreError::Fabric(e.to_string()))?;
         let lease = store.config.lease;
         let expires = SystemTime::now() + lease;
-        // Its memory is not reused before a lease (and grace) from now: a writer late
-        // past the commit's deadline finds its key revoked, never another value's bytes.
-        arena.extend_lease(expires);
         let mut open_values = Vec::with_capacity(values.len());
         let mut placed = Vec::with_capacity(values.len());
         for (v, slot) in values.iter().zip(slots) {
@@ -219,11 +221,7 @@ impl OneSided<'_> {
     /// outcome comes with its key, in the reservation's order. The
     /// sealed versions are readable one-sided once published. CPU-bound (every byte is
     /// hashed): call it off the async workers.
-    pub fn commit(
-        &self,
-        id: u64,
-        checksums: &[u64],
-    ) -> Result<Vec<Committed>, UploadError> {
+    pub fn commit(&self, id: u64, checksums: &[u64]) -> Result<Vec<Committed>, UploadError> {
         let store = self.store;
         let open = store
             .uploads
@@ -312,10 +310,7 @@ impl OneSided<'_> {
 
 /// The region's arena and its slots from memory the budget allows (allocated off the
 /// async worker); `None` when memory is full.
-fn reserve_region(
-    store: &Store,
-    lens: &[usize],
-) -> Result<Option<Region>, StoreError> {
+fn reserve_region(store: &Store, lens: &[usize]) -> Result<Option<Region>, StoreError> {
     use super::arena::ReserveError;
     let reserved = match store.arenas.reserve_region(lens, false) {
         Err(ReserveError::NeedAllocation) => {

@@ -46,7 +46,7 @@ impl Testing<'_> {
         v: &StoredVersion,
         at: Option<u64>,
     ) -> Result<Arc<StoredVersion>, StoreError> {
-        let (arena, mut slot) = self.0.arenas.reserve(v.frame.len())?;
+        let (arena, mut slot) = self.0.arenas.reserve_upload(v.frame.len(), true, false)?;
         let bytes = slot.as_mut_slice();
         bytes.copy_from_slice(v.frame.as_slice());
         let header = rasa_fastpath::frame::HEADER_LEN as u64;

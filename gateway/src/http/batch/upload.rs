@@ -60,7 +60,7 @@ pub async fn reserve_upload(
     let hopped = parts.headers.contains_key(HOP_HEADER);
     let mut total = 0u64;
     for item in &items {
-        if let Some(owner) = super::place(&st, item, hopped)? {
+        if let Some(owner) = super::place::place(&st, item, hopped)? {
             return Err(ApiError::Misdirected(format!(
                 "'{}' is owned by member {}: write it there, or through /v1/batch/put",
                 item.key, owner.node_id
@@ -124,8 +124,8 @@ pub async fn reserve_upload(
 /// each value's checksum and block table are computed from the bytes in memory, and a
 /// value whose checksum differs is refused alone (`digest_mismatch`, nothing stored for
 /// it). One result per value, as a put batch's (a descriptor, with the remote address
-/// and a lease only with `?lease=true`; its `sha256` is empty: computed when a reader
-/// first needs it).
+/// and a lease only with `?lease=true`; its `sha256` is empty, computed when a reader
+/// first needs it, unless the commit asks for it with `"sha256": true`).
 #[utoipa::path(
     post, path = "/v1/batch/commit/{upload}", tag = "objects", operation_id = "commit_upload",
     params(
@@ -142,9 +142,11 @@ pub async fn reserve_upload(
 )]
 pub async fn commit_upload(
     State(st): State<AppState>,
-    Path(upload): Path<String>,
+    Path(params): Path<std::collections::HashMap<String, String>>,
     req: Request,
 ) -> Result<Response, ApiError> {
+    // `{ns}` too, under /v1/ns/{ns}.
+    let upload = params.get("upload").cloned().unwrap_or_default();
     let (parts, body) = req.into_parts();
     let objects = st.objects_in(&parts.extensions)?;
     let lease = wants_lease(&parts.uri)?;
@@ -171,10 +173,18 @@ pub async fn commit_upload(
         })
         .collect::<Result<Vec<u64>, _>>()?;
     let verifying = std::sync::Arc::clone(&objects);
-    let sealed =
-        tokio::task::spawn_blocking(move || verifying.store().one_sided().commit(id, &checksums))
-            .await
-            .map_err(|e| ApiError::Internal(format!("the commit's check failed: {e}")))??;
+    let digest = commit.sha256;
+    let sealed = tokio::task::spawn_blocking(move || {
+        let sealed = verifying.store().one_sided().commit(id, &checksums)?;
+        if digest {
+            for s in sealed.iter().filter_map(|(_, s)| s.as_ref().ok()) {
+                s.version().sha256();
+            }
+        }
+        Ok::<_, crate::store::UploadError>(sealed)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("the commit's check failed: {e}")))??;
     let remote = lease && crate::http::auth::Caller::reads(&parts);
     let mut results = Vec::with_capacity(sealed.len());
     for (key, s) in sealed {

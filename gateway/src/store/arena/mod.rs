@@ -168,14 +168,10 @@ impl Arenas {
         arena_len(self.arena_size, frame_len) <= self.budget()
     }
 
-    /// Claims `frame_len` bytes for one frame, without waiting.
-    pub fn reserve(&self, frame_len: usize) -> Result<(Arc<Arena>, WriteSlot), ReserveError> {
-        self.reserve_with(frame_len, true, false)
-    }
-
-    /// [`Arenas::reserve`] for an upload: from memory that is already registered unless
-    /// `may_allocate` (else `NeedAllocation` when a new arena would have to be allocated and
-    /// registered, which the caller then does off its async worker). With `growing` (a
+    /// Claims `frame_len` bytes for one frame, without waiting: from memory that is
+    /// already registered unless `may_allocate` (else `NeedAllocation` when a new arena
+    /// would have to be allocated and registered, which the caller then does off its
+    /// async worker). With `growing` (a
     /// body still arriving), a frame that needs a dedicated arena is charged to the budget
     /// as it is written ([`Arenas::charge`]), starting with one [`CHARGE_STEP`], so an
     /// upload that stalls holds little of the budget.
