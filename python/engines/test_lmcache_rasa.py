@@ -178,6 +178,10 @@ def test_loads_land_in_the_arena_with_no_copy(fast_path):
             return next(d for d in done if d[0] == fid)
 
         assert wait(c.submit_batch_set(names, views(range(8))))[1]
+        # The store took the one-sided way (issue 63): the chunks went straight into the
+        # gateway's memory, none as an HTTP body.
+        stats = c.tenant(None).client.stats()
+        assert (stats["fabric_writes"], stats["http_writes"]) == ((8, 0) if fast_path == "required" else (0, 8))
         for rows in ([8, 9, 10, 11, 12, 13, 14, 15], [31, 20, 25, 16, 17, 18, 19, 30]):
             before = c.tenant(None).client.stats()["bytes_copied"]
             fid, ok, err, _ = wait(c.submit_batch_get(names, views(rows)))

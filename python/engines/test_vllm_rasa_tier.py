@@ -84,6 +84,12 @@ def test_store_load_data_integrity(batch_size, fast_path):
         tier.submit_store(fs.make_job(1, keys, list(range(batch_size))))
         results = fs.drain(tier)
         assert len(results) == 1 and results[0].success
+        # Stored one-sided (issue 63) when the fast path is on and the batch is worth a
+        # region (64 KiB or more), else as an HTTP batch.
+        one_sided = fast_path == "required" and batch_size * tier.block_size_bytes >= 64 << 10
+        written = tier._client.stats()
+        assert written["fabric_writes"] == (batch_size if one_sided else 0), written
+        assert written["http_writes"] == (0 if one_sided else batch_size), written
         tensor[:] = 0.0  # what a load puts back comes from Rasa
         copied = tier._client.stats()["bytes_copied"]
         tier.submit_load(fs.make_job(2, keys, load_ids, is_promotion=True))
