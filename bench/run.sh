@@ -127,6 +127,8 @@ echo "python SDK..." >&2
 python=$(./bench/python.sh)
 echo "writes next to redis..." >&2
 writes=$(./bench/writes.sh)
+echo "next to Mooncake Store (one-sided writes)..." >&2
+mooncake=$(./bench/mooncake.sh)
 echo "inference engines (LMCache's L2 through each backend)..." >&2
 engines=$(./bench/engines.sh)
 echo "model weights..." >&2
@@ -213,6 +215,8 @@ read -r sr sb sp50 sp99 sbad <<<"$put_steady"
   echo "$python"
   echo
   echo "$writes"
+  echo
+  echo "$mooncake"
   echo
   echo "$engines"
   echo

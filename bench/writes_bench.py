@@ -5,7 +5,8 @@
 Prints Markdown tables (issue 46):
 - a batch of N values stored with `Client.put_many` (one request per batch), with N
   sequential `Client.put`, and with redis-py's pipelined `SET` of the same blocks
-  (`transaction=False`) — 256 × 4 KiB, 256 × 64 KiB, 32 × 1 MiB;
+  (`transaction=False`) — 256 × 4 KiB, 256 × 64 KiB, 32 × 1 MiB — and with the default
+  client's `put_many` (one-sided: a region, the bytes over shm, a commit);
 - `get_many_into` of 256 × 64 KiB into one `RegisteredBuffer`: with descriptors this
   client does not hold yet (keys just written by another client) and again (held);
 - the first batch into a newly `register()`ed buffer next to the second;
@@ -41,9 +42,9 @@ def median_ms(fn, rounds: int = ROUNDS) -> float:
     return statistics.median(times) * 1e3
 
 
-def writes(c: rasa_client.Client, r: redis.Redis) -> None:
-    print("| batch | `put_many` (1 request) | N × `put` | redis pipelined `SET` | put_many's speed vs N × put | vs redis (> 1: ahead) |")
-    print("| --- | --- | --- | --- | --- | --- |")
+def writes(c: rasa_client.Client, fast: rasa_client.Client, r: redis.Redis) -> None:
+    print("| batch | `put_many` (1 request) | N × `put` | redis pipelined `SET` | put_many's speed vs N × put | vs redis (> 1: ahead) | `put_many` one-sided (default client) | one-sided vs redis |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for n, size, name in [(256, 4 << 10, "256 × 4 KiB"), (256, 64 << 10, "256 × 64 KiB"), (32, 1 << 20, "32 × 1 MiB")]:
         items = [(f"bench/writes/{size}/{i}", os.urandom(size)) for i in range(n)]
 
@@ -60,8 +61,12 @@ def writes(c: rasa_client.Client, r: redis.Redis) -> None:
                 p.set(k, v)
             p.execute()
 
+        def one_sided() -> None:
+            fast.put_many(items)
+
         m, s, p = median_ms(many), median_ms(one_by_one, max(3, ROUNDS // 3)), median_ms(pipelined)
-        print(f"| {name} | {m:.1f} ms | {s:.1f} ms | {p:.1f} ms | {s / m:.1f}× | {p / m:.2f}× |")
+        o = median_ms(one_sided)
+        print(f"| {name} | {m:.1f} ms | {s:.1f} ms | {p:.1f} ms | {s / m:.1f}× | {p / m:.2f}× | {o:.1f} ms | {p / o:.2f}× |")
     r.flushall()
 
 
@@ -142,7 +147,8 @@ def main() -> None:
     c = rasa_client.Client(url, fast_path="off")
     warm(c, int(os.environ.get("WARM_BYTES", str(1 << 30))))
     r = redis.Redis(port=redis_port)
-    writes(c, r)
+    # The default client: its fast path, so batches of 64 KiB or more go one-sided.
+    writes(c, rasa_client.Client(url), r)
     cold_reads(url)
     put_tail(url)
 

@@ -57,9 +57,6 @@ fn rfc3339(t: std::time::SystemTime) -> String {
 /// The descriptor of `v` (a version of `store`), granting a lease on it (recorded on its
 /// arena).
 pub fn descriptor(st: &AppState, store: &Store, v: &StoredVersion) -> Descriptor {
-    // A reader's descriptor names the SHA-256 (computed now, once, for a version written
-    // one-sided); only a one-sided write's own answer goes without.
-    let _ = v.sha256();
     descriptor_of(st, store, v, true)
 }
 
@@ -90,6 +87,9 @@ pub fn descriptor_of(st: &AppState, store: &Store, v: &StoredVersion, remote: bo
         key: v.key().to_string(),
         version: v.version().to_string(),
         length: v.len(),
+        // Known, or empty: a version written one-sided whose SHA-256 no reader has needed
+        // yet (one-sided readers check the frame checksum; HTTP and S3 readers get the
+        // SHA-256 as their entity tag, computed then).
         sha256: v.sha256_known().map(hex::encode).unwrap_or_default(),
         checksum: format!("{:016x}", v.checksum()),
         checksum_algorithm: CHECKSUM_ALGORITHM.to_owned(),

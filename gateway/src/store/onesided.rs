@@ -28,7 +28,7 @@ use std::time::{Instant, SystemTime};
 
 use rasa_fastpath::buffer::WriteSlot;
 use rasa_fastpath::fabrics::Regions;
-use rasa_fastpath::frame::{self, FrameHasher, FrameIdentity, HEADER_LEN};
+use rasa_fastpath::frame::{self, FrameHasher, FrameIdentity, ENTRY_LEN, HEADER_LEN};
 
 use super::arena::Arena;
 use super::upload::{Keep, PendingSlot, Sealed};
@@ -344,8 +344,19 @@ fn seal_one(
     let len = id.payload_len as usize;
     let (head, rest) = bytes.split_at_mut(HEADER_LEN);
     let (payload, after) = rest.split_at_mut(len);
+    // One pass: each block hashed into the frame checksum and its table entry while it
+    // is in cache.
     let mut hasher = FrameHasher::new();
-    hasher.update(payload);
+    match block_size as usize {
+        0 => hasher.update(payload),
+        bs => {
+            for (i, block) in payload.chunks(bs).enumerate() {
+                hasher.update(block);
+                let entry = frame::block_entry(&id, i as u64, block);
+                after[i * ENTRY_LEN..(i + 1) * ENTRY_LEN].copy_from_slice(&entry.to_le_bytes());
+            }
+        }
+    }
     let (header, got) = hasher.seal(id, block_size);
     if got != said {
         drop(PendingSlot::new(Arc::clone(arena), slot));
@@ -354,7 +365,6 @@ fn seal_one(
             .increment(1);
         return Err(StoreError::ChecksumMismatch { key, said, got });
     }
-    frame::fill_table(&id, block_size, payload, 0, after);
     head.copy_from_slice(&header);
     let origin = OriginMeta::default();
     let media_type = MediaType::intern(&content_type, &origin);

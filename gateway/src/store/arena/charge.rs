@@ -21,8 +21,14 @@ impl Table {
     /// when that is not enough.
     pub(super) fn make_budget(&mut self, need: u64, budget: u64, stats: &ArenaStats) -> bool {
         while self.allocated + need > budget {
-            let Some(f) = self.free.pop() else { break };
-            self.allocated -= f.buffer.capacity() as u64;
+            let capacity = match self.spare.pop() {
+                Some(b) => b.capacity(),
+                None => match self.free.pop() {
+                    Some(f) => f.buffer.capacity(),
+                    None => break,
+                },
+            };
+            self.allocated -= capacity as u64;
             stats.released.fetch_add(1, Ordering::Relaxed);
         }
         self.allocated + need <= budget

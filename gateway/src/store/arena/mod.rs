@@ -72,6 +72,11 @@ struct Table {
     sealed: Vec<Arc<Arena>>,
     draining: Vec<Arc<Arena>>,
     free: Vec<Arc<Arena>>,
+    /// Memory of reclaimed dedicated arenas (reset, unregistered, still allocated), kept
+    /// for upload regions: a region written into fresh memory had the kernel zero every
+    /// page first (a quarter of a one-sided write's CPU). Released before `free` when
+    /// room is needed.
+    spare: Vec<Arc<ArenaBuffer>>,
     allocated: u64,
 }
 

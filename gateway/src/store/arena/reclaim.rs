@@ -75,6 +75,7 @@ impl Arenas {
         let taken = ready.len();
         let mut waiting = Vec::new();
         let mut fresh = Vec::new();
+        let mut spare = Vec::new();
         let mut released = 0u64;
         for arena in ready {
             if arena.revoke() {
@@ -108,9 +109,16 @@ impl Arenas {
                 continue;
             }
             if dedicated {
-                released += charged.into_inner();
-                self.stats.released.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(arena = id, "dedicated arena released");
+                let charged = charged.into_inner();
+                if charged == buffer.capacity() as u64 {
+                    // Kept, still allocated, for the next upload region.
+                    tracing::debug!(arena = id, "dedicated arena kept as spare memory");
+                    spare.push(buffer);
+                } else {
+                    released += charged;
+                    self.stats.released.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(arena = id, "dedicated arena released");
+                }
                 continue;
             }
             match super::register(self.fabric.as_ref(), &buffer) {
@@ -127,6 +135,7 @@ impl Arenas {
         let mut t = self.table();
         t.allocated -= released;
         t.free.extend(fresh);
+        t.spare.extend(spare);
         t.draining.extend(waiting);
         self.reclaiming.fetch_sub(taken, Ordering::AcqRel);
         freed

@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use rasa_fastpath::buffer::{WriteSlot, BUFFER_ALIGN};
+use rasa_fastpath::buffer::{ArenaBuffer, WriteSlot, BUFFER_ALIGN};
 use rasa_fastpath::frame::FRAME_ALIGN;
 
 use super::{Arena, Arenas, ReserveError};
@@ -35,15 +35,25 @@ impl Arenas {
             }));
         }
         let mut t = self.table();
-        if !t.make_budget(size as u64, self.budget(), &self.stats) {
-            return Err(ReserveError::NeedRoom);
-        }
-        if !may_allocate {
-            return Err(ReserveError::NeedAllocation);
-        }
-        t.allocated += size as u64;
-        drop(t);
-        let arena = self.allocate(size, true, None)?;
+        // Spare memory of a reclaimed dedicated arena, if one fits without wasting more
+        // than the region itself: its pages are in place already.
+        let fits = |b: &Arc<ArenaBuffer>| b.capacity() >= size && b.capacity() <= 2 * size;
+        let arena = if let Some(i) = t.spare.iter().position(fits) {
+            let buffer = t.spare.swap_remove(i);
+            drop(t);
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            Arc::new(Arena::new(id, buffer, true, None))
+        } else {
+            if !t.make_budget(size as u64, self.budget(), &self.stats) {
+                return Err(ReserveError::NeedRoom);
+            }
+            if !may_allocate {
+                return Err(ReserveError::NeedAllocation);
+            }
+            t.allocated += size as u64;
+            drop(t);
+            self.allocate(size, true, None)?
+        };
         let slots = lens
             .iter()
             .map(|&len| {
