@@ -143,12 +143,6 @@ pub(crate) unsafe fn copy_from<'a>(
     remote: u64,
     len: usize,
 ) -> Result<&'a [u8], CopyError> {
-    use crate::fabric::FabricError;
-    let fail = |errno: i32, text: String| FabricError::Call {
-        call: "process_vm_readv",
-        errno,
-        text,
-    };
     let l = libc::iovec {
         iov_base: local.cast(),
         iov_len: len,
@@ -160,6 +154,15 @@ pub(crate) unsafe fn copy_from<'a>(
     // SAFETY: `l` describes memory the caller lets this call write (see above); the remote
     // iovec names another process's memory, which the kernel checks and reads.
     let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &l, 1, &r, 1, 0) };
+    copied("process_vm_readv", n, len)?;
+    // SAFETY: the kernel wrote all `len` bytes at `local`, which the caller keeps valid.
+    Ok(unsafe { std::slice::from_raw_parts(local, len) })
+}
+
+/// What a cross-memory copy's return value `n` (of `len` bytes asked) means.
+fn copied(call: &'static str, n: isize, len: usize) -> Result<(), CopyError> {
+    use crate::fabric::FabricError;
+    let fail = |errno: i32, text: String| FabricError::Call { call, errno, text };
     if n < 0 {
         let e = std::io::Error::last_os_error();
         let errno = e.raw_os_error().unwrap_or(libc::EIO);
@@ -175,19 +178,12 @@ pub(crate) unsafe fn copy_from<'a>(
             format!("copied {n} of {len} bytes: the range is not all mapped"),
         )));
     }
-    // SAFETY: the kernel wrote all `len` bytes at `local`, which the caller keeps valid.
-    Ok(unsafe { std::slice::from_raw_parts(local, len) })
+    Ok(())
 }
 
 /// Copies `bytes` to `remote` in process `pid` with `process_vm_writev`: a one-sided
 /// write done by this process (`shm`'s fast path). Errors as [`copy_from`]'s.
 pub(crate) fn copy_to(pid: u32, bytes: &[u8], remote: u64) -> Result<(), CopyError> {
-    use crate::fabric::FabricError;
-    let fail = |errno: i32, text: String| FabricError::Call {
-        call: "process_vm_writev",
-        errno,
-        text,
-    };
     let l = libc::iovec {
         iov_base: bytes.as_ptr().cast_mut().cast(),
         iov_len: bytes.len(),
@@ -199,25 +195,7 @@ pub(crate) fn copy_to(pid: u32, bytes: &[u8], remote: u64) -> Result<(), CopyErr
     // SAFETY: `l` describes `bytes`, which the kernel only reads; the remote iovec names
     // another process's memory, which the kernel checks and writes.
     let n = unsafe { libc::process_vm_writev(pid as libc::pid_t, &l, 1, &r, 1, 0) };
-    if n < 0 {
-        let e = std::io::Error::last_os_error();
-        let errno = e.raw_os_error().unwrap_or(libc::EIO);
-        return Err(match errno {
-            libc::EFAULT => CopyError::Unmapped(fail(errno, e.to_string())),
-            libc::ESRCH => CopyError::Gone(fail(errno, e.to_string())),
-            _ => CopyError::Failed(fail(errno, e.to_string())),
-        });
-    }
-    if n as usize != bytes.len() {
-        return Err(CopyError::Unmapped(fail(
-            libc::EFAULT,
-            format!(
-                "copied {n} of {} bytes: the range is not all mapped",
-                bytes.len()
-            ),
-        )));
-    }
-    Ok(())
+    copied("process_vm_writev", n, bytes.len())
 }
 
 #[cfg(test)]

@@ -59,6 +59,16 @@ pub struct ReadOp {
     pub rkey: u64,
 }
 
+impl Posted {
+    /// What a post's return value means (`call` names it in an error).
+    fn of(call: &'static str, ret: isize) -> Result<Self, FabricError> {
+        if ret == -(sys::FI_EAGAIN as isize) {
+            return Ok(Self::QueueFull);
+        }
+        check(call, ret).map(|_| Self::Issued)
+    }
+}
+
 impl Polled {
     fn of(call: &'static str, ret: isize) -> Self {
         match ret {
@@ -173,10 +183,7 @@ impl Node {
                 context.cast(),
             )
         };
-        if ret == -(sys::FI_EAGAIN as isize) {
-            return Ok(Posted::QueueFull);
-        }
-        check("fi_read", ret).map(|_| Posted::Issued)
+        Posted::of("fi_read", ret)
     }
 }
 
@@ -209,10 +216,7 @@ impl Node {
                 context.cast(),
             )
         };
-        if ret == -(sys::FI_EAGAIN as isize) {
-            return Ok(Posted::QueueFull);
-        }
-        check("fi_write", ret).map(|_| Posted::Issued)
+        Posted::of("fi_write", ret)
     }
 }
 
