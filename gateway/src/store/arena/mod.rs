@@ -228,12 +228,13 @@ impl Arenas {
         if let Some(got) = t.open.as_ref().and_then(claim) {
             return Ok(got);
         }
+        // Spare region memory gives way to a shared arena before anything is evicted.
+        let room =
+            t.free.is_empty() && t.make_budget(self.arena_size as u64, self.budget(), &self.stats);
         let next = match t.free.pop() {
             Some(a) => a,
-            None if !may_allocate && t.allocated + self.arena_size as u64 <= self.budget() => {
-                return Err(ReserveError::NeedAllocation)
-            }
-            None if t.allocated + self.arena_size as u64 <= self.budget() => {
+            None if !may_allocate && room => return Err(ReserveError::NeedAllocation),
+            None if room => {
                 // Accounted now, allocated and registered without the lock.
                 t.allocated += self.arena_size as u64;
                 drop(t);

@@ -66,3 +66,42 @@ impl Arenas {
         Ok((arena, slots))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime};
+
+    /// A reclaimed region's memory is kept as spare for the next region, and gives way to
+    /// a shared arena before anything must be evicted (the engines bench once found a
+    /// batch's own values evicted while spare memory filled the budget).
+    #[test]
+    fn spare_region_memory_is_reused_and_gives_way_to_shared_arenas() {
+        let arenas = Arenas::new(1 << 20, 8 << 20, Duration::ZERO, None);
+        let spare_of = |arenas: &Arenas| {
+            let (arena, slots) = arenas.reserve_region(&[7 << 20], true).unwrap();
+            let base = arena.buffer.base_addr();
+            drop(slots);
+            arena.finish_pending(); // nothing committed
+            drop(arena);
+            let dead = arenas.take_dead();
+            assert_eq!(dead.len(), 1, "an uncommitted region is unreachable");
+            arenas.drain(dead);
+            assert_eq!(arenas.reclaim(SystemTime::now()), 1);
+            base
+        };
+        let first = spare_of(&arenas);
+        assert_eq!(arenas.allocated(), 8 << 20, "kept, still allocated");
+        assert_eq!(
+            spare_of(&arenas),
+            first,
+            "the next region takes the same memory"
+        );
+        let shared = arenas.reserve_upload(1000, true, false);
+        assert!(
+            shared.is_ok(),
+            "a shared arena in place of the spare: {shared:?}"
+        );
+        assert_eq!(arenas.allocated(), 1 << 20, "the spare was released for it");
+    }
+}
