@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use rasa_fastpath::frame::{key_hash, FrameHasher, FrameIdentity};
 use rasa_fastpath::reader::RemoteWrite;
-use rasa_openapi::{Descriptor, PutBatchManifest, PutBatchResponse, UploadCommit, UploadRegion};
+use rasa_openapi::{
+    Descriptor, PutBatchManifest, PutBatchResponse, UploadCommit, UploadRegion, UploadSlot,
+};
 
 use crate::batch::Each;
 use crate::fabric::{FabricPool, FabricState};
@@ -88,9 +90,23 @@ impl crate::client::Node {
                 region.items.len()
             )));
         }
+        // The values the gateway refused get their problem; the others are written.
+        let room: Vec<usize> = (0..items.len())
+            .filter(|&i| region.items[i].error.is_none())
+            .collect();
+        let mut out: Vec<Option<Each<Descriptor>>> = region
+            .items
+            .iter()
+            .map(|s| s.error.clone().map(Err))
+            .collect();
+        if room.is_empty() {
+            return Ok(out.into_iter().map(|r| r.expect("refused")).collect());
+        }
         let sent = Instant::now();
         let deadline = sent + Duration::from_millis(region.lease_ms).saturating_sub(COMMIT_MARGIN);
-        let checksums = write_region(&self.fabric, &region, items, deadline).await?;
+        let slots: Vec<&UploadSlot> = room.iter().map(|&i| &region.items[i]).collect();
+        let values: Vec<(&str, Bytes)> = room.iter().map(|&i| items[i].clone()).collect();
+        let checksums = write_region(&self.fabric, &region, &slots, &values, deadline).await?;
         let mut commit = format!(
             "{}/v1{}/batch/commit/{}",
             http.endpoint, http.space, region.upload
@@ -109,17 +125,19 @@ impl crate::client::Node {
             http.descriptors.forget(k);
         }
         let batch: PutBatchResponse = http.decode(resp?).await?;
-        if batch.results.len() != items.len() {
+        if batch.results.len() != room.len() {
             return Err(Error::Protocol(format!(
                 "a commit of {} values answered with {} results",
-                items.len(),
+                room.len(),
                 batch.results.len()
             )));
         }
-        let out: Vec<Each<Descriptor>> = batch
-            .results
+        for (&i, r) in room.iter().zip(batch.results) {
+            out[i] = Some(r.into_result());
+        }
+        let out: Vec<Each<Descriptor>> = out
             .into_iter()
-            .map(rasa_openapi::DescriptorResult::into_result)
+            .map(|r| r.expect("every value answered"))
             .collect();
         pool.counters
             .wrote(ReadPath::Fabric, out.iter().filter(|r| r.is_ok()).count());
@@ -127,11 +145,12 @@ impl crate::client::Node {
     }
 }
 
-/// Writes `items` into `region` on `pool`'s endpoint before `deadline`, and answers each
-/// value's frame checksum (hex) for the commit.
+/// Writes `items` into their `slots` of `region` on `pool`'s endpoint before `deadline`,
+/// and answers each value's frame checksum (hex) for the commit.
 async fn write_region(
     pool: &FabricPool,
     region: &UploadRegion,
+    slots: &[&UploadSlot],
     items: &[(&str, Bytes)],
     deadline: Instant,
 ) -> Result<Vec<String>, Error> {
@@ -146,7 +165,7 @@ async fn write_region(
         ))
     })?;
     let mut plan = Vec::with_capacity(items.len());
-    for ((key, value), slot) in items.iter().zip(&region.items) {
+    for ((key, value), slot) in items.iter().zip(slots) {
         let version = u64::from_str_radix(&slot.version, 16)
             .map_err(|_| Error::Protocol(format!("bad version {:?}", slot.version)))?;
         if slot.key != *key || slot.length != value.len() as u64 {

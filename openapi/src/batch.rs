@@ -52,6 +52,9 @@ pub struct PutBatchItem {
     #[schema(example = "kv/layer0/block7")]
     pub key: String,
     /// The value's length in bytes: exactly this many bytes of the body are this value.
+    /// (An integral JSON number written with a fraction, `114.0`, is that integer, as
+    /// JSON Schema's `integer` has it.)
+    #[serde(deserialize_with = "whole_number")]
     pub length: u64,
     /// Stored and served back; default `application/octet-stream`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -153,19 +156,43 @@ pub struct UploadSlot {
     pub offset: u64,
     /// The value's length in bytes.
     pub length: u64,
+    /// Why this value got no room (then `version` is empty and nothing of it is written
+    /// or committed: the commit's checksums are those of the values with room, in order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Problem>,
 }
 
 /// The commit of an upload region: each value's frame checksum (XXH3-64 over the payload
 /// and the frame header's identity, as a descriptor's `checksum`), computed by the client
-/// from the bytes it wrote, in the order of the region's items.
+/// from the bytes it wrote, in the order of the region's items that got room.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UploadCommit {
-    /// One checksum per value (16 hexadecimal digits), in order.
+    /// One checksum per value with room (16 hexadecimal digits), in order; another
+    /// number of them is `409` and stores nothing.
     pub checksums: Vec<String>,
     /// Compute each value's SHA-256 now and answer it in its descriptor (what a `PUT`
     /// answers, for a later `If-Match`); by default it is computed when a reader first
     /// needs it, off the write path, and the descriptors' `sha256` is empty.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sha256: bool,
+}
+
+/// A `u64` from JSON, also when written as an integral number with a fraction (`114.0`):
+/// JSON Schema's `integer` admits it, and so does the OpenAPI document.
+fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    use serde::de::Error;
+    let n = serde_json::Number::deserialize(d)?;
+    // At most i64::MAX, the document's bound (`int64`).
+    let max = i64::MAX as u64;
+    let whole = match (n.as_u64(), n.as_f64()) {
+        (Some(u), _) => Some(u),
+        (None, Some(f)) if f.fract() == 0.0 && (0.0..9.2e18).contains(&f) => Some(f as u64),
+        _ => None,
+    };
+    whole.filter(|&u| u <= max).ok_or_else(|| {
+        D::Error::custom(format!(
+            "{n} is not a length in bytes (a whole number from 0 to {max})"
+        ))
+    })
 }

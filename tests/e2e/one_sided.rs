@@ -302,3 +302,35 @@ async fn an_abandoned_upload_is_reclaimed_at_its_leases_end_and_its_late_commit_
         .unwrap();
     assert_eq!(r.status(), 404);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_value_is_named_in_its_slot_and_a_wrong_count_commits_nothing() {
+    let gw = Gateway::start(&["--fast-path", "on", "--fabric-provider", TCP]);
+    let region = reserve(&gw, &[("slot/ok", 10), ("slot/../bad", 5)]).await;
+    assert!(region.items[0].error.is_none() && !region.items[0].version.is_empty());
+    let p = region.items[1].error.as_ref().expect("refused in its slot");
+    assert_eq!(p.code, ProblemCode::InvalidKey, "{p:?}");
+    // One checksum per value with room: two is a conflict, and nothing is stored.
+    let r = commit(&gw, &region, vec!["0".repeat(16), "0".repeat(16)]).await;
+    assert_eq!(r.status(), 409);
+    let r = http()
+        .get(gw.url("/v1/objects/slot/ok"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    // Nothing to write: a region of no values, committed as nothing.
+    let empty = reserve(&gw, &[]).await;
+    assert_eq!(
+        (empty.upload.as_str(), empty.items.len()),
+        ("0000000000000000", 0)
+    );
+    let r = commit(&gw, &empty, vec![]).await;
+    assert_eq!(r.status(), 200);
+    assert!(r
+        .json::<PutBatchResponse>()
+        .await
+        .unwrap()
+        .results
+        .is_empty());
+}

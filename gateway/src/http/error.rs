@@ -23,6 +23,9 @@ pub enum ApiError {
     /// A malformed header, query parameter or body.
     #[error("{0}")]
     InvalidRequest(String),
+    /// A commit that does not match its upload (another number of values).
+    #[error("{0}")]
+    UploadMismatch(String),
     /// A request for keys another member owns, which this route does not forward.
     #[error("{0}")]
     Misdirected(String),
@@ -172,6 +175,7 @@ impl ApiError {
             | Self::TooManyKeys { .. } => StatusCode::BAD_REQUEST,
             Self::DigestMismatch(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Misdirected(_) => StatusCode::MISDIRECTED_REQUEST,
+            Self::UploadMismatch(_) => StatusCode::CONFLICT,
             Self::NoSuchUpload { gone: true, .. } => StatusCode::GONE,
             Self::NoSuchUpload { gone: false, .. } => StatusCode::NOT_FOUND,
             Self::NotFound(_) | Self::VersionNotFound { .. } | Self::NoSuchNamespace(_) => {
@@ -203,7 +207,7 @@ impl ApiError {
             Self::InvalidVersion(_) => ProblemCode::InvalidVersion,
             Self::InvalidRequest(_) => ProblemCode::InvalidRequest,
             Self::DigestMismatch(_) => ProblemCode::DigestMismatch,
-            Self::Misdirected(_) => ProblemCode::InvalidRequest,
+            Self::Misdirected(_) | Self::UploadMismatch(_) => ProblemCode::InvalidRequest,
             Self::NoSuchUpload { .. } => ProblemCode::NoSuchUpload,
             Self::NotFound(_) | Self::VersionNotFound { .. } => ProblemCode::NotFound,
             Self::NoSuchNamespace(_) => ProblemCode::NoSuchNamespace,
@@ -270,9 +274,8 @@ impl From<crate::store::UploadError> for ApiError {
                 detail: e.to_string(),
                 gone: true,
             },
-            UploadError::Count { .. } | UploadError::NoFastPath => {
-                Self::InvalidRequest(e.to_string())
-            }
+            UploadError::Count { .. } => Self::UploadMismatch(e.to_string()),
+            UploadError::NoFastPath => Self::InvalidRequest(e.to_string()),
         }
     }
 }

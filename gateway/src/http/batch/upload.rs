@@ -7,8 +7,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Json;
 use rasa_openapi::{
-    DescriptorResult, PutBatchManifest, PutBatchResponse, RemoteRegion, UploadCommit, UploadRegion,
-    UploadSlot, HOP_HEADER,
+    DescriptorResult, Problem, PutBatchItem, PutBatchManifest, PutBatchResponse, RemoteRegion,
+    UploadCommit, UploadRegion, UploadSlot, HOP_HEADER,
 };
 
 use crate::catalog;
@@ -24,17 +24,16 @@ use crate::store::Wanted;
 /// Write each value's bytes there (`fi_write`; on the gateway's host, cross-memory
 /// attach), then commit within `lease_ms`. No descriptor exposes the region while it is
 /// open; an upload never committed is reclaimed when its lease ends. Every value is
-/// checked as a put batch's is (key, media type, size); one refused refuses the region.
-/// In a cluster every key must be owned by this member (`421` otherwise: send them to
-/// their owner, or use `/v1/batch/put`).
+/// checked as a put batch's is (key, media type, size, the batch's total); a refused one
+/// has the problem in its slot's `error` and no room (in a cluster, a key another member
+/// owns: send it there, or use `/v1/batch/put`). A manifest with nothing to write gets a
+/// region of no values (`upload` 0, nothing held).
 #[utoipa::path(
     post, path = "/v1/batch/reserve", tag = "objects", operation_id = "reserve_upload",
     request_body = PutBatchManifest,
     responses(
         (status = 201, description = "The region: where each value goes.", body = UploadRegion),
-        (status = 400, description = "A bad key, media type or manifest, more values than `--max-batch-keys`, or a gateway without a fast path.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "A value over `--max-object-size`, or values over `--max-batch-size`.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
-        (status = 421, description = "A key another member owns.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 400, description = "A malformed manifest, more values than `--max-batch-keys`, or a gateway without a fast path.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
         (status = 503, description = "Memory is full of leased values; retry after `Retry-After`.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
         (status = 507, description = "The values can never fit in memory.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
     )
@@ -52,31 +51,13 @@ pub async fn reserve_upload(
         .map_err(|e| ApiError::InvalidRequest(format!("the manifest is not valid: {e}")))?;
     let items = manifest.items;
     st.config.check_batch_keys(items.len())?;
-    if items.is_empty() {
-        return Err(ApiError::InvalidRequest(
-            "the manifest names no value".into(),
-        ));
-    }
     let hopped = parts.headers.contains_key(HOP_HEADER);
-    let mut total = 0u64;
-    for item in &items {
-        if let Some(owner) = super::place::place(&st, item, hopped)? {
-            return Err(ApiError::Misdirected(format!(
-                "'{}' is owned by member {}: write it there, or through /v1/batch/put",
-                item.key, owner.node_id
-            )));
-        }
-        total = total.saturating_add(item.length);
-    }
-    if total > st.config.max_batch_size {
-        return Err(ApiError::BatchTooLarge {
-            total,
-            limit: st.config.max_batch_size,
-        });
-    }
+    let refusals = refusals(&st, &items, hopped);
     let wanted: Vec<Wanted<'_>> = items
         .iter()
-        .map(|i| Wanted {
+        .zip(&refusals)
+        .filter(|(_, r)| r.is_none())
+        .map(|(i, _)| Wanted {
             key: &i.key,
             content_type: i
                 .content_type
@@ -86,35 +67,85 @@ pub async fn reserve_upload(
         })
         .collect();
     let store = objects.store();
-    let until = crate::store::room_deadline(store);
-    let r = store.one_sided().reserve(&wanted, until).await?;
-    let region = UploadRegion {
-        upload: format!("{:016x}", r.id),
-        lease_ms: r
+    let lease_ms = store.config().lease.as_millis() as u64;
+    // Nothing to write: a region of no values (id 0), no memory.
+    let (upload, lease_ms, endpoints, mut placed) = if wanted.is_empty() {
+        (0, lease_ms, Vec::new(), Vec::new())
+    } else {
+        let until = crate::store::room_deadline(store);
+        let r = store.one_sided().reserve(&wanted, until).await?;
+        let left = r
             .expires
             .duration_since(std::time::SystemTime::now())
             .unwrap_or_default()
-            .as_millis() as u64,
-        endpoints: r
+            .as_millis() as u64;
+        let endpoints = r
             .remotes
             .iter()
             .map(|&(addr, rkey)| RemoteRegion { addr, rkey })
-            .collect(),
-        items: items
-            .iter()
-            .zip(&r.values)
-            .map(|(i, (version, offset))| UploadSlot {
+            .collect();
+        (r.id, left, endpoints, r.values)
+    };
+    placed.reverse();
+    let slots = items
+        .iter()
+        .zip(refusals)
+        .map(|(i, error)| {
+            let (version, offset) = match &error {
+                Some(_) => (String::new(), 0),
+                None => {
+                    let (v, o) = placed.pop().expect("a place for each value reserved");
+                    (v.to_string(), o)
+                }
+            };
+            UploadSlot {
                 key: i.key.clone(),
-                version: version.to_string(),
-                offset: *offset,
+                version,
+                offset,
                 length: i.length,
-            })
-            .collect(),
+                error,
+            }
+        })
+        .collect();
+    let region = UploadRegion {
+        upload: format!("{upload:016x}"),
+        lease_ms,
+        endpoints,
+        items: slots,
     };
     catalog::HTTP_BATCH_ITEMS
         .counter_by(&[("op", "reserve"), ("result", "done")])
         .increment(items.len() as u64);
     Ok(json_response(StatusCode::CREATED, &region))
+}
+
+/// Each value checked alone, as a put batch's (key, media type, size, the batch's total,
+/// its owner): a refused one is named in its slot and gets no room.
+fn refusals(st: &AppState, items: &[PutBatchItem], hopped: bool) -> Vec<Option<Problem>> {
+    let mut total = 0u64;
+    items
+        .iter()
+        .map(|item| {
+            let refused = match super::place::place(st, item, hopped) {
+                Err(e) => Some(e),
+                Ok(Some(owner)) => Some(ApiError::Misdirected(format!(
+                    "'{}' is owned by member {}: write it there, or through /v1/batch/put",
+                    item.key, owner.node_id
+                ))),
+                Ok(None) if total.saturating_add(item.length) > st.config.max_batch_size => {
+                    Some(ApiError::BatchTooLarge {
+                        total: total.saturating_add(item.length),
+                        limit: st.config.max_batch_size,
+                    })
+                }
+                Ok(None) => None,
+            };
+            if refused.is_none() {
+                total += item.length;
+            }
+            refused.map(|e| e.problem())
+        })
+        .collect()
 }
 
 /// Commit an upload region: seal and publish what was written one-sided.
@@ -135,7 +166,8 @@ pub async fn reserve_upload(
     request_body = UploadCommit,
     responses(
         (status = 200, description = "One result per value, in order.", body = PutBatchResponse),
-        (status = 400, description = "Malformed checksums, or not one per value (nothing stored).", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 400, description = "A body that is not the commit's JSON.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A checksum that is not 16 hexadecimal digits (the upload stays open), or not one per value with room (nothing stored).", body = rasa_openapi::Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such upload open: committed already, or never reserved.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
         (status = 410, description = "The upload's lease ended before its commit: it was reclaimed, nothing stored.", body = rasa_openapi::Problem, content_type = "application/problem+json"),
     )
@@ -153,10 +185,9 @@ pub async fn commit_upload(
     let id = u64::from_str_radix(&upload, 16)
         .ok()
         .filter(|_| upload.len() == 16)
-        .ok_or_else(|| {
-            ApiError::InvalidRequest(format!(
-                "'{upload}' is not an upload id (16 hexadecimal digits)"
-            ))
+        .ok_or_else(|| ApiError::NoSuchUpload {
+            detail: format!("no upload '{upload}' (an upload id is 16 hexadecimal digits)"),
+            gone: false,
         })?;
     let bytes = axum::body::to_bytes(body, 1 << 20)
         .await
@@ -168,10 +199,21 @@ pub async fn commit_upload(
         .iter()
         .map(|c| {
             u64::from_str_radix(c, 16).map_err(|_| {
-                ApiError::InvalidRequest(format!("'{c}' is not a checksum (16 hexadecimal digits)"))
+                ApiError::UploadMismatch(format!(
+                    "'{c}' is not a frame checksum (16 hexadecimal digits); nothing was committed"
+                ))
             })
         })
         .collect::<Result<Vec<u64>, _>>()?;
+    if id == 0 && checksums.is_empty() {
+        // The region of no values: nothing to commit.
+        return Ok(json_response(
+            StatusCode::OK,
+            &PutBatchResponse {
+                results: Vec::new(),
+            },
+        ));
+    }
     let verifying = std::sync::Arc::clone(&objects);
     let digest = commit.sha256;
     let sealed = tokio::task::spawn_blocking(move || {
