@@ -29,6 +29,8 @@ mod charge;
 mod reclaim;
 mod region;
 mod single;
+#[cfg(test)]
+mod tests;
 
 pub use charge::CHARGE_STEP;
 
@@ -240,6 +242,12 @@ impl Arenas {
                 drop(t);
                 let fresh = self.allocate(self.arena_size, false, None)?;
                 t = self.table();
+                // Another writer opened an arena meanwhile: fill it first, keep this one
+                // free (sealing it now would strand an arena nearly empty).
+                if let Some(got) = t.open.as_ref().and_then(claim) {
+                    t.free.push(fresh);
+                    return Ok(got);
+                }
                 fresh
             }
             None => return Err(ReserveError::NeedRoom),
