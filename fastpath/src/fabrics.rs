@@ -87,21 +87,26 @@ impl Fabrics {
     /// Registers `buffer` for remote reads in every endpoint's domain, each under a fresh
     /// key; if one registration fails, those made are closed again.
     pub fn register(&self, buffer: Arc<ArenaBuffer>) -> Result<Regions, FabricError> {
-        let regions = self
-            .servers
-            .iter()
-            .map(|s| s.register(Arc::clone(&buffer)))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Regions { regions })
+        self.register_each(buffer, FabricServer::register)
     }
 
     /// Registers `buffer` for remote writes only (an upload region) in every endpoint's
     /// domain, each under a fresh key; dropping the [`Regions`] revokes them all.
     pub fn register_writable(&self, buffer: Arc<ArenaBuffer>) -> Result<Regions, FabricError> {
+        self.register_each(buffer, FabricServer::register_writable)
+    }
+
+    /// `buffer` registered by `how` in every endpoint's domain, in order; on a failure the
+    /// regions made are dropped (closed) again.
+    fn register_each(
+        &self,
+        buffer: Arc<ArenaBuffer>,
+        how: fn(&FabricServer, Arc<ArenaBuffer>) -> Result<MemoryRegion, FabricError>,
+    ) -> Result<Regions, FabricError> {
         let regions = self
             .servers
             .iter()
-            .map(|s| s.register_writable(Arc::clone(&buffer)))
+            .map(|s| how(s, Arc::clone(&buffer)))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Regions { regions })
     }

@@ -65,9 +65,6 @@ pub struct Reservation {
 /// One value of a commit: its key, and its sealed version or why it was refused.
 pub type Committed = (String, Result<Sealed, StoreError>);
 
-/// An upload region's arena and its slots, one per frame.
-type Region = (Arc<Arena>, Vec<WriteSlot>);
-
 /// Why an upload's commit was refused as a whole.
 #[derive(Debug, thiserror::Error)]
 pub enum UploadError {
@@ -169,7 +166,7 @@ impl OneSided<'_> {
         }
         let (arena, slots) = store
             .with_room(
-                || reserve_region(store, &lens),
+                || super::upload::allocating(|may| store.arenas.reserve_region(&lens, may)),
                 until.saturating_duration_since(Instant::now()),
             )
             .await?;
@@ -305,23 +302,6 @@ impl OneSided<'_> {
     /// Uploads open now.
     pub fn open(&self) -> usize {
         self.store.uploads.lock().len()
-    }
-}
-
-/// The region's arena and its slots from memory the budget allows (allocated off the
-/// async worker); `None` when memory is full.
-fn reserve_region(store: &Store, lens: &[usize]) -> Result<Option<Region>, StoreError> {
-    use super::arena::ReserveError;
-    let reserved = match store.arenas.reserve_region(lens, false) {
-        Err(ReserveError::NeedAllocation) => {
-            super::memory::off_worker(|| store.arenas.reserve_region(lens, true))
-        }
-        other => other,
-    };
-    match reserved {
-        Ok(got) => Ok(Some(got)),
-        Err(ReserveError::Never(e)) => Err(e),
-        Err(ReserveError::NeedRoom | ReserveError::NeedAllocation) => Ok(None),
     }
 }
 

@@ -93,10 +93,16 @@ pub(super) fn reserve_frame(
     frame_len: usize,
     growing: bool,
 ) -> Result<Option<(Arc<Arena>, WriteSlot)>, StoreError> {
-    let reserved = match arenas.reserve_upload(frame_len, false, growing) {
-        Err(ReserveError::NeedAllocation) => {
-            super::memory::off_worker(|| arenas.reserve_upload(frame_len, true, growing))
-        }
+    allocating(|may_allocate| arenas.reserve_upload(frame_len, may_allocate, growing))
+}
+
+/// What `reserve` gives: tried without allocating, then — when a new arena must be
+/// allocated and registered — again off the async worker; `None` when memory is full.
+pub(super) fn allocating<T>(
+    reserve: impl Fn(bool) -> Result<T, ReserveError>,
+) -> Result<Option<T>, StoreError> {
+    let reserved = match reserve(false) {
+        Err(ReserveError::NeedAllocation) => super::memory::off_worker(|| reserve(true)),
         other => other,
     };
     match reserved {
