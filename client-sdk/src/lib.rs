@@ -55,6 +55,7 @@ mod fabric;
 mod files;
 mod http;
 mod into;
+mod landmany;
 mod many;
 mod object;
 mod onesided;

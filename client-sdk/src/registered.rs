@@ -93,6 +93,40 @@ impl RegisteredBuffer {
         if let Err(why) = disjoint_within(regions, &order, self.capacity()) {
             return (Err(Error::Output(why)), self);
         }
+        // One go for every value whose descriptor is held (asked for together first); the
+        // rest, one by one. A cluster's keys live on several members: one by one.
+        let mut done: Vec<Option<Written>> = keys.iter().map(|_| None).collect();
+        if client.inner.topology().await.is_none() {
+            let fabric = &client.inner.fabric;
+            fabric.hold(keys).await;
+            let (got, landing) = fabric.land_many(keys, regions, self.landing).await;
+            (done, self.landing) = (got, landing);
+        }
+        let rest: Vec<usize> = (0..keys.len()).filter(|&i| done[i].is_none()).collect();
+        if rest.is_empty() {
+            return (Ok(done.into_iter().flatten().map(Ok).collect()), self);
+        }
+        let rest_keys: Vec<&str> = rest.iter().map(|&i| keys[i]).collect();
+        let rest_regions: Vec<Range<usize>> = rest.iter().map(|&i| regions[i].clone()).collect();
+        let (each, buf) = self.get_each_in(client, &rest_keys, &rest_regions).await;
+        let mut each = each.into_iter();
+        let out = done
+            .into_iter()
+            .map(|d| d.map_or_else(|| each.next().expect("one result per key left"), Ok))
+            .collect();
+        (Ok(out), buf)
+    }
+
+    /// [`RegisteredBuffer::get_many_in`] key by key (regions checked), several in flight:
+    /// the buffer cut into its regions, each read on its own, joined again.
+    async fn get_each_in(
+        mut self,
+        client: &Client,
+        keys: &[&str],
+        regions: &[Range<usize>],
+    ) -> (Vec<Result<Written, Error>>, Self) {
+        let mut order: Vec<usize> = (0..regions.len()).collect();
+        order.sort_by_key(|&i| (regions[i].start, regions[i].end));
         // Cut from the end: after each region the bytes up to the next (kept aside), then
         // the region itself; put back together in the opposite order.
         let mut layout = Vec::with_capacity(2 * regions.len());
@@ -120,7 +154,7 @@ impl RegisteredBuffer {
                 .unsplit(piece)
                 .expect("the pieces come back in order");
         }
-        (Ok(out), self)
+        (out, self)
     }
 }
 

@@ -72,6 +72,9 @@ pub struct Stats {
     pub fabric_reads: u64,
     /// Values served over HTTP.
     pub http_reads: u64,
+    /// Batches read one-sided in one go (`get_many_into` into registered memory: every
+    /// frame in flight together); their values count in `fabric_reads` too.
+    pub fabric_batches: u64,
     /// One-sided attempts that failed, by reason (each attempt counts once).
     pub fallbacks: std::collections::BTreeMap<&'static str, u64>,
     /// Requests sent again after a `503` with `Retry-After`.
@@ -127,6 +130,11 @@ impl Counters {
             ReadPath::Fabric => st.fabric_reads += 1,
             ReadPath::Http => st.http_reads += 1,
         });
+    }
+
+    /// A batch was read one-sided in one go.
+    pub(crate) fn batch(&self) {
+        self.with(|st| st.fabric_batches += 1);
     }
 
     /// `n` values were stored over `path`.

@@ -360,9 +360,9 @@ macro_rules! methods {
                 $run(py, self.core.limit(), ops::resolve(self.core.sdk()?, key))
             }
 
-            /// Counters: `fabric_reads`, `http_reads`, `fabric_writes` (values written
-            /// one-sided), `http_writes`, `busy_retries`, and `fallbacks` (why reads left
-            /// the fast path).
+            /// Counters: `fabric_reads`, `http_reads`, `fabric_batches` (batches read
+            /// one-sided in one go), `fabric_writes` (values written one-sided),
+            /// `http_writes`, `busy_retries`, and `fallbacks` (why reads left the fast path).
             fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
                 self.core.stats(py)
             }

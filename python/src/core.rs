@@ -210,6 +210,7 @@ impl Core {
         let d = PyDict::new(py);
         d.set_item("fabric_reads", s.fabric_reads)?;
         d.set_item("http_reads", s.http_reads)?;
+        d.set_item("fabric_batches", s.fabric_batches)?;
         d.set_item("fabric_writes", s.fabric_writes)?;
         d.set_item("http_writes", s.http_writes)?;
         d.set_item("busy_retries", s.busy_retries)?;

@@ -306,3 +306,74 @@ async fn values_land_at_offsets_of_the_callers_own_registered_memory() {
         reg = back;
     }
 }
+
+/// `get_many_at` of many values whose descriptors are held reads them in one go (one trip
+/// to the fabric, every frame in flight together), each byte-exact at its offset; a frame
+/// refused in the batch is that key's alone (required: its error; auto: read again over
+/// HTTP), the others still land in the same go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_into_registered_memory_is_read_in_one_go() {
+    let gw = Gateway::start(&["--fast-path", "on", "--test-hooks"]);
+    let values: Vec<Vec<u8>> = (0..64).map(|i| pattern(64 << 10, 500 + i)).collect();
+    let keys: Vec<String> = (0..64).map(|i| format!("b{i}")).collect();
+    for (k, v) in keys.iter().zip(&values) {
+        rasa_tests::put_value(&gw, k, v).await;
+    }
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let stride = (64 << 10) + 100;
+    let offsets: Vec<usize> = (0..64).map(|i| i * stride).collect();
+    let check = |reg: &rasa_client::RegisteredBuffer, skip: Option<usize>| {
+        for (i, v) in values.iter().enumerate() {
+            if Some(i) != skip {
+                assert!(
+                    reg[offsets[i]..offsets[i] + v.len()] == v[..],
+                    "b{i} differs"
+                );
+            }
+        }
+    };
+    let required = Client::builder(&gw.base)
+        .fast_path(FastPath::Required)
+        .build()
+        .unwrap();
+    let reg = required.register(64 * stride).unwrap();
+    let (r, reg) = reg.get_many_at(&required, &keys, &offsets).await;
+    assert!(r
+        .unwrap()
+        .iter()
+        .all(|w| w.as_ref().unwrap().path == ReadPath::Fabric));
+    check(&reg, None);
+    let st = required.stats();
+    assert_eq!((st.fabric_batches, st.fabric_reads), (1, 64), "{st:?}");
+
+    drop(reg);
+
+    // A corrupt frame (a new version, served): clients that ask for descriptors now.
+    let hook = gw.url("/v1/_test/corrupt/b9?serve=true");
+    let _bad: Descriptor = rasa_tests::json_of(rasa_tests::http().post(hook)).await;
+    let required = Client::builder(&gw.base)
+        .fast_path(FastPath::Required)
+        .build()
+        .unwrap();
+    let reg = required.register(64 * stride).unwrap();
+    let (r, reg) = reg.get_many_at(&required, &keys, &offsets).await;
+    let got = r.unwrap();
+    assert!(matches!(got[9], Err(Error::FastPath(_))), "{:?}", got[9]);
+    assert!(got.iter().enumerate().all(|(i, w)| i == 9 || w.is_ok()));
+    check(&reg, Some(9));
+    assert_eq!(required.stats().fabric_batches, 1);
+    drop(reg);
+
+    let auto = Client::builder(&gw.base).build().unwrap();
+    let reg = auto.register(64 * stride).unwrap();
+    let (r, reg) = reg.get_many_at(&auto, &keys, &offsets).await;
+    let got = r.unwrap();
+    assert_eq!(got[9].as_ref().unwrap().path, ReadPath::Http);
+    check(&reg, None);
+    let st = auto.stats();
+    assert_eq!(
+        (st.fabric_batches, st.fabric_reads, st.http_reads),
+        (1, 63, 1),
+        "{st:?}"
+    );
+}

@@ -197,18 +197,74 @@ impl Direct<'_> {
             len,
             true,
         );
-        let conn = self.run_into(&pieces, dst, timeout)?;
+        let conn = self.run_into(&pieces, dst, HEADER_LEN, timeout)?;
         let (slot, _) = conn.scratch.as_mut().expect("scratch set by run_into");
-        let checked = FrameCheck::new(&slot.as_mut_slice()[..HEADER_LEN], f.identity, f.checksum)
-            .and_then(|mut check| {
-                check.payload(&dst.as_slice()[..len]);
-                check.finish()
-            });
-        checked.map_err(|e| Failed {
-            error: e.into(),
-            quiet: true,
-        })?;
+        check_landed(
+            f,
+            &slot.as_mut_slice()[..HEADER_LEN],
+            &dst.as_slice()[..len],
+        )
+        .map_err(|error| Failed { error, quiet: true })?;
         Ok(len)
+    }
+
+    /// Reads the frames `frames` one-sided, all in flight together, each payload landing
+    /// in `dst` at its offset (no copy) and the headers in the reader's scratch, then
+    /// validates each where it landed: one result per frame, its payload's length, or why
+    /// that frame was refused (the others stand). The outer error is a failure of the whole
+    /// batch (a revoked key, a lost connection, the timeout), after which `dst` holds
+    /// nothing meaningful. A payload longer than the room its offset leaves before the next
+    /// one (or the buffer's end) is refused before anything is read.
+    pub fn read_many(
+        &mut self,
+        frames: &[(RemoteFrame, std::ops::Range<usize>)],
+        dst: &mut LandingBuffer,
+        timeout: Duration,
+    ) -> Result<Vec<Result<usize, ReadError>>, ReadError> {
+        if frames.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pieces = Vec::with_capacity(2 * frames.len());
+        for (i, (f, room)) in frames.iter().enumerate() {
+            let len = f.len()? - HEADER_LEN;
+            if len > room.len() || room.end > dst.capacity() {
+                return Err(ReadError::Output(format!(
+                    "a value of {len} bytes does not fit bytes {room:?} of a registered \
+                     buffer of {}",
+                    dst.capacity()
+                )));
+            }
+            pieces.push(Piece {
+                local: i * HEADER_LEN,
+                remote: f.addr,
+                rkey: f.rkey,
+                len: HEADER_LEN,
+                landing: false,
+                write: false,
+            });
+            let payload = f.addr + HEADER_LEN as u64;
+            engine::split(&mut pieces, room.start, payload, f.rkey, len, true);
+        }
+        let headers = frames.len().max(1) * HEADER_LEN;
+        let r = self.run_into(&pieces, dst, headers, timeout).map(|_| ());
+        self.0.settle(r)?;
+        let conn = self.0.conn.as_mut().expect("connected by the read");
+        let scratch = conn
+            .scratch
+            .as_mut()
+            .expect("scratch set by run_into")
+            .0
+            .as_mut_slice();
+        let landed = dst.as_slice();
+        Ok(frames
+            .iter()
+            .enumerate()
+            .map(|(i, (f, room))| {
+                let len = f.identity.payload_len as usize; // within room: checked above
+                let header = &scratch[i * HEADER_LEN..(i + 1) * HEADER_LEN];
+                check_landed(f, header, &landed[room.start..room.start + len]).map(|()| len)
+            })
+            .collect())
     }
 
     /// Reads `len` bytes at `addr` under `rkey` into the front of `dst` exactly as they are,
@@ -242,7 +298,7 @@ impl Direct<'_> {
     ) -> Result<(), Failed> {
         let mut pieces = Vec::new();
         engine::split(&mut pieces, 0, addr, rkey, len, true);
-        self.run_into(&pieces, dst, timeout).map(|_| ())
+        self.run_into(&pieces, dst, HEADER_LEN, timeout).map(|_| ())
     }
 
     /// Connects when needed and runs `pieces` within `timeout`, those marked `landing`
@@ -252,12 +308,13 @@ impl Direct<'_> {
         &mut self,
         pieces: &[Piece],
         dst: &mut LandingBuffer,
+        scratch: usize,
         timeout: Duration,
     ) -> Result<&mut Conn, Failed> {
         let efa = plan::is_efa(&self.0.config.provider);
         self.0.reconnect().map_err(|e| classify(efa, e))?;
         let conn = self.0.conn.as_mut().expect("connected above");
-        conn.ensure_scratch(HEADER_LEN, efa)?;
+        conn.ensure_scratch(scratch, efa)?;
         let region = dst.region_on(&conn.node).map_err(|e| classify(efa, e))?;
         let desc = region.desc();
         let bytes = dst.as_mut_slice();
@@ -265,4 +322,15 @@ impl Direct<'_> {
         drop(region); // held until the reads into it completed
         Ok(conn)
     }
+}
+
+/// Checks a frame read one-sided: its `header` against what `f` promises, and the
+/// `payload` that landed against the header's checksum.
+fn check_landed(f: &RemoteFrame, header: &[u8], payload: &[u8]) -> Result<(), ReadError> {
+    FrameCheck::new(header, f.identity, f.checksum)
+        .and_then(|mut check| {
+            check.payload(payload);
+            check.finish()
+        })
+        .map_err(ReadError::from)
 }

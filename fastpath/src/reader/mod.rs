@@ -425,4 +425,6 @@ impl Drop for Reader {
 }
 
 #[cfg(test)]
+mod landing_tests;
+#[cfg(test)]
 mod tests;

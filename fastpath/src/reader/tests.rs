@@ -7,19 +7,19 @@ use crate::frame::{self, key_hash, FrameHasher};
 use crate::server::FabricServer;
 use std::time::Instant;
 
-const TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const TIMEOUT: Duration = Duration::from_secs(10);
 
-struct Stored {
-    region: MemoryRegion,
-    offset: usize,
-    frame: RemoteFrame,
-    payload: Vec<u8>,
+pub(super) struct Stored {
+    pub(super) region: MemoryRegion,
+    pub(super) offset: usize,
+    pub(super) frame: RemoteFrame,
+    pub(super) payload: Vec<u8>,
 }
 
 /// Block size of the frames stored here: small, so that short payloads span many blocks.
 const BS: u32 = 4096;
 
-fn store(server: &FabricServer, payload: Vec<u8>, version: u64) -> Stored {
+pub(super) fn store(server: &FabricServer, payload: Vec<u8>, version: u64) -> Stored {
     let id = FrameIdentity {
         key_hash: key_hash("k"),
         version,
@@ -153,6 +153,7 @@ fn suite_reading(provider: &str, cma: bool) {
     streaming(provider, &server, &mut reader);
     ranges(provider, &server, &mut reader);
     landing(provider, &cfg, &server, &mut reader);
+    super::landing_tests::landing_many(provider, &server, &mut reader);
 
     // Several frames in one go; one bad promise fails only its own entry.
     let a = store(&server, vec![1u8; 3 << 20], 100);

@@ -101,7 +101,10 @@ pub async fn batch_descriptors(
         let (st, objects) = (st.clone(), Arc::clone(&objects));
         async move {
             let found = match key::validate(&k) {
-                Ok(()) => lookup(&objects, &k, &VersionQuery::default()).await,
+                Ok(()) => match super::test_hooks::served_corrupt(&st, &k) {
+                    Some(bad) => Ok(bad),
+                    None => lookup(&objects, &k, &VersionQuery::default()).await,
+                },
                 Err(e) => Err(ApiError::from(e)),
             };
             let found = found.map(|v| descriptor(&st, objects.store(), &v));

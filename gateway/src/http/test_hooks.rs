@@ -54,7 +54,8 @@ pub async fn region(State(st): State<AppState>, req: Request) -> Result<Response
 /// Answers a descriptor with the current version's identity and checksum but pointing at a
 /// copy of its frame with one byte flipped (payload byte `?at=N`, by default the last), as
 /// if the arena memory had been corrupted.
-/// With `?serve=true`, `GET /v1/descriptors/{key}` answers that descriptor from then on
+/// With `?serve=true`, `GET /v1/descriptors/{key}` (and a batch naming the key) answers
+/// that descriptor from then on
 /// (HTTP reads still serve the good bytes), so a client's own reads meet the corruption.
 pub async fn corrupt(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
     let key = key_from_uri(req.uri().path(), "/v1/_test/corrupt/")?;

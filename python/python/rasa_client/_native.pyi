@@ -206,7 +206,7 @@ class Client:
     def resolve(self, key: str) -> Descriptor:
         """The descriptor of ``key``'s current version."""
     def stats(self) -> dict[str, Any]:
-        """Counters: fabric_reads, http_reads, fabric_writes, http_writes, busy_retries, bytes_copied, fabric_provider
+        """Counters: fabric_reads, http_reads, fabric_batches, fabric_writes, http_writes, busy_retries, bytes_copied, fabric_provider
         (the provider one-sided reads go over), fallbacks."""
     def close(self) -> None:
         """Closes connections and the fabric endpoint; later calls raise."""
@@ -308,7 +308,7 @@ class AsyncClient:
     def resolve(self, key: str) -> Awaitable[Descriptor]:
         """The descriptor of ``key``'s current version."""
     def stats(self) -> dict[str, Any]:
-        """Counters: fabric_reads, http_reads, fabric_writes, http_writes, busy_retries, bytes_copied, fabric_provider
+        """Counters: fabric_reads, http_reads, fabric_batches, fabric_writes, http_writes, busy_retries, bytes_copied, fabric_provider
         (the provider one-sided reads go over), fallbacks."""
     def close(self) -> None:
         """Closes connections and the fabric endpoint; later calls raise."""
