@@ -61,7 +61,7 @@ impl<'a> FileTransfer<'a> {
     ) -> Result<Descriptor, Error> {
         let (path, on) = (path.as_ref(), self.progress.as_ref());
         crate::cluster::on_owner(self.client, key, |c| async move {
-            c.inner.http.put_file(key, path, content_type, on).await
+            c.inner.put_file(key, path, content_type, on).await
         })
         .await
     }

@@ -59,6 +59,7 @@ mod landmany;
 mod many;
 mod object;
 mod onesided;
+mod onesided_file;
 mod range;
 mod registered;
 mod routed;

@@ -69,27 +69,8 @@ impl crate::client::Node {
         items: &[(&str, Bytes)],
         content_type: Option<&str>,
     ) -> Result<Vec<Each<Descriptor>>, Error> {
-        let http = &self.http;
-        let pool = &self.fabric;
-        let mut manifest = PutBatchManifest::of(items.iter().map(|(k, v)| (*k, v.len() as u64)));
-        for item in &mut manifest.items {
-            item.content_type = content_type.map(str::to_owned);
-        }
-        let reserve = format!("{}/v1{}/batch/reserve", http.endpoint, http.space);
-        let region: UploadRegion = match http.send(http.http.post(reserve).json(&manifest)).await {
-            Ok(resp) => http
-                .decode(resp)
-                .await
-                .map_err(|e| Error::FastPath(format!("no upload region: {e}")))?,
-            Err(e) => return Err(Error::FastPath(format!("no upload region: {e}"))),
-        };
-        if region.items.len() != items.len() {
-            return Err(Error::Protocol(format!(
-                "an upload region for {} values named {}",
-                items.len(),
-                region.items.len()
-            )));
-        }
+        let sizes = items.iter().map(|(k, v)| (*k, v.len() as u64));
+        let region = self.reserve(sizes, content_type).await?;
         // The values the gateway refused get their problem; the others are written.
         let room: Vec<usize> = (0..items.len())
             .filter(|&i| region.items[i].error.is_none())
@@ -102,11 +83,66 @@ impl crate::client::Node {
         if room.is_empty() {
             return Ok(out.into_iter().map(|r| r.expect("refused")).collect());
         }
-        let sent = Instant::now();
-        let deadline = sent + Duration::from_millis(region.lease_ms).saturating_sub(COMMIT_MARGIN);
+        let deadline = commit_deadline(&region);
         let slots: Vec<&UploadSlot> = room.iter().map(|&i| &region.items[i]).collect();
         let values: Vec<(&str, Bytes)> = room.iter().map(|&i| items[i].clone()).collect();
         let checksums = write_region(&self.fabric, &region, &slots, &values, deadline).await?;
+        let keys: Vec<&str> = items.iter().map(|(k, _)| *k).collect();
+        // A lone value's answer names its SHA-256, as a PUT's does (for a later If-Match);
+        // a batch's leave it to the first reader that needs it.
+        let results = self
+            .commit(&region, &keys, checksums, items.len() == 1)
+            .await?;
+        for (&i, r) in room.iter().zip(results) {
+            out[i] = Some(r);
+        }
+        Ok(out
+            .into_iter()
+            .map(|r| r.expect("every value answered"))
+            .collect())
+    }
+
+    /// Asks for an upload region for values of these keys and lengths; an
+    /// `Error::FastPath` when there is none (nothing reserved).
+    pub(crate) async fn reserve<'k>(
+        &self,
+        sizes: impl Iterator<Item = (&'k str, u64)>,
+        content_type: Option<&str>,
+    ) -> Result<UploadRegion, Error> {
+        let http = &self.http;
+        let mut manifest = PutBatchManifest::of(sizes);
+        let n = manifest.items.len();
+        for item in &mut manifest.items {
+            item.content_type = content_type.map(str::to_owned);
+        }
+        let reserve = format!("{}/v1{}/batch/reserve", http.endpoint, http.space);
+        let region: UploadRegion = match http.send(http.http.post(reserve).json(&manifest)).await {
+            Ok(resp) => http
+                .decode(resp)
+                .await
+                .map_err(|e| Error::FastPath(format!("no upload region: {e}")))?,
+            Err(e) => return Err(Error::FastPath(format!("no upload region: {e}"))),
+        };
+        if region.items.len() != n {
+            return Err(Error::Protocol(format!(
+                "an upload region for {n} values named {}",
+                region.items.len()
+            )));
+        }
+        Ok(region)
+    }
+
+    /// Commits `region` (reserved for `keys`) with the frame checksums of the values that
+    /// had room, in order: their results, counted. With `sha256`, each answer names its
+    /// value's SHA-256.
+    pub(crate) async fn commit(
+        &self,
+        region: &UploadRegion,
+        keys: &[&str],
+        checksums: Vec<String>,
+        sha256: bool,
+    ) -> Result<Vec<Each<Descriptor>>, Error> {
+        let http = &self.http;
         let mut commit = format!(
             "{}/v1{}/batch/commit/{}",
             http.endpoint, http.space, region.upload
@@ -114,35 +150,47 @@ impl crate::client::Node {
         if http.lease_puts {
             commit.push_str("?lease=true");
         }
-        // A lone value's answer names its SHA-256, as a PUT's does (for a later If-Match);
-        // a batch's leave it to the first reader that needs it.
-        let body = UploadCommit {
-            checksums,
-            sha256: items.len() == 1,
-        };
+        let written = checksums.len();
+        let body = UploadCommit { checksums, sha256 };
         let resp = http.send(http.http.post(commit).json(&body)).await;
-        for (k, _) in items {
+        for k in keys {
             http.descriptors.forget(k);
         }
         let batch: PutBatchResponse = http.decode(resp?).await?;
-        if batch.results.len() != room.len() {
+        if batch.results.len() != written {
             return Err(Error::Protocol(format!(
-                "a commit of {} values answered with {} results",
-                room.len(),
+                "a commit of {written} values answered with {} results",
                 batch.results.len()
             )));
         }
-        for (&i, r) in room.iter().zip(batch.results) {
-            out[i] = Some(r.into_result());
-        }
-        let out: Vec<Each<Descriptor>> = out
-            .into_iter()
-            .map(|r| r.expect("every value answered"))
-            .collect();
-        pool.counters
+        let out: Vec<Each<Descriptor>> =
+            batch.results.into_iter().map(|r| r.into_result()).collect();
+        self.fabric
+            .counters
             .wrote(ReadPath::Fabric, out.iter().filter(|r| r.is_ok()).count());
         Ok(out)
     }
+}
+
+/// When the bytes of `region` must be written by: its lease, less a margin for the commit.
+pub(crate) fn commit_deadline(region: &UploadRegion) -> Instant {
+    Instant::now() + Duration::from_millis(region.lease_ms).saturating_sub(COMMIT_MARGIN)
+}
+
+/// Where `region` starts on the gateway endpoint `state` is connected to.
+pub(crate) fn region_on<'r>(
+    region: &'r UploadRegion,
+    state: &FabricState,
+) -> Result<&'r rasa_openapi::RemoteRegion, Error> {
+    let endpoint = match state {
+        FabricState::Ready { endpoint, .. } => *endpoint,
+        _ => 0,
+    };
+    region.endpoints.get(endpoint).ok_or_else(|| {
+        Error::FastPath(format!(
+            "the upload region names no address on the gateway's fabric endpoint {endpoint}"
+        ))
+    })
 }
 
 /// Writes `items` into their `slots` of `region` on `pool`'s endpoint before `deadline`,
@@ -155,15 +203,7 @@ async fn write_region(
     deadline: Instant,
 ) -> Result<Vec<String>, Error> {
     let state = pool.ready_endpoint(deadline).await?;
-    let endpoint = match &*state {
-        FabricState::Ready { endpoint, .. } => *endpoint,
-        _ => 0,
-    };
-    let start = region.endpoints.get(endpoint).ok_or_else(|| {
-        Error::FastPath(format!(
-            "the upload region names no address on the gateway's fabric endpoint {endpoint}"
-        ))
-    })?;
+    let start = region_on(region, &state)?;
     let mut plan = Vec::with_capacity(items.len());
     for ((key, value), slot) in items.iter().zip(slots) {
         let version = u64::from_str_radix(&slot.version, 16)

@@ -2,7 +2,7 @@
 //! the fabric lands byte-exact on shm and tcp; the upload key writes only, and only until
 //! the commit; bytes in flight are no key's to read and no descriptor's; a commit with a
 //! wrong checksum stores nothing and says why; an upload never committed is reclaimed at
-//! its lease's end and its late commit refused.
+//! its lease's end and its late commit refused; `put_file` writes one-sided too.
 
 use std::time::{Duration, Instant};
 
@@ -333,4 +333,61 @@ async fn a_refused_value_is_named_in_its_slot_and_a_wrong_count_commits_nothing(
         .unwrap()
         .results
         .is_empty());
+}
+
+/// `put_file` with the fast path writes the file one-sided, a piece at a time (20 MiB in
+/// three), byte-exact on shm and tcp, with no PUT body, progress reported up to its
+/// length, and the answer's SHA-256 the file's; a small file goes as a PUT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn put_file_writes_the_file_one_sided_a_piece_at_a_time() {
+    let gw = Gateway::start(&["--fast-path", "on", "--fabric-provider", "tcp;ofi_rxm,shm"]);
+    let dir = rasa_tests::temp_dir("one-sided-file");
+    let value = pattern((20 << 20) + 3, 63);
+    let path = dir.join("weights.bin");
+    std::fs::write(&path, &value).unwrap();
+    for provider in ["shm", TCP] {
+        let client = Client::builder(&gw.base)
+            .fast_path(FastPath::Required)
+            .fabric_provider(provider)
+            .build()
+            .unwrap();
+        let key = format!("{provider}/weights");
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = std::sync::Arc::clone(&seen);
+        let before = requests_to(&gw, "/v1/objects/{*key}").await;
+        let d = rasa_client::FileTransfer::new(&client)
+            .on_progress(move |n| log.lock().unwrap().push(n))
+            .put_file(&key, &path, Some("application/x-weights"))
+            .await
+            .unwrap();
+        assert_eq!(d.sha256, sha256_hex(&value), "{provider}");
+        assert_eq!(d.content_type, "application/x-weights");
+        assert_eq!(
+            requests_to(&gw, "/v1/objects/{*key}").await,
+            before,
+            "{provider}: no PUT"
+        );
+        assert_eq!(client.stats().fabric_writes, 1, "{provider}");
+        let seen = seen.lock().unwrap().clone();
+        assert!(seen.windows(2).all(|w| w[0] < w[1]), "{provider}: {seen:?}");
+        assert_eq!(seen.last(), Some(&(value.len() as u64)), "{provider}");
+        let r = http()
+            .get(gw.url(&format!("/v1/objects/{key}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.bytes().await.unwrap(), value, "{provider}: over HTTP");
+        let counted = requests_to(&gw, "/v1/objects/{*key}").await;
+        assert_eq!(
+            counted,
+            before + 1.0,
+            "{provider}: the route counts requests"
+        );
+    }
+    let small = dir.join("small.bin");
+    std::fs::write(&small, pattern(1000, 1)).unwrap();
+    let client = Client::builder(&gw.base).build().unwrap();
+    client.put_file("small", &small, None).await.unwrap();
+    let st = client.stats();
+    assert_eq!((st.fabric_writes, st.http_writes), (0, 1), "{st:?}");
 }
