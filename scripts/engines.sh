@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The inference engines' virtualenv, for the tests that run Rasa behind their own code
-# (LMCache's L2 connector contract, vLLM's secondary tier): target/engines-venv, with
+# (LMCache's L2 connector contract, vLLM's secondary tier, SGLang's HiCache storage
+# backend): target/engines-venv, with
 # rasa_client built into it, on top of a base of the engines' pinned packages.
 #
 #   scripts/engines.sh           make (or update) target/engines-venv
@@ -8,7 +9,8 @@
 #
 # The base — torch 2.15.0 (PyPI's Linux wheel is the CUDA build: ~3 GB to download, ~5.3
 # GB installed, ~5 minutes here; it runs on CPU), lmcache 0.5.6 (+0.9 GB), vllm 0.33.0
-# (--no-deps: it pins torch 2.14; +0.9 GB, with the few packages its tiering needs) — is made once
+# (--no-deps: it pins torch 2.14; +0.9 GB, with the few packages its tiering needs), sglang
+# 0.5.23 (--no-deps, with what its HiCache pieces import on CPU; +0.2 GB) — is made once
 # per machine under ${RASA_ENGINES_BASE:-~/.cache/rasa/engines-<pins>} and shared by every
 # checkout (a .pth file puts its packages on target/engines-venv's path): a fresh clone
 # does not download and unpack it again. It is detected by importing the pinned versions.
@@ -16,10 +18,14 @@
 # kept next to it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TORCH=2.15.0 LMCACHE=0.5.6 VLLM=0.33.0
+TORCH=2.15.0 LMCACHE=0.5.6 VLLM=0.33.0 SGLANG=0.5.23
 # What vLLM's KV-offloading code imports on CPU (vllm itself goes in --no-deps).
 VLLM_DEPS=(cbor2==6.3.0 openai-harmony==0.0.8 openai==3.57.0 cloudpickle==3.1.3 uvloop==0.23.0
   xgrammar==0.2.8 partial-json-parser==0.2.1.1.post7 llguidance==1.7.6 pillow==13.0.0 pybase64==1.5.1)
+# What SGLang's HiCache pieces (its KV pools, host pool, storage backends) import on CPU
+# (sglang itself goes in --no-deps: its full set is a GPU server's).
+SGLANG_DEPS=(orjson==3.13.0 ipython==9.18.1 traitlets==5.16.1 torchvision==0.29.2 dill==0.4.1
+  sentencepiece==0.2.3 compressed-tensors==0.20.1 loguru==0.7.3 gguf==0.19.0)
 test=0
 for arg in "$@"; do
   case "$arg" in
@@ -42,6 +48,14 @@ import vllm.v1.kv_offload.file_mapper, vllm.v1.kv_offload.tiering.manager
 assert m.version("vllm") == "$VLLM"
 PY
 }
+with_sglang() {
+  "$base/bin/python" - <<PY 2>/dev/null
+import importlib.metadata as m
+import sglang.srt.mem_cache.hicache_storage, sglang.srt.mem_cache.pool_host.mha
+import sglang.srt.mem_cache.memory_pool, sglang.srt.mem_cache.storage.backend_factory
+assert m.version("sglang") == "$SGLANG"
+PY
+}
 pip_q() { "$base/bin/pip" install -q --no-cache-dir --disable-pip-version-check "$@"; }
 if ! pinned; then
   echo "engines: making the base at $base (torch $TORCH, lmcache $LMCACHE: ~3 GB download, ~6.5 GB installed, several minutes)" >&2
@@ -55,6 +69,11 @@ if ! with_vllm; then
   pip_q --no-deps "vllm==$VLLM"
   pip_q "${VLLM_DEPS[@]}" 2>&1 | grep -v "^ERROR: pip's dependency resolver\|requires\|incompatible" >&2 || true
   with_vllm || { echo "engines: the base does not import vllm $VLLM's KV offloading" >&2; exit 1; }
+fi
+if ! with_sglang; then
+  echo "engines: adding sglang $SGLANG to the base (--no-deps; ~60 MB download, under a minute)" >&2
+  pip_q --no-deps "sglang==$SGLANG" "${SGLANG_DEPS[@]}"
+  with_sglang || { echo "engines: the base does not import sglang $SGLANG's HiCache pieces" >&2; exit 1; }
 fi
 sdist() { # NAME VERSION: the sdist's tests under $sdists (found through pip's index)
   [ -d "$sdists/$1-$2/tests" ] && return 0
@@ -96,5 +115,15 @@ if [ "$test" = 1 ]; then
   rm -rf "$work" && mkdir -p "$work"
   cp python/engines/conftest.py python/engines/test_vllm_rasa_tier.py "$work/"
   cp "$sdists/vllm-$VLLM/tests/v1/kv_offload/tiering/test_fs_tier.py" "$work/vllm_fs_tier.py"
+  (cd "$work" && "$OLDPWD/$venv/bin/python" -m pytest -q -p no:cacheprovider --disable-warnings .)
+  # SGLang's unit test of its Mooncake Store HiCache backend pointed at RasaHiCache, and
+  # SGLang's own KV pools and backend factory storing and prefetching pages through it.
+  work=target/engines-tests/sglang
+  rm -rf "$work" && mkdir -p "$work"
+  cp python/engines/conftest.py python/engines/test_sglang_rasa.py "$work/"
+  sglang_dir=$("$venv/bin/python" -c 'import os, sglang; print(os.path.dirname(sglang.__file__))')
+  python/engines/point_sglang_at_rasa.py \
+    "$sglang_dir/srt/mem_cache/storage/mooncake_store/test_mooncake_store.py" \
+    >"$work/test_sglang_store_contract.py"
   (cd "$work" && "$OLDPWD/$venv/bin/python" -m pytest -q -p no:cacheprovider --disable-warnings .)
 fi

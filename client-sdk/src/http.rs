@@ -103,9 +103,16 @@ impl Transport {
         Error::Http(e)
     }
 
-    /// The whole body of `resp`; each chunk must arrive within the request timeout. One
-    /// copy at most, into a buffer sized from `Content-Length` (none for a single chunk).
-    pub(crate) async fn body_bytes(&self, mut resp: reqwest::Response) -> Result<Bytes, Error> {
+    /// The whole body of `resp`, a value's bytes; each chunk must arrive within the request
+    /// timeout. One copy at most, into a buffer sized from `Content-Length` (none for a
+    /// single chunk), counted in `bytes_copied`.
+    pub(crate) async fn body_bytes(&self, resp: reqwest::Response) -> Result<Bytes, Error> {
+        self.gather(resp, true).await
+    }
+
+    /// [`Transport::body_bytes`], its copy counted only when `value` (an answer's JSON is
+    /// not a value on its way to the caller).
+    async fn gather(&self, mut resp: reqwest::Response, value: bool) -> Result<Bytes, Error> {
         let idle = self.request_timeout;
         let expected = resp.content_length().unwrap_or(0) as usize;
         let mut first: Option<Bytes> = None;
@@ -123,10 +130,14 @@ impl Transport {
                     if let Some(h) = held {
                         rest.reserve(expected.max(h.len() + chunk.len()));
                         rest.extend_from_slice(&h);
-                        self.counters.copied(h.len());
+                        if value {
+                            self.counters.copied(h.len());
+                        }
                     }
                     rest.extend_from_slice(&chunk);
-                    self.counters.copied(chunk.len());
+                    if value {
+                        self.counters.copied(chunk.len());
+                    }
                 }
             }
         }
@@ -136,7 +147,7 @@ impl Transport {
     /// The problem document of a failed answer.
     pub(crate) async fn problem(&self, resp: reqwest::Response) -> Error {
         let status = resp.status();
-        match self.body_bytes(resp).await {
+        match self.gather(resp, false).await {
             Ok(body) => match serde_json::from_slice::<Problem>(&body) {
                 Ok(p) => Error::Problem(p),
                 Err(_) => Error::Protocol(format!("HTTP {status} without a problem document")),
@@ -153,7 +164,7 @@ impl Transport {
         if !resp.status().is_success() {
             return Err(self.problem(resp).await);
         }
-        let body = self.body_bytes(resp).await?;
+        let body = self.gather(resp, false).await?;
         serde_json::from_slice(&body)
             .map_err(|e| Error::Protocol(format!("an answer that is not the expected JSON: {e}")))
     }
