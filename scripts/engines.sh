@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The inference engines' virtualenv, for the tests that run Rasa behind their own code
 # (LMCache's L2 connector contract, vLLM's secondary tier, SGLang's HiCache storage
-# backend): target/engines-venv, with
+# backend, NIXL's OBJ backend): target/engines-venv, with
 # rasa_client built into it, on top of a base of the engines' pinned packages.
 #
 #   scripts/engines.sh           make (or update) target/engines-venv
@@ -10,7 +10,8 @@
 # The base — torch 2.15.0 (PyPI's Linux wheel is the CUDA build: ~3 GB to download, ~5.3
 # GB installed, ~5 minutes here; it runs on CPU), lmcache 0.5.6 (+0.9 GB), vllm 0.33.0
 # (--no-deps: it pins torch 2.14; +0.9 GB, with the few packages its tiering needs), sglang
-# 0.5.23 (--no-deps, with what its HiCache pieces import on CPU; +0.2 GB) — is made once
+# 0.5.23 (--no-deps, with what its HiCache pieces import on CPU; +0.2 GB), nixl-cu12 1.5.1
+# (--no-deps; +0.2 GB) — is made once
 # per machine under ${RASA_ENGINES_BASE:-~/.cache/rasa/engines-<pins>} and shared by every
 # checkout (a .pth file puts its packages on target/engines-venv's path): a fresh clone
 # does not download and unpack it again. It is detected by importing the pinned versions.
@@ -18,7 +19,7 @@
 # kept next to it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TORCH=2.15.0 LMCACHE=0.5.6 VLLM=0.33.0 SGLANG=0.5.23
+TORCH=2.15.0 LMCACHE=0.5.6 VLLM=0.33.0 SGLANG=0.5.23 NIXL=1.5.1
 # What vLLM's KV-offloading code imports on CPU (vllm itself goes in --no-deps).
 VLLM_DEPS=(cbor2==6.3.0 openai-harmony==0.0.8 openai==3.57.0 cloudpickle==3.1.3 uvloop==0.23.0
   xgrammar==0.2.8 partial-json-parser==0.2.1.1.post7 llguidance==1.7.6 pillow==13.0.0 pybase64==1.5.1)
@@ -56,6 +57,13 @@ import sglang.srt.mem_cache.memory_pool, sglang.srt.mem_cache.storage.backend_fa
 assert m.version("sglang") == "$SGLANG"
 PY
 }
+with_nixl() {
+  "$base/bin/python" - <<PY 2>/dev/null
+import importlib.metadata as m
+import nixl_cu12._api
+assert m.version("nixl-cu12") == "$NIXL"
+PY
+}
 pip_q() { "$base/bin/pip" install -q --no-cache-dir --disable-pip-version-check "$@"; }
 if ! pinned; then
   echo "engines: making the base at $base (torch $TORCH, lmcache $LMCACHE: ~3 GB download, ~6.5 GB installed, several minutes)" >&2
@@ -74,6 +82,13 @@ if ! with_sglang; then
   echo "engines: adding sglang $SGLANG to the base (--no-deps; ~60 MB download, under a minute)" >&2
   pip_q --no-deps "sglang==$SGLANG" "${SGLANG_DEPS[@]}"
   with_sglang || { echo "engines: the base does not import sglang $SGLANG's HiCache pieces" >&2; exit 1; }
+fi
+if ! with_nixl; then
+  # The CUDA 12 build, imported as nixl_cu12: NIXL's `nixl` front package would pick
+  # nixl-cu13 for torch's CUDA 13 build; both run on CPU.
+  echo "engines: adding nixl-cu12 $NIXL to the base (--no-deps; ~70 MB download)" >&2
+  pip_q --no-deps "nixl-cu12==$NIXL"
+  with_nixl || { echo "engines: the base does not import nixl_cu12 $NIXL" >&2; exit 1; }
 fi
 sdist() { # NAME VERSION: the sdist's tests under $sdists (found through pip's index)
   [ -d "$sdists/$1-$2/tests" ] && return 0
@@ -125,5 +140,10 @@ if [ "$test" = 1 ]; then
   python/engines/point_sglang_at_rasa.py \
     "$sglang_dir/srt/mem_cache/storage/mooncake_store/test_mooncake_store.py" \
     >"$work/test_sglang_store_contract.py"
+  (cd "$work" && "$OLDPWD/$venv/bin/python" -m pytest -q -p no:cacheprovider --disable-warnings .)
+  # NIXL's OBJ backend (its own agent and S3 plugin) against the S3 listener.
+  work=target/engines-tests/nixl
+  rm -rf "$work" && mkdir -p "$work"
+  cp python/engines/conftest.py python/engines/test_nixl_obj.py "$work/"
   (cd "$work" && "$OLDPWD/$venv/bin/python" -m pytest -q -p no:cacheprovider --disable-warnings .)
 fi
