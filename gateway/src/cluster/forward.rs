@@ -73,6 +73,10 @@ impl Peers {
         } = out;
         crate::net::strip_hop_by_hop(&mut headers);
         headers.remove(super::secret::PROOF_HEADER);
+        // The body is sent at once, not on `100 Continue`: an owner told the client waits
+        // for it would close the connection after a refusal (`412` on a conditional PUT)
+        // with the body unread, and this end would see a broken pipe, not the refusal.
+        headers.remove(http::header::EXPECT);
         let read = matches!(method, Method::GET | Method::HEAD);
         let counter = Counter(wire);
         let send = |to: &ClusterMember, body: Option<reqwest::Body>| {

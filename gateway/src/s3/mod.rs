@@ -23,6 +23,7 @@ pub mod cluster;
 mod conditions;
 mod copy;
 pub mod digest;
+mod drain;
 pub mod edge;
 mod headers;
 pub mod keys;
@@ -352,7 +353,8 @@ pub fn router(
     });
     Ok(axum::Router::new()
         .fallback_service(s3)
-        .layer(axum::middleware::from_fn(edge::close_unasked)))
+        .layer(axum::middleware::from_fn(edge::close_unasked))
+        .layer(axum::middleware::from_fn(drain::unread_bodies)))
 }
 
 /// Whether a request carries a signature (header or presigned URL).
