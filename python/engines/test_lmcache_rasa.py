@@ -32,6 +32,7 @@ from lmcache.v1.distributed.l2_adapters.config import L2AdaptersConfig
 from lmcache.v1.distributed.l2_adapters.native_plugin_l2_adapter import (
     NativePluginL2AdapterConfig,
 )
+from lmcache.v1.distributed.l2_adapters.plugin_l2_adapter import PluginL2AdapterConfig
 from lmcache.v1.distributed.storage_manager import StorageManager
 from rasa_client import Client
 
@@ -47,15 +48,21 @@ def until(predicate, what: str, timeout: float = 20.0) -> None:
         time.sleep(0.02)
 
 
-def storage_manager(endpoint: str, prefix: str) -> StorageManager:
+def storage_manager(endpoint: str, prefix: str, route: str = "native_plugin") -> StorageManager:
+    """LMCache's StorageManager with Rasa as its L2, through the ``native_plugin`` route
+    (``RasaConnector``) or the ``plugin`` route (``RasaL2Adapter``, given the L1 arena)."""
     l1 = L1MemoryManagerConfig(
         size_in_bytes=64 << 20, use_lazy=False, init_size_in_bytes=64 << 20, align_bytes=0x1000
     )
-    rasa = NativePluginL2AdapterConfig(
-        module_path="rasa_client.lmcache",
-        class_name="RasaConnector",
-        adapter_params={"endpoint": endpoint, "prefix": prefix, "timeout": 10},
-    )
+    params = {"endpoint": endpoint, "prefix": prefix, "timeout": 10}
+    if route == "plugin":
+        rasa = PluginL2AdapterConfig(
+            module_path="rasa_client.lmcache_l2", class_name="RasaL2Adapter", adapter_params=params
+        )
+    else:
+        rasa = NativePluginL2AdapterConfig(
+            module_path="rasa_client.lmcache", class_name="RasaConnector", adapter_params=params
+        )
     return StorageManager(
         StorageManagerConfig(
             l1_manager_config=L1ManagerConfig(
@@ -115,6 +122,28 @@ def test_lmcache_storage_manager_loads_its_chunks_back_from_rasa():
         load_back(sm, keys, written)
         connector = sm._l2_adapters[0]._client  # type: ignore[attr-defined]
         assert connector.tenant(None).arenas.registered == 1, "the L1 arena registered once"
+    finally:
+        sm.close()
+
+
+def test_the_plugin_route_registers_the_l1_arena_once_when_made():
+    """The ``plugin`` route: LMCache hands ``RasaL2Adapter`` its L1 arena, registered when
+    the adapter is made (once per worker); chunks go out and come back byte-exact, and the
+    load registers nothing more and copies nothing."""
+    endpoint, prefix = os.environ["RASA_ENDPOINT"], f"plugin-{uuid.uuid4().hex}/"
+    sm = storage_manager(endpoint, prefix, route="plugin")
+    try:
+        adapter = sm._l2_adapters[0]  # type: ignore[attr-defined]
+        tenant = adapter.connector.tenant(None)
+        assert tenant.arenas.registered == 2, "the L1 arena, once per worker, when made"
+        keys = keys_of(8)
+        written = store(sm, keys, endpoint, prefix)
+        before = tenant.client.stats()
+        load_back(sm, keys, written)
+        after = tenant.client.stats()
+        assert tenant.arenas.registered == 2, "a load registers nothing"
+        assert after["fabric_reads"] - before["fabric_reads"] == 8, after
+        assert after["bytes_copied"] == before["bytes_copied"], "chunks land in L1, no copy"
     finally:
         sm.close()
 

@@ -57,12 +57,21 @@ class Arenas:
     takes one batch at a time, so each arena has as many registrations as batches have
     been read into it at once (one per worker, at most)."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, pinned: tuple[int, int] | None = None, copies: int = 1) -> None:
         self._client = client
         self._lock = threading.Lock()
         # (start, end) -> the registrations of that memory not in use now.
         self._free: dict[tuple[int, int], list[Any]] = {}
         self.registered = 0  # registrations made, for tests and figures
+        # Memory the engine names and keeps for the client's life (LMCache's L1 arena,
+        # given to a `plugin` adapter): registered now, ``copies`` times (one per batch
+        # in flight), never looked up in /proc/self/maps nor dropped.
+        self._pinned = pinned
+        if pinned is not None:
+            for _ in range(copies):
+                arena = self._register(pinned)
+                with self._lock:
+                    self._free[pinned].append(arena)
 
     def __len__(self) -> int:
         return len(self._free)
@@ -87,13 +96,17 @@ class Arenas:
         at = [address(v) for v in views]
         lo = min(a for a, v in zip(at, views) if v.nbytes)
         hi = max(a + v.nbytes for a, v in zip(at, views) if v.nbytes)
-        spans = mappings()
-        span = containing(spans, lo, hi)
-        if span is None or span[1] - span[0] < MIN_ARENA:
-            return None
+        pinned = self._pinned
+        if pinned is not None and pinned[0] <= lo and hi <= pinned[1]:
+            spans, span = [pinned], pinned
+        else:
+            spans = mappings()
+            span = containing(spans, lo, hi)
+            if span is None or span[1] - span[0] < MIN_ARENA:
+                return None
         with self._lock:
             # Registrations whose memory is no longer mapped as it was are dropped.
-            for gone in [s for s in self._free if s not in spans]:
+            for gone in [s for s in self._free if s not in spans and s != pinned]:
                 del self._free[gone]
             free = self._free.get(span)
             arena = free.pop() if free else None
@@ -110,6 +123,8 @@ class Arenas:
         with self._lock:
             self.registered += 1
             if span not in self._free and len(self._free) >= MAX_ARENAS:
-                del self._free[next(iter(self._free))]
+                oldest = next((s for s in self._free if s != self._pinned), None)
+                if oldest is not None:
+                    del self._free[oldest]
             self._free.setdefault(span, [])
         return arena

@@ -88,6 +88,7 @@ class RasaConnector:
         register_arena: bool = True,
         namespace_by: str | None = None,
         namespace_map: dict[str, str] | None = None,
+        l1_memory: tuple[int, int] | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -111,6 +112,9 @@ class RasaConnector:
             "lease_puts": False,
         }
         self._register_arena = register_arena
+        # LMCache's L1 arena, when a `plugin` adapter was given it: (start, end).
+        self._l1 = None if l1_memory is None else (l1_memory[0], l1_memory[0] + l1_memory[1])
+        self._workers = workers
         self._namespace = namespace
         self._namespace_by = namespace_by
         self._namespace_map = dict(namespace_map or {})
@@ -183,7 +187,11 @@ class RasaConnector:
             t = self._tenants.get(namespace)
             if t is None:
                 client = Client(namespace=namespace, **self._params)
-                arenas = Arenas(client) if self._register_arena else None
+                arenas = (
+                    Arenas(client, self._l1, copies=self._workers)
+                    if self._register_arena
+                    else None
+                )
                 t = self._tenants[namespace] = Tenant(client, arenas)
             return t
 
