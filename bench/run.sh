@@ -131,6 +131,8 @@ echo "next to Mooncake Store (one-sided writes)..." >&2
 mooncake=$(./bench/mooncake.sh)
 echo "inference engines (LMCache's L2 through each backend)..." >&2
 engines=$(./bench/engines.sh)
+echo "LMCache's own L2 benchmark (lmcache bench l2)..." >&2
+lmcache_l2=$(./bench/lmcache_l2.sh)
 echo "model weights..." >&2
 weights=$(./bench/weights.sh)
 echo "S3 listener..." >&2
@@ -219,6 +221,8 @@ read -r sr sb sp50 sp99 sbad <<<"$put_steady"
   echo "$mooncake"
   echo
   echo "$engines"
+  echo
+  echo "$lmcache_l2"
   echo
   echo "$weights"
   echo
