@@ -133,6 +133,8 @@ echo "inference engines (LMCache's L2 through each backend)..." >&2
 engines=$(./bench/engines.sh)
 echo "LMCache's own L2 benchmark (lmcache bench l2)..." >&2
 lmcache_l2=$(./bench/lmcache_l2.sh)
+echo "SGLang HiCache's L3..." >&2
+sglang=$(./bench/sglang.sh)
 echo "model weights..." >&2
 weights=$(./bench/weights.sh)
 echo "S3 listener..." >&2
@@ -223,6 +225,8 @@ read -r sr sb sp50 sp99 sbad <<<"$put_steady"
   echo "$engines"
   echo
   echo "$lmcache_l2"
+  echo
+  echo "$sglang"
   echo
   echo "$weights"
   echo
