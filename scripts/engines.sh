@@ -115,35 +115,35 @@ VIRTUAL_ENV="$PWD/$venv" "$venv/bin/maturin" develop -q --locked -m python/Cargo
 
 if [ "$test" = 1 ]; then
   cargo build -q --locked -p rasa-gateway --bins
+  # One engine's tests in a directory of their own: DIR, then files copied in with
+  # conftest.py; what else they need is put there by the caller first.
+  suite() {
+    local work=target/engines-tests/$1; shift
+    cp python/engines/conftest.py "$@" "$work/"
+    (cd "$work" && "$OLDPWD/$venv/bin/python" -m pytest -q -p no:cacheprovider --disable-warnings .)
+  }
+  fresh() { rm -rf "target/engines-tests/$1" && mkdir -p "target/engines-tests/$1"; }
   # LMCache's own contract test of native_plugin connectors, its fixtures pointed at
   # RasaConnector against a real gateway (python/engines/conftest.py starts it), and
   # LMCache's StorageManager storing to Rasa and loading back (test_lmcache_rasa.py).
-  work=target/engines-tests/lmcache
-  rm -rf "$work" && mkdir -p "$work"
-  cp python/engines/conftest.py python/engines/test_lmcache_rasa.py python/engines/test_safetensors_torch.py "$work/"
+  fresh lmcache
   python/engines/point_at_rasa.py \
     "$sdists/lmcache-$LMCACHE/tests/v1/distributed/test_native_connector_l2_adapter.py" \
-    >"$work/test_native_connector_l2_adapter.py"
-  (cd "$work" && "$OLDPWD/$venv/bin/python" -m pytest -q -p no:cacheprovider --disable-warnings .)
+    >target/engines-tests/lmcache/test_native_connector_l2_adapter.py
+  suite lmcache python/engines/test_lmcache_rasa.py python/engines/test_safetensors_torch.py
   # vLLM's secondary-tier tests adapted to RasaTier, with vLLM's own helpers.
-  work=target/engines-tests/vllm
-  rm -rf "$work" && mkdir -p "$work"
-  cp python/engines/conftest.py python/engines/test_vllm_rasa_tier.py "$work/"
-  cp "$sdists/vllm-$VLLM/tests/v1/kv_offload/tiering/test_fs_tier.py" "$work/vllm_fs_tier.py"
-  (cd "$work" && "$OLDPWD/$venv/bin/python" -m pytest -q -p no:cacheprovider --disable-warnings .)
+  fresh vllm
+  cp "$sdists/vllm-$VLLM/tests/v1/kv_offload/tiering/test_fs_tier.py" target/engines-tests/vllm/vllm_fs_tier.py
+  suite vllm python/engines/test_vllm_rasa_tier.py
   # SGLang's unit test of its Mooncake Store HiCache backend pointed at RasaHiCache, and
   # SGLang's own KV pools and backend factory storing and prefetching pages through it.
-  work=target/engines-tests/sglang
-  rm -rf "$work" && mkdir -p "$work"
-  cp python/engines/conftest.py python/engines/test_sglang_rasa.py "$work/"
+  fresh sglang
   sglang_dir=$("$venv/bin/python" -c 'import os, sglang; print(os.path.dirname(sglang.__file__))')
   python/engines/point_sglang_at_rasa.py \
     "$sglang_dir/srt/mem_cache/storage/mooncake_store/test_mooncake_store.py" \
-    >"$work/test_sglang_store_contract.py"
-  (cd "$work" && "$OLDPWD/$venv/bin/python" -m pytest -q -p no:cacheprovider --disable-warnings .)
+    >target/engines-tests/sglang/test_sglang_store_contract.py
+  suite sglang python/engines/test_sglang_rasa.py
   # NIXL's OBJ backend (its own agent and S3 plugin) against the S3 listener.
-  work=target/engines-tests/nixl
-  rm -rf "$work" && mkdir -p "$work"
-  cp python/engines/conftest.py python/engines/test_nixl_obj.py "$work/"
-  (cd "$work" && "$OLDPWD/$venv/bin/python" -m pytest -q -p no:cacheprovider --disable-warnings .)
+  fresh nixl
+  suite nixl python/engines/test_nixl_obj.py
 fi

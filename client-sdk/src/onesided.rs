@@ -177,6 +177,28 @@ pub(crate) fn commit_deadline(region: &UploadRegion) -> Instant {
     Instant::now() + Duration::from_millis(region.lease_ms).saturating_sub(COMMIT_MARGIN)
 }
 
+/// The frame identity of the value of `key`, `length` bytes, that `slot` has room for;
+/// an error when the slot names another value or a malformed version.
+pub(crate) fn slot_identity(
+    slot: &UploadSlot,
+    key: &str,
+    length: u64,
+) -> Result<FrameIdentity, Error> {
+    let version = u64::from_str_radix(&slot.version, 16)
+        .map_err(|_| Error::Protocol(format!("bad version {:?}", slot.version)))?;
+    if slot.key != key || slot.length != length {
+        return Err(Error::Protocol(format!(
+            "the upload region's slot for '{key}' names '{}' of {} bytes",
+            slot.key, slot.length
+        )));
+    }
+    Ok(FrameIdentity {
+        key_hash: key_hash(key),
+        version,
+        payload_len: length,
+    })
+}
+
 /// Where `region` starts on the gateway endpoint `state` is connected to.
 pub(crate) fn region_on<'r>(
     region: &'r UploadRegion,
@@ -206,19 +228,7 @@ async fn write_region(
     let start = region_on(region, &state)?;
     let mut plan = Vec::with_capacity(items.len());
     for ((key, value), slot) in items.iter().zip(slots) {
-        let version = u64::from_str_radix(&slot.version, 16)
-            .map_err(|_| Error::Protocol(format!("bad version {:?}", slot.version)))?;
-        if slot.key != *key || slot.length != value.len() as u64 {
-            return Err(Error::Protocol(format!(
-                "the upload region's slot for '{key}' names '{}' of {} bytes",
-                slot.key, slot.length
-            )));
-        }
-        let id = FrameIdentity {
-            key_hash: key_hash(key),
-            version,
-            payload_len: slot.length,
-        };
+        let id = slot_identity(slot, key, value.len() as u64)?;
         plan.push((start.addr + slot.offset, id, value.clone()));
     }
     let rkey = start.rkey;

@@ -7,13 +7,13 @@
 use std::io::Read;
 use std::path::Path;
 
-use rasa_fastpath::frame::{key_hash, FrameHasher, FrameIdentity};
+use rasa_fastpath::frame::FrameHasher;
 use rasa_fastpath::reader::RemoteWrite;
 use rasa_openapi::Descriptor;
 
 use crate::client::Node;
 use crate::files::{OnProgress, REPORT_EVERY};
-use crate::onesided::{commit_deadline, region_on};
+use crate::onesided::{commit_deadline, region_on, slot_identity};
 use crate::{Error, FastPath, ReadPath};
 
 /// Bytes of the file read and written at a time.
@@ -65,19 +65,7 @@ impl Node {
         if let Some(p) = &slot.error {
             return Err(Error::Problem(p.clone()));
         }
-        let version = u64::from_str_radix(&slot.version, 16)
-            .map_err(|_| Error::Protocol(format!("bad version {:?}", slot.version)))?;
-        if slot.key != key || slot.length != length {
-            return Err(Error::Protocol(format!(
-                "the upload region's slot for '{key}' names '{}' of {} bytes",
-                slot.key, slot.length
-            )));
-        }
-        let id = FrameIdentity {
-            key_hash: key_hash(key),
-            version,
-            payload_len: length,
-        };
+        let id = slot_identity(slot, key, length)?;
         let deadline = commit_deadline(&region);
         let state = self.fabric.ready_endpoint(deadline).await?;
         let start = region_on(&region, &state)?;
