@@ -107,47 +107,13 @@ impl Transport {
     /// timeout. One copy at most, into a buffer sized from `Content-Length` (none for a
     /// single chunk), counted in `bytes_copied`.
     pub(crate) async fn body_bytes(&self, resp: reqwest::Response) -> Result<Bytes, Error> {
-        self.gather(resp, true).await
-    }
-
-    /// [`Transport::body_bytes`], its copy counted only when `value` (an answer's JSON is
-    /// not a value on its way to the caller).
-    async fn gather(&self, mut resp: reqwest::Response, value: bool) -> Result<Bytes, Error> {
-        let idle = self.request_timeout;
-        let expected = resp.content_length().unwrap_or(0) as usize;
-        let mut first: Option<Bytes> = None;
-        let mut rest = bytes::BytesMut::new();
-        loop {
-            let chunk = match tokio::time::timeout(idle, resp.chunk()).await {
-                Err(_) => return Err(timed_out(&self.endpoint, TimeoutKind::Request, idle)),
-                Ok(Err(e)) => return Err(self.http_error(e)),
-                Ok(Ok(None)) => break,
-                Ok(Ok(Some(c))) => c,
-            };
-            match first.take() {
-                None if rest.is_empty() => first = Some(chunk),
-                held => {
-                    if let Some(h) = held {
-                        rest.reserve(expected.max(h.len() + chunk.len()));
-                        rest.extend_from_slice(&h);
-                        if value {
-                            self.counters.copied(h.len());
-                        }
-                    }
-                    rest.extend_from_slice(&chunk);
-                    if value {
-                        self.counters.copied(chunk.len());
-                    }
-                }
-            }
-        }
-        Ok(first.unwrap_or_else(|| rest.freeze()))
+        gather(self, resp, true).await
     }
 
     /// The problem document of a failed answer.
     pub(crate) async fn problem(&self, resp: reqwest::Response) -> Error {
         let status = resp.status();
-        match self.gather(resp, false).await {
+        match gather(self, resp, false).await {
             Ok(body) => match serde_json::from_slice::<Problem>(&body) {
                 Ok(p) => Error::Problem(p),
                 Err(_) => Error::Protocol(format!("HTTP {status} without a problem document")),
@@ -164,7 +130,7 @@ impl Transport {
         if !resp.status().is_success() {
             return Err(self.problem(resp).await);
         }
-        let body = self.gather(resp, false).await?;
+        let body = gather(self, resp, false).await?;
         serde_json::from_slice(&body)
             .map_err(|e| Error::Protocol(format!("an answer that is not the expected JSON: {e}")))
     }
@@ -469,4 +435,38 @@ fn quoted(etag: &str) -> String {
     } else {
         format!("\"{etag}\"")
     }
+}
+
+/// [`Transport::body_bytes`], its copy counted only when `value` (an answer's JSON is not a
+/// value on its way to the caller). A free function: `Transport` has methods enough.
+async fn gather(t: &Transport, mut resp: reqwest::Response, value: bool) -> Result<Bytes, Error> {
+    let idle = t.request_timeout;
+    let expected = resp.content_length().unwrap_or(0) as usize;
+    let mut first: Option<Bytes> = None;
+    let mut rest = bytes::BytesMut::new();
+    loop {
+        let chunk = match tokio::time::timeout(idle, resp.chunk()).await {
+            Err(_) => return Err(timed_out(&t.endpoint, TimeoutKind::Request, idle)),
+            Ok(Err(e)) => return Err(t.http_error(e)),
+            Ok(Ok(None)) => break,
+            Ok(Ok(Some(c))) => c,
+        };
+        match first.take() {
+            None if rest.is_empty() => first = Some(chunk),
+            held => {
+                if let Some(h) = held {
+                    rest.reserve(expected.max(h.len() + chunk.len()));
+                    rest.extend_from_slice(&h);
+                    if value {
+                        t.counters.copied(h.len());
+                    }
+                }
+                rest.extend_from_slice(&chunk);
+                if value {
+                    t.counters.copied(chunk.len());
+                }
+            }
+        }
+    }
+    Ok(first.unwrap_or_else(|| rest.freeze()))
 }

@@ -1,7 +1,7 @@
 //! A batch read into one registered buffer in one go: every value whose descriptor the
 //! client holds is read one-sided with all its frames in flight together, in a single trip
 //! to the blocking pool (one per key cost more than the copies of 64 KiB values did), each
-//! landing in its region and validated there. What this cannot read (no descriptor held,
+//! landing in its region and validated there. What pool cannot read (no descriptor held,
 //! a frame refused, a failed batch) is left to the per-key way, which resolves, retries and
 //! falls back to HTTP as a lone read does.
 
@@ -16,81 +16,80 @@ use crate::fabric::{frames_on, FabricPool};
 use crate::stream::Written;
 use crate::{Fallback, FastPath, ReadPath};
 
-impl FabricPool {
-    /// Reads the values of `keys` whose descriptors are held into their `regions` of
-    /// `landing`, together: `Some` for each one read and validated, `None` for each left to
-    /// the caller. Reads nothing unless at least two can go together.
-    pub(crate) async fn land_many(
-        &self,
-        keys: &[&str],
-        regions: &[Range<usize>],
-        landing: LandingBuffer,
-    ) -> (Vec<Option<Written>>, LandingBuffer) {
-        let mut out: Vec<Option<Written>> = keys.iter().map(|_| None).collect();
-        if self.fast_path == FastPath::Off || self.known_unavailable() || self.rebuilding() {
-            return (out, landing);
-        }
-        let mut batch = Vec::new();
-        let mut earliest: Option<Instant> = None;
-        for (i, (k, room)) in keys.iter().zip(regions).enumerate() {
-            let Some((d, deadline)) = self.descriptors.fresh(k) else {
-                continue;
-            };
-            let fits = d.length <= room.len() as u64;
-            if fits && matches!(remote_frame(&d), Ok(Some(_))) {
-                earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
-                batch.push((i, d));
-            }
-        }
-        let Some(earliest) = earliest.filter(|_| batch.len() >= 2) else {
-            return (out, landing);
-        };
-        let Ok(state) = self.ready_endpoint(earliest).await else {
-            return (out, landing);
-        };
-        let Ok(frames) = frames_on(&state, batch.iter().map(|(_, d)| d)) else {
-            return (out, landing);
-        };
-        let frames: Vec<_> = frames
-            .into_iter()
-            .zip(&batch)
-            .map(|(f, (i, _))| (f, regions[*i].clone()))
-            .collect();
-        let timeout = earliest
-            .saturating_duration_since(Instant::now())
-            .min(self.read_timeout)
-            .min(self.call_timeout.left());
-        let (r, landing) = self
-            .on_reader(state, landing, move |reader, landing| {
-                reader.direct().read_many(&frames, landing, timeout)
-            })
-            .await;
-        let Ok(results) = r else {
-            return (out, landing); // counted; the per-key way tries again
-        };
-        self.counters.batch();
-        for ((i, d), r) in batch.into_iter().zip(results) {
-            let room = regions[i].start..regions[i].start + d.length as usize;
-            let digest_ok = !self.verify_sha256
-                || hex::encode(Sha256::digest(&landing.as_slice()[room])) == d.sha256;
-            match r {
-                Ok(n) if digest_ok => {
-                    self.counters.read(ReadPath::Fabric);
-                    out[i] = Some(Written {
-                        length: n as u64,
-                        version: d.version.clone(),
-                        sha256: d.sha256.clone(),
-                        content_type: d.content_type.clone(),
-                        path: ReadPath::Fabric,
-                    });
-                }
-                Ok(_) => self.counters.fallback(Fallback::Sha256Mismatch),
-                Err(_) => {
-                    self.counters.fallback(Fallback::FrameMismatch);
-                    self.descriptors.forget(keys[i]);
-                }
-            }
-        }
-        (out, landing)
+/// Reads the values of `keys` whose descriptors `pool` holds into their `regions` of
+/// `landing`, together: `Some` for each one read and validated, `None` for each left to
+/// the caller. Reads nothing unless at least two can go together. (A free function:
+/// `FabricPool` has methods enough.)
+pub(crate) async fn land_many(
+    pool: &FabricPool,
+    keys: &[&str],
+    regions: &[Range<usize>],
+    landing: LandingBuffer,
+) -> (Vec<Option<Written>>, LandingBuffer) {
+    let mut out: Vec<Option<Written>> = keys.iter().map(|_| None).collect();
+    if pool.fast_path == FastPath::Off || pool.known_unavailable() || pool.rebuilding() {
+        return (out, landing);
     }
+    let mut batch = Vec::new();
+    let mut earliest: Option<Instant> = None;
+    for (i, (k, room)) in keys.iter().zip(regions).enumerate() {
+        let Some((d, deadline)) = pool.descriptors.fresh(k) else {
+            continue;
+        };
+        let fits = d.length <= room.len() as u64;
+        if fits && matches!(remote_frame(&d), Ok(Some(_))) {
+            earliest = Some(earliest.map_or(deadline, |e| e.min(deadline)));
+            batch.push((i, d));
+        }
+    }
+    let Some(earliest) = earliest.filter(|_| batch.len() >= 2) else {
+        return (out, landing);
+    };
+    let Ok(state) = pool.ready_endpoint(earliest).await else {
+        return (out, landing);
+    };
+    let Ok(frames) = frames_on(&state, batch.iter().map(|(_, d)| d)) else {
+        return (out, landing);
+    };
+    let frames: Vec<_> = frames
+        .into_iter()
+        .zip(&batch)
+        .map(|(f, (i, _))| (f, regions[*i].clone()))
+        .collect();
+    let timeout = earliest
+        .saturating_duration_since(Instant::now())
+        .min(pool.read_timeout)
+        .min(pool.call_timeout.left());
+    let (r, landing) = pool
+        .on_reader(state, landing, move |reader, landing| {
+            reader.direct().read_many(&frames, landing, timeout)
+        })
+        .await;
+    let Ok(results) = r else {
+        return (out, landing); // counted; the per-key way tries again
+    };
+    pool.counters.batch();
+    for ((i, d), r) in batch.into_iter().zip(results) {
+        let room = regions[i].start..regions[i].start + d.length as usize;
+        let digest_ok = !pool.verify_sha256
+            || hex::encode(Sha256::digest(&landing.as_slice()[room])) == d.sha256;
+        match r {
+            Ok(n) if digest_ok => {
+                pool.counters.read(ReadPath::Fabric);
+                out[i] = Some(Written {
+                    length: n as u64,
+                    version: d.version.clone(),
+                    sha256: d.sha256.clone(),
+                    content_type: d.content_type.clone(),
+                    path: ReadPath::Fabric,
+                });
+            }
+            Ok(_) => pool.counters.fallback(Fallback::Sha256Mismatch),
+            Err(_) => {
+                pool.counters.fallback(Fallback::FrameMismatch);
+                pool.descriptors.forget(keys[i]);
+            }
+        }
+    }
+    (out, landing)
 }

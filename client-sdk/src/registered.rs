@@ -99,7 +99,8 @@ impl RegisteredBuffer {
         if client.inner.topology().await.is_none() {
             let fabric = &client.inner.fabric;
             fabric.hold(keys).await;
-            let (got, landing) = fabric.land_many(keys, regions, self.landing).await;
+            let (got, landing) =
+                crate::landmany::land_many(fabric, keys, regions, self.landing).await;
             (done, self.landing) = (got, landing);
         }
         let rest: Vec<usize> = (0..keys.len()).filter(|&i| done[i].is_none()).collect();

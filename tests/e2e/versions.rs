@@ -8,8 +8,11 @@ use rasa_tests::{pattern, Gateway};
 #[tokio::test]
 async fn an_older_version_reads_by_id_and_conditional_writes_change_nothing_when_false() {
     let gw = Gateway::start(&["--fast-path", "on"]);
+    // Its writes are leased: an older version stays readable by id (over HTTP too) at
+    // least while a lease on it runs.
     let one_sided = Client::builder(&gw.base)
         .fast_path(FastPath::Required)
+        .lease_puts(true)
         .build()
         .unwrap();
     let http = Client::builder(&gw.base)

@@ -1,6 +1,6 @@
 //! `direct().read_many`, run by the reader suite on every provider.
 
-use super::tests::{store, Stored, TIMEOUT};
+use super::fixtures::{store, Stored, TIMEOUT};
 use super::*;
 use crate::server::FabricServer;
 

@@ -425,6 +425,8 @@ impl Drop for Reader {
 }
 
 #[cfg(test)]
+mod fixtures;
+#[cfg(test)]
 mod landing_tests;
 #[cfg(test)]
 mod tests;

@@ -2,62 +2,10 @@
 
 //! The fast-path suite in one process, on every software provider available here.
 
+use super::fixtures::{store, Stored, BS, TIMEOUT};
 use super::*;
-use crate::frame::{self, key_hash, FrameHasher};
 use crate::server::FabricServer;
 use std::time::Instant;
-
-pub(super) const TIMEOUT: Duration = Duration::from_secs(10);
-
-pub(super) struct Stored {
-    pub(super) region: MemoryRegion,
-    pub(super) offset: usize,
-    pub(super) frame: RemoteFrame,
-    pub(super) payload: Vec<u8>,
-}
-
-/// Block size of the frames stored here: small, so that short payloads span many blocks.
-const BS: u32 = 4096;
-
-pub(super) fn store(server: &FabricServer, payload: Vec<u8>, version: u64) -> Stored {
-    let id = FrameIdentity {
-        key_hash: key_hash("k"),
-        version,
-        payload_len: payload.len() as u64,
-    };
-    let len = frame::frame_len(id.payload_len, BS).unwrap();
-    let buffer = ArenaBuffer::new(len + 4096).unwrap();
-    // Put the frame at a non-zero offset so offset/virtual addressing both matter.
-    let _pad = buffer.try_reserve(128, 64).unwrap();
-    let mut slot = buffer.try_reserve(len, 64).unwrap();
-    let (head, rest) = slot.as_mut_slice().split_at_mut(HEADER_LEN);
-    let (body, table) = rest.split_at_mut(payload.len());
-    body.copy_from_slice(&payload);
-    frame::fill_table(&id, BS, body, 0, table);
-    let mut h = FrameHasher::new();
-    h.update(&payload);
-    let (header, checksum) = h.seal(id, BS);
-    head.copy_from_slice(&header);
-    let offset = slot.offset();
-    let _frozen = slot.freeze();
-    let region = server.register(buffer).unwrap();
-    let frame = RemoteFrame {
-        addr: server.remote_addr(&region, offset),
-        rkey: region.key(),
-        identity: id,
-        checksum,
-        blocks: Some(BlockTable {
-            block_size: BS,
-            at: frame::table_at(id.payload_len),
-        }),
-    };
-    Stored {
-        region,
-        offset,
-        frame,
-        payload,
-    }
-}
 
 /// `read_range`: ranges at block boundaries, inside one block, across many, empty, at the
 /// end, beyond the end; a lie about the block size or a table entry is a miss.

@@ -82,7 +82,7 @@ impl<'a> Memory<'a> {
     /// comes back one arena (one memory region, one key) at a time: evicting scattered cold
     /// values would free nothing until every neighbour died too.
     pub fn make_room(&self) {
-        self.drain_dead();
+        self.drain_dead(SystemTime::now());
         if self.arenas.draining() > 0 {
             return;
         }
@@ -107,7 +107,7 @@ impl<'a> Memory<'a> {
     /// have passed. Returns how many arenas became reusable. The gateway runs this
     /// periodically ([`Store::run_reclaimer`]); PUTs waiting for room run it too.
     pub fn reclaim(&self) -> usize {
-        self.drain_dead();
+        self.drain_dead(SystemTime::now());
         // A budget made smaller (a namespace's quota, or the default namespace's share):
         // give back what is recycled, then make room as a full budget would.
         if !self.arenas.release_over_budget() {
@@ -169,8 +169,10 @@ impl<'a> Memory<'a> {
         self.arenas.counts()
     }
 
-    pub(super) fn drain_dead(&self) {
-        let dead = self.arenas.take_dead();
+    /// Drains the arenas [`arena::Arenas::take_dead`] gives at `now`: their older versions
+    /// dropped from the index, the arenas left to wait for local readers.
+    pub(super) fn drain_dead(&self, now: SystemTime) {
+        let dead = self.arenas.take_dead(now);
         if dead.is_empty() {
             return;
         }

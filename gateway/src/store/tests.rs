@@ -145,17 +145,25 @@ async fn arenas_wait_for_leases_and_local_readers_before_reuse() {
     let first = put(&s, "a", &[1u8; 40 << 10]).await.unwrap();
     let deadline = s.lease(&first);
     let reader = first.payload(); // like an HTTP body in flight
-    let arena_id = first.arena.id;
+    let (arena_id, old) = (first.arena.id, first.version());
     put(&s, "b", &[2u8; 40 << 10]).await.unwrap(); // seals the first arena
     put(&s, "a", &[3u8; 10]).await.unwrap(); // overwrites the only value in it
     drop(first);
-    s.memory().drain_dead();
-    assert_eq!(s.memory().arena_counts().draining, 1);
-    // Not before the lease deadline plus grace...
-    assert_eq!(s.arenas.reclaim(deadline), 0);
-    assert_eq!(s.arenas.reclaim(deadline + Duration::from_millis(99)), 0);
-    // ...and not while a local reader holds its memory.
+    // Not before the lease deadline plus grace: until then the old version reads by id.
+    for now in [SystemTime::now(), deadline + Duration::from_millis(99)] {
+        s.memory().drain_dead(now);
+        assert_eq!(s.memory().arena_counts().draining, 0);
+        assert!(
+            s.version("a", old).is_some(),
+            "leased: still readable by id"
+        );
+        assert_eq!(s.arenas.reclaim(now), 0);
+    }
     let after = deadline + Duration::from_millis(101);
+    s.memory().drain_dead(after);
+    assert_eq!(s.memory().arena_counts().draining, 1);
+    assert!(s.version("a", old).is_none(), "unreachable once drained");
+    // ...and not while a local reader holds its memory.
     assert_eq!(s.arenas.reclaim(after), 0);
     assert_eq!(reader.as_slice()[0], 1, "bytes unchanged under a reader");
     drop(reader);

@@ -335,12 +335,18 @@ impl Arenas {
         (leased, live)
     }
 
-    /// Sealed arenas that no value keeps reachable any more (nor an unfinished upload).
-    pub fn take_dead(&self) -> Vec<Arc<Arena>> {
+    /// Sealed arenas that no value keeps reachable any more (no current version, nor an
+    /// unfinished upload) and whose leases (plus grace) have ended at `now`. Until then
+    /// their older versions stay readable by id: a reader holding a descriptor of one gets
+    /// it over HTTP too, not only one-sided.
+    pub fn take_dead(&self, now: SystemTime) -> Vec<Arc<Arena>> {
         let mut t = self.table();
-        let (dead, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut t.sealed)
-            .into_iter()
-            .partition(|a| a.live_count() == 0 && a.pending.load(Ordering::Acquire) == 0);
+        let (dead, keep): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut t.sealed).into_iter().partition(|a| {
+                a.live_count() == 0
+                    && a.pending.load(Ordering::Acquire) == 0
+                    && now >= a.lease_deadline() + self.grace
+            });
         t.sealed = keep;
         dead
     }

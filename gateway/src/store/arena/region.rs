@@ -84,7 +84,7 @@ mod tests {
             drop(slots);
             arena.finish_pending(); // nothing committed
             drop(arena);
-            let dead = arenas.take_dead();
+            let dead = arenas.take_dead(SystemTime::now());
             assert_eq!(dead.len(), 1, "an uncommitted region is unreachable");
             arenas.drain(dead);
             assert_eq!(arenas.reclaim(SystemTime::now()), 1);
