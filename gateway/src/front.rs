@@ -36,3 +36,21 @@ impl Limits {
         crate::pace::Pace::new(self.body_timeout, self.min_upload_rate)
     }
 }
+
+/// Reads and drops `stream` to its end, or `most` bytes, or `deadline`, whichever comes
+/// first (the S3 front drains unread bodies with it too).
+pub(crate) async fn discard(
+    stream: &mut axum::body::BodyDataStream,
+    most: u64,
+    deadline: tokio::time::Instant,
+) {
+    let mut left = most;
+    while let Ok(Some(Ok(chunk))) =
+        tokio::time::timeout_at(deadline, futures_util::StreamExt::next(stream)).await
+    {
+        left = left.saturating_sub(chunk.len() as u64);
+        if left == 0 {
+            break;
+        }
+    }
+}

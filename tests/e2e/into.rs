@@ -332,10 +332,13 @@ async fn a_batch_into_registered_memory_is_read_in_one_go() {
             }
         }
     };
-    let required = Client::builder(&gw.base)
-        .fast_path(FastPath::Required)
-        .build()
-        .unwrap();
+    let required_client = || {
+        Client::builder(&gw.base)
+            .fast_path(FastPath::Required)
+            .build()
+            .unwrap()
+    };
+    let required = required_client();
     let reg = required.register(64 * stride).unwrap();
     let (r, reg) = reg.get_many_at(&required, &keys, &offsets).await;
     assert!(r
@@ -351,10 +354,7 @@ async fn a_batch_into_registered_memory_is_read_in_one_go() {
     // A corrupt frame (a new version, served): clients that ask for descriptors now.
     let hook = gw.url("/v1/_test/corrupt/b9?serve=true");
     let _bad: Descriptor = rasa_tests::json_of(rasa_tests::http().post(hook)).await;
-    let required = Client::builder(&gw.base)
-        .fast_path(FastPath::Required)
-        .build()
-        .unwrap();
+    let required = required_client();
     let reg = required.register(64 * stride).unwrap();
     let (r, reg) = reg.get_many_at(&required, &keys, &offsets).await;
     let got = r.unwrap();

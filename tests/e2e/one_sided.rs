@@ -184,12 +184,7 @@ async fn the_upload_key_writes_only_until_the_commit_and_bytes_in_flight_are_no_
     .await
     .unwrap();
     // Nothing in flight is anyone's to read: no version, no descriptor.
-    let r = http()
-        .get(gw.url("/v1/descriptors/flight/a"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 404);
+    assert_eq!(status_of(&gw, "/v1/descriptors/flight/a").await, 404);
     let sum = checksum(&region, 0, "flight/a", &value);
     let r = commit_with(&gw, &region, vec![sum], true).await;
     assert_eq!(r.status(), 200);
@@ -295,12 +290,7 @@ async fn an_abandoned_upload_is_reclaimed_at_its_leases_end_and_its_late_commit_
     let p: Problem = late.json().await.unwrap();
     assert_eq!(p.code, ProblemCode::NoSuchUpload);
     assert!(p.detail.contains("reclaimed"), "{p:?}");
-    let r = http()
-        .get(gw.url("/v1/objects/gone/a"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 404);
+    assert_eq!(status_of(&gw, "/v1/objects/gone/a").await, 404);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -313,12 +303,7 @@ async fn a_refused_value_is_named_in_its_slot_and_a_wrong_count_commits_nothing(
     // One checksum per value with room: two is a conflict, and nothing is stored.
     let r = commit(&gw, &region, vec!["0".repeat(16), "0".repeat(16)]).await;
     assert_eq!(r.status(), 409);
-    let r = http()
-        .get(gw.url("/v1/objects/slot/ok"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 404);
+    assert_eq!(status_of(&gw, "/v1/objects/slot/ok").await, 404);
     // Nothing to write: a region of no values, committed as nothing.
     let empty = reserve(&gw, &[]).await;
     assert_eq!(
@@ -390,4 +375,9 @@ async fn put_file_writes_the_file_one_sided_a_piece_at_a_time() {
     client.put_file("small", &small, None).await.unwrap();
     let st = client.stats();
     assert_eq!((st.fabric_writes, st.http_writes), (0, 1), "{st:?}");
+}
+
+/// The status a GET of `path` answers.
+async fn status_of(gw: &Gateway, path: &str) -> reqwest::StatusCode {
+    http().get(gw.url(path)).send().await.unwrap().status()
 }

@@ -19,7 +19,6 @@ use crate::catalog;
 use axum::body::BodyDataStream;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt;
 
 use super::error::caused_by;
 use super::ApiError;
@@ -75,14 +74,7 @@ const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
 /// client still sending would otherwise meet a connection reset, which discards the
 /// answer it had not read yet (a broken pipe where `413` or `507` was said).
 async fn linger(stream: &mut BodyDataStream) {
-    let deadline = tokio::time::Instant::now() + LINGER;
-    let mut left = LINGER_BYTES;
-    while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(deadline, stream.next()).await {
-        left = left.saturating_sub(chunk.len() as u64);
-        if left == 0 {
-            break;
-        }
-    }
+    crate::front::discard(stream, LINGER_BYTES, tokio::time::Instant::now() + LINGER).await;
 }
 
 impl super::HttpConfig {

@@ -89,21 +89,8 @@ pub(super) async fn unread_bodies(req: Request, next: axum::middleware::Next) ->
     // Still held (a forward to the key's owner still sending it), it comes when let go.
     let deadline = tokio::time::Instant::now() + DRAIN_FOR;
     if let Ok(Ok(body)) = tokio::time::timeout_at(deadline, rx).await {
-        drain(body, deadline).await;
+        let mut stream = body.into_data_stream();
+        crate::front::discard(&mut stream, DRAIN_BYTES, deadline).await;
     }
     answer
-}
-
-/// Reads and drops `body` to its end, or [`DRAIN_BYTES`], or `deadline`.
-async fn drain(body: Body, deadline: tokio::time::Instant) {
-    let mut stream = body.into_data_stream();
-    let mut left = DRAIN_BYTES;
-    while let Ok(Some(Ok(chunk))) =
-        tokio::time::timeout_at(deadline, futures_util::StreamExt::next(&mut stream)).await
-    {
-        left = left.saturating_sub(chunk.len() as u64);
-        if left == 0 {
-            break;
-        }
-    }
 }
