@@ -6,6 +6,7 @@
 //! see the gateway's logs (`RASA_TEST_RUST_LOG` sets their filter, `debug` by default).
 
 pub mod etcd;
+pub mod history;
 pub mod raw;
 pub mod relay;
 mod s3;

@@ -1,0 +1,307 @@
+//! Histories of concurrent operations on keys, and the linearizability checker the chaos
+//! runs use (`tests/chaos`): each key is a register (`docs/design/consistency.md`) whose
+//! values are written once each, so a read names the write it saw.
+//!
+//! The checker is Wing and Gong's search with Lowe's memo (as Porcupine and Knossos do):
+//! take, in invocation order, an operation whose every predecessor in real time is already
+//! placed and that the register allows next; back up when none fits. A state of the search
+//! (the operations placed, the register's value) is visited once, so a history of a few
+//! hundred operations with a handful of clients is checked in milliseconds. An operation
+//! whose outcome is unknown (the client timed out) may have taken effect at any moment
+//! after its invocation, or never: it has no return, and is placed last if nothing needs
+//! it. A failure is shrunk to a smallest history that still fails (reads and unread writes
+//! taken out one at a time), as a person would want to read it.
+
+use std::collections::HashSet;
+use std::fmt;
+
+/// What a client asked of a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Store value `v` (each value is written once in a history).
+    Put(u64),
+    /// Remove the key.
+    Delete,
+    /// Read the key.
+    Get,
+}
+
+/// How an operation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// A write or delete acknowledged.
+    Done,
+    /// A read's answer: the value it saw, or `None` for "no such key".
+    Read(Option<u64>),
+    /// It certainly had no effect (refused before anything was stored: a 4xx), or it is a
+    /// read that got no answer (a read has no effect): left out of the check.
+    Failed,
+    /// No answer within the client's timeout: it may have taken effect, now or later.
+    Unknown,
+}
+
+/// One operation of a history: who, what, when (nanoseconds from the run's start).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// The client (a client does one operation at a time).
+    pub client: usize,
+    /// The operation.
+    pub op: Op,
+    /// When it was invoked.
+    pub start: u64,
+    /// When its answer arrived (for `Unknown`, when the client gave up).
+    pub end: u64,
+    /// Its outcome.
+    pub outcome: Outcome,
+    /// Through what it went (for the report): the client kind and the member asked.
+    pub via: String,
+}
+
+/// What a read may return besides the current value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Model {
+    /// A linearizable register: a read returns the value of the last write placed before
+    /// it (`None` after a delete or before any write).
+    Register,
+    /// A cache register: as `Register`, but a read may also miss (`None`) at any time — a
+    /// cluster without an origin, where a member's death loses what it held.
+    CacheRegister,
+}
+
+impl Model {
+    /// The register's value after `op` ending in `outcome`, applied to `state`; `None`
+    /// when the register cannot answer so.
+    fn step(self, state: Option<u64>, op: Op, outcome: Outcome) -> Option<Option<u64>> {
+        match (op, outcome) {
+            (Op::Put(v), Outcome::Done | Outcome::Unknown) => Some(Some(v)),
+            (Op::Delete, Outcome::Done | Outcome::Unknown) => Some(None),
+            (Op::Get, Outcome::Read(seen)) if seen == state => Some(state),
+            (Op::Get, Outcome::Read(None)) if self == Model::CacheRegister => Some(state),
+            _ => None,
+        }
+    }
+}
+
+/// The operations a check considers: failed ones left out, unknown writes that no read
+/// saw left out (placing them last explains nothing and changes nothing).
+fn relevant(history: &[Event]) -> Vec<Event> {
+    let seen: HashSet<u64> = history
+        .iter()
+        .filter_map(|e| match e.outcome {
+            Outcome::Read(Some(v)) => Some(v),
+            _ => None,
+        })
+        .collect();
+    history
+        .iter()
+        .filter(|e| match (e.op, e.outcome) {
+            (_, Outcome::Failed) => false,
+            (Op::Get, Outcome::Unknown) => false,
+            (Op::Put(v), Outcome::Unknown) => seen.contains(&v),
+            _ => true,
+        })
+        .cloned()
+        .collect()
+}
+
+/// Whether `history` (one key's, starting from an absent key) is linearizable under `model`.
+pub fn linearizable(model: Model, history: &[Event]) -> bool {
+    search(model, &relevant(history))
+}
+
+/// The search over `ops` (all relevant; unknown ones never return).
+fn search(model: Model, ops: &[Event]) -> bool {
+    let n = ops.len();
+    if n == 0 {
+        return true;
+    }
+    // Entries: a call per operation, a return per known one, by time (calls first on a
+    // tie: operations that touch in time count as concurrent).
+    let mut entries: Vec<(u64, bool, usize)> = Vec::with_capacity(2 * n);
+    for (i, e) in ops.iter().enumerate() {
+        entries.push((e.start, false, i));
+        if e.outcome != Outcome::Unknown {
+            entries.push((e.end.max(e.start), true, i));
+        }
+    }
+    entries.sort();
+    let mut list = Linked::new(entries.len());
+    let mut ret_of = vec![None; n];
+    for (at, &(_, is_ret, i)) in entries.iter().enumerate() {
+        if is_ret {
+            ret_of[i] = Some(at);
+        }
+    }
+    let mut placed = vec![0u64; n.div_ceil(64)];
+    let mut seen: HashSet<(Vec<u64>, Option<u64>)> = HashSet::new();
+    let mut stack: Vec<(usize, Option<u64>)> = Vec::new();
+    let mut state: Option<u64> = None;
+    let mut cur = list.head();
+    loop {
+        let Some(at) = cur else {
+            // Every entry left is placed: only unknown operations' calls can remain, and
+            // those are placed at the end.
+            return true;
+        };
+        let (_, is_ret, i) = entries[at];
+        if !is_ret {
+            let next = model.step(state, ops[i].op, ops[i].outcome);
+            if let Some(after) = next {
+                placed[i / 64] |= 1 << (i % 64);
+                if seen.insert((placed.clone(), after)) {
+                    stack.push((at, state));
+                    state = after;
+                    list.lift(at, ret_of[i]);
+                    cur = list.head();
+                    continue;
+                }
+                placed[i / 64] &= !(1 << (i % 64));
+            }
+            cur = list.next(at);
+        } else {
+            // A return before its call was placed: back up.
+            let Some((call, before)) = stack.pop() else {
+                return false;
+            };
+            let i = entries[call].2;
+            placed[i / 64] &= !(1 << (i % 64));
+            state = before;
+            list.unlift(call, ret_of[i]);
+            cur = list.next(call);
+        }
+    }
+}
+
+/// A doubly linked list over entry indices, with entries taken out and put back in
+/// last-out-first-in order (the search's backtracking).
+struct Linked {
+    prev: Vec<Option<usize>>,
+    next: Vec<Option<usize>>,
+    head: Option<usize>,
+}
+
+impl Linked {
+    fn new(n: usize) -> Linked {
+        Linked {
+            prev: (0..n).map(|i| i.checked_sub(1)).collect(),
+            next: (0..n).map(|i| (i + 1 < n).then_some(i + 1)).collect(),
+            head: (n > 0).then_some(0),
+        }
+    }
+
+    fn head(&self) -> Option<usize> {
+        self.head
+    }
+
+    fn next(&self, at: usize) -> Option<usize> {
+        self.next[at]
+    }
+
+    fn remove(&mut self, at: usize) {
+        match self.prev[at] {
+            Some(p) => self.next[p] = self.next[at],
+            None => self.head = self.next[at],
+        }
+        if let Some(n) = self.next[at] {
+            self.prev[n] = self.prev[at];
+        }
+    }
+
+    fn restore(&mut self, at: usize) {
+        match self.prev[at] {
+            Some(p) => self.next[p] = Some(at),
+            None => self.head = Some(at),
+        }
+        if let Some(n) = self.next[at] {
+            self.prev[n] = Some(at);
+        }
+    }
+
+    /// Takes a call (and its return, if any) out.
+    fn lift(&mut self, call: usize, ret: Option<usize>) {
+        self.remove(call);
+        if let Some(r) = ret {
+            self.remove(r);
+        }
+    }
+
+    /// Puts back what [`Linked::lift`] took out.
+    fn unlift(&mut self, call: usize, ret: Option<usize>) {
+        if let Some(r) = ret {
+            self.restore(r);
+        }
+        self.restore(call);
+    }
+}
+
+/// A smallest sub-history of a failing `history` that still fails: reads, and writes no
+/// remaining read saw, taken out one at a time while the rest still fails. (A read of a
+/// value keeps the write of it, so what is left still says why.)
+pub fn shrink(model: Model, history: &[Event]) -> Vec<Event> {
+    let mut h = relevant(history);
+    if search(model, &h) {
+        return h;
+    }
+    let mut i = 0;
+    while i < h.len() {
+        let read = |h: &[Event], v: u64| {
+            h.iter()
+                .any(|e| e.outcome == Outcome::Read(Some(v)) && e.op == Op::Get)
+        };
+        let removable = match h[i].op {
+            Op::Put(v) => !read(&h, v),
+            _ => true,
+        };
+        if removable {
+            let mut without = h.clone();
+            without.remove(i);
+            if !search(model, &without) {
+                h = without;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    h
+}
+
+/// A history printed one operation a line, times in milliseconds from its first.
+pub struct Shown<'a>(pub &'a [Event]);
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t0 = self.0.iter().map(|e| e.start).min().unwrap_or(0);
+        let ms = |t: u64| (t - t0.min(t)) as f64 / 1e6;
+        for e in self.0 {
+            let end = match e.outcome {
+                Outcome::Unknown => "?".to_owned(),
+                _ => format!("{:.1}", ms(e.end)),
+            };
+            let op = match e.op {
+                Op::Put(v) => format!("put {v:x}"),
+                Op::Delete => "delete".to_owned(),
+                Op::Get => "get".to_owned(),
+            };
+            let out = match e.outcome {
+                Outcome::Done => "ok".to_owned(),
+                Outcome::Read(Some(v)) => format!("-> {v:x}"),
+                Outcome::Read(None) => "-> none".to_owned(),
+                Outcome::Failed => "failed".to_owned(),
+                Outcome::Unknown => "unknown".to_owned(),
+            };
+            writeln!(
+                f,
+                "  client {:>3}  [{:>9.1} .. {:>9}] ms  {op:<24} {out:<22} via {}",
+                e.client,
+                ms(e.start),
+                end,
+                e.via
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "history_tests.rs"]
+mod tests;
