@@ -5,7 +5,7 @@ CARGO ?= cargo
 # Extra flags for the gateway, e.g. `make run ARGS="--memory 4GiB --listen 0.0.0.0:8080"`.
 ARGS ?=
 
-.PHONY: setup setup-run run build test test-steps lint openapi docs bench stress docker-check fuzz-api python s3-tests
+.PHONY: setup setup-run run build test test-steps lint openapi docs bench stress docker-check fuzz-api python s3-tests chaos
 
 setup:
 	@./scripts/setup.sh
@@ -32,6 +32,8 @@ test: setup
 test-steps:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	# The chaos harness is run by `make chaos` only; linted here all the same.
+	$(CARGO) clippy -p rasa-tests --test chaos --locked -- -D warnings
 	$(CARGO) build --workspace --bins --locked
 	$(CARGO) test --workspace --locked -- --skip misses::
 	# 200,000 origin misses: alone, so its memory reading and the timing tests stay clean.
@@ -85,6 +87,13 @@ docker-check:
 	@for f in $$(grep -oE '^ *- \./[^:]+' docker/compose.yaml | sed 's/^ *- //'); do \
 	  test -e "docker/$$f" || { echo "docker/compose.yaml mounts docker/$$f, which is missing" >&2; exit 1; }; \
 	done; echo "docker/compose.yaml: every mounted file exists"
+
+## Chaos runs checked for linearizability (tests/chaos): 3 members on etcd, clients over
+## HTTP, the SDK (one-sided) and S3, faults from a seed, for CHAOS_SECONDS (600 by default;
+## CHAOS_ROUND_SECONDS per run). The last line: `checked N operations, F faults, A anomalies`.
+chaos: setup
+	$(CARGO) build --workspace --bins --locked
+	CHAOS_SECONDS=$${CHAOS_SECONDS:-600} $(CARGO) test --locked -p rasa-tests --test chaos
 
 ## The reclamation race test at scale: 10 million reads (release build; ~20-30 min here).
 stress: setup

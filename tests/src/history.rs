@@ -104,16 +104,32 @@ fn relevant(history: &[Event]) -> Vec<Event> {
         .collect()
 }
 
+/// What a check found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// An order of the operations exists that the register allows.
+    Linearizable,
+    /// None exists.
+    NotLinearizable,
+    /// The search visited its budget of states without an answer.
+    GaveUp,
+}
+
 /// Whether `history` (one key's, starting from an absent key) is linearizable under `model`.
 pub fn linearizable(model: Model, history: &[Event]) -> bool {
-    search(model, &relevant(history))
+    check(model, history, usize::MAX) == Verdict::Linearizable
+}
+
+/// [`linearizable`], visiting at most `budget` states of the search.
+pub fn check(model: Model, history: &[Event], budget: usize) -> Verdict {
+    search(model, &relevant(history), budget)
 }
 
 /// The search over `ops` (all relevant; unknown ones never return).
-fn search(model: Model, ops: &[Event]) -> bool {
+fn search(model: Model, ops: &[Event], budget: usize) -> Verdict {
     let n = ops.len();
     if n == 0 {
-        return true;
+        return Verdict::Linearizable;
     }
     // Entries: a call per operation, a return per known one, by time (calls first on a
     // tie: operations that touch in time count as concurrent).
@@ -141,13 +157,16 @@ fn search(model: Model, ops: &[Event]) -> bool {
         let Some(at) = cur else {
             // Every entry left is placed: only unknown operations' calls can remain, and
             // those are placed at the end.
-            return true;
+            return Verdict::Linearizable;
         };
         let (_, is_ret, i) = entries[at];
         if !is_ret {
             let next = model.step(state, ops[i].op, ops[i].outcome);
             if let Some(after) = next {
                 placed[i / 64] |= 1 << (i % 64);
+                if seen.len() >= budget {
+                    return Verdict::GaveUp;
+                }
                 if seen.insert((placed.clone(), after)) {
                     stack.push((at, state));
                     state = after;
@@ -161,7 +180,7 @@ fn search(model: Model, ops: &[Event]) -> bool {
         } else {
             // A return before its call was placed: back up.
             let Some((call, before)) = stack.pop() else {
-                return false;
+                return Verdict::NotLinearizable;
             };
             let i = entries[call].2;
             placed[i / 64] &= !(1 << (i % 64));
@@ -234,16 +253,32 @@ impl Linked {
     }
 }
 
-/// A smallest sub-history of a failing `history` that still fails: reads, and writes no
-/// remaining read saw, taken out one at a time while the rest still fails. (A read of a
-/// value keeps the write of it, so what is left still says why.)
+/// A small sub-history of a failing `history` that still fails: first the shortest prefix
+/// (by invocation) that fails, then reads, and writes no remaining read saw, taken out one
+/// at a time while the rest still fails (a read of a value keeps the write of it, so what
+/// is left still says why), for at most ten seconds.
 pub fn shrink(model: Model, history: &[Event]) -> Vec<Event> {
     let mut h = relevant(history);
-    if search(model, &h) {
+    h.sort_by_key(|e| e.start);
+    let fails = |h: &[Event]| search(model, h, 200_000) == Verdict::NotLinearizable;
+    if !fails(&h) {
         return h;
     }
-    let mut i = 0;
-    while i < h.len() {
+    // The shortest failing prefix (failing is nearly monotone in the prefix: search it).
+    let (mut lo, mut hi) = (1, h.len());
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if fails(&h[..mid]) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    h.truncate(hi);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut i = h.len();
+    while i > 0 && std::time::Instant::now() < until {
+        i -= 1;
         let read = |h: &[Event], v: u64| {
             h.iter()
                 .any(|e| e.outcome == Outcome::Read(Some(v)) && e.op == Op::Get)
@@ -255,23 +290,21 @@ pub fn shrink(model: Model, history: &[Event]) -> Vec<Event> {
         if removable {
             let mut without = h.clone();
             without.remove(i);
-            if !search(model, &without) {
+            if fails(&without) {
                 h = without;
-                continue;
+                i = i.min(h.len());
             }
         }
-        i += 1;
     }
     h
 }
 
-/// A history printed one operation a line, times in milliseconds from its first.
+/// A history printed one operation a line, times in milliseconds (from the run's start).
 pub struct Shown<'a>(pub &'a [Event]);
 
 impl fmt::Display for Shown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let t0 = self.0.iter().map(|e| e.start).min().unwrap_or(0);
-        let ms = |t: u64| (t - t0.min(t)) as f64 / 1e6;
+        let ms = |t: u64| t as f64 / 1e6;
         for e in self.0 {
             let end = match e.outcome {
                 Outcome::Unknown => "?".to_owned(),

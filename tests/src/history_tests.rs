@@ -158,13 +158,15 @@ fn stateright_says(history: &[Event]) -> bool {
                 Delete => RegisterOp::Write(None),
                 Get => RegisterOp::Read,
             };
-            t.on_invoke(e.client, op).expect("one operation per client at a time");
+            t.on_invoke(e.client, op)
+                .expect("one operation per client at a time");
         } else {
             let ret = match e.outcome {
                 Read(v) => RegisterRet::ReadOk(v),
                 _ => RegisterRet::WriteOk,
             };
-            t.on_return(e.client, ret).expect("a return of an invoked operation");
+            t.on_return(e.client, ret)
+                .expect("a return of an invoked operation");
         }
     }
     t.is_consistent()

@@ -156,12 +156,27 @@ impl Gateway {
     /// Starts a gateway with `args` whose log (at the `RUST_LOG` filter in `env`, else
     /// `debug`) goes to the file `log`.
     pub fn start_logged(args: &[&str], env: &[(&str, &str)], log: &std::path::Path) -> Gateway {
-        let file = std::fs::File::create(log).expect("create the log file");
+        Self::start_logged_at("127.0.0.1:0", args, env, log)
+    }
+
+    /// [`Gateway::start_logged`] listening on `listen` (the log file is appended to, so a
+    /// restarted gateway's log follows its predecessor's).
+    pub fn start_logged_at(
+        listen: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        log: &std::path::Path,
+    ) -> Gateway {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("open the log file");
         let mut env = env.to_vec();
         if !env.iter().any(|(k, _)| *k == "RUST_LOG") {
             env.push(("RUST_LOG", "debug"));
         }
-        let mut gw = Self::spawn(args, &env, Stdio::from(file));
+        let mut gw = Self::spawn_at(listen, args, &env, Stdio::from(file));
         gw.log = Some(log.to_owned());
         gw
     }

@@ -1,0 +1,193 @@
+//! Chaos runs (issue 65): clients of every kind read and write a few keys through random
+//! members while faults are injected, every operation is recorded, and each key's history
+//! is checked against the register model of `docs/design/consistency.md` with the
+//! linearizability checker of `rasa_tests::history`.
+//!
+//! - `cargo test -p rasa-tests --test chaos`: a short run with a fixed seed and one with a
+//!   random seed (printed; `CHAOS_SEED=N` repeats it; `CHAOS_ROUND_SECONDS` sets each
+//!   run's length, 40 s by default; `CHAOS_NO_FAULTS=1` runs the clients alone).
+//! - `make chaos` (`CHAOS_SECONDS=600` by default): runs of many seeds and set-ups (origin
+//!   or not, disk tier or not, near copies or not) until the time is up.
+//!
+//! Not part of `make test` yet: the runs find anomalies the gateway still has (see
+//! `docs/design/consistency.md`, "What the checker found").
+//!
+//! The last line reads `checked N operations, F faults, A anomalies`.
+
+mod clients;
+mod fleet;
+mod nemesis;
+mod runs;
+
+use std::time::Duration;
+
+use fleet::Setup;
+use runs::{run, Report};
+
+/// A named test of this harness.
+struct Case {
+    name: &'static str,
+    body: fn(&tokio::runtime::Runtime) -> Result<Report, String>,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "chaos::short",
+        body: short,
+    },
+    Case {
+        name: "chaos::long",
+        body: long,
+    },
+];
+
+const WITH_ORIGIN: Setup = Setup {
+    origin: true,
+    disk: false,
+    near: false,
+};
+
+/// The set-ups runs rotate through.
+const SETUPS: [Setup; 4] = [
+    WITH_ORIGIN,
+    Setup {
+        disk: true,
+        ..WITH_ORIGIN
+    },
+    Setup {
+        origin: false,
+        near: true,
+        ..WITH_ORIGIN
+    },
+    Setup {
+        origin: false,
+        near: true,
+        disk: true,
+    },
+];
+
+fn seconds(var: &str, default: u64) -> Duration {
+    Duration::from_secs(
+        std::env::var(var)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default),
+    )
+}
+
+/// A fixed seed, then a random one: each a run of `CHAOS_ROUND_SECONDS` (40 s).
+fn short(rt: &tokio::runtime::Runtime) -> Result<Report, String> {
+    let secs = seconds("CHAOS_ROUND_SECONDS", 40);
+    let mut total = Report::default();
+    let fixed = Setup {
+        disk: true,
+        ..WITH_ORIGIN
+    };
+    total.add(rt.block_on(run(fixed, 1, secs))?);
+    let seed = std::env::var("CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random::<u32>) as u64;
+    let setup = SETUPS[seed as usize % SETUPS.len()];
+    total.add(rt.block_on(run(setup, seed, secs))?);
+    Ok(total)
+}
+
+/// Runs of many seeds until `CHAOS_SECONDS` is up, rotating through the set-ups.
+fn long(rt: &tokio::runtime::Runtime) -> Result<Report, String> {
+    let total_time = seconds("CHAOS_SECONDS", 0);
+    let round = seconds("CHAOS_ROUND_SECONDS", 40);
+    let started = std::time::Instant::now();
+    let base = rand::random::<u32>() as u64;
+    let mut total = Report::default();
+    let mut failures = Vec::new();
+    let mut i = 0u64;
+    while started.elapsed() + round / 2 < total_time {
+        let seed = base + i;
+        let setup = SETUPS[i as usize % SETUPS.len()];
+        match rt.block_on(run(setup, seed, round)) {
+            Ok(r) => total.add(r),
+            Err(e) => {
+                println!("{e}");
+                failures.push(seed);
+                total.anomalies += 1;
+            }
+        }
+        i += 1;
+    }
+    println!("seeds {base}..{}; failed seeds: {failures:?}", base + i);
+    if failures.is_empty() {
+        Ok(total)
+    } else {
+        Err(total.line())
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut filters = Vec::new();
+    let mut skips = Vec::new();
+    let (mut list, mut exact) = (false, false);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--list" => list = true,
+            "--exact" => exact = true,
+            "--skip" => skips.extend(it.next().cloned()),
+            "--test-threads" | "--format" | "--color" | "-Z" => {
+                it.next();
+            }
+            s if s.starts_with('-') => {}
+            s => filters.push(s.to_owned()),
+        }
+    }
+    let long_run = std::env::var_os("CHAOS_SECONDS").is_some();
+    let chosen: Vec<&Case> = CASES
+        .iter()
+        .filter(|c| (c.name == "chaos::long") == long_run)
+        .filter(|c| {
+            filters.is_empty()
+                || filters.iter().any(|f| {
+                    if exact {
+                        c.name == f
+                    } else {
+                        c.name.contains(f.as_str())
+                    }
+                })
+        })
+        .filter(|c| !skips.iter().any(|s| c.name.contains(s.as_str())))
+        .collect();
+    if list {
+        for c in &chosen {
+            println!("{}: test", c.name);
+        }
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let mut total = Report::default();
+    let mut failed = Vec::new();
+    for c in &chosen {
+        println!("test {} ...", c.name);
+        match (c.body)(&rt) {
+            Ok(r) => {
+                println!("test {} ... ok", c.name);
+                total.add(r);
+            }
+            Err(e) => {
+                println!("test {} ... FAILED\n{e}", c.name);
+                failed.push(c.name);
+            }
+        }
+    }
+    if !chosen.is_empty() {
+        println!("failed: {failed:?}");
+        println!("{}", total.line());
+    }
+    if !failed.is_empty() {
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,99 @@
+//! The faults: a schedule drawn from the run's seed, one fault at a time, each healed
+//! before the next — a member killed (SIGKILL) and started again over its disk tier, frozen
+//! (SIGSTOP) for less or more than the member TTL, cut from etcd, cut from everyone (its
+//! peers and clients), and etcd itself paused past the TTL.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::Rng;
+
+use crate::fleet::{Fleet, TTL};
+
+/// What the faults did: one line each, with the time from the run's start.
+#[derive(Default)]
+pub struct Faults {
+    /// One line per fault.
+    pub log: Mutex<Vec<String>>,
+}
+
+impl Faults {
+    /// How many faults were injected.
+    pub fn count(&self) -> usize {
+        self.log.lock().unwrap().len()
+    }
+}
+
+fn ms(min: u64, max: u64, rng: &mut StdRng) -> Duration {
+    Duration::from_millis(rng.random_range(min..=max))
+}
+
+/// Injects faults into `fleet` until `until`, then leaves it whole again.
+pub async fn run(fleet: &Fleet, mut rng: StdRng, t0: Instant, until: Instant, faults: &Faults) {
+    let ttl = TTL.as_millis() as u64;
+    if std::env::var_os("CHAOS_NO_FAULTS").is_some() {
+        return;
+    }
+    loop {
+        tokio::time::sleep(ms(500, 2000, &mut rng)).await;
+        if Instant::now() + Duration::from_secs(6) > until {
+            break;
+        }
+        let n = fleet.members.len();
+        let m = &fleet.members[rng.random_range(0..n)];
+        let at = t0.elapsed().as_secs_f64();
+        println!("  {at:.1} s: fault on {}", m.id);
+        let line = match rng.random_range(0..5) {
+            0 => {
+                let down = ms(300, ttl + 1000, &mut rng);
+                m.kill();
+                tokio::time::sleep(down).await;
+                restart(m).await;
+                format!("{at:.1} s: {} killed, started again after {down:?}", m.id)
+            }
+            1 => {
+                let frozen = ms(1000, ttl * 2, &mut rng);
+                m.signal("STOP");
+                tokio::time::sleep(frozen).await;
+                m.signal("CONT");
+                format!("{at:.1} s: {} frozen for {frozen:?}", m.id)
+            }
+            2 => {
+                let away = ms(ttl + 500, ttl * 2, &mut rng);
+                m.etcd_link.cut();
+                tokio::time::sleep(away).await;
+                m.etcd_link.heal();
+                format!("{at:.1} s: {} cut from etcd for {away:?}", m.id)
+            }
+            3 => {
+                let away = ms(1000, ttl * 2, &mut rng);
+                m.front.cut();
+                m.s3_front.cut();
+                tokio::time::sleep(away).await;
+                m.front.heal();
+                m.s3_front.heal();
+                format!(
+                    "{at:.1} s: {} cut from its peers and clients for {away:?}",
+                    m.id
+                )
+            }
+            _ => {
+                let paused = ms(ttl + 500, ttl * 2, &mut rng);
+                fleet.etcd.signal("STOP");
+                tokio::time::sleep(paused).await;
+                fleet.etcd.signal("CONT");
+                format!("{at:.1} s: etcd paused for {paused:?}")
+            }
+        };
+        println!("  {line}");
+        faults.log.lock().unwrap().push(line);
+        // Whole again before the next fault (members back from a lost lease register anew).
+        fleet.wait_whole(Duration::from_secs(30)).await;
+    }
+}
+
+/// Starts `m` again (its first line may take a moment: off the runtime's threads).
+async fn restart(m: &crate::fleet::Member) {
+    tokio::task::block_in_place(|| m.start());
+}

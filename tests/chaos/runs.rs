@@ -1,0 +1,162 @@
+//! One run: a fleet set up as asked, clients of every kind on a few fresh keys, a fault
+//! schedule from the seed; then every key's history checked, and what went wrong printed
+//! (a smallest failing history per key, bodies that were not values, reads that failed or
+//! outlived their timeout).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use rasa_tests::history::{check, shrink, Model, Shown, Verdict};
+
+use crate::clients::{Kind, Recorder, Worker};
+use crate::fleet::{Fleet, Setup};
+use crate::nemesis::{self, Faults};
+
+/// Each client's timeout: every operation ends within it (+10 %).
+pub const TIMEOUT: Duration = Duration::from_secs(3);
+
+/// What runs came to.
+#[derive(Default, Debug)]
+pub struct Report {
+    /// Operations checked.
+    pub ops: usize,
+    /// Faults injected.
+    pub faults: usize,
+    /// Keys whose history is not linearizable, and bodies that were no value.
+    pub anomalies: usize,
+}
+
+impl Report {
+    /// Adds `r`'s counts.
+    pub fn add(&mut self, r: Report) {
+        self.ops += r.ops;
+        self.faults += r.faults;
+        self.anomalies += r.anomalies;
+    }
+
+    /// `checked N operations, F faults, A anomalies`.
+    pub fn line(&self) -> String {
+        format!(
+            "checked {} operations, {} faults, {} anomalies",
+            self.ops, self.faults, self.anomalies
+        )
+    }
+}
+
+/// One run of `secs` with `seed`: its report, or why it failed (anomalies, failed or late
+/// reads), with the fault log and the members' last log lines.
+pub async fn run(setup: Setup, seed: u64, secs: Duration) -> Result<Report, String> {
+    println!("run: seed {seed}, {setup}, {secs:?}");
+    let fleet = Arc::new(Fleet::start(3, setup, "chaos").await);
+    let keys: Vec<String> = (0..4).map(|i| format!("chaos-{seed:x}/k{i}")).collect();
+    let rec = Arc::new(Recorder::new());
+    let faults = Arc::new(Faults::default());
+    let t0 = Instant::now();
+    let until = t0 + secs;
+    let kinds = [
+        Kind::Http,
+        Kind::Sdk,
+        Kind::S3,
+        Kind::Http,
+        Kind::Sdk,
+        Kind::S3,
+    ];
+    let mut tasks: Vec<(String, tokio::task::JoinHandle<()>)> = Vec::new();
+    for (i, &k) in kinds.iter().enumerate() {
+        let w = Worker::new(i, k, &fleet, seed, TIMEOUT);
+        let (keys, rec) = (keys.clone(), Arc::clone(&rec));
+        let task = tokio::spawn(async move { w.run(keys, until, &rec).await });
+        tasks.push((format!("client {i} ({k:?})"), task));
+    }
+    let (f, fl) = (Arc::clone(&faults), Arc::clone(&fleet));
+    let schedule =
+        tokio::spawn(
+            async move { nemesis::run(&fl, StdRng::seed_from_u64(seed), t0, until, &f).await },
+        );
+    tasks.push(("the faults".to_owned(), schedule));
+    // Every client's operations end within their timeout, and the faults heal: all is
+    // done shortly after the run's end, or the run failed (and says what was still busy).
+    let done_by = tokio::time::Instant::from_std(until) + Duration::from_secs(45);
+    for (what, task) in tasks {
+        match tokio::time::timeout_at(done_by, task).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(format!("seed {seed}: {what} failed: {e}\n{}", fleet.postmortem())),
+            Err(_) => {
+                return Err(format!(
+                    "seed {seed}: {what} still busy 45 s after the run's end (faults so far:\n  {})\n{}",
+                    faults.log.lock().unwrap().join("\n  "),
+                    fleet.postmortem()
+                ))
+            }
+        }
+    }
+
+    let model = if setup.origin {
+        Model::Register
+    } else {
+        Model::CacheRegister
+    };
+    let mut report = Report {
+        faults: faults.count(),
+        ..Report::default()
+    };
+    let mut problems = Vec::new();
+    for (key, history) in rec.by_key() {
+        report.ops += history.len();
+        let started = Instant::now();
+        let verdict = check(model, &history, 5_000_000);
+        let took = started.elapsed();
+        match verdict {
+            Verdict::Linearizable => {}
+            Verdict::NotLinearizable => {
+                report.anomalies += 1;
+                let small = shrink(model, &history);
+                let file = std::env::temp_dir()
+                    .join(format!("chaos-{seed}-{}.history", key.replace('/', "-")));
+                let _ = std::fs::write(&file, Shown(&history).to_string());
+                println!("  the whole history of {key}: {}", file.display());
+                problems.push(format!(
+                    "anomaly: the history of {key} ({} operations) is not linearizable \
+                     ({model:?}); a smallest failing part:\n{}",
+                    history.len(),
+                    Shown(&small)
+                ));
+            }
+            Verdict::GaveUp => problems.push(format!(
+                "the checker gave up on the history of {key} ({} operations) after {took:?}",
+                history.len()
+            )),
+        }
+        println!(
+            "  {key}: {} operations, checked in {took:?}: {verdict:?}",
+            history.len()
+        );
+    }
+    let bad = rec.bad_bodies.lock().unwrap().clone();
+    report.anomalies += bad.len();
+    problems.extend(bad.into_iter().map(|b| format!("anomaly: {b}")));
+    let failed = rec.failed_reads.lock().unwrap().clone();
+    let late = rec.late.lock().unwrap().clone();
+    let fault_log = faults.log.lock().unwrap().join("\n  ");
+    println!("  faults:\n  {fault_log}");
+    println!(
+        "  {} reads failed, {} operations late",
+        failed.len(),
+        late.len()
+    );
+    problems.extend(late.iter().map(|l| format!("late: {l}")));
+    problems.extend(failed.iter().map(|f| format!("failed read: {f}")));
+    println!("  {}", report.line());
+    if problems.is_empty() {
+        Ok(report)
+    } else {
+        Err(format!(
+            "seed {seed} ({setup}): {}\n{}\nfaults:\n  {fault_log}\n{}",
+            report.line(),
+            problems.join("\n"),
+            fleet.postmortem()
+        ))
+    }
+}
