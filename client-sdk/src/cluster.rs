@@ -12,17 +12,6 @@ use rasa_openapi::{ClusterMember, ClusterView};
 use crate::stats::Counters;
 use crate::{Client, ClientBuilder, Error};
 
-tokio::task_local! {
-    /// Set while a request goes to a member that is not the key's owner in this client's
-    /// view: the request then carries the hop marker, and the member serves it itself.
-    static HOP: bool;
-}
-
-/// Whether requests sent now carry the hop marker.
-pub(crate) fn hop() -> bool {
-    HOP.try_with(|h| *h).unwrap_or(false)
-}
-
 /// How long a member that did not answer is tried last.
 const SUSPECT_FOR: Duration = Duration::from_secs(10);
 /// How many members one request tries, owner first.
@@ -281,14 +270,14 @@ impl Error {
     }
 }
 
-/// Runs `f` with the hop marker set when `hop`.
-pub(crate) async fn with_hop<F: Future>(hop: bool, f: F) -> F::Output {
-    HOP.scope(hop, f).await
-}
-
 /// Runs `op` on the client of `key`'s owner; when the owner does not answer, on the
-/// key's next choices (with the hop marker, so they serve it themselves). When this
-/// client does not talk to a cluster (or no member is serving), on this client.
+/// key's next choices — unmarked: the member asked passes the request on to the owner when
+/// it answers it (its own view of who answers is kept fresh by probes), else serves a
+/// read from the key's next choice or refuses a write. So a client that suspects an owner
+/// for longer than it is away (or cannot reach it when the members can) never reads a
+/// copy older than a write the owner acknowledged, and never stores a write aside (issue
+/// 65). When this client does not talk to a cluster (or no member is serving), on this
+/// client.
 pub(crate) async fn on_owner<T, Fut>(
     client: &Client,
     key: &str,
@@ -308,10 +297,10 @@ where
     let mut last = None;
     let timeout = client.inner.http.request_timeout;
     let tries = order.len().min(MAX_TRIES);
-    for (i, (node, client, owner)) in order.into_iter().take(MAX_TRIES).enumerate() {
+    for (i, (node, client, _owner)) in order.into_iter().take(MAX_TRIES).enumerate() {
         // Each member but the last gets half the time left, so a frozen one leaves the
         // next time to answer within the call's timeout.
-        let tried = HOP.scope(!owner, op(client));
+        let tried = op(client);
         let result = match i + 1 < tries {
             true => crate::timeouts::attempt(timeout, 2, tried).await,
             false => tried.await,

@@ -167,9 +167,7 @@ impl Transport {
         let mut progress = Progress::new();
         let mut req = next(&progress)
             .ok_or_else(|| Error::Protocol("a request body that cannot be sent".into()))?;
-        if crate::cluster::hop() {
-            req = req.header(rasa_openapi::HOP_HEADER, "1");
-        }
+        req = with_time_left(req, self.request_timeout);
         loop {
             let idle = self.request_timeout;
             let resp = match until_idle(req.send(), &progress, idle).await {
@@ -193,11 +191,7 @@ impl Transport {
                 return Ok(resp);
             };
             retries += 1;
-            let again = if crate::cluster::hop() {
-                again.header(rasa_openapi::HOP_HEADER, "1")
-            } else {
-                again
-            };
+            let again = with_time_left(again, self.request_timeout);
             self.counters.busy_retry();
             tokio::time::sleep(wait).await;
             progress.restart(); // the idle clock starts when the request is sent
@@ -469,4 +463,19 @@ async fn gather(t: &Transport, mut resp: reqwest::Response, value: bool) -> Resu
         }
     }
     Ok(first.unwrap_or_else(|| rest.freeze()))
+}
+
+/// `req` with the time its call has left (`Rasa-Timeout-Ms`): a member that passes it on
+/// to an owner that does not answer gives up on it in time to ask the key's next choice.
+fn with_time_left(req: reqwest::RequestBuilder, timeout: Duration) -> reqwest::RequestBuilder {
+    match crate::timeouts::call_deadline(timeout) {
+        Some(deadline) => {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            req.header(
+                rasa_openapi::TIMEOUT_HEADER,
+                left.as_millis().max(1).to_string(),
+            )
+        }
+        None => req,
+    }
 }

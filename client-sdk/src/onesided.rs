@@ -48,7 +48,14 @@ impl crate::client::Node {
         if self.writes_one_sided(bytes.len() as u64) {
             let items = [(key, bytes.clone())];
             match self.put_one_sided(&items, content_type).await {
-                Ok(mut one) => return one.pop().expect("one result").map_err(Error::Problem),
+                // A member that does not own the key gives it no room (the owner, suspect
+                // here, is asked through it over HTTP instead).
+                Ok(mut one) => match one.pop().expect("one result") {
+                    Err(p) if p.status == 421 => {
+                        tracing::debug!(key, "not the key's owner; the value goes over HTTP");
+                    }
+                    r => return r.map_err(Error::Problem),
+                },
                 Err(Error::FastPath(why)) if self.fast_path != crate::FastPath::Required => {
                     tracing::debug!(%why, "one-sided write refused; the value goes over HTTP");
                 }

@@ -49,12 +49,7 @@ impl Client {
     ) -> crate::BufResult<crate::Written, B> {
         crate::timeouts::call_scope(async {
             match self.inner.owner(key).await {
-                Some((c, owner)) => {
-                    crate::cluster::with_hop(!owner, async {
-                        c.inner.get_range_into(key, range, buf).await
-                    })
-                    .await
-                }
+                Some((c, _)) => c.inner.get_range_into(key, range, buf).await,
                 None => self.inner.get_range_into(key, range, buf).await,
             }
         })
@@ -83,9 +78,7 @@ impl Client {
     ) -> Result<crate::Written, Error> {
         crate::timeouts::call_scope(async {
             match self.inner.owner(key).await {
-                Some((c, owner)) => {
-                    crate::cluster::with_hop(!owner, async { c.inner.get_to(key, out).await }).await
-                }
+                Some((c, _)) => c.inner.get_to(key, out).await,
                 None => self.inner.get_to(key, out).await,
             }
         })
@@ -113,8 +106,9 @@ impl Client {
         self.put_typed(key, body, None).await
     }
 
-    /// Stores `body` with a media type. A body in memory goes to the key's next choice
-    /// when the owner does not answer; a streamed body is sent once, to the owner.
+    /// Stores `body` with a media type. A body in memory goes through the key's next
+    /// choice when the owner does not answer here (that member passes it on to the owner,
+    /// or refuses it: only the owner stores a write); a streamed body is sent once.
     pub async fn put_typed(
         &self,
         key: &str,
@@ -124,13 +118,7 @@ impl Client {
         let body: reqwest::Body = body.into();
         let Some(bytes) = body.as_bytes().map(Bytes::copy_from_slice) else {
             return match self.inner.owner(key).await {
-                Some((c, owner)) => {
-                    crate::cluster::with_hop(
-                        !owner,
-                        c.inner.http.put_typed(key, body, content_type),
-                    )
-                    .await
-                }
+                Some((c, _)) => c.inner.http.put_typed(key, body, content_type).await,
                 None => self.inner.http.put_typed(key, body, content_type).await,
             };
         };

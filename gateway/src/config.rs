@@ -261,6 +261,17 @@ pub struct Args {
     #[arg(long, env = "RASA_TEST_HOOKS", hide = true)]
     pub test_hooks: bool,
 
+    /// Plants a known bug, with `--test-hooks` only: the chaos runs show their checker
+    /// finds it. Never in production.
+    #[arg(
+        long,
+        env = "RASA_TEST_PLANT",
+        hide = true,
+        requires = "test_hooks",
+        value_enum
+    )]
+    pub test_plant: Option<crate::planted::Bug>,
+
     /// Connections, silent sockets, crawling uploads, allowed hosts.
     #[command(flatten, next_help_heading = "Limits")]
     pub edge: edge::EdgeArgs,

@@ -65,6 +65,7 @@ pub mod net;
 pub mod objects;
 pub mod origin;
 pub mod pace;
+pub mod planted;
 pub mod range;
 pub mod reload;
 pub mod s3;

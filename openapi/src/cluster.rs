@@ -25,10 +25,16 @@ use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
 use crate::FabricInfo;
 
-/// The header a gateway adds to a request it forwards to the key's owner, and an SDK to a
-/// request it sends to a key's second choice: the receiver serves the request itself,
-/// whatever its own view says, so differing views can never make requests loop.
+/// The header a gateway adds to a request it forwards to the key's owner (or, when the
+/// owner does not answer, to the key's next choice): the receiver serves the request
+/// itself, whatever its own view says, so differing views can never make requests loop.
+/// SDKs do not set it: a member they ask instead of the owner passes the request on.
 pub const HOP_HEADER: &str = "rasa-hop";
+
+/// The milliseconds a client's call has left, on each request it sends: a member passing
+/// a read on to an owner that does not answer gives up in time to ask the key's next
+/// choice within the caller's timeout.
+pub const TIMEOUT_HEADER: &str = "rasa-timeout-ms";
 
 /// The header a member adds when it asks another for a key it now owns (after a
 /// membership change): answer from memory only, never from the origin, and add the

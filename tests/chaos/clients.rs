@@ -31,8 +31,8 @@ pub enum Kind {
 pub struct Recorder {
     t0: Instant,
     events: Mutex<Vec<(String, Event)>>,
-    /// Reads that failed, and why (one line each).
-    pub failed_reads: Mutex<Vec<String>>,
+    /// Reads that failed.
+    pub failed_reads: Mutex<Vec<FailedRead>>,
     /// Reads whose body was not a value as written (torn, mixed, corrupt).
     pub bad_bodies: Mutex<Vec<String>>,
     /// Operations that outlived their timeout by more than 10 %.
@@ -95,6 +95,17 @@ pub fn value_of(body: &[u8]) -> Result<u64, String> {
             body_of(v).len()
         ))
     }
+}
+
+/// A read that got no answer.
+#[derive(Clone)]
+pub struct FailedRead {
+    /// The member it was sent to (`None`: the SDK chose).
+    pub member: Option<usize>,
+    /// When it was sent and when it failed.
+    pub between: (Instant, Instant),
+    /// What, when and why.
+    pub line: String,
 }
 
 /// What one operation came to, before it is recorded.
@@ -203,10 +214,14 @@ impl Worker {
                 },
                 (Op::Get, Got::Missing) => Outcome::Read(None),
                 (Op::Get, Got::Refused(why) | Got::Open(why)) => {
-                    rec.failed_reads.lock().unwrap().push(format!(
-                        "{:.1} s: GET {key} via {via} after {took:?}: {why}",
-                        rec.at(started) as f64 / 1e9
-                    ));
+                    rec.failed_reads.lock().unwrap().push(FailedRead {
+                        member: (self.kind != Kind::Sdk).then_some(member),
+                        between: (started, ended),
+                        line: format!(
+                            "{:.1} s: GET {key} via {via} after {took:?}: {why}",
+                            rec.at(started) as f64 / 1e9
+                        ),
+                    });
                     Outcome::Failed
                 }
                 (Op::Delete, Got::Missing) => Outcome::Done,
@@ -358,15 +373,12 @@ fn text(b: reqwest::Result<bytes::Bytes>) -> String {
 
 /// An S3 client of `endpoint` signing with `key`: one attempt per call (no retries, so an
 /// operation is one request), ending within `timeout`.
-pub fn s3_client(endpoint: &str, key: &(String, String), timeout: Duration) -> aws_sdk_s3::Client {
+fn s3_client(endpoint: &str, key: &(String, String), timeout: Duration) -> aws_sdk_s3::Client {
     use aws_sdk_s3::config::{retry::RetryConfig, timeout::TimeoutConfig};
-    let creds = aws_sdk_s3::config::Credentials::new(&key.0, &key.1, None, None, "chaos");
-    let conf = aws_sdk_s3::config::Builder::new()
-        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
-        .region(aws_sdk_s3::config::Region::new("us-east-1"))
-        .endpoint_url(endpoint)
-        .credentials_provider(creds)
-        .force_path_style(true)
+    let signed = rasa_tests::s3_client_with(endpoint, &key.0, &key.1);
+    let conf = signed
+        .config()
+        .to_builder()
         .retry_config(RetryConfig::disabled())
         .timeout_config(
             TimeoutConfig::builder()

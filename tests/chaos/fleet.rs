@@ -21,6 +21,8 @@ pub struct Setup {
     pub disk: bool,
     /// Near copies (`--cluster-near-cache`; only without an origin).
     pub near: bool,
+    /// A bug planted in every member (`--test-plant`), or none.
+    pub plant: Option<&'static str>,
 }
 
 impl std::fmt::Display for Setup {
@@ -31,7 +33,11 @@ impl std::fmt::Display for Setup {
             on(self.origin),
             on(self.disk),
             on(self.near)
-        )
+        )?;
+        if let Some(p) = self.plant {
+            write!(f, ", planted bug '{p}'")?;
+        }
+        Ok(())
     }
 }
 
@@ -143,6 +149,9 @@ impl Fleet {
                 args.extend(["--disk".into(), disk.display().to_string()]);
                 args.extend(["--disk-size".into(), "64MiB".into()]);
                 args.extend(["--disk-segment-size".into(), "8MiB".into()]);
+            }
+            if let Some(p) = setup.plant {
+                args.extend(["--test-hooks".into(), "--test-plant".into(), p.into()]);
             }
             if setup.near {
                 args.extend(["--cluster-near-cache".into(), "8MiB".into()]);

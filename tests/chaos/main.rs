@@ -36,6 +36,14 @@ const CASES: &[Case] = &[
         body: short,
     },
     Case {
+        name: "chaos::planted::untied_copy",
+        body: planted_untied_copy,
+    },
+    Case {
+        name: "chaos::planted::early_ack",
+        body: planted_early_ack,
+    },
+    Case {
         name: "chaos::long",
         body: long,
     },
@@ -45,6 +53,7 @@ const WITH_ORIGIN: Setup = Setup {
     origin: true,
     disk: false,
     near: false,
+    plant: None,
 };
 
 /// The set-ups runs rotate through.
@@ -63,6 +72,7 @@ const SETUPS: [Setup; 4] = [
         origin: false,
         near: true,
         disk: true,
+        plant: None,
     },
 ];
 
@@ -91,6 +101,54 @@ fn short(rt: &tokio::runtime::Runtime) -> Result<Report, String> {
     let setup = SETUPS[seed as usize % SETUPS.len()];
     total.add(rt.block_on(run(setup, seed, secs))?);
     Ok(total)
+}
+
+/// A copy served without checking the owner it is tied to: must be caught.
+fn planted_untied_copy(rt: &tokio::runtime::Runtime) -> Result<Report, String> {
+    // A member started again over its disk tier holds copies tied to no owner.
+    let setup = Setup {
+        disk: true,
+        ..WITH_ORIGIN
+    };
+    planted(rt, "untied-copy", setup)
+}
+
+/// A write acknowledged before the near copies of its key are revoked: must be caught.
+fn planted_early_ack(rt: &tokio::runtime::Runtime) -> Result<Report, String> {
+    let setup = Setup {
+        origin: false,
+        near: true,
+        ..WITH_ORIGIN
+    };
+    planted(rt, "early-ack", setup)
+}
+
+/// Runs with `bug` planted until the checker reports an anomaly (up to three seeds).
+fn planted(
+    rt: &tokio::runtime::Runtime,
+    bug: &'static str,
+    setup: Setup,
+) -> Result<Report, String> {
+    let secs = seconds("CHAOS_ROUND_SECONDS", 40);
+    let setup = Setup {
+        plant: Some(bug),
+        ..setup
+    };
+    for seed in 1..=3 {
+        match rt.block_on(run(setup, seed, secs)) {
+            Err(e) if e.contains("\nanomaly: ") => {
+                println!("planted bug '{bug}' found (seed {seed}):\n{e}");
+                return Ok(Report::default());
+            }
+            Err(e) => {
+                println!("planted bug '{bug}' not found with seed {seed}, other failures:\n{e}")
+            }
+            Ok(_) => println!("planted bug '{bug}' not found with seed {seed}"),
+        }
+    }
+    Err(format!(
+        "the checker did not find the planted bug '{bug}' in 3 runs"
+    ))
 }
 
 /// Runs of many seeds until `CHAOS_SECONDS` is up, rotating through the set-ups.
@@ -124,6 +182,10 @@ fn long(rt: &tokio::runtime::Runtime) -> Result<Report, String> {
 }
 
 fn main() {
+    if let Ok(file) = std::env::var("CHAOS_HISTORY") {
+        runs::recheck(&file);
+        return;
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut filters = Vec::new();
     let mut skips = Vec::new();

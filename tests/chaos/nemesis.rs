@@ -16,12 +16,24 @@ use crate::fleet::{Fleet, TTL};
 pub struct Faults {
     /// One line per fault.
     pub log: Mutex<Vec<String>>,
+    /// When each member could not be reached at all (killed, frozen, cut from everyone):
+    /// (member index, from, to).
+    pub unreachable: Mutex<Vec<(usize, Instant, Instant)>>,
 }
 
 impl Faults {
     /// How many faults were injected.
     pub fn count(&self) -> usize {
         self.log.lock().unwrap().len()
+    }
+
+    /// Whether member `m` could not be reached at some moment between `from` and `to`.
+    pub fn unreachable_between(&self, m: usize, from: Instant, to: Instant) -> bool {
+        self.unreachable
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|&(who, a, b)| who == m && a <= to && from <= b)
     }
 }
 
@@ -41,10 +53,13 @@ pub async fn run(fleet: &Fleet, mut rng: StdRng, t0: Instant, until: Instant, fa
             break;
         }
         let n = fleet.members.len();
-        let m = &fleet.members[rng.random_range(0..n)];
+        let which = rng.random_range(0..n);
+        let m = &fleet.members[which];
+        let began = Instant::now();
         let at = t0.elapsed().as_secs_f64();
         println!("  {at:.1} s: fault on {}", m.id);
-        let line = match rng.random_range(0..5) {
+        let kind = rng.random_range(0..5);
+        let line = match kind {
             0 => {
                 let down = ms(300, ttl + 1000, &mut rng);
                 m.kill();
@@ -86,6 +101,10 @@ pub async fn run(fleet: &Fleet, mut rng: StdRng, t0: Instant, until: Instant, fa
                 format!("{at:.1} s: etcd paused for {paused:?}")
             }
         };
+        if matches!(kind, 0 | 1 | 3) {
+            let window = (which, began, Instant::now());
+            faults.unreachable.lock().unwrap().push(window);
+        }
         println!("  {line}");
         faults.log.lock().unwrap().push(line);
         // Whole again before the next fault (members back from a lost lease register anew).

@@ -7,6 +7,7 @@ mod black_hole;
 mod cluster;
 mod cold;
 mod cold_batches;
+mod cold_delete;
 mod concurrent;
 mod config;
 mod dashboard;

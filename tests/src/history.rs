@@ -83,24 +83,29 @@ impl Model {
 }
 
 /// The operations a check considers: failed ones left out, unknown writes that no read
-/// saw left out (placing them last explains nothing and changes nothing).
+/// saw left out (placing them last explains nothing and changes nothing), and an unknown
+/// write that a read saw ending when the first such read ended (it took effect before
+/// that read could see it: the same constraint, and a far smaller search).
 fn relevant(history: &[Event]) -> Vec<Event> {
-    let seen: HashSet<u64> = history
-        .iter()
-        .filter_map(|e| match e.outcome {
-            Outcome::Read(Some(v)) => Some(v),
-            _ => None,
-        })
-        .collect();
+    let mut seen: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    for e in history {
+        if let (Op::Get, Outcome::Read(Some(v))) = (e.op, e.outcome) {
+            let end = seen.entry(v).or_insert(e.end);
+            *end = (*end).min(e.end);
+        }
+    }
     history
         .iter()
-        .filter(|e| match (e.op, e.outcome) {
-            (_, Outcome::Failed) => false,
-            (Op::Get, Outcome::Unknown) => false,
-            (Op::Put(v), Outcome::Unknown) => seen.contains(&v),
-            _ => true,
+        .filter_map(|e| match (e.op, e.outcome) {
+            (_, Outcome::Failed) => None,
+            (Op::Get, Outcome::Unknown) => None,
+            (Op::Put(v), Outcome::Unknown) => seen.get(&v).map(|&end| Event {
+                end: end.max(e.start),
+                outcome: Outcome::Done,
+                ..e.clone()
+            }),
+            _ => Some(e.clone()),
         })
-        .cloned()
         .collect()
 }
 
@@ -253,10 +258,10 @@ impl Linked {
     }
 }
 
-/// A small sub-history of a failing `history` that still fails: first the shortest prefix
-/// (by invocation) that fails, then reads, and writes no remaining read saw, taken out one
-/// at a time while the rest still fails (a read of a value keeps the write of it, so what
-/// is left still says why), for at most ten seconds.
+/// A small sub-history of a failing `history` that still fails: blocks of operations,
+/// halving in size, taken out while the rest still fails — reads, and writes no remaining
+/// read saw, and deletes when no remaining read saw nothing (without a delete such a read
+/// could fail), so the failure left is one the history had — for at most ten seconds.
 pub fn shrink(model: Model, history: &[Event]) -> Vec<Event> {
     let mut h = relevant(history);
     h.sort_by_key(|e| e.start);
@@ -264,37 +269,48 @@ pub fn shrink(model: Model, history: &[Event]) -> Vec<Event> {
     if !fails(&h) {
         return h;
     }
-    // The shortest failing prefix (failing is nearly monotone in the prefix: search it).
-    let (mut lo, mut hi) = (1, h.len());
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        if fails(&h[..mid]) {
-            hi = mid;
-        } else {
-            lo = mid + 1;
-        }
-    }
-    h.truncate(hi);
     let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let mut i = h.len();
-    while i > 0 && std::time::Instant::now() < until {
-        i -= 1;
-        let read = |h: &[Event], v: u64| {
-            h.iter()
-                .any(|e| e.outcome == Outcome::Read(Some(v)) && e.op == Op::Get)
-        };
-        let removable = match h[i].op {
-            Op::Put(v) => !read(&h, v),
-            _ => true,
-        };
-        if removable {
-            let mut without = h.clone();
-            without.remove(i);
-            if fails(&without) {
+    let mut size = h.len().div_ceil(2);
+    while size >= 1 && std::time::Instant::now() < until {
+        let mut at = 0;
+        while at < h.len() && std::time::Instant::now() < until {
+            let end = (at + size).min(h.len());
+            let seen: HashSet<u64> = h[..at]
+                .iter()
+                .chain(&h[end..])
+                .filter_map(|e| match e.outcome {
+                    Outcome::Read(Some(v)) => Some(v),
+                    _ => None,
+                })
+                .collect();
+            // The block, less its deletes while a remaining read saw nothing (taking one
+            // out could make that read fail) and the writes a remaining read saw.
+            let nothing_seen = model == Model::Register
+                && h[..at]
+                    .iter()
+                    .chain(&h[end..])
+                    .any(|e| e.outcome == Outcome::Read(None));
+            let keep = |e: &Event| match e.op {
+                Op::Put(v) => seen.contains(&v),
+                Op::Delete => nothing_seen,
+                Op::Get => false,
+            };
+            let without: Vec<Event> = h[..at]
+                .iter()
+                .chain(h[at..end].iter().filter(|e| keep(e)))
+                .chain(&h[end..])
+                .cloned()
+                .collect();
+            if without.len() < h.len() && fails(&without) {
                 h = without;
-                i = i.min(h.len());
+            } else {
+                at = end;
             }
         }
+        if size == 1 {
+            break;
+        }
+        size = size.div_ceil(2);
     }
     h
 }
@@ -308,7 +324,7 @@ impl fmt::Display for Shown<'_> {
         for e in self.0 {
             let end = match e.outcome {
                 Outcome::Unknown => "?".to_owned(),
-                _ => format!("{:.1}", ms(e.end)),
+                _ => format!("{:.3}", ms(e.end)),
             };
             let op = match e.op {
                 Op::Put(v) => format!("put {v:x}"),
@@ -324,7 +340,7 @@ impl fmt::Display for Shown<'_> {
             };
             writeln!(
                 f,
-                "  client {:>3}  [{:>9.1} .. {:>9}] ms  {op:<24} {out:<22} via {}",
+                "  client {:>3}  [{:>11.3} .. {:>11}] ms  {op:<24} {out:<22} via {}",
                 e.client,
                 ms(e.start),
                 end,

@@ -48,6 +48,7 @@ impl Gateway {
     /// Builds the gateway `args` describe (already checked with [`Args::validate`]): storage,
     /// origin, object service and namespaces, fronts, cluster. Needs a Tokio runtime.
     pub async fn build(args: Args) -> Result<Gateway, StartError> {
+        crate::planted::plant(args.test_plant);
         let tokens = match &args.token_file {
             Some(path) => Some(Arc::new(TokenFile::load(path)?)),
             None => None,

@@ -10,6 +10,7 @@
 //! every one until its lease ends.
 
 use crate::catalog;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::response::Response;
@@ -25,6 +26,23 @@ const STALE_CONNECTION_FAILS_WITHIN: Duration = Duration::from_millis(250);
 
 /// Longest wait for a forwarded read's answer to start before it is served elsewhere.
 pub const FORWARDED_READ_ANSWER_WITHIN: Duration = Duration::from_secs(2);
+
+/// The shortest wait for an owner's answer, however little time the caller has left.
+const MIN_ANSWER_WITHIN: Duration = Duration::from_millis(100);
+
+/// How long a forwarded read waits for the owner's answer: at most half of what the
+/// caller has left of its call (`Rasa-Timeout-Ms`, set by the SDKs), so the next choice
+/// can still answer within the caller's timeout.
+fn answer_within(headers: &HeaderMap) -> Duration {
+    let left = headers
+        .get(rasa_openapi::TIMEOUT_HEADER)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|ms| ms.parse().ok())
+        .map(Duration::from_millis);
+    left.map_or(FORWARDED_READ_ANSWER_WITHIN, |left| {
+        (left / 2).clamp(MIN_ANSWER_WITHIN, FORWARDED_READ_ANSWER_WITHIN)
+    })
+}
 
 /// The response header naming the member that served a forwarded request.
 pub const SERVED_BY_HEADER: &str = "rasa-served-by";
@@ -78,6 +96,7 @@ impl Peers {
         // with the body unread, and this end would see a broken pipe, not the refusal.
         headers.remove(http::header::EXPECT);
         let read = matches!(method, Method::GET | Method::HEAD);
+        let answer_within = answer_within(&headers);
         let counter = Counter(wire);
         let send = |to: &ClusterMember, body: Option<reqwest::Body>| {
             let url = format!("{}{path_and_query}", wire.base(to).unwrap_or_default());
@@ -92,7 +111,7 @@ impl Peers {
                 }
                 req
             });
-            async move { send_forwarded(req?, read, FORWARDED_READ_ANSWER_WITHIN).await }
+            async move { send_forwarded(req?, read, answer_within).await }
         };
         let suspect_for = self.cluster().suspects().remaining(owner);
         let cause = if suspect_for.is_some() {
@@ -114,8 +133,12 @@ impl Peers {
                 Err(cause) => {
                     // Only a read makes the owner a suspect; a write is refused with
                     // Retry-After, and its client's retry finds the owner again.
-                    if read {
-                        self.cluster().suspects().suspect(owner);
+                    if read && self.cluster().suspects().suspect(owner) {
+                        tokio::spawn(super::suspects::probe(
+                            Arc::downgrade(self.cluster()),
+                            self.client().clone(),
+                            owner.clone(),
+                        ));
                     }
                     counter.add("owner_unreachable");
                     cause

@@ -235,6 +235,15 @@ impl Cluster {
         (next.node_id != self.config.node_id).then(|| next.clone())
     }
 
+    /// Whether `m` (this incarnation of it) is in the current view.
+    pub fn has_member(&self, m: &ClusterMember) -> bool {
+        self.view
+            .borrow()
+            .members
+            .iter()
+            .any(|v| v.node_id == m.node_id && v.incarnation == m.incarnation)
+    }
+
     /// `key`'s members in order of preference, without this node.
     pub fn others_for(&self, key: &str) -> Vec<ClusterMember> {
         let view = self.view.borrow();

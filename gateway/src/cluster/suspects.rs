@@ -1,6 +1,9 @@
 //! Members this node failed to reach a moment ago: requests for their keys go straight to
-//! the next choice for a short while instead of each waiting out the same failure (a
-//! crashed or frozen member stays in the view until its lease ends, up to a TTL).
+//! the next choice instead of each waiting out the same failure (a crashed or frozen
+//! member stays in the view until its lease ends, up to a TTL). A suspect is probed
+//! ([`probe`]) until it answers again — then it is trusted at once — or leaves the view;
+//! until then it stays suspect, not just for [`SUSPECT_FOR`] (issue 65: survivors kept
+//! sending a frozen member a request every few seconds, each waiting for its answer).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -18,11 +21,24 @@ pub struct Suspects {
 }
 
 impl Suspects {
-    /// Marks `member` (this incarnation of it) as not answering, for [`SUSPECT_FOR`].
-    pub fn suspect(&self, member: &ClusterMember) {
+    /// Marks `member` (this incarnation of it) as not answering, for [`SUSPECT_FOR`] (a
+    /// probe extends it); true when it was not suspect already (then start a probe).
+    pub fn suspect(&self, member: &ClusterMember) -> bool {
         let until = Instant::now() + SUSPECT_FOR;
-        self.table()
+        let before = self
+            .table()
             .insert(member.node_id.clone(), (member.incarnation.clone(), until));
+        !matches!(before, Some((i, t)) if i == member.incarnation && t > Instant::now())
+    }
+
+    /// Trusts `member` again (it answered).
+    pub fn clear(&self, member: &ClusterMember) {
+        let mut t = self.table();
+        if t.get(&member.node_id)
+            .is_some_and(|(i, _)| *i == member.incarnation)
+        {
+            t.remove(&member.node_id);
+        }
     }
 
     /// Whether `member` failed to answer within the last [`SUSPECT_FOR`]. A new
@@ -56,6 +72,43 @@ impl Suspects {
     }
 }
 
+/// How often a suspect is asked whether it answers again.
+pub const PROBE_EVERY: Duration = Duration::from_millis(250);
+/// How long a probe waits for its answer.
+const PROBE_WITHIN: Duration = Duration::from_millis(500);
+
+/// Asks the suspect `member` (`GET {url}/healthz` through `client`) every [`PROBE_EVERY`]:
+/// it stays suspect while it does not answer and is trusted again once it does; the
+/// probe ends then, or when the member left `cluster`'s view (or restarted as another
+/// incarnation), or the cluster is gone.
+pub async fn probe(
+    cluster: std::sync::Weak<super::Cluster>,
+    client: reqwest::Client,
+    member: ClusterMember,
+) {
+    let url = format!("{}/healthz", member.url.trim_end_matches('/'));
+    loop {
+        tokio::time::sleep(PROBE_EVERY).await;
+        let Some(c) = cluster.upgrade() else { return };
+        if !c.has_member(&member) {
+            c.suspects().clear(&member);
+            return;
+        }
+        drop(c);
+        let answered = matches!(
+            client.get(&url).timeout(PROBE_WITHIN).send().await,
+            Ok(r) if r.status().is_success()
+        );
+        let Some(c) = cluster.upgrade() else { return };
+        if answered {
+            tracing::info!(node = %member.node_id, "cluster: a suspect member answers again");
+            c.suspects().clear(&member);
+            return;
+        }
+        c.suspects().suspect(&member);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,12 +139,18 @@ mod tests {
         let s = Suspects::default();
         let old = member("g2", "a");
         assert!(!s.holds(&old));
-        s.suspect(&old);
+        assert!(s.suspect(&old), "newly suspect: probe it");
+        assert!(!s.suspect(&old), "suspect already: probed already");
         assert!(s.holds(&old));
         let left = s.remaining(&old).unwrap();
         assert!(left <= SUSPECT_FOR && left > SUSPECT_FOR - Duration::from_secs(1));
         assert!(!s.holds(&member("g3", "a")));
         assert!(!s.holds(&member("g2", "b")), "a new incarnation is tried");
         assert!(!s.holds(&old), "forgotten once a new incarnation was seen");
+        s.suspect(&old);
+        s.clear(&member("g2", "b"));
+        assert!(s.holds(&old), "another incarnation's answer clears nothing");
+        s.clear(&old);
+        assert!(!s.holds(&old), "trusted again once it answered");
     }
 }

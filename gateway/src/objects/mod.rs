@@ -14,6 +14,7 @@
 //!   ([`order`]), so the origin and the gateway agree on which write was last.
 
 pub mod conditions;
+mod detached;
 pub mod namespaces;
 pub mod order;
 pub mod read;
@@ -221,11 +222,20 @@ impl Objects {
     ) -> Result<Arc<StoredVersion>, ObjectError> {
         let v = Arc::clone(sealed.version());
         let key = v.key().to_string();
-        let turn = self.origin_turn(&key, &check).await?;
-        if let Some((origin, _)) = &turn {
+        // The key's turn, held until the write is published.
+        let mut _turn = None;
+        if let Some((origin, held)) = self.origin_turn(&key, &check).await? {
             let body = Bytes::from_owner(v.payload());
-            let etag = origin.put(&key, body, v.sha256(), v.content_type()).await?;
-            if let Some(e) = etag {
+            let (origin, k, sha, ctype) = (
+                Arc::clone(origin),
+                key.clone(),
+                v.sha256(),
+                v.content_type().to_owned(),
+            );
+            let request = async move { origin.put(&k, body, sha, &ctype).await };
+            let (etag, held) = detached::Detached::run(&self.store, &key, held, request).await;
+            _turn = Some(held);
+            if let Some(e) = etag? {
                 v.origin.set_etag(e);
             }
             v.origin.touch();
@@ -240,7 +250,7 @@ impl Objects {
         }
         if let Some(p) = &self.peers {
             stored.origin.tie(p.owner_tag(&key)); // written under the owner now
-            p.near_settled(&key).await; // no near copy serves what this replaced
+            settle_near(p, &key).await; // no near copy serves what this replaced
         }
         Ok(stored)
     }
@@ -248,14 +258,19 @@ impl Objects {
     /// Deletes `key` if `check` accepts its current version (an absent key is deleted
     /// too); with write-through, at the origin first. Whether a version was removed here.
     pub async fn delete(&self, key: &str, check: impl Check) -> Result<bool, ObjectError> {
-        let turn = self.origin_turn(key, &check).await?;
-        if let Some((origin, _)) = &turn {
-            origin.delete(key).await?;
+        // The key's turn, held until the delete is done here.
+        let mut _turn = None;
+        if let Some((origin, held)) = self.origin_turn(key, &check).await? {
+            let (origin, k) = (Arc::clone(origin), key.to_owned());
+            let request = async move { origin.delete(&k).await };
+            let (done, held) = detached::Detached::run(&self.store, key, held, request).await;
+            _turn = Some(held);
+            done?;
         }
         let on_disk = self.only_on_disk(key).await?;
         let removed = self.store.delete(key, Self::with_disk(&check, on_disk))?;
         if let Some(p) = &self.peers {
-            p.near_settled(key).await; // no near copy serves what this deleted
+            settle_near(p, key).await; // no near copy serves what this deleted
         }
         Ok(removed)
     }
@@ -275,4 +290,19 @@ impl Objects {
         self.precheck(key, check).await?;
         Ok(Some((origin, turn)))
     }
+}
+
+/// Waits until no near copy of `key` serves what a write just replaced (or, with the bug
+/// `early-ack` planted, lets the write be acknowledged first and revokes them a moment
+/// later).
+async fn settle_near(peers: &Arc<crate::cluster::Peers>, key: &str) {
+    if crate::planted::planted(crate::planted::Bug::EarlyAck) {
+        let (p, key) = (Arc::clone(peers), key.to_owned());
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            p.near_settled(&key).await;
+        });
+        return;
+    }
+    peers.near_settled(key).await;
 }

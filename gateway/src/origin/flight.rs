@@ -41,6 +41,15 @@ impl Permit {
     pub fn filling(&self, f: Arc<Filling>) {
         self.filling.send_replace(Some(f));
     }
+
+    /// Whether the fill announced an object long enough to be streamed to the requests
+    /// waiting for it (`at_least` bytes): then they got its first bytes already.
+    pub fn streamed(&self, at_least: u64) -> bool {
+        self.filling
+            .borrow()
+            .as_ref()
+            .is_some_and(|f| f.length >= at_least)
+    }
 }
 
 impl Flights {

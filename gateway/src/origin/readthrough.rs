@@ -23,7 +23,7 @@ use super::remembered::{Remembered, Verdict};
 use super::ties::Ties;
 use super::{Fetch, Origin, OriginError, OriginObject};
 use crate::store::disk::Want;
-use crate::store::{Store, StoreError, StoredVersion};
+use crate::store::{FillTicket, Store, StoreError, StoredVersion};
 
 pub use super::FetchError;
 
@@ -296,6 +296,8 @@ impl ReadThrough {
         current: Option<Arc<StoredVersion>>,
         filling: &Permit,
     ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
+        // Taken before anything is fetched: a delete from now on is not undone by this fill.
+        let ticket = self.store.fill_ticket();
         // Only a key's owner fills from a peer (its previous owner): a member serving a
         // key it does not own does so because the owner did not answer — not again.
         if current.is_none() && self.ties.owns(key) {
@@ -311,7 +313,7 @@ impl ReadThrough {
                             c.map_err(|e| OriginError::Failed(format!("peer copy: {e}")))
                         })),
                     };
-                    match self.store_object(key, obj, None, filling).await {
+                    match self.store_object(key, obj, None, (filling, &ticket)).await {
                         Ok(v) => {
                             if let (Some(v), Some(age)) = (&v, age) {
                                 v.origin.confirmed_ago(age);
@@ -326,6 +328,30 @@ impl ReadThrough {
                 }
             }
         }
+        // A body that breaks off (the origin's object replaced as it was read, a connection
+        // reset) is fetched once more, unless readers were streaming it already: the
+        // readers waiting for it get the second try.
+        match self
+            .fetch_and_store(key, current.clone(), filling, &ticket)
+            .await
+        {
+            Err(FetchError::Origin(OriginError::Failed(why))) if !filling.streamed(STREAM_AT) => {
+                tracing::warn!(key, error = %why, "the origin failed; fetching once more");
+                self.fetch_and_store(key, current, filling, &ticket).await
+            }
+            done => done,
+        }
+    }
+
+    /// Fetches `key` from the origin (conditionally, when `current` is a copy of it) and
+    /// stores what changed.
+    async fn fetch_and_store(
+        &self,
+        key: &str,
+        current: Option<Arc<StoredVersion>>,
+        filling: &Permit,
+        ticket: &FillTicket,
+    ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
         let started = Instant::now();
         let etag = current
             .as_ref()
@@ -370,7 +396,8 @@ impl ReadThrough {
                         return Ok(current);
                     }
                 }
-                self.store_object(key, obj, current, filling).await
+                self.store_object(key, obj, current, (filling, ticket))
+                    .await
             }
         }
     }
@@ -382,7 +409,7 @@ impl ReadThrough {
         key: &str,
         mut obj: super::OriginObject,
         current: Option<Arc<StoredVersion>>,
-        filling: &Permit,
+        (filling, ticket): (&Permit, &FillTicket),
     ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
         if obj.length > self.max_object_size {
             self.remembered.remember(key, Verdict::TooLarge(obj.length));
@@ -428,17 +455,17 @@ impl ReadThrough {
         // Every byte arrived and was stored: streams end; the version is published next
         // (a stream already has all of it, whatever the commit decides).
         streamed.finish(Ok(()));
-        // Don't replace a version written here meanwhile (a newer PUT wins).
+        // Don't replace a version written here meanwhile (a newer PUT wins), nor bring
+        // back a key deleted meanwhile (the ticket).
         let base = current.as_ref().map(|v| v.version());
-        let v = self
-            .store
-            .writes()
-            .commit(up, |cur| match (cur.map(|c| c.version()), base) {
+        let v = self.store.writes().commit_fill(up, ticket, |cur| {
+            match (cur.map(|c| c.version()), base) {
                 (a, b) if a == b => Ok(()),
                 _ => Err(StoreError::PreconditionFailed(
                     "replaced while fetching".into(),
                 )),
-            });
+            }
+        });
         match v {
             Ok(v) => Ok(Some(v)),
             Err(StoreError::PreconditionFailed(_)) => Ok(self.store.current(key)),

@@ -40,6 +40,9 @@ impl Ties {
     /// Whether `v`, a copy of `key`, was made under another owner of the key than the one
     /// now (never outside a cluster).
     pub(super) fn untied(&self, key: &str, v: &StoredVersion) -> bool {
+        if crate::planted::planted(crate::planted::Bug::UntiedCopy) {
+            return false;
+        }
         self.peers
             .as_ref()
             .is_some_and(|p| v.origin.tied() != p.owner_tag(key))

@@ -94,7 +94,15 @@ impl Index {
 /// memory), and the overwritten versions still readable by id. An entry costs 16 bytes in
 /// a B-tree node.
 #[derive(Debug, Default)]
-pub(super) struct Shard(BTreeMap<Current, Older>);
+pub(super) struct Shard(BTreeMap<Current, Older>, Tombstones);
+
+/// Keys deleted while a fill was in flight, with the delete's sequence number
+/// ([`super::fills`]); pruned of those no fill still needs.
+#[derive(Debug, Default)]
+struct Tombstones(HashMap<Box<[u8]>, u64>);
+
+/// Tombstones a shard holds before it prunes those no fill needs any more.
+const TOMBSTONES_BEFORE_PRUNING: usize = 32;
 
 /// A key's current version, as an index key: ordered and looked up by its key's bytes.
 #[derive(Debug)]
@@ -182,6 +190,21 @@ impl Shard {
         }
     }
 
+    /// Remembers that `key` was deleted with sequence number `seq`, for the fills in
+    /// flight (the oldest taken at `oldest`).
+    fn bury(&mut self, key: &[u8], seq: u64, oldest: u64) {
+        let t = &mut self.1 .0;
+        if t.len() >= TOMBSTONES_BEFORE_PRUNING {
+            t.retain(|_, s| *s > oldest);
+        }
+        t.insert(key.into(), seq);
+    }
+
+    /// Whether `key` was deleted after sequence number `since`.
+    pub(super) fn deleted_since(&self, key: &[u8], since: u64) -> bool {
+        self.1 .0.get(key).is_some_and(|&s| s > since)
+    }
+
     /// Removes `key` with all its versions; returns its current version.
     pub(super) fn remove(&mut self, key: &[u8]) -> Option<Arc<StoredVersion>> {
         self.0.remove_entry(key).map(|(c, _)| c.0)
@@ -236,6 +259,9 @@ impl Store {
         let mut shard = self.index.write(key.as_bytes());
         check(shard.current(key.as_bytes()))?;
         let removed = shard.remove(key.as_bytes());
+        if let Some((seq, oldest)) = self.fills.delete() {
+            shard.bury(key.as_bytes(), seq, oldest);
+        }
         let forgot = self.disk.as_ref().is_some_and(|d| d.forget(key.as_bytes()));
         drop(shard);
         if let Some(v) = &removed {

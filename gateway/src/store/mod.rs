@@ -18,6 +18,7 @@
 pub mod arena;
 pub mod disk;
 mod error;
+mod fills;
 mod headers;
 mod index;
 mod memory;
@@ -28,6 +29,7 @@ mod version;
 mod writes;
 
 pub use error::StoreError;
+pub use fills::FillTicket;
 pub use headers::{ObjectHeaders, MAX_USER_METADATA};
 pub use memory::Memory;
 pub use onesided::{OneSided, Reservation, UploadError, Wanted};
@@ -89,6 +91,8 @@ pub struct Store {
     disk: Option<Arc<disk::Disk>>,
     /// One-sided uploads open for writes ([`Store::one_sided`]).
     uploads: onesided::Uploads,
+    /// Read-through fills in flight, and the deletes they must not undo.
+    fills: Arc<fills::Fills>,
 }
 
 impl Store {
@@ -117,6 +121,7 @@ impl Store {
             disk,
             config,
             uploads: Default::default(),
+            fills: Default::default(),
         }
     }
 
@@ -142,7 +147,14 @@ impl Store {
             disk,
             config,
             uploads: Default::default(),
+            fills: Default::default(),
         }
+    }
+
+    /// A ticket for a read-through fill, taken before it fetches: a delete of its key
+    /// from now on makes its publish ([`Writes::commit_fill`]) fail.
+    pub fn fill_ticket(&self) -> FillTicket {
+        FillTicket::new(&self.fills)
     }
 
     /// The random id of this process; version ids count up from it.

@@ -384,3 +384,61 @@ async fn staging_memory_bounds_uploads_in_progress() {
     let _big = s.writes().begin("d", "x", 1 << 20).await.unwrap();
     let _small = s.writes().begin("e", "x", 60 << 10).await.unwrap();
 }
+
+/// A fill publishing `body` for `key` under `ticket` (as read-through does).
+async fn fill(
+    s: &Store,
+    key: &str,
+    body: &[u8],
+    ticket: &super::FillTicket,
+) -> Result<Arc<StoredVersion>, StoreError> {
+    let mut up = s
+        .writes()
+        .begin(key, "application/octet-stream", body.len() as u64)
+        .await?;
+    up.write(body)?;
+    s.writes().commit_fill(up, ticket, |_| Ok(()))
+}
+
+#[tokio::test]
+async fn a_fill_does_not_bring_back_a_key_deleted_while_it_fetched() {
+    let s = store(1 << 20, 64 << 10);
+    // Deleted before the fill's ticket: the fill fetched after the delete, and publishes.
+    s.delete("k", |_| Ok(())).unwrap();
+    let early = s.fill_ticket();
+    // Deleted while it fetched (of a key absent here, as after a put and a delete).
+    let t = s.fill_ticket();
+    s.delete("k", |_| Ok(())).unwrap();
+    assert!(matches!(
+        fill(&s, "k", b"old", &t).await,
+        Err(StoreError::PreconditionFailed(_))
+    ));
+    assert!(s.current("k").is_none(), "the delete stands");
+    assert!(
+        matches!(
+            fill(&s, "k", b"old", &early).await,
+            Err(StoreError::PreconditionFailed(_))
+        ),
+        "the delete came after this ticket too"
+    );
+    // A ticket after the delete, or a delete of another key, stops nothing.
+    let later = s.fill_ticket();
+    s.delete("other", |_| Ok(())).unwrap();
+    fill(&s, "k", b"new", &later).await.unwrap();
+    assert_eq!(s.current("k").unwrap().payload().as_slice(), b"new");
+    // Many deletes while fills run: tombstones are pruned, but never one a fill needs.
+    for i in 0..200 {
+        s.delete(&format!("x{i}"), |_| Ok(())).unwrap();
+    }
+    let t = s.fill_ticket();
+    s.delete("k", |_| Ok(())).unwrap();
+    for i in 0..200 {
+        s.delete(&format!("y{i}"), |_| Ok(())).unwrap();
+    }
+    assert!(fill(&s, "k", b"again", &t).await.is_err());
+    drop((t, later, early));
+    // No ticket out: deletes leave no tombstone, and a fill's ticket taken now publishes.
+    s.delete("k", |_| Ok(())).unwrap();
+    let t = s.fill_ticket();
+    fill(&s, "k", b"fresh", &t).await.unwrap();
+}

@@ -170,6 +170,18 @@ impl<'a> Writes<'a> {
         self.publish(self.seal(upload)?, check)
     }
 
+    /// [`Writes::commit`] for a read-through fill holding `ticket`: it also fails when the
+    /// key was deleted after the ticket was taken (the fill's object may be what the
+    /// delete removed at the origin).
+    pub fn commit_fill(
+        &self,
+        upload: Upload,
+        ticket: &super::FillTicket,
+        check: impl FnOnce(Option<&StoredVersion>) -> Result<(), StoreError>,
+    ) -> Result<Arc<StoredVersion>, StoreError> {
+        self.publish_since(self.seal(upload)?, Some(ticket.since()), check)
+    }
+
     /// Finishes a fully written upload as an immutable version (header written, digests
     /// final) without making it visible: write-through sends it to the origin first.
     pub fn seal(&self, mut upload: Upload) -> Result<Sealed, StoreError> {
@@ -230,9 +242,25 @@ impl<'a> Writes<'a> {
         sealed: Sealed,
         check: impl FnOnce(Option<&StoredVersion>) -> Result<(), StoreError>,
     ) -> Result<Arc<StoredVersion>, StoreError> {
+        self.publish_since(sealed, None, check)
+    }
+
+    /// [`Writes::publish`], failing too when the key was deleted after delete sequence
+    /// number `since` (a fill's ticket).
+    fn publish_since(
+        &self,
+        sealed: Sealed,
+        since: Option<u64>,
+        check: impl FnOnce(Option<&StoredVersion>) -> Result<(), StoreError>,
+    ) -> Result<Arc<StoredVersion>, StoreError> {
         let stored = Arc::clone(&sealed.version);
         let mut shard = self.store.index.write(stored.key_bytes());
         check(shard.current(stored.key_bytes()))?;
+        if since.is_some_and(|s| shard.deleted_since(stored.key_bytes(), s)) {
+            return Err(StoreError::PreconditionFailed(
+                "deleted while it was fetched".into(),
+            ));
+        }
         stored.arena.add_live(&stored, stored.frame.len() as u64);
         if let Some(old) = shard.replace(Arc::clone(&stored)) {
             old.arena.sub_live(old.frame.len() as u64);

@@ -66,3 +66,79 @@ async fn a_one_sided_read_of_a_frozen_member_ends_within_the_timeout() {
         );
     }
 }
+
+/// A frozen owner is passed over from the first read that waited for it until it answers
+/// again (issue 65: survivors sent it a request every few seconds, each waiting for an
+/// answer, until its lease ended), and trusted again within a moment of answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_owner_stays_suspect_until_it_answers_then_is_trusted_at_once() {
+    let etcd = Etcd::start();
+    let name = cluster_name("frozen-probe");
+    // A TTL longer than the freeze: the frozen member stays in the view throughout.
+    let gws = fleet(&etcd, &name, 2, "30s", &[]);
+    let view = all_see(&gws.iter().collect::<Vec<_>>(), 2).await;
+    let key = (0..)
+        .map(|i| format!("p/{i}"))
+        .find(|k| owner(k, &view.members).is_some_and(|m| m.node_id == "g2"))
+        .unwrap();
+    let http = rasa_tests::http();
+    let put = http
+        .put(gws[1].url(&format!("/v1/objects/{key}")))
+        .body("held by g2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 201);
+    let read = || async {
+        let started = Instant::now();
+        let r = http
+            .get(gws[0].url(&format!("/v1/objects/{key}")))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .expect("an answer from g1");
+        let by = r
+            .headers()
+            .get("rasa-served-by")
+            .map(|h| h.to_str().unwrap().to_owned());
+        (started.elapsed(), by)
+    };
+    kill(&gws[1], "STOP");
+    let (first, _) = read().await;
+    assert!(
+        first < Duration::from_secs(4),
+        "the first read took {first:?}"
+    );
+    // For 8 s (past the 3 s a suspicion used to last) no read waits for it again.
+    let frozen_until = Instant::now() + Duration::from_secs(8);
+    let mut waits = Vec::new();
+    while Instant::now() < frozen_until {
+        let (took, _) = read().await;
+        waits.push(took);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    kill(&gws[1], "CONT");
+    let thawed = Instant::now();
+    let slow: Vec<&Duration> = waits
+        .iter()
+        .filter(|t| **t > Duration::from_secs(1))
+        .collect();
+    assert!(
+        slow.is_empty(),
+        "reads waited for the frozen owner again: {slow:?} of {} reads",
+        waits.len()
+    );
+    // Once it answers, reads go to it again within a moment.
+    loop {
+        let (_, by) = read().await;
+        if by.as_deref() == Some("g2") {
+            break;
+        }
+        assert!(
+            thawed.elapsed() < Duration::from_secs(3),
+            "g2 answers again but reads are still not sent to it"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("trusted again {:?} after it was thawed", thawed.elapsed());
+}

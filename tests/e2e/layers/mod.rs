@@ -20,6 +20,7 @@ const GATEWAY_LAYERS: &[(&str, u32)] = &[
     ("media", 0),
     ("net", 0),
     ("pace", 0),
+    ("planted", 0),
     ("range", 0),
     ("reload", 0),
     ("slots", 0),
