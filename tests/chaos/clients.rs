@@ -169,9 +169,9 @@ impl Worker {
 
     /// Issues operations on `keys` until `until`, recording each in `rec`.
     pub async fn run(mut self, keys: Vec<String>, until: Instant, rec: &Recorder) {
-        // For a one-sided reader: since when it may hold a descriptor of each key (its first
-        // read of the key within a lease, not since followed by a write of its own).
-        let mut held_since: HashMap<String, Instant> = HashMap::new();
+        // For a one-sided reader: when it read each key since its last write of it (a
+        // read may fetch a descriptor the next reads within a lease use).
+        let mut reads_of: HashMap<String, Vec<Instant>> = HashMap::new();
         while Instant::now() < until {
             // A pause between operations, as a program doing work between them would.
             let pause = self.rng.random_range(5..40);
@@ -231,17 +231,17 @@ impl Worker {
             };
             // A one-sided reader may hold a descriptor it got at an earlier read of the key,
             // within a lease, and read the version it names (the consistency page): its
-            // read counts from then. Its own writes of the key drop the descriptor.
+            // read counts from the first of its reads of the key within a lease. Its own
+            // writes of the key drop the descriptor.
             let start = match (self.kind, op) {
                 (Kind::Sdk, Op::Get) => {
-                    let since = held_since.entry(key.clone()).or_insert(started);
-                    if started.duration_since(*since) >= crate::fleet::LEASE {
-                        *since = started;
-                    }
-                    *since
+                    let reads = reads_of.entry(key.clone()).or_default();
+                    reads.retain(|r| started.duration_since(*r) < crate::fleet::LEASE);
+                    reads.push(started);
+                    reads[0]
                 }
                 (Kind::Sdk, _) => {
-                    held_since.remove(&key);
+                    reads_of.remove(&key);
                     started
                 }
                 _ => started,

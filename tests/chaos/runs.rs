@@ -222,5 +222,48 @@ pub fn recheck(file: &str) {
         history.len(),
         check(model, &history, 5_000_000)
     );
-    println!("{}", Shown(&shrink(model, &history)));
+    // The earliest moment by which the history already fails: operations answered by
+    // then as they were, those still running then unknown.
+    let by = |t: u64| -> Vec<Event> {
+        history
+            .iter()
+            .filter(|e| e.start <= t)
+            .map(|e| match e.end <= t {
+                true => e.clone(),
+                false => Event {
+                    outcome: match e.op {
+                        Op::Get => Outcome::Failed,
+                        _ => Outcome::Unknown,
+                    },
+                    ..e.clone()
+                },
+            })
+            .collect()
+    };
+    let fails = |t: u64| check(model, &by(t), 2_000_000) == Verdict::NotLinearizable;
+    let mut hi = history
+        .iter()
+        .map(|e| e.end.min(u64::MAX / 2))
+        .max()
+        .unwrap_or(0);
+    let mut lo = 0u64;
+    if fails(hi) {
+        while hi - lo > 1_000_000 {
+            let mid = lo + (hi - lo) / 2;
+            if fails(mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        println!(
+            "fails by {:.3} s; the operations of the second before:",
+            hi as f64 / 1e9
+        );
+        let near: Vec<Event> = by(hi)
+            .into_iter()
+            .filter(|e| e.end.saturating_add(1_000_000_000) >= hi || e.outcome == Outcome::Unknown)
+            .collect();
+        println!("{}", Shown(&near));
+    }
 }

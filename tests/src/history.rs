@@ -82,11 +82,11 @@ impl Model {
     }
 }
 
-/// The operations a check considers: failed ones left out, unknown writes that no read
-/// saw left out (placing them last explains nothing and changes nothing), and an unknown
+/// The operations a check considers: failed ones left out (and, in a cache register,
+/// reads of nothing), unknown writes that no read saw left out (placing them last explains nothing and changes nothing), and an unknown
 /// write that a read saw ending when the first such read ended (it took effect before
 /// that read could see it: the same constraint, and a far smaller search).
-fn relevant(history: &[Event]) -> Vec<Event> {
+fn relevant(model: Model, history: &[Event]) -> Vec<Event> {
     let mut seen: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
     for e in history {
         if let (Op::Get, Outcome::Read(Some(v))) = (e.op, e.outcome) {
@@ -99,6 +99,11 @@ fn relevant(history: &[Event]) -> Vec<Event> {
         .filter_map(|e| match (e.op, e.outcome) {
             (_, Outcome::Failed) => None,
             (Op::Get, Outcome::Unknown) => None,
+            // A cache may miss at any moment: a read of nothing constrains nothing, and a
+            // delete that may not have happened explains no read (leaving it out is the
+            // choice that it did not happen).
+            (Op::Get, Outcome::Read(None)) if model == Model::CacheRegister => None,
+            (Op::Delete, Outcome::Unknown) if model == Model::CacheRegister => None,
             (Op::Put(v), Outcome::Unknown) => seen.get(&v).map(|&end| Event {
                 end: end.max(e.start),
                 outcome: Outcome::Done,
@@ -127,7 +132,7 @@ pub fn linearizable(model: Model, history: &[Event]) -> bool {
 
 /// [`linearizable`], visiting at most `budget` states of the search.
 pub fn check(model: Model, history: &[Event], budget: usize) -> Verdict {
-    search(model, &relevant(history), budget)
+    search(model, &relevant(model, history), budget)
 }
 
 /// The search over `ops` (all relevant; unknown ones never return).
@@ -263,7 +268,7 @@ impl Linked {
 /// read saw, and deletes when no remaining read saw nothing (without a delete such a read
 /// could fail), so the failure left is one the history had — for at most ten seconds.
 pub fn shrink(model: Model, history: &[Event]) -> Vec<Event> {
-    let mut h = relevant(history);
+    let mut h = relevant(model, history);
     h.sort_by_key(|e| e.start);
     let fails = |h: &[Event]| search(model, h, 200_000) == Verdict::NotLinearizable;
     if !fails(&h) {

@@ -31,6 +31,9 @@ pub use super::FetchError;
 /// are answered once stored.
 pub const STREAM_AT: u64 = 1 << 20;
 
+/// How long a fill whose body broke off waits before it fetches once more.
+const REFETCH_AFTER: Duration = Duration::from_millis(100);
+
 /// What a lookup found.
 #[derive(Debug)]
 pub enum Lookup {
@@ -120,8 +123,14 @@ impl ReadThrough {
         };
         if let Some(v) = held {
             // A copy made under another owner of the key than the one now (gone,
-            // restarted, replaced) may be older than what that owner acknowledged since.
-            let untied = self.ties.untied(key, &v);
+            // restarted, replaced) may be older than what that owner acknowledged since;
+            // so may any copy a member that is not the owner serves (a read passed to it
+            // because the owner did not answer someone: the owner may be back, answering
+            // others and acknowledging writes, before everyone trusts it again) — both are
+            // confirmed by the origin first (issue 65: a copy the next choice filled while
+            // the owner was cut off was served after the owner, back, acknowledged a
+            // delete).
+            let untied = self.ties.untied(key, &v) || !self.ties.owns(key);
             let stale = untied
                 || match (self.ttl, v.origin.age()) {
                     (Some(ttl), Some(age)) => age >= ttl,
@@ -337,6 +346,8 @@ impl ReadThrough {
         {
             Err(FetchError::Origin(OriginError::Failed(why))) if !filling.streamed(STREAM_AT) => {
                 tracing::warn!(key, error = %why, "the origin failed; fetching once more");
+                // A moment later: an object being replaced at the origin settles.
+                tokio::time::sleep(REFETCH_AFTER).await;
                 self.fetch_and_store(key, current, filling, &ticket).await
             }
             done => done,
