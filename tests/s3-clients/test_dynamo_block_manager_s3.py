@@ -1,6 +1,6 @@
-"""Dynamo KVBM's object tier (G4) on Rasa's S3 listener: the requests its S3 client and
-lock manager make (``kvbm`` 1.6.1, ``lib/kvbm`` ``object/s3``: aws-sdk-s3), replayed with
-boto3 — ``kvbm`` itself needs Dynamo's runtime and a GPU to drive them.
+"""Dynamo block manager's object tier (G4) on Rasa's S3 listener: the requests its S3 client and
+lock manager make (Dynamo 1.6.1, its ``object/s3`` store: aws-sdk-s3), replayed with
+boto3 — the block manager itself needs Dynamo's runtime and a GPU to drive them.
 
 Blocks are objects ``{rank}/{sequence hash}`` (``put_blocks``/``get_blocks``, ``has_blocks``
 by HEAD for the size); an offload is coordinated by a lock object ``{hash}.lock`` created
