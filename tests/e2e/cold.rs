@@ -265,15 +265,10 @@ async fn a_cold_range_is_served_from_the_origins_range_while_the_object_fills() 
 /// A gateway reading through `s3` (prefix `pre`) with an S3 listener and a reader's key, and
 /// an S3 client with that key; `extra` flags added.
 fn s3_listener(s3: &S3Server, extra: &[&str]) -> (Gateway, aws_sdk_s3::Client) {
-    let at = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
     let keys = rasa_tests::temp_dir("s3-listener").join("s3-keys");
     let (id, secret) = rasa_tests::new_s3_key(&keys, "reader", "read");
     let mut args = s3.gateway_args("pre");
-    args.extend(["--s3-listen".to_owned(), at.clone()]);
+    args.extend(["--s3-listen".to_owned(), "127.0.0.1:0".to_owned()]);
     args.extend([
         "--s3-credentials-file".to_owned(),
         keys.display().to_string(),
@@ -281,7 +276,7 @@ fn s3_listener(s3: &S3Server, extra: &[&str]) -> (Gateway, aws_sdk_s3::Client) {
     args.extend(extra.iter().map(|a| (*a).to_owned()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let gw = Gateway::start_with_s3(&args);
-    let client = rasa_tests::s3_client_with(&format!("http://{at}"), &id, &secret);
+    let client = rasa_tests::s3_client_with(&gw.s3_url(), &id, &secret);
     (gw, client)
 }
 

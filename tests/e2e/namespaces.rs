@@ -27,12 +27,6 @@ fn start(namespaces: &str, extra: &[&str]) -> Setup {
     let s3_keys = dir.join("s3-keys");
     let ns_file = dir.join("namespaces");
     std::fs::write(&ns_file, namespaces).unwrap();
-    let s3_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let s3_at = format!("127.0.0.1:{s3_port}");
     let setup_tokens = (
         new_token(&tokens, "admin", "admin"),
         new_token(&tokens, "alpha-rw", "alpha:read,alpha:write"),
@@ -57,16 +51,17 @@ fn start(namespaces: &str, extra: &[&str]) -> Setup {
         "--namespaces",
         ns_file.to_str().unwrap(),
         "--s3-listen",
-        &s3_at,
+        "127.0.0.1:0",
         "--s3-bucket",
         "bkt",
         "--s3-credentials-file",
         s3_keys.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
+    let gw = Gateway::start(&args);
     Setup {
-        gw: Gateway::start(&args),
-        s3_url: format!("http://{s3_at}"),
+        s3_url: gw.s3_url(),
+        gw,
         ns_file,
         admin: setup_tokens.0,
         alpha_rw: setup_tokens.1,

@@ -8,15 +8,6 @@ use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::primitives::ByteStream;
 use rasa_tests::{metric, new_s3_key, s3_client_with, temp_dir, Gateway};
 
-fn free_addr() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    format!("127.0.0.1:{port}")
-}
-
 /// A gateway whose S3 listener serves bucket `data` and, with `--s3-create-buckets`,
 /// namespaces as buckets; open unless `keys` names a credentials file. Its S3 URL.
 fn start(keys: Option<&std::path::Path>) -> (Gateway, String) {
@@ -31,14 +22,13 @@ fn start_with(
     let dir = temp_dir("s3-door");
     let ns_file = dir.join("namespaces");
     std::fs::write(&ns_file, namespaces).unwrap();
-    let at = free_addr();
     let mut args = vec![
         "--memory",
         "64MiB",
         "--max-object-size",
         "8MiB",
         "--s3-listen",
-        &at,
+        "127.0.0.1:0",
         "--s3-bucket",
         "data",
         "--namespaces",
@@ -50,7 +40,9 @@ fn start_with(
     if let Some(k) = keys {
         args.extend(["--s3-credentials-file", k.to_str().unwrap()]);
     }
-    ((Gateway::start(&args), format!("http://{at}")), ns_file)
+    let gw = Gateway::start(&args);
+    let url = gw.s3_url();
+    ((gw, url), ns_file)
 }
 
 async fn status_and_code(req: reqwest::RequestBuilder) -> (u16, String) {

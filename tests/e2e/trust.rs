@@ -55,12 +55,6 @@ async fn exposed_by(gw: &Gateway, key: &str) -> Vec<u8> {
 /// while the stored value itself is there. The in-flight upload then completes intact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_descriptor_exposes_no_byte_of_an_unpublished_upload() {
-    let s3_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let s3_at = format!("127.0.0.1:{s3_port}");
     let keys = temp_dir("trust-staged").join("s3-credentials");
     let (id, secret) = rasa_tests::new_s3_key(&keys, "writer", "read,write");
     let gw = Gateway::start(&[
@@ -72,7 +66,7 @@ async fn a_descriptor_exposes_no_byte_of_an_unpublished_upload() {
         "--arena-size",
         "4MiB",
         "--s3-listen",
-        &s3_at,
+        "127.0.0.1:0",
         "--s3-bucket",
         "bkt",
         "--s3-credentials-file",
@@ -113,7 +107,7 @@ async fn a_descriptor_exposes_no_byte_of_an_unpublished_upload() {
     drop(gone);
     wait_for_metric(&gw, "rasa_uploads_abandoned_total", 1.0).await;
     // A staged multipart part.
-    let s3 = rasa_tests::s3_client_with(&format!("http://{s3_at}"), &id, &secret);
+    let s3 = rasa_tests::s3_client_with(&gw.s3_url(), &id, &secret);
     let mp = s3
         .create_multipart_upload()
         .bucket("bkt")

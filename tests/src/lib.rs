@@ -135,6 +135,8 @@ pub struct Gateway {
     pub addr: SocketAddr,
     /// `http://<addr>`.
     pub base: String,
+    /// The S3 listener's URL, as the gateway announced it (with `--s3-listen`).
+    s3: Option<String>,
 }
 
 impl Gateway {
@@ -216,11 +218,23 @@ impl Gateway {
             .stderr(stderr)
             .spawn()
             .expect("start rasa-gateway");
-        // The gateway prints one line once it accepts connections: the signal we wait for.
+        // The gateway prints one line once it accepts connections: the signal we wait for;
+        // a second names its S3 listener, so tests bind it at port 0 (a port picked free
+        // beforehand can be taken by another test's gateway before this one binds it).
+        let mut out = BufReader::new(child.stdout.take().expect("piped stdout"));
         let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped stdout"))
-            .read_line(&mut line)
+        out.read_line(&mut line)
             .expect("read the gateway's first line");
+        let s3 = args.contains(&"--s3-listen").then(|| {
+            let mut s3_line = String::new();
+            out.read_line(&mut s3_line)
+                .expect("read the gateway's S3 line");
+            s3_line
+                .trim()
+                .strip_prefix("rasa-gateway S3 on ")
+                .unwrap_or_else(|| panic!("unexpected S3 line from the gateway: {s3_line:?}"))
+                .to_owned()
+        });
         let url = line
             .trim()
             .strip_prefix("rasa-gateway listening on ")
@@ -236,6 +250,7 @@ impl Gateway {
             log: None,
             addr,
             base: url,
+            s3,
         }
     }
 
@@ -269,6 +284,12 @@ impl Gateway {
         let lines: Vec<&str> = text.lines().collect();
         let tail = lines[lines.len().saturating_sub(40)..].join("\n");
         format!("{state}; last lines of {}:\n{tail}", log.display())
+    }
+
+    /// The S3 listener's URL (`http://127.0.0.1:PORT`); panics if it was started without
+    /// `--s3-listen`.
+    pub fn s3_url(&self) -> String {
+        self.s3.clone().expect("a gateway started with --s3-listen")
     }
 
     /// Full URL of `path`.
