@@ -165,15 +165,17 @@ impl ClientBuilder {
         let https = seeds.iter().any(|s| s.starts_with("https://"));
         let http = self.http_client(https)?;
         let counters = Counters::default();
+        let held: Arc<crate::cache::Held> = Arc::default();
         let topology = self.discover_cluster.then(|| {
             Arc::new(Topology::new(
                 seeds,
                 self.clone(),
                 http.clone(),
                 counters.clone(),
+                Arc::clone(&held),
             ))
         });
-        Ok(self.assemble(&first, http, counters, topology))
+        Ok(self.assemble(&first, http, counters, topology, held))
     }
 
     /// Checks the endpoint (one or more comma-separated `http://` or `https://` URLs)
@@ -216,12 +218,13 @@ impl ClientBuilder {
         http: reqwest::Client,
         counters: Counters,
         topology: Option<Arc<Topology>>,
+        held: Arc<crate::cache::Held>,
     ) -> Client {
         let fabric_addr = self
             .fabric_addr
             .clone()
             .or_else(|| default_fabric_addr(endpoint));
-        let descriptors: Arc<crate::cache::DescriptorCache> = Arc::default();
+        let descriptors = Arc::new(crate::cache::DescriptorCache::new(held));
         let http = Arc::new(Transport {
             http,
             endpoint: endpoint.to_owned(),

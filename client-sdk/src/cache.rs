@@ -1,35 +1,63 @@
 //! The descriptors a client holds until their lease deadline (counted from when the request
 //! was *sent*, minus a margin): what a read reuses instead of asking the gateway again, and
 //! what this client's own writes drop.
+//!
+//! A client of a cluster holds one client per member, and at most one descriptor per key
+//! among them all ([`Held`]): a member's client that caches a descriptor of a key drops
+//! the one another member's client held. Otherwise a read that failed over to a key's
+//! next choice (or came back to its owner) could reuse a descriptor older than one this
+//! client had since read, and go back in time (the chaos checker found it, issue 65).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use rasa_openapi::Descriptor;
 
-/// Descriptors this client holds, each with the instant after which no read may start
-/// (its lease, counted from when it was asked for, less a margin).
+/// The descriptors one client (all its members' clients) holds, by key: the member
+/// client that holds it, the descriptor, and the instant after which no read may start.
 #[derive(Debug, Default)]
+pub(crate) struct Held {
+    by_key: Mutex<HashMap<String, (u64, Descriptor, Instant)>>,
+}
+
+/// One member client's side of [`Held`]: the descriptors it holds, each with the instant
+/// after which no read may start (its lease, counted from when it was asked for, less a
+/// margin).
+#[derive(Debug)]
 pub(crate) struct DescriptorCache {
-    held: Mutex<HashMap<String, (Descriptor, Instant)>>,
+    held: Arc<Held>,
+    /// This member client's mark in `held` (one per client made, never reused: a client
+    /// of a member's new process does not see its predecessor's descriptors).
+    mine: u64,
 }
 
 impl DescriptorCache {
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Descriptor, Instant)>> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    /// A member client's side of `held`.
+    pub(crate) fn new(held: Arc<Held>) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Self {
+            held,
+            mine: NEXT.fetch_add(1, Ordering::Relaxed),
+        }
     }
 
-    /// The descriptor of `key` while a read may still start on it.
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u64, Descriptor, Instant)>> {
+        self.held.by_key.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The descriptor of `key` while a read may still start on it, if this member client
+    /// holds it.
     pub(crate) fn fresh(&self, key: &str) -> Option<(Descriptor, Instant)> {
         let held = self.held();
-        let (d, deadline) = held.get(key)?;
-        (Instant::now() < *deadline).then(|| (d.clone(), *deadline))
+        let (by, d, deadline) = held.get(key)?;
+        (*by == self.mine && Instant::now() < *deadline).then(|| (d.clone(), *deadline))
     }
 
-    /// Holds `d` for `key` until `deadline`.
+    /// Holds `d` for `key` until `deadline` (dropping any other member client's).
     pub(crate) fn insert(&self, key: &str, d: Descriptor, deadline: Instant) {
-        self.held().insert(key.to_owned(), (d, deadline));
+        self.held().insert(key.to_owned(), (self.mine, d, deadline));
     }
 
     /// Drops the descriptor of `key` (a read with it failed, or this client wrote the key).
@@ -37,8 +65,9 @@ impl DescriptorCache {
         self.held().remove(key);
     }
 
-    /// Drops every descriptor (they named a gateway process that is gone).
+    /// Drops every descriptor this member client holds (they named a gateway process that
+    /// is gone).
     pub(crate) fn clear(&self) {
-        self.held().clear();
+        self.held().retain(|_, (by, _, _)| *by != self.mine);
     }
 }

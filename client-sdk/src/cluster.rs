@@ -25,6 +25,8 @@ pub(crate) struct Topology {
     template: ClientBuilder,
     http: reqwest::Client,
     counters: Counters,
+    /// The descriptors every member's client holds: one per key among them all.
+    held: Arc<crate::cache::Held>,
     /// Whether the seeds are members of a cluster, once a seed has said so.
     clustered: tokio::sync::OnceCell<bool>,
     state: RwLock<State>,
@@ -56,12 +58,14 @@ impl Topology {
         template: ClientBuilder,
         http: reqwest::Client,
         counters: Counters,
+        held: Arc<crate::cache::Held>,
     ) -> Self {
         Self {
             seeds,
             template,
             http,
             counters,
+            held,
             clustered: tokio::sync::OnceCell::new(),
             state: RwLock::default(),
         }
@@ -105,8 +109,13 @@ impl Topology {
                 Some((_, c)) => c,
                 None => {
                     tracing::debug!(node = %m.node_id, url = %m.url, incarnation = %m.incarnation, "cluster member (new, or a new process)");
-                    self.template
-                        .assemble(&m.url, self.http.clone(), self.counters.clone(), None)
+                    self.template.assemble(
+                        &m.url,
+                        self.http.clone(),
+                        self.counters.clone(),
+                        None,
+                        Arc::clone(&self.held),
+                    )
                 }
             };
             nodes.insert(m.node_id.clone(), (m.incarnation.clone(), client));

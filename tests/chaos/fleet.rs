@@ -61,6 +61,8 @@ pub struct Member {
     listen: SocketAddr,
     args: Vec<String>,
     log: PathBuf,
+    /// Its `RUST_LOG` (`CHAOS_MEMBER_LOG`, else `warn`).
+    log_filter: String,
     process: Mutex<Option<Gateway>>,
     /// Its link to etcd.
     pub etcd_link: Relay,
@@ -92,6 +94,9 @@ impl Fleet {
     /// Starts `n` members set up as `setup`, and waits until each sees all of them.
     pub async fn start(n: usize, setup: Setup, tag: &str) -> Fleet {
         let dir = temp_dir("chaos");
+        if std::env::var_os("CHAOS_MEMBER_LOG").is_some() {
+            println!("  members' logs: {}/g*.log", dir.display());
+        }
         let etcd = Etcd::start();
         let origin = setup.origin.then(S3Server::start);
         let keys = dir.join("s3-keys");
@@ -162,6 +167,7 @@ impl Fleet {
                 listen,
                 args,
                 log,
+                log_filter: std::env::var("CHAOS_MEMBER_LOG").unwrap_or_else(|_| "warn".into()),
                 process: Mutex::new(None),
                 etcd_link,
                 front,
@@ -222,7 +228,7 @@ impl Member {
         let env = [
             ("AWS_ACCESS_KEY_ID", S3_ACCESS_KEY),
             ("AWS_SECRET_ACCESS_KEY", S3_SECRET_KEY),
-            ("RUST_LOG", "warn"),
+            ("RUST_LOG", self.log_filter.as_str()),
         ];
         let gw = Gateway::start_logged_at(&self.listen.to_string(), &args, &env, &self.log);
         *self.process.lock().unwrap() = Some(gw);

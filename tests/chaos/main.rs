@@ -5,7 +5,10 @@
 //!
 //! - `cargo test -p rasa-tests --test chaos`: a short run with a fixed seed and one with a
 //!   random seed (printed; `CHAOS_SEED=N` repeats it; `CHAOS_ROUND_SECONDS` sets each
-//!   run's length, 40 s by default; `CHAOS_NO_FAULTS=1` runs the clients alone).
+//!   run's length, 40 s by default; `CHAOS_NO_FAULTS=1` runs the clients alone;
+//!   `CHAOS_FAULTS=kill,freeze,etcd-cut,cut,etcd-pause` injects only those kinds;
+//!   `CHAOS_SETUP=origin|origin-disk|near|near-disk` runs that set-up alone;
+//!   `CHAOS_MEMBER_LOG` is the members' `RUST_LOG`, their logs named in the output).
 //! - `make chaos` (`CHAOS_SECONDS=600` by default): runs of many seeds and set-ups (origin
 //!   or not, disk tier or not, near copies or not) until the time is up.
 //!
@@ -56,6 +59,9 @@ const WITH_ORIGIN: Setup = Setup {
     plant: None,
 };
 
+/// The set-ups' names, as `CHAOS_SETUP` takes them.
+const SETUP_NAMES: [&str; 4] = ["origin", "origin-disk", "near", "near-disk"];
+
 /// The set-ups runs rotate through.
 const SETUPS: [Setup; 4] = [
     WITH_ORIGIN,
@@ -85,19 +91,28 @@ fn seconds(var: &str, default: u64) -> Duration {
     )
 }
 
-/// A fixed seed, then a random one: each a run of `CHAOS_ROUND_SECONDS` (40 s).
+/// A fixed seed, then a random one: each a run of `CHAOS_ROUND_SECONDS` (40 s). With
+/// `CHAOS_SETUP` (one of [`SETUP_NAMES`]), one run of that set-up with the seed alone.
 fn short(rt: &tokio::runtime::Runtime) -> Result<Report, String> {
     let secs = seconds("CHAOS_ROUND_SECONDS", 40);
+    let seed = std::env::var("CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random::<u32>) as u64;
+    if let Ok(name) = std::env::var("CHAOS_SETUP") {
+        let Some(i) = SETUP_NAMES.iter().position(|n| *n == name) else {
+            return Err(format!(
+                "CHAOS_SETUP is one of {SETUP_NAMES:?}, not {name:?}"
+            ));
+        };
+        return rt.block_on(run(SETUPS[i], seed, secs));
+    }
     let mut total = Report::default();
     let fixed = Setup {
         disk: true,
         ..WITH_ORIGIN
     };
     total.add(rt.block_on(run(fixed, 1, secs))?);
-    let seed = std::env::var("CHAOS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random::<u32>) as u64;
     let setup = SETUPS[seed as usize % SETUPS.len()];
     total.add(rt.block_on(run(setup, seed, secs))?);
     Ok(total)

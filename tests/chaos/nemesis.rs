@@ -37,6 +37,15 @@ impl Faults {
     }
 }
 
+/// The kinds of fault, as `CHAOS_FAULTS` names them.
+const KINDS: [&str; 5] = ["kill", "freeze", "etcd-cut", "cut", "etcd-pause"];
+
+/// Whether faults of `kind` are injected: `CHAOS_FAULTS` (kinds separated by commas)
+/// chooses some; all without it.
+fn chosen(kind: &str) -> bool {
+    std::env::var("CHAOS_FAULTS").map_or(true, |v| v.split(',').any(|k| k.trim() == kind))
+}
+
 fn ms(min: u64, max: u64, rng: &mut StdRng) -> Duration {
     Duration::from_millis(rng.random_range(min..=max))
 }
@@ -57,8 +66,11 @@ pub async fn run(fleet: &Fleet, mut rng: StdRng, t0: Instant, until: Instant, fa
         let m = &fleet.members[which];
         let began = Instant::now();
         let at = t0.elapsed().as_secs_f64();
+        let kind = rng.random_range(0..KINDS.len());
+        if !chosen(KINDS[kind]) {
+            continue;
+        }
         println!("  {at:.1} s: fault on {}", m.id);
-        let kind = rng.random_range(0..5);
         let line = match kind {
             0 => {
                 let down = ms(300, ttl + 1000, &mut rng);

@@ -331,6 +331,8 @@ pub(super) async fn keep_lease(
                 lease,
                 "cluster: this node's lease expired (cut off from etcd longer than --member-ttl); registering again"
             );
+            // What it holds is now tied to an earlier owner (see `Peers::owner_tag`).
+            cluster.rejoins.fetch_add(1, Ordering::AcqRel);
             if let Some(f) = &on_rejoin {
                 f();
             }

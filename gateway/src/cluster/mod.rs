@@ -37,7 +37,7 @@ use tokio::sync::watch;
 
 pub use args::{ClusterArgs, EtcdEndpoints, Routing};
 pub use forward::{Forwarded, Outgoing, SERVED_BY_HEADER};
-pub use peers::{Peers, Route, Wire};
+pub use peers::{NearWrite, Peers, Route, Wire};
 
 /// What this node needs to join a cluster.
 #[derive(Clone, Debug)]
@@ -89,6 +89,9 @@ pub struct Cluster {
     /// (Nanoseconds after `born`.) Read by every keyed request, so an atomic, not a lock.
     renewed: std::sync::atomic::AtomicU64,
     born: std::time::Instant,
+    /// How many times this node's lease was lost and it registered again: each time, the
+    /// others may have owned (and written) its keys meanwhile.
+    rejoins: std::sync::atomic::AtomicU64,
     /// Members that did not answer a forward a moment ago.
     suspects: suspects::Suspects,
     /// Keys of member records ignored so far (each logged once).
@@ -131,6 +134,7 @@ impl Cluster {
             lease: Default::default(),
             renewed: std::sync::atomic::AtomicU64::new(0),
             born: std::time::Instant::now(),
+            rejoins: Default::default(),
             suspects: Default::default(),
             rejected: Mutex::default(),
             config,

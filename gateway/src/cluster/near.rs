@@ -2,15 +2,18 @@
 //! owner keeps the owner's answer and serves it itself, without the hop, for a short lease
 //! the owner grants with the answer ([`NEAR_LEASE`]).
 //!
-//! A write never leaves a near copy serving bytes it replaced: the owner records a grant
-//! **before** it looks the key up for the read it grants, and a write of the key takes the
-//! key's grants **after** it has published (or deleted), then tells each holder to drop
-//! its copy and waits for the answer, or, for a holder that does not answer, until that
-//! holder's lease has ended. Only then is the write acknowledged. A grant recorded after
-//! the write took the grants was recorded after the write published, so the read it
-//! grants sees the write. A holder that hears of a revocation while a read is on its way
-//! back keeps nothing from that read ([`Near::ticket`]). The holder's lease is measured
-//! from when it sent the read, which is before the owner granted it, so it ends first.
+//! No near copy serves bytes a write replaced once anyone can read the write: the owner
+//! records a grant **before** it looks the key up for the read it grants, and a write of
+//! the key, **before** it publishes (or deletes), takes the key's grants and stops new
+//! ones, tells each holder to drop its copy and waits for the answer, or, for a holder
+//! that does not answer, until that holder's lease has ended. Only then is the write
+//! published, and grants made again. (Revoking after publishing let a reader at the owner
+//! see the new value and a later reader at a holder the old one: the chaos checker found
+//! it.) A read granted before the write took the grants is revoked with them; a read
+//! during the write gets no grant. A holder that hears of a revocation while a read is on
+//! its way back keeps nothing from that read ([`Near::ticket`]). The holder's lease is
+//! measured from when it sent the read, which is before the owner granted it, so it ends
+//! first.
 //!
 //! The owner's grants live in its memory: for one lease after it starts, its writes wait
 //! out the grants an earlier process may have made. A copy is tied to its owner's tag
@@ -71,6 +74,10 @@ impl quick_cache::Weighter<String, Arc<Copy>> for Weigh {
 #[derive(Default)]
 struct Grants {
     by_key: HashMap<String, Vec<(String, Instant)>>,
+    /// Keys with writes under way (and how many): no grant is made for them until the
+    /// writes are published, so no copy of the value they replace is handed out after
+    /// their revocations were sent.
+    writing: HashMap<String, usize>,
     /// Grant count when expired grants were last dropped.
     pruned_at: usize,
 }
@@ -109,11 +116,15 @@ impl Near {
         }
     }
 
-    /// As the owner: records that `holder` may keep a copy of `key` for [`NEAR_LEASE`].
-    /// Called before the read is served, so that a write publishing after this finds it.
-    pub fn grant(&self, key: &str, holder: &str) {
+    /// As the owner: records that `holder` may keep a copy of `key` for [`NEAR_LEASE`];
+    /// `false` (no grant) while a write of `key` is under way. Called before the read is
+    /// served, so that a write starting after this finds it.
+    pub fn grant(&self, key: &str, holder: &str) -> bool {
         let now = Instant::now();
         let mut g = self.grants.lock().unwrap_or_else(|e| e.into_inner());
+        if g.writing.contains_key(key) {
+            return false;
+        }
         let total = g.by_key.len();
         if total >= 2 * g.pruned_at.max(1024) {
             g.by_key.retain(|_, holders| {
@@ -125,16 +136,30 @@ impl Near {
         let holders = g.by_key.entry(key.to_owned()).or_default();
         holders.retain(|(node, until)| *until > now && node != holder);
         holders.push((holder.to_owned(), now + NEAR_LEASE));
+        true
     }
 
-    /// As the owner, after a write of `key` was published: the grants still running,
-    /// taken (a grant recorded from now on sees the write).
-    pub(super) fn take(&self, key: &str) -> Vec<(String, Instant)> {
+    /// As the owner, before a write of `key` is published: the grants still running,
+    /// taken, and no grant of `key` made until [`Near::end_write`].
+    pub(super) fn begin_write(&self, key: &str) -> Vec<(String, Instant)> {
         let now = Instant::now();
         let mut g = self.grants.lock().unwrap_or_else(|e| e.into_inner());
+        *g.writing.entry(key.to_owned()).or_default() += 1;
         let mut holders = g.by_key.remove(key).unwrap_or_default();
         holders.retain(|(_, until)| *until > now);
         holders
+    }
+
+    /// As the owner, once a write [`Near::begin_write`] began is published (or failed):
+    /// grants of `key` are made again when no other write of it is under way.
+    pub(super) fn end_write(&self, key: &str) {
+        let mut g = self.grants.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = g.writing.get_mut(key) {
+            *n -= 1;
+            if *n == 0 {
+                g.writing.remove(key);
+            }
+        }
     }
 
     /// As a holder: the number to give [`Near::keep`] for a read about to be sent.

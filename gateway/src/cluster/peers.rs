@@ -45,8 +45,10 @@ impl Wire {
 pub enum Route {
     /// Here: this node owns the key, or another member forwarded the request.
     Here,
-    /// Nowhere, for now: a write while this node is fenced (its membership not renewed);
-    /// the text says why.
+    /// Nowhere, for now: a write while this node is fenced (its membership not renewed)
+    /// and no other member can take it, or a write another member passed on for a key
+    /// this node does not own (their views differ); the text says why. Nothing is stored, so the
+    /// client may send it again.
     Fenced(String),
     /// At `owner`, which the client is sent to (`--cluster-routing redirect`, native API).
     Redirect(ClusterMember),
@@ -192,25 +194,33 @@ impl Peers {
         }
     }
 
-    /// Where a request for `key` on `wire` is served; `hopped`: another member sent it
-    /// (it is then served here whatever this node's view says, so that two members whose
-    /// views differ never send a request back and forth).
+    /// Where a request for `key` on `wire` is served; `hopped`: another member sent it.
+    /// A read another member sent is served here whatever this node's view says, so that
+    /// two members whose views differ never send a request back and forth. A write is
+    /// stored only by the key's owner by its own view, unfenced: one another member sent
+    /// by a view this one does not share is refused (nothing stored; the client sends it
+    /// again). Stored by a member that does not own the key, it would be served as current
+    /// neither there nor, once the views agree, by the owner, which would serve what it
+    /// replaced (a fenced member passes its keys' writes on to the member the others will
+    /// make their owner; that one takes them once it owns them).
     pub fn route(&self, key: &str, wire: Wire, hopped: bool, write: bool) -> Route {
-        let fenced = || {
-            Route::Fenced(format!(
-                "node {} has not renewed its cluster membership within --member-ttl (etcd unreachable from here); writes are refused until it has",
-                self.cluster.node_id()
-            ))
-        };
-        let owner = if hopped {
-            None
-        } else {
-            self.cluster.owner(key).filter(|m| wire.base(m).is_some())
-        };
+        if hopped {
+            if write && !self.owns(key) {
+                return Route::Fenced(format!(
+                    "a member passed on a write of '{key}' to node {}, which does not own it by its view of the cluster (the views differ while a member joins or leaves); nothing was stored, retry shortly",
+                    self.cluster.node_id()
+                ));
+            }
+            return Route::Here;
+        }
+        let owner = self.cluster.owner(key).filter(|m| wire.base(m).is_some());
         match owner {
             // Not a member as far as the others can tell (its lease may have expired): it
             // owns nothing, so it takes no write as an owner would.
-            None if write && self.cluster.fenced() => fenced(),
+            None if write && self.cluster.fenced() => Route::Fenced(format!(
+                "node {} has not renewed its cluster membership within --member-ttl (etcd unreachable from here); writes are refused until it has",
+                self.cluster.node_id()
+            )),
             None => Route::Here,
             Some(owner)
                 if wire == Wire::Api && self.cluster.config().routing == Routing::Redirect =>
@@ -223,13 +233,22 @@ impl Peers {
     }
 
     /// A tag of `key`'s owner as this member sees it now (its node id and incarnation;
-    /// this member's own when it owns the key): copies are tied to it, so a copy made
-    /// under another owner — one that is gone, restarted, or was replaced — is confirmed
-    /// again before it is served as current. Never 0.
+    /// this member's own when it owns the key, which changes each time it registers again
+    /// after a lost lease): copies are tied to it, so a copy made under another owner —
+    /// one that is gone, restarted, or was replaced, or this member before others owned
+    /// its keys — is confirmed again before it is served as current (without an origin,
+    /// not served). Never 0.
     pub fn owner_tag(&self, key: &str) -> u64 {
         match self.cluster.owner(key) {
             Some(m) => tag_of(&m),
-            None => self.own_tag,
+            None => {
+                let rejoins = self
+                    .cluster
+                    .rejoins
+                    .load(std::sync::atomic::Ordering::Acquire);
+                let epoch = rejoins.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                (self.own_tag ^ epoch).max(1)
+            }
         }
     }
 
@@ -315,43 +334,35 @@ impl Peers {
     }
 }
 
+/// A write of a key under way at its owner, its near copies revoked
+/// ([`Peers::near_write`]): no copy of the key is granted until this is dropped, once the
+/// write is published (or failed).
+pub struct NearWrite {
+    peers: Arc<Peers>,
+    key: String,
+}
+
+impl Drop for NearWrite {
+    fn drop(&mut self) {
+        if let Some(near) = self.peers.near() {
+            near.end_write(&self.key);
+        }
+    }
+}
+
 impl Peers {
-    /// After a write of `key` was published here, as its owner: every holder of a near
-    /// copy has dropped it or its lease has ended (and, in this process's first lease,
-    /// those an earlier process granted have ended). Nothing to do without near copies.
-    pub async fn near_settled(&self, key: &str) {
-        let Some(near) = self.near() else {
-            return;
+    /// Before a write of `key` is published here, as its owner: no copy of `key` is
+    /// granted from now until the answer is dropped, and every holder of a near copy has
+    /// dropped it or its lease has ended (and, in this process's first lease, those an
+    /// earlier process granted have ended). `None` without near copies.
+    pub async fn near_write(self: &Arc<Self>, key: &str) -> Option<NearWrite> {
+        let near = self.near()?;
+        let writing = NearWrite {
+            peers: Arc::clone(self),
+            key: key.to_owned(),
         };
-        let first_lease_ends = near.started + super::near::NEAR_LEASE;
-        if std::time::Instant::now() < first_lease_ends {
-            tokio::time::sleep_until(first_lease_ends.into()).await;
-        }
-        let holders = near.take(key);
-        if holders.is_empty() {
-            return;
-        }
-        let members = self.cluster().snapshot().members;
-        let sends = holders.into_iter().map(|(node, until)| {
-            let to = members.iter().find(|m| m.node_id == node).cloned();
-            async move {
-                let told = match to {
-                    Some(m) => {
-                        let sent = self.tell_revoked(&m.node_id, &m.url, key);
-                        tokio::time::timeout_at(until.into(), sent).await == Ok(true)
-                    }
-                    None => false,
-                };
-                if !told {
-                    // Unreachable (or gone from the view): its copy ends with its lease.
-                    catalog::CLUSTER_NEAR
-                        .counter_by(&[("result", "waited_out")])
-                        .increment(1);
-                    tokio::time::sleep_until(until.into()).await;
-                }
-            }
-        });
-        futures_util::future::join_all(sends).await;
+        revoke_near(self, near, near.begin_write(key), key).await;
+        Some(writing)
     }
 
     /// Asks the member `node` at `base` to drop its copy of `key`; whether it said it did.
@@ -375,4 +386,42 @@ impl Peers {
             .await;
         matches!(sent, Ok(r) if r.status() == http::StatusCode::NO_CONTENT)
     }
+}
+
+/// Tells `holders` of near copies of `key` to drop them, and waits until each said
+/// it did or its lease has ended.
+async fn revoke_near(
+    peers: &Peers,
+    near: &super::near::Near,
+    holders: Vec<(String, std::time::Instant)>,
+    key: &str,
+) {
+    let first_lease_ends = near.started + super::near::NEAR_LEASE;
+    if std::time::Instant::now() < first_lease_ends {
+        tokio::time::sleep_until(first_lease_ends.into()).await;
+    }
+    if holders.is_empty() {
+        return;
+    }
+    let members = peers.cluster().snapshot().members;
+    let sends = holders.into_iter().map(|(node, until)| {
+        let to = members.iter().find(|m| m.node_id == node).cloned();
+        async move {
+            let told = match to {
+                Some(m) => {
+                    let sent = peers.tell_revoked(&m.node_id, &m.url, key);
+                    tokio::time::timeout_at(until.into(), sent).await == Ok(true)
+                }
+                None => false,
+            };
+            if !told {
+                // Unreachable (or gone from the view): its copy ends with its lease.
+                catalog::CLUSTER_NEAR
+                    .counter_by(&[("result", "waited_out")])
+                    .increment(1);
+                tokio::time::sleep_until(until.into()).await;
+            }
+        }
+    });
+    futures_util::future::join_all(sends).await;
 }

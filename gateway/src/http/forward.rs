@@ -123,9 +123,9 @@ async fn near_granted(peers: &Peers, key: &str, req: Request, next: Next) -> Res
     let (Some(near), Some(holder)) = (near, holder) else {
         return next.run(req).await;
     };
-    near.grant(key, &holder);
+    let granted = near.grant(key, &holder);
     let mut resp = next.run(req).await;
-    if resp.status() == StatusCode::OK {
+    if granted && resp.status() == StatusCode::OK {
         resp.headers_mut().insert(
             near::LEASE_HEADER,
             HeaderValue::from(near::NEAR_LEASE.as_millis() as u64),

@@ -240,6 +240,8 @@ impl Objects {
             }
             v.origin.touch();
         }
+        // No near copy serves what this replaces once it is published.
+        let _near = near_before(self.peers.as_ref(), &key).await;
         let on_disk = self.only_on_disk(&key).await?;
         let stored = self
             .store
@@ -250,7 +252,7 @@ impl Objects {
         }
         if let Some(p) = &self.peers {
             stored.origin.tie(p.owner_tag(&key)); // written under the owner now
-            settle_near(p, &key).await; // no near copy serves what this replaced
+            near_after(p, &key).await;
         }
         Ok(stored)
     }
@@ -267,10 +269,12 @@ impl Objects {
             _turn = Some(held);
             done?;
         }
+        // No near copy serves what this deletes once it is gone.
+        let _near = near_before(self.peers.as_ref(), key).await;
         let on_disk = self.only_on_disk(key).await?;
         let removed = self.store.delete(key, Self::with_disk(&check, on_disk))?;
         if let Some(p) = &self.peers {
-            settle_near(p, key).await; // no near copy serves what this deleted
+            near_after(p, key).await;
         }
         Ok(removed)
     }
@@ -292,17 +296,27 @@ impl Objects {
     }
 }
 
-/// Waits until no near copy of `key` serves what a write just replaced (or, with the bug
-/// `early-ack` planted, lets the write be acknowledged first and revokes them a moment
-/// later).
-async fn settle_near(peers: &Arc<crate::cluster::Peers>, key: &str) {
+/// Before a write of `key` is published: its near copies revoked, and none granted until
+/// the answer is dropped (see [`crate::cluster::near`]). With the bug `early-ack` planted,
+/// nothing: [`near_after`] revokes them after the write was acknowledged.
+async fn near_before(
+    peers: Option<&Arc<crate::cluster::Peers>>,
+    key: &str,
+) -> Option<crate::cluster::NearWrite> {
+    if crate::planted::planted(crate::planted::Bug::EarlyAck) {
+        return None;
+    }
+    peers?.near_write(key).await
+}
+
+/// After a write of `key` was published: nothing, unless the bug `early-ack` is planted
+/// (then its near copies are revoked a moment after the write was acknowledged).
+async fn near_after(peers: &Arc<crate::cluster::Peers>, key: &str) {
     if crate::planted::planted(crate::planted::Bug::EarlyAck) {
         let (p, key) = (Arc::clone(peers), key.to_owned());
         tokio::spawn(async move {
             tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-            p.near_settled(&key).await;
+            drop(p.near_write(&key).await); // revoked only now
         });
-        return;
     }
-    peers.near_settled(key).await;
 }

@@ -209,3 +209,71 @@ async fn a_holder_that_cannot_be_told_holds_a_write_up_until_its_lease_ends() {
         "the resumed holder serves the write"
     );
 }
+
+/// A write is read nowhere while a copy of what it replaces can still be served: with a
+/// holder its owner cannot tell (the members reach it through a relay that is cut; its
+/// clients still reach it), a write waits out the holder's lease, and until it is
+/// published a read at the owner answers the value it replaces. No read at the holder
+/// after a read of the new value at the owner answers the old one (the chaos checker
+/// found that: writes were published before their copies were revoked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_is_read_nowhere_until_the_copies_of_what_it_replaces_are_gone() {
+    let etcd = Etcd::start();
+    let name = cluster_name("near-order");
+    let secret = secret_file("near-order", 0o600);
+    let relay = rasa_tests::relay::Relay::unset().await;
+    let start = |i: usize, advertise: Option<String>| {
+        let mut args = member_args(&etcd, &name, &format!("g{i}"), "10s");
+        args.extend(["--cluster-near-cache", "64MiB", "--fast-path", "off"].map(str::to_owned));
+        args.extend([
+            "--cluster-secret-file".to_owned(),
+            secret.display().to_string(),
+        ]);
+        if let Some(url) = advertise {
+            args.extend(["--advertise-url".to_owned(), url]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Gateway::start(&args)
+    };
+    // g1, the holder, is advertised at the relay; the others at their own address.
+    let holder = start(1, Some(format!("http://{}", relay.addr)));
+    relay.point_at(holder.addr);
+    let gws = [holder, start(2, None), start(3, None)];
+    let refs: Vec<&Gateway> = gws.iter().collect();
+    let view = super::all_see(&refs, 3).await;
+    let key = (0..)
+        .map(|i| format!("near/order-{i}"))
+        .find(|k| owner(k, &view.members).is_some_and(|m| m.node_id != "g1"))
+        .expect("a key g1 does not own");
+    let owner_id = &owner(&key, &view.members).unwrap().node_id;
+    let owner_gw = &gws[owner_id[1..].parse::<usize>().unwrap() - 1];
+    let holder = &gws[0];
+
+    let (old, new) = (pattern(3000, 1), pattern(3000, 2));
+    put(owner_gw, &key, &old).await;
+    get(holder, &key).await;
+    assert!(get(holder, &key).await.1, "the holder keeps a copy");
+
+    relay.cut();
+    let writing = {
+        let (url, new) = (owner_gw.url(&format!("/v1/objects/{key}")), new.clone());
+        tokio::spawn(async move {
+            let r = rasa_tests::http().put(url).body(new).send().await.unwrap();
+            assert_eq!(r.status(), 201);
+        })
+    };
+    let mut rounds = 0;
+    while !writing.is_finished() {
+        let (_, _, at_owner) = get(owner_gw, &key).await;
+        let (_, near, at_holder) = get(holder, &key).await;
+        assert!(
+            !(at_owner == new && at_holder == old),
+            "round {rounds}: the owner answered the write, then the holder (near copy: \
+             {near}) the value it replaced"
+        );
+        rounds += 1;
+    }
+    writing.await.unwrap();
+    assert!(rounds > 0, "the write waited for the holder's lease");
+    assert_eq!(get(holder, &key).await.2, new, "the holder reads the write");
+}
