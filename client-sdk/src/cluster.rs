@@ -269,6 +269,15 @@ async fn follow(topology: Weak<Topology>) {
 }
 
 impl Error {
+    /// Whether nothing of the request reached the member: no connection was made.
+    fn nothing_sent(&self) -> bool {
+        match self {
+            Error::Http(e) => e.is_connect(),
+            Error::Timeout { kind, .. } => *kind == crate::TimeoutKind::Connect,
+            _ => false,
+        }
+    }
+
     /// Whether the member did not answer (rather than answered no).
     pub(crate) fn is_unreachable(&self) -> bool {
         match self {
@@ -324,6 +333,44 @@ where
         }
     }
     Err(last.expect("at least one member was tried"))
+    })
+    .await
+}
+
+/// Runs the write `op` on the client of `key`'s owner; on the key's next choices only
+/// when nothing reached the member tried (its connection was refused or not made in
+/// time): a write that was sent and got no answer may have been stored, and sent again
+/// through another member it could take effect twice — after a later write of the key,
+/// bringing back what that replaced (issue 65). Its error is the caller's, outcome
+/// unknown. Each attempt has the whole time left.
+pub(crate) async fn on_owner_write<T, Fut>(
+    client: &Client,
+    key: &str,
+    op: impl Fn(Client) -> Fut,
+) -> Result<T, Error>
+where
+    Fut: Future<Output = Result<T, Error>>,
+{
+    crate::timeouts::call_scope(async {
+        let Some(topology) = client.inner.topology().await else {
+            return op(client.clone()).await;
+        };
+        let order = topology.order(key);
+        if order.is_empty() {
+            return op(client.clone()).await;
+        }
+        let mut last = None;
+        for (node, client, _owner) in order.into_iter().take(MAX_TRIES) {
+            match op(client).await {
+                Err(e) if e.nothing_sent() => {
+                    tracing::debug!(key, node, error = %e, "cluster member not reached; the write goes to the key's next choice");
+                    topology.suspect(&node);
+                    last = Some(e);
+                }
+                other => return other,
+            }
+        }
+        Err(last.expect("at least one member was tried"))
     })
     .await
 }

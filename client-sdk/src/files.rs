@@ -60,7 +60,7 @@ impl<'a> FileTransfer<'a> {
         content_type: Option<&str>,
     ) -> Result<Descriptor, Error> {
         let (path, on) = (path.as_ref(), self.progress.as_ref());
-        crate::cluster::on_owner(self.client, key, |c| async move {
+        crate::cluster::on_owner_write(self.client, key, |c| async move {
             c.inner.put_file(key, path, content_type, on).await
         })
         .await

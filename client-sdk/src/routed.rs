@@ -107,8 +107,10 @@ impl Client {
     }
 
     /// Stores `body` with a media type. A body in memory goes through the key's next
-    /// choice when the owner does not answer here (that member passes it on to the owner,
-    /// or refuses it: only the owner stores a write); a streamed body is sent once.
+    /// choice when the owner cannot be reached from here (that member passes it on to the
+    /// owner, or refuses it: only the owner stores a write); a write the owner got and did
+    /// not answer is not sent again (its error says so: it may have been stored); a
+    /// streamed body is sent once.
     pub async fn put_typed(
         &self,
         key: &str,
@@ -123,7 +125,7 @@ impl Client {
             };
         };
         let b = &bytes;
-        crate::cluster::on_owner(self, key, |c| async move {
+        crate::cluster::on_owner_write(self, key, |c| async move {
             c.inner.put_one(key, b.clone(), content_type).await
         })
         .await
@@ -131,7 +133,8 @@ impl Client {
 
     /// Stores the file at `path` as a new version of `key`, streamed from disk with its
     /// length (memory does not grow with the file); read again from the start for the
-    /// key's next choice if its owner does not answer.
+    /// key's next choice if its owner cannot be reached (not when it got the file and did
+    /// not answer).
     pub async fn put_file(
         &self,
         key: &str,
@@ -145,7 +148,8 @@ impl Client {
 
     /// Deletes `key` (succeeds when absent too).
     pub async fn delete(&self, key: &str) -> Result<(), Error> {
-        crate::cluster::on_owner(self, key, |c| async move { c.inner.http.delete(key).await }).await
+        crate::cluster::on_owner_write(self, key, |c| async move { c.inner.http.delete(key).await })
+            .await
     }
 
     /// The metadata of `key`'s current version.

@@ -108,7 +108,7 @@ impl Versions<'_> {
         condition: Condition,
     ) -> Result<Descriptor, Error> {
         let (body, condition) = (body.into(), &condition);
-        crate::cluster::on_owner(self.0, key, |c| {
+        crate::cluster::on_owner_write(self.0, key, |c| {
             let body = body.clone();
             async move {
                 c.inner

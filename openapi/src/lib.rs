@@ -185,6 +185,10 @@ pub enum ProblemCode {
     OriginUnavailable,
     /// The origin (S3) did not answer within `--origin-timeout`.
     OriginTimeout,
+    /// A write this cluster member passed on to the key's owner reached it but got no
+    /// answer (`504`): it may or may not have been stored. Read the key before writing
+    /// it again. (When nothing reached the owner the answer is `503 unavailable`.)
+    OwnerUnreachable,
     /// An unexpected failure inside the gateway.
     Internal,
     /// No bearer token, or one the gateway does not know (`401`, with `WWW-Authenticate`).
@@ -225,6 +229,7 @@ impl ProblemCode {
             Self::Unavailable => "unavailable",
             Self::OriginUnavailable => "origin_unavailable",
             Self::OriginTimeout => "origin_timeout",
+            Self::OwnerUnreachable => "owner_unreachable",
             Self::Internal => "internal",
             Self::Unauthorized => "unauthorized",
             Self::Forbidden => "forbidden",

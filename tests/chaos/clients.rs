@@ -285,7 +285,7 @@ impl Worker {
             (404, _) => Got::Missing,
             (200..=299, Ok(b)) if op == Op::Get => Got::Read(b.to_vec()),
             (200..=299, Ok(_)) => Got::Done,
-            (400..=499, b) => Got::Refused(format!("{status} {}", text(b))),
+            (400..=499 | 503, b) => Got::Refused(format!("{status} {}", text(b))),
             (_, b) => Got::Open(format!("{status} {}", text(b))),
         }
     }
@@ -300,7 +300,7 @@ impl Worker {
         match result {
             Ok(g) => g,
             Err(rasa_client::Error::Problem(p)) if p.status == 404 => Got::Missing,
-            Err(rasa_client::Error::Problem(p)) if (400..500).contains(&p.status) => {
+            Err(rasa_client::Error::Problem(p)) if refused(p.status) => {
                 Got::Refused(format!("{} {}", p.status, p.detail))
             }
             Err(e) => Got::Open(e.to_string()),
@@ -356,10 +356,17 @@ fn error_line(e: &dyn std::error::Error) -> String {
     out
 }
 
+/// Whether an answer with `status` says the operation took no effect: a `4xx`, or a `503`
+/// (the gateway answers `503` only when it did nothing: overloaded, fenced, or the key's
+/// owner not reached; a write that reached the owner unanswered is a `504`).
+fn refused(status: u16) -> bool {
+    (400..500).contains(&status) || status == 503
+}
+
 fn s3_failure(status: Option<u16>, e: &dyn std::error::Error) -> Got {
     let why = format!("{status:?} {}", error_line(e));
     match status {
-        Some(s) if (400..500).contains(&s) => Got::Refused(why),
+        Some(s) if refused(s) => Got::Refused(why),
         _ => Got::Open(why),
     }
 }

@@ -265,5 +265,11 @@ pub fn recheck(file: &str) {
             .filter(|e| e.end.saturating_add(1_000_000_000) >= hi || e.outcome == Outcome::Unknown)
             .collect();
         println!("{}", Shown(&near));
+        let small = shrink(model, &by(hi));
+        println!(
+            "a smallest failing part ({} operations):\n{}",
+            small.len(),
+            Shown(&small)
+        );
     }
 }

@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -206,6 +207,23 @@ def wait_for_members(gw: Gateway, n: int, ca: str | None = None) -> None:
         url = f"{gw.url}/v1/cluster?after={view['revision']}"
 
 
+def wait_ready(gw: Gateway, ca: str | None = None) -> None:
+    """Until `gw` answers /readyz with 200: a member that just registered owns its keys
+    a moment later, once the others have seen it."""
+    context = ssl.create_default_context(cafile=ca) if ca else None
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"{gw.url}/readyz", timeout=5, context=context) as r:
+                if r.status == 200:
+                    return
+        except urllib.error.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{gw.url} is not ready")
+        time.sleep(0.02)
+
+
 def start_cluster(tmp: pathlib.Path, members: int = 3, tls: bool = False) -> tuple[Setup, Etcd, list[Gateway]]:
     """`members` gateways of one cluster, each with its S3 listener, one credentials file
     (with `tls`, one private CA that the members trust with --cluster-ca-file); the setup
@@ -225,6 +243,8 @@ def start_cluster(tmp: pathlib.Path, members: int = 3, tls: bool = False) -> tup
     ]
     for gw in gws:
         wait_for_members(gw, members, ca)
+    for gw in gws:
+        wait_ready(gw, ca)
     return Setup(gws[0], admin, reader, tmp, ca), etcd, gws
 
 

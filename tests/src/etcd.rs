@@ -389,6 +389,24 @@ pub async fn wait_view(
     v
 }
 
+/// Waits until `gw` is ready (`/readyz` answers `200`): a member that just registered owns
+/// its keys only a moment later, once the others have seen it (until then it is fenced).
+pub async fn wait_ready(gw: &Gateway, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let r = http().get(gw.url("/readyz")).send().await;
+        if r.is_ok_and(|r| r.status() == 200) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} was not ready within {limit:?}",
+            gw.base
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// The node ids serving in `v`, sorted.
 pub fn serving(v: &ClusterView) -> Vec<String> {
     v.members

@@ -65,6 +65,9 @@ pub enum Forwarded {
     Answer(Response),
     /// No member answered a read: serve it here (the request's head is given back).
     ServeHere,
+    /// A write reached the owner and got no answer: it may or may not have been stored
+    /// (the text says why).
+    Unknown(String),
     /// No owner answered a write: refused, to be retried after `retry_after` seconds.
     Refused {
         /// Why, naming the key, the owner and the cause.
@@ -147,15 +150,7 @@ impl Peers {
         };
         let why = unreachable(key, owner, wire, &cause.to_string());
         if !read {
-            tracing::warn!("{why}; write refused");
-            // Retry when the owner is tried again: at once for one that just failed, when
-            // the suspicion ends for a suspect one.
-            let retry_after =
-                suspect_for.map_or(1, |left| left.as_secs_f64().ceil().max(1.0) as u64);
-            return Forwarded::Refused {
-                why: format!("{why}; nothing was stored, retry shortly"),
-                retry_after,
-            };
+            return unanswered_write(why, &cause, suspect_for);
         }
         // The key's next choice serves it (and fills it once for every member), unless
         // that is this node.
@@ -172,6 +167,24 @@ impl Peers {
         }
         tracing::warn!("{why}; serving it here");
         Forwarded::ServeHere
+    }
+}
+
+/// A write its owner did not answer, `why`: refused when it never reached the owner (to
+/// be retried when the owner is tried again: at once for one that just failed, when the
+/// suspicion ends for a suspect one, `suspect_for`); otherwise of unknown outcome.
+fn unanswered_write(why: String, cause: &Unreachable, suspect_for: Option<Duration>) -> Forwarded {
+    if cause.may_have_arrived() {
+        tracing::warn!("{why}; the write's outcome is unknown");
+        return Forwarded::Unknown(format!(
+            "{why}; the write was sent to it, so it may or may not have been stored: read the key before writing it again"
+        ));
+    }
+    tracing::warn!("{why}; write refused");
+    let retry_after = suspect_for.map_or(1, |left| left.as_secs_f64().ceil().max(1.0) as u64);
+    Forwarded::Refused {
+        why: format!("{why}; nothing was stored, retry shortly"),
+        retry_after,
     }
 }
 
@@ -239,6 +252,18 @@ pub enum Unreachable {
     /// A read's answer did not start in time.
     #[error("no answer within {0:?}")]
     NoAnswer(Duration),
+}
+
+impl Unreachable {
+    /// Whether the request may have reached the member (and a write been stored there):
+    /// anything but a connection that was never made.
+    fn may_have_arrived(&self) -> bool {
+        match self {
+            Unreachable::Send(e) => !e.is_connect(),
+            Unreachable::NoAnswer(_) => true,
+            Unreachable::Address(_) | Unreachable::Suspect(_) => false,
+        }
+    }
 }
 
 /// The answer of `member`, relayed as it streams: its headers but those of one

@@ -104,6 +104,7 @@ pub(super) async fn register(cluster: &Cluster) -> Result<(), MembershipError> {
         )
         .await?;
         if resp.succeeded() {
+            super::registered_now(cluster);
             cluster.lease.store(lease, Ordering::Release);
             tracing::info!(key, lease, ttl = ?ttl, "cluster: registered");
             return Ok(());

@@ -39,6 +39,11 @@ pub use args::{ClusterArgs, EtcdEndpoints, Routing};
 pub use forward::{Forwarded, Outgoing, SERVED_BY_HEADER};
 pub use peers::{NearWrite, Peers, Route, Wire};
 
+/// The longest a member that registers waits before it owns keys: the others see its
+/// record through their etcd watch within milliseconds; until then they still own its
+/// keys (see [`Cluster::fenced`]).
+pub const JOIN_GRACE: Duration = Duration::from_millis(300);
+
 /// What this node needs to join a cluster.
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
@@ -89,6 +94,8 @@ pub struct Cluster {
     /// (Nanoseconds after `born`.) Read by every keyed request, so an atomic, not a lock.
     renewed: std::sync::atomic::AtomicU64,
     born: std::time::Instant,
+    /// When this node last registered (nanoseconds after `born`; 0 before).
+    registered: std::sync::atomic::AtomicU64,
     /// How many times this node's lease was lost and it registered again: each time, the
     /// others may have owned (and written) its keys meanwhile.
     rejoins: std::sync::atomic::AtomicU64,
@@ -134,6 +141,7 @@ impl Cluster {
             lease: Default::default(),
             renewed: std::sync::atomic::AtomicU64::new(0),
             born: std::time::Instant::now(),
+            registered: Default::default(),
             rejoins: Default::default(),
             suspects: Default::default(),
             rejected: Mutex::default(),
@@ -188,10 +196,12 @@ impl Cluster {
 
     /// Whether this node must not act as an owner: its lease was last renewed so long
     /// ago that etcd may have let it expire (a tenth of the TTL kept in reserve), so the
-    /// others may already own its keys. Lease-based self-fencing: at most one owner per
-    /// key. Ends when a renewal (or a new registration) succeeds.
+    /// others may already own its keys; or it registered a moment ago and the others may
+    /// not have seen it yet, so they still own its keys. Lease-based self-fencing: at most
+    /// one owner per key. Ends when a renewal (or a new registration, [`JOIN_GRACE`]
+    /// later) succeeds.
     pub fn fenced(&self) -> bool {
-        !self.sure_for(Duration::ZERO)
+        !self.sure_for(Duration::ZERO) || joining(self)
     }
 
     /// Whether this node's etcd lease surely runs for `d` more, a tenth of the TTL kept in
@@ -398,6 +408,27 @@ pub fn peer_client(
         })
 }
 
+/// Whether `c` registered (again) a moment ago: it owns keys only once the others have had
+/// time to see its record ([`join_grace`]), and until then passes requests on to the owner
+/// they still see, so that no key has two owners at once.
+fn joining(c: &Cluster) -> bool {
+    let registered = Duration::from_nanos(c.registered.load(Ordering::Acquire));
+    registered > Duration::ZERO && c.born.elapsed() < registered + join_grace(c)
+}
+
+/// How long after registering `c` waits before it owns keys: a tenth of the TTL, at most
+/// [`JOIN_GRACE`].
+fn join_grace(c: &Cluster) -> Duration {
+    (c.config.member_ttl / 10).min(JOIN_GRACE)
+}
+
+/// Records that `c`'s record was just created (it owns keys [`join_grace`] later).
+fn registered_now(c: &Cluster) {
+    let at = c.born.elapsed().as_nanos().max(1);
+    c.registered
+        .store(u64::try_from(at).unwrap_or(u64::MAX), Ordering::Release);
+}
+
 /// Says when this node starts and stops fencing itself ([`Cluster::fenced`]): a log line
 /// each way and the `rasa_cluster_fenced` gauge, checked every tenth of the TTL.
 async fn watch_fence(cluster: std::sync::Weak<Cluster>) {
@@ -407,7 +438,13 @@ async fn watch_fence(cluster: std::sync::Weak<Cluster>) {
         let every = c.config.member_ttl / 10;
         let now = c.fenced();
         if now != was {
-            if now {
+            if now && joining(&c) {
+                tracing::info!(
+                    node = %c.config.node_id,
+                    "cluster: registered; owning keys once the others have had {:?} to see this node",
+                    join_grace(&c)
+                );
+            } else if now {
                 tracing::warn!(
                     node = %c.config.node_id,
                     "cluster: lease not renewed for nine tenths of --member-ttl; this node stops acting as owner (its keys go to the others' owner, writes it would own are refused) until a renewal succeeds"

@@ -104,6 +104,10 @@ pub enum ApiError {
     /// The origin did not answer in time.
     #[error("{0}")]
     OriginTimeout(String),
+    /// A write passed on to the key's owner reached it but got no answer: it may or may
+    /// not have been stored.
+    #[error("{0}")]
+    OwnerUnreachable(String),
     /// A failure inside the gateway (e.g. memory registration).
     #[error("{0}")]
     Internal(String),
@@ -191,7 +195,7 @@ impl ApiError {
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::OriginUnavailable(_) => StatusCode::BAD_GATEWAY,
-            Self::OriginTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Self::OriginTimeout(_) | Self::OwnerUnreachable(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::BodyTimeout | Self::TooSlow { .. } => StatusCode::REQUEST_TIMEOUT,
             Self::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             Self::Forbidden { .. } => StatusCode::FORBIDDEN,
@@ -224,6 +228,7 @@ impl ApiError {
             Self::Unavailable { .. } => ProblemCode::Unavailable,
             Self::OriginUnavailable(_) => ProblemCode::OriginUnavailable,
             Self::OriginTimeout(_) => ProblemCode::OriginTimeout,
+            Self::OwnerUnreachable(_) => ProblemCode::OwnerUnreachable,
             Self::BodyTimeout | Self::TooSlow { .. } => ProblemCode::RequestTimeout,
             Self::Unauthorized { .. } => ProblemCode::Unauthorized,
             Self::Forbidden { .. } => ProblemCode::Forbidden,

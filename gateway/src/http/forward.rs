@@ -37,6 +37,7 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
     let write = !matches!(*req.method(), Method::GET | Method::HEAD);
     let hopped = req.headers().contains_key(HOP_HEADER);
     let route = peers.route(&key, Wire::Api, hopped, write);
+    tracing::debug!(key, method = %req.method(), hopped, ?route, "cluster route");
     // Nested routes (`/v1/ns/{ns}/…`) see their path without the prefix: pass on the path
     // as the client sent it.
     let sent = req
@@ -69,6 +70,7 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
         .filter(|_| plain_read(&req))
         .map(|n| (n, crate::cluster::peers::tag_of(&owner)));
     if let Some(copy) = near.and_then(|(n, tag)| n.serve(&key, tag)) {
+        tracing::debug!(key, owner = %owner.node_id, "served from a near copy");
         return copy;
     }
     let (parts, body) = req.into_parts();
@@ -94,6 +96,7 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
             _ => without_lease(resp),
         },
         Forwarded::ServeHere => next.run(Request::from_parts(parts, Body::empty())).await,
+        Forwarded::Unknown(why) => ApiError::OwnerUnreachable(why).into_response(),
         Forwarded::Refused { why, retry_after } => ApiError::Unavailable {
             detail: why,
             retry_after,

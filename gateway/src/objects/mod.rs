@@ -149,7 +149,11 @@ impl Objects {
             (None, Some(rt)) => rt.current(key).await?,
             (None, None) => {
                 let v = self.store.tier().read_current(key).await;
-                v.filter(|v| !self.untied(v))
+                v.filter(|v| {
+                    let untied = self.untied(v);
+                    tracing::debug!(key, version = %v.version(), untied, "read here");
+                    !untied
+                })
             }
         };
         found.ok_or_else(|| ObjectError::NotFound(key.to_owned()))
@@ -252,6 +256,7 @@ impl Objects {
         }
         if let Some(p) = &self.peers {
             stored.origin.tie(p.owner_tag(&key)); // written under the owner now
+            tracing::debug!(key, version = %stored.version(), tie = stored.origin.tied(), "published");
             near_after(p, &key).await;
         }
         Ok(stored)

@@ -9,6 +9,7 @@ mod heal;
 mod namespaced;
 mod near;
 mod never_back;
+mod outcome;
 mod proof;
 mod records;
 mod s3;
@@ -64,6 +65,9 @@ pub(super) async fn all_see(gws: &[&Gateway], n: usize) -> ClusterView {
             )
             .await,
         );
+    }
+    for gw in gws {
+        rasa_tests::etcd::wait_ready(gw, Duration::from_secs(15)).await;
     }
     last.expect("at least one gateway")
 }
@@ -444,6 +448,17 @@ async fn members_with_a_private_ca_forward_to_each_other_over_https() {
         .members
         .iter()
         .all(|m| m.url.starts_with("https://127.0.0.1:")));
+    // Each owns its keys once it is ready (a moment after it registered).
+    for gw in &gws {
+        while https.get(gw.url("/readyz")).send().await.unwrap().status() != 200 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} never ready",
+                gw.base
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
     // A key g2 owns, written and read through g1: forwarded over TLS.
     let key = (0..)
         .map(|i| format!("t/{i}"))

@@ -32,7 +32,9 @@ pub(crate) async fn to_owner(
     };
     let write = !matches!(*req.method(), Method::GET | Method::HEAD);
     let hopped = req.headers().contains_key(HOP_HEADER);
-    let owner = match wide.peers.route(&rasa_key, Wire::S3, hopped, write) {
+    let route = wide.peers.route(&rasa_key, Wire::S3, hopped, write);
+    tracing::debug!(key = rasa_key, hopped, write, ?route, "cluster route (S3)");
+    let owner = match route {
         Route::Here => return Ok(req),
         Route::Fenced(why) => return Err(slow_down(&why, 1)),
         Route::Redirect(owner) | Route::Forward(owner) => owner,
@@ -60,6 +62,11 @@ pub(crate) async fn to_owner(
     match wide.peers.forward(Wire::S3, &rasa_key, &owner, out).await {
         Forwarded::Answer(resp) => Err(resp),
         Forwarded::ServeHere => Ok(Request::from_parts(parts, Body::empty())),
+        Forwarded::Unknown(why) => Err(xml_error(
+            StatusCode::GATEWAY_TIMEOUT,
+            "GatewayTimeout",
+            &why,
+        )),
         Forwarded::Refused { why, retry_after } => Err(slow_down(&why, retry_after)),
     }
 }
