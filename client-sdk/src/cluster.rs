@@ -304,48 +304,31 @@ pub(crate) async fn on_owner<T, Fut>(
 where
     Fut: Future<Output = Result<T, Error>>,
 {
-    crate::timeouts::call_scope(async {
-    let Some(topology) = client.inner.topology().await else {
-        return op(client.clone()).await;
-    };
-    let order = topology.order(key);
-    if order.is_empty() {
-        return op(client.clone()).await; // no serving member: the seed serves it
-    }
-    let mut last = None;
-    let timeout = client.inner.http.request_timeout;
-    let tries = order.len().min(MAX_TRIES);
-    for (i, (node, client, _owner)) in order.into_iter().take(MAX_TRIES).enumerate() {
-        // Each member but the last gets half the time left, so a frozen one leaves the
-        // next time to answer within the call's timeout.
-        let tried = op(client);
-        let result = match i + 1 < tries {
-            true => crate::timeouts::attempt(timeout, 2, tried).await,
-            false => tried.await,
-        };
-        match result {
-            Err(e) if e.is_unreachable() => {
-                tracing::debug!(key, node, error = %e, "cluster member did not answer; trying the key's next choice");
-                topology.suspect(&node);
-                last = Some(e);
-            }
-            other => return other,
-        }
-    }
-    Err(last.expect("at least one member was tried"))
-    })
-    .await
+    on_members(client, key, false, op).await
 }
 
-/// Runs the write `op` on the client of `key`'s owner; on the key's next choices only
-/// when nothing reached the member tried (its connection was refused or not made in
-/// time): a write that was sent and got no answer may have been stored, and sent again
-/// through another member it could take effect twice — after a later write of the key,
-/// bringing back what that replaced (issue 65). Its error is the caller's, outcome
-/// unknown. Each attempt has the whole time left.
+/// [`on_owner`] for a write: on the key's next choices only when nothing reached the
+/// member tried (its connection was refused or not made in time). A write that was sent
+/// and got no answer may have been stored, and sent again through another member it could
+/// take effect twice — after a later write of the key, bringing back what that replaced
+/// (issue 65). Its error is the caller's, outcome unknown. Each attempt has the whole time
+/// left.
 pub(crate) async fn on_owner_write<T, Fut>(
     client: &Client,
     key: &str,
+    op: impl Fn(Client) -> Fut,
+) -> Result<T, Error>
+where
+    Fut: Future<Output = Result<T, Error>>,
+{
+    on_members(client, key, true, op).await
+}
+
+/// [`on_owner`] (`write`: [`on_owner_write`]).
+async fn on_members<T, Fut>(
+    client: &Client,
+    key: &str,
+    write: bool,
     op: impl Fn(Client) -> Fut,
 ) -> Result<T, Error>
 where
@@ -357,13 +340,22 @@ where
         };
         let order = topology.order(key);
         if order.is_empty() {
-            return op(client.clone()).await;
+            return op(client.clone()).await; // no serving member: the seed serves it
         }
         let mut last = None;
-        for (node, client, _owner) in order.into_iter().take(MAX_TRIES) {
-            match op(client).await {
-                Err(e) if e.nothing_sent() => {
-                    tracing::debug!(key, node, error = %e, "cluster member not reached; the write goes to the key's next choice");
+        let timeout = client.inner.http.request_timeout;
+        let tries = order.len().min(MAX_TRIES);
+        for (i, (node, client, _owner)) in order.into_iter().take(MAX_TRIES).enumerate() {
+            // Each member but the last gets half the time left for a read, so a frozen one
+            // leaves the next time to answer within the call's timeout.
+            let tried = op(client);
+            let result = match !write && i + 1 < tries {
+                true => crate::timeouts::attempt(timeout, 2, tried).await,
+                false => tried.await,
+            };
+            match result {
+                Err(e) if (write && e.nothing_sent()) || (!write && e.is_unreachable()) => {
+                    tracing::debug!(key, node, error = %e, "cluster member did not answer; trying the key's next choice");
                     topology.suspect(&node);
                     last = Some(e);
                 }

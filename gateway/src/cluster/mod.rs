@@ -422,6 +422,13 @@ fn join_grace(c: &Cluster) -> Duration {
     (c.config.member_ttl / 10).min(JOIN_GRACE)
 }
 
+/// Since when `c` owns its keys, at the latest: [`join_grace`] after it last registered
+/// (when it started owning again after a lost lease, or at start).
+pub(super) fn owning_since(c: &Cluster) -> std::time::Instant {
+    let registered = Duration::from_nanos(c.registered.load(Ordering::Acquire));
+    c.born + registered + join_grace(c)
+}
+
 /// Records that `c`'s record was just created (it owns keys [`join_grace`] later).
 fn registered_now(c: &Cluster) {
     let at = c.born.elapsed().as_nanos().max(1);

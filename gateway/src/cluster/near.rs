@@ -15,8 +15,11 @@
 //! measured from when it sent the read, which is before the owner granted it, so it ends
 //! first.
 //!
-//! The owner's grants live in its memory: for one lease after it starts, its writes wait
-//! out the grants an earlier process may have made. A copy is tied to its owner's tag
+//! The owner's grants live in its memory: for one lease after it starts owning keys (at
+//! start, and again when it registers after a lost lease), its writes wait out the grants
+//! an earlier process, or the member that held its keys meanwhile, may have made (the
+//! chaos checker found a holder that had not yet seen the owner back serving such a copy
+//! after the owner's write). A copy is tied to its owner's tag
 //! (node id and incarnation) and served only while this member's view names that owner.
 //! Only the default namespace, only gateways without a read-through origin (whose
 //! versions can change under the owner), and only reads without a range, a condition or
