@@ -140,9 +140,8 @@ impl Node {
         t.discover().await.then_some(t)
     }
 
-    /// The member to send `key` to first (and whether it is the owner), when this client
-    /// talks to a cluster.
-    pub(crate) async fn owner(&self, key: &str) -> Option<(Client, bool)> {
+    /// The member to send `key` to first, when this client talks to a cluster.
+    pub(crate) async fn owner(&self, key: &str) -> Option<Client> {
         self.topology().await?.first(key)
     }
 }

@@ -126,33 +126,24 @@ impl Topology {
     }
 
     /// `key`'s members in order of preference (serving members by rendezvous hashing,
-    /// suspects last), each with whether it is the owner.
-    fn order(&self, key: &str) -> Vec<(String, Client, bool)> {
+    /// suspects last).
+    fn order(&self, key: &str) -> Vec<(String, Client)> {
         let st = self.state.read().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        let ranked = rasa_openapi::cluster::placement(key, &st.members);
-        let owner = ranked.first().map(|m| m.node_id.clone());
-        let mut out: Vec<(String, Client, bool)> = ranked
+        let mut out: Vec<(String, Client)> = rasa_openapi::cluster::placement(key, &st.members)
             .into_iter()
             .filter_map(|m| {
                 let (_, c) = st.nodes.get(&m.node_id)?;
-                Some((
-                    m.node_id.clone(),
-                    c.clone(),
-                    Some(&m.node_id) == owner.as_ref(),
-                ))
+                Some((m.node_id.clone(), c.clone()))
             })
             .collect();
-        out.sort_by_key(|(id, _, _)| st.suspects.get(id).is_some_and(|until| *until > now));
+        out.sort_by_key(|(id, _)| st.suspects.get(id).is_some_and(|until| *until > now));
         out
     }
 
-    /// The member to send `key` to first, and whether it is the owner.
-    pub(crate) fn first(&self, key: &str) -> Option<(Client, bool)> {
-        self.order(key)
-            .into_iter()
-            .next()
-            .map(|(_, c, owner)| (c, owner))
+    /// The member to send `key` to first.
+    pub(crate) fn first(&self, key: &str) -> Option<Client> {
+        self.order(key).into_iter().next().map(|(_, c)| c)
     }
 
     fn suspect(&self, node: &str) {
@@ -161,13 +152,12 @@ impl Topology {
             .insert(node.to_owned(), Instant::now() + SUSPECT_FOR);
     }
 
-    /// The client of member `node`, if it is one.
     /// `keys` grouped by owner (indices into `keys`); `None` when some key has no serving
     /// owner.
     pub(crate) fn by_owner(&self, keys: &[&str]) -> Option<Vec<(Client, Vec<usize>)>> {
         let mut groups: Vec<(Client, Vec<usize>)> = Vec::new();
         for (i, k) in keys.iter().enumerate() {
-            let (owner, _) = self.first(k)?;
+            let owner = self.first(k)?;
             match groups
                 .iter_mut()
                 .find(|(c, _)| Arc::ptr_eq(&c.inner, &owner.inner))
@@ -345,7 +335,7 @@ where
         let mut last = None;
         let timeout = client.inner.http.request_timeout;
         let tries = order.len().min(MAX_TRIES);
-        for (i, (node, client, _owner)) in order.into_iter().take(MAX_TRIES).enumerate() {
+        for (i, (node, client)) in order.into_iter().take(MAX_TRIES).enumerate() {
             // Each member but the last gets half the time left for a read, so a frozen one
             // leaves the next time to answer within the call's timeout.
             let tried = op(client);

@@ -47,7 +47,7 @@ impl Client {
     ) -> BufResult<Written, B> {
         crate::timeouts::call_scope(async {
             match self.inner.owner(key).await {
-                Some((c, _)) => c.inner.get_into(key, buf).await,
+                Some(c) => c.inner.get_into(key, buf).await,
                 None => self.inner.get_into(key, buf).await,
             }
         })

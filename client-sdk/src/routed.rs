@@ -49,7 +49,7 @@ impl Client {
     ) -> crate::BufResult<crate::Written, B> {
         crate::timeouts::call_scope(async {
             match self.inner.owner(key).await {
-                Some((c, _)) => c.inner.get_range_into(key, range, buf).await,
+                Some(c) => c.inner.get_range_into(key, range, buf).await,
                 None => self.inner.get_range_into(key, range, buf).await,
             }
         })
@@ -78,7 +78,7 @@ impl Client {
     ) -> Result<crate::Written, Error> {
         crate::timeouts::call_scope(async {
             match self.inner.owner(key).await {
-                Some((c, _)) => c.inner.get_to(key, out).await,
+                Some(c) => c.inner.get_to(key, out).await,
                 None => self.inner.get_to(key, out).await,
             }
         })
@@ -120,7 +120,7 @@ impl Client {
         let body: reqwest::Body = body.into();
         let Some(bytes) = body.as_bytes().map(Bytes::copy_from_slice) else {
             return match self.inner.owner(key).await {
-                Some((c, _)) => c.inner.http.put_typed(key, body, content_type).await,
+                Some(c) => c.inner.http.put_typed(key, body, content_type).await,
                 None => self.inner.http.put_typed(key, body, content_type).await,
             };
         };
