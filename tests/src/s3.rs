@@ -15,7 +15,7 @@ pub struct S3Server {
     /// `http://127.0.0.1:<port>`.
     pub endpoint: String,
     port: u16,
-    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    log: std::sync::Arc<(std::sync::Mutex<Vec<String>>, std::sync::Condvar)>,
     signed: bool,
 }
 
@@ -81,7 +81,8 @@ impl S3Server {
                     }
                 }
                 if line.contains("resolved route") {
-                    log.lock().unwrap().push(line);
+                    log.0.lock().unwrap().push(line);
+                    log.1.notify_all();
                 }
             }
         });
@@ -96,26 +97,48 @@ impl S3Server {
     /// How many requests of S3 operation `op` (e.g. `GetObject`) for object `key` the
     /// server has routed so far.
     pub fn ops(&self, op: &str, key: &str) -> usize {
-        // The log comes through a pipe read on another thread: let it settle (nothing new
-        // for 50 ms, at most 2 s) so that a request just answered has been counted.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-        let mut seen = self.log.lock().unwrap().len();
-        while std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            let now = self.log.lock().unwrap().len();
-            if now == seen {
-                break;
-            }
-            seen = now;
-        }
+        self.settle();
         let op = format!("op: {op},");
         let key = format!("key: \"{key}\"");
         self.log
+            .0
             .lock()
             .unwrap()
             .iter()
             .filter(|l| l.contains(&op) && l.contains(&key))
             .count()
+    }
+
+    /// Waits until the log holds every request routed so far: sends an unsigned HEAD of a
+    /// fresh marker key (refused, but routed and logged like any request) and waits, 10 s
+    /// at most, for its line: the log is one ordered pipe, so what came before is in.
+    fn settle(&self) {
+        use std::io::{Read, Write};
+        static MARKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = MARKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mark = format!(".rasa-test-mark-{}-{n}", std::process::id());
+        let mut conn = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap_or_else(|e| {
+            panic!("s3s-fs on port {} (to count its requests): {e}", self.port)
+        });
+        conn.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let head = format!(
+            "HEAD /{S3_BUCKET}/{mark} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        );
+        conn.write_all(head.as_bytes())
+            .expect("send the marker HEAD");
+        let _ = conn.read_to_end(&mut Vec::new());
+        let (lines, grown) = &*self.log;
+        let (lines, waited) = grown
+            .wait_timeout_while(lines.lock().unwrap(), Duration::from_secs(10), |l| {
+                !l.iter().rev().any(|l| l.contains(&mark))
+            })
+            .unwrap();
+        drop(lines);
+        assert!(
+            !waited.timed_out(),
+            "s3s-fs never logged the marker request {mark} (10 s)"
+        );
     }
 
     /// The port it listens on.
