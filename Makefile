@@ -5,7 +5,7 @@ CARGO ?= cargo
 # Extra flags for the gateway, e.g. `make run ARGS="--memory 4GiB --listen 0.0.0.0:8080"`.
 ARGS ?=
 
-.PHONY: setup setup-run run build test test-steps lint openapi docs bench stress docker-check fuzz-api python s3-tests chaos
+.PHONY: setup setup-run run build dist dist-check test test-steps lint openapi docs bench stress docker-check fuzz-api python s3-tests chaos
 
 setup:
 	@./scripts/setup.sh
@@ -20,6 +20,17 @@ run: setup-run
 
 build: setup-run
 	$(CARGO) build --workspace --locked
+
+## The release into target/dist/: the tarball (gateway and CLI, stripped; rasa.toml; the
+## systemd unit), the Python wheel, SHA256SUMS (scripts/dist.sh; the book's install page).
+dist:
+	@./scripts/setup.sh --dist
+	./scripts/dist.sh
+
+## make dist, then the tarball and the wheel installed and run as a user would
+## (scripts/dist-check.sh); make test runs it.
+dist-check: setup
+	./scripts/dist-check.sh
 
 ## Formatting, lints, unit tests, end-to-end tests (which start the real binary, s3s-fs and
 ## libfabric endpoints), the Python SDK's tests (pytest), LMCache's connector tests run
@@ -43,6 +54,8 @@ test-steps:
 	./scripts/python.sh --test
 	# LMCache's own connector tests, against Rasa (torch and lmcache: a base made once per machine).
 	./scripts/engines.sh --test
+	# The release (make dist) unpacked, installed into a fresh venv and run as users would.
+	./scripts/dist-check.sh
 	./scripts/s3-clients.sh
 	# The book: reference pages current with the code, links, the build (scripts/docs.sh).
 	./scripts/docs.sh --check

@@ -5,6 +5,7 @@
 #   scripts/setup.sh            install what is missing to build, run and test (make test)
 #   scripts/setup.sh --run      only what building and running the gateway needs (make run):
 #                               a C toolchain, libfabric, clang for bindgen, protoc
+#   scripts/setup.sh --dist     what `make dist` needs: --run's, python3's venv, strip
 #   scripts/setup.sh --bench    also what `make bench` compares Rasa with (wrk, nginx,
 #                               Varnish, memcached, GNU time, etcd, redis, and Mooncake
 #                               Store in a venv of its own, .venv-bench) and valgrind
@@ -28,13 +29,15 @@ set -euo pipefail
 
 dry_run=0
 bench=0
+dist=0
 for arg in "$@"; do
   case "$arg" in
     --dry-run | -n) dry_run=1 ;;
     --bench) bench=1 ;;
     --run) RASA_SETUP_SKIP_TEST_TOOLS=1 ;;
+    --dist) RASA_SETUP_SKIP_TEST_TOOLS=1 dist=1 ;;
     -h | --help)
-      sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -149,10 +152,6 @@ if ! has_protoc_with_well_known_protos; then
   need libprotobuf-dev
 fi
 if [ "$skip_test_tools" != 1 ]; then
-  # The API fuzzer (schemathesis) runs in a virtualenv.
-  runs python3 --version || need python3
-  runs python3 -m venv --help || need python3-venv
-  runs python3 -c 'import ensurepip' || need python3-venv
   # The TLS tests make certificates the way users do (openssl req -x509 …).
   runs openssl version || need openssl
   # The cluster tests start a real etcd (Debian's 3.4).
@@ -164,6 +163,16 @@ if [ "$skip_test_tools" != 1 ]; then
   # The Kubernetes manifests are rendered offline by kubectl's kustomize
   # (scripts/k8s-check.sh; it needs kustomize v4 or later, kubectl 1.21 or later).
   runs kubectl kustomize --help || need kubernetes-client
+  # The release's systemd unit is checked with `systemd-analyze verify` (scripts/dist-check.sh).
+  runs systemd-analyze --version || need systemd
+fi
+if [ "$dist" = 1 ] || [ "$skip_test_tools" != 1 ]; then
+  # make dist: maturin (pinned, in a venv) builds the wheel; binutils' strip the binaries.
+  # The tests' Python tools (the SDK's, the API fuzzer, the S3 clients) use venvs too.
+  runs python3 --version || need python3
+  runs python3 -m venv --help || need python3-venv
+  runs python3 -c 'import ensurepip' || need python3-venv
+  runs strip --version || need binutils
 fi
 if [ "$bench" = 1 ]; then
   # What the benchmarks run next to Rasa (bench/*.sh), each detected by running it.

@@ -21,9 +21,16 @@ use ranges::ByteRange;
 /// Transfers at least this large get a progress bar (on a terminal, without `--json`).
 const PROGRESS_MIN: u64 = 4 << 20;
 
+/// What `--version` prints: this version and, in a release, the commit it was built from
+/// (`make dist` builds with `RASA_BUILD` set to `VERSION (commit HASH)`).
+const VERSION: &str = match option_env!("RASA_BUILD") {
+    Some(build) => build,
+    None => concat!(env!("CARGO_PKG_VERSION"), " (built from source)"),
+};
+
 /// Command-line client for a Rasa gateway.
 #[derive(Debug, Parser)]
-#[command(name = "rasa", version, about)]
+#[command(name = "rasa", version = VERSION, about)]
 struct Cli {
     /// The gateway's HTTP endpoint; for a cluster, one or more members separated by commas.
     #[arg(

@@ -19,7 +19,7 @@ use crate::units::{parse_duration, parse_size};
 /// Rasa gateway: an object-store-style HTTP gateway whose values can also be read
 /// one-sided over RDMA.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "rasa-gateway", version, about, long_about = None)]
+#[command(name = "rasa-gateway", version = crate::VERSION, about, long_about = None)]
 pub struct Args {
     /// Configuration file (TOML): every option below as a key in its section (`[memory]`
     /// `memory = "4GiB"`); flags and `RASA_*` variables override it. `rasa-gateway config

@@ -77,3 +77,10 @@ pub mod tokens;
 pub mod units;
 
 pub use builder::Gateway;
+
+/// What `--version` prints: this version and, in a release, the commit it was built from
+/// (`make dist` builds with `RASA_BUILD` set to `VERSION (commit HASH)`).
+pub const VERSION: &str = match option_env!("RASA_BUILD") {
+    Some(build) => build,
+    None => concat!(env!("CARGO_PKG_VERSION"), " (built from source)"),
+};

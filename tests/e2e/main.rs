@@ -33,6 +33,7 @@ mod one_sided;
 mod providers;
 mod race;
 mod ranges;
+mod release;
 mod s3;
 mod s3_door;
 mod security;
