@@ -41,6 +41,8 @@ block() {
   awk -v head="$2" '$0 ~ head {h = 1} h && /^```(sh|python)$/ {b = 1; next} b && /^```$/ {exit} b' "$1"
 }
 
+(cd target/dist && sha256sum --quiet -c SHA256SUMS) || fail "target/dist/SHA256SUMS does not match"
+
 # 1. The tarball.
 t0=$(date +%s%N)
 mkdir "$work/release"
@@ -108,10 +110,11 @@ echo "dist-check: the same without libfabric: $got"
 kill "$gateway_pid" && wait "$gateway_pid" 2>/dev/null || true
 gateway_pid=
 
-# 4. The engines' smoke test with the wheel (the base scripts/engines.sh made).
+# 4. The engines' smoke test with the wheel, over the engines' base (scripts/engines.sh
+# makes it once per machine; make test has run it by now).
 purelib() { "$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
-base_pth=
-[ -x target/engines-venv/bin/python ] && base_pth=$(purelib target/engines-venv)/rasa-engines-base.pth
+[ -x target/engines-venv/bin/python ] || ./scripts/engines.sh
+base_pth=$(purelib target/engines-venv)/rasa-engines-base.pth
 if [ -f "$base_pth" ]; then
   python3 -m venv "$work/engines"
   cp "$base_pth" "$(purelib "$work/engines")/"
@@ -123,7 +126,7 @@ if [ -f "$base_pth" ]; then
     fail "the engines' smoke test (SGLang HiCache) with the wheel"
   echo "dist-check: SGLang's HiCache through the wheel's rasa_client.sglang passed"
 else
-  fail "no engines' base ($base_pth): run scripts/engines.sh first (make test does)"
+  fail "no engines' base ($base_pth) after scripts/engines.sh"
 fi
 
 # 5. The Dockerfile: linted, and built from the release, not from source.

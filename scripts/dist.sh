@@ -10,8 +10,8 @@
 #                                    >= 2.34; libfabric is loaded at run time, not bundled
 #   SHA256SUMS
 #
-# The tarball is reproducible for a commit (file times from the commit, owner root, names
-# sorted, gzip without a time stamp). scripts/dist-check.sh tests what this builds.
+# The archive is deterministic (file times from the commit, owner root, names sorted, gzip
+# without a time stamp): the same binaries make the same tarball. scripts/dist-check.sh tests what this builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=target/dist
