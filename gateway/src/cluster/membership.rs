@@ -410,6 +410,13 @@ pub(super) async fn list(cluster: &Cluster) -> Result<(i64, Records), Membership
         .map(|r| (r.member.node_id.clone(), r))
         .collect();
     publish(cluster, revision, &mut records);
+    // What happened between the last view and this list is unknown (at start, nothing).
+    let current = Arc::clone(&cluster.view.borrow().members);
+    cluster
+        .history
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .restart(current);
     Ok((revision, records))
 }
 
@@ -462,6 +469,9 @@ pub(super) async fn watch_members(cluster: Arc<Cluster>, mut revision: i64, mut 
                         }
                     }
                     revision = revision.max(kv.mod_revision());
+                    // Each view a batch of events passes through is one (a member that
+                    // registered and left between two reads owned keys meanwhile).
+                    publish(&cluster, revision, &mut records);
                 }
                 if let Some(h) = resp.header() {
                     revision = revision.max(h.revision());

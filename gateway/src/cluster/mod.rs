@@ -20,6 +20,7 @@ pub mod error;
 pub mod etcd_access;
 pub mod fill;
 pub mod forward;
+mod history;
 mod membership;
 pub mod near;
 pub mod peers;
@@ -37,6 +38,7 @@ use tokio::sync::watch;
 
 pub use args::{ClusterArgs, EtcdEndpoints, Routing};
 pub use forward::{Forwarded, Outgoing, SERVED_BY_HEADER};
+pub use history::{still_tied, tie_now};
 pub use peers::{NearWrite, Peers, Route, Wire};
 
 /// The longest a member that registers waits before it owns keys: the others see its
@@ -103,6 +105,9 @@ pub struct Cluster {
     suspects: suspects::Suspects,
     /// Keys of member records ignored so far (each logged once).
     rejected: Mutex<std::collections::HashSet<String>>,
+    /// The views published, to tell whether a key changed owners since a copy of it was
+    /// made ([`history`]). Written with `view`, under this lock.
+    history: std::sync::RwLock<history::History>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -145,6 +150,7 @@ impl Cluster {
             rejoins: Default::default(),
             suspects: Default::default(),
             rejected: Mutex::default(),
+            history: Default::default(),
             config,
         }))
     }

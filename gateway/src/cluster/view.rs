@@ -86,10 +86,13 @@ pub(super) fn publish(cluster: &Cluster, revision: i64, records: &mut Records) {
         members = ?members.iter().map(|m| format!("{}:{:?}", m.node_id, m.state)).collect::<Vec<_>>(),
         "cluster: view"
     );
+    let members = Arc::new(members);
+    let mut history = cluster.history.write().unwrap_or_else(|e| e.into_inner());
     cluster.view.send_replace(View {
         revision,
-        members: Arc::new(members),
+        members: Arc::clone(&members),
     });
+    history.push(members);
 }
 
 /// How long until the first of `records` expires (an hour when none does).

@@ -98,10 +98,10 @@ impl Objects {
     fn untied(&self, v: &StoredVersion) -> bool {
         let tied = v.origin.tied();
         tied != 0
-            && self
-                .peers
-                .as_ref()
-                .is_some_and(|p| tied != p.owner_tag(v.key()))
+            && self.peers.as_ref().is_some_and(|p| {
+                !v.origin
+                    .tie_holds(|tag, at| crate::cluster::still_tied(p, v.key(), tag, at))
+            })
     }
 
     /// The versions.
@@ -255,7 +255,8 @@ impl Objects {
             rt.forget_negative(&key);
         }
         if let Some(p) = &self.peers {
-            stored.origin.tie(p.owner_tag(&key)); // written under the owner now
+            let (tag, at) = crate::cluster::tie_now(p, &key);
+            stored.origin.tie(tag, at); // written under the owner now
             tracing::debug!(key, version = %stored.version(), tie = stored.origin.tied(), "published");
             near_after(p, &key).await;
         }

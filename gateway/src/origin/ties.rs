@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::catalog;
-use crate::cluster::Peers;
+use crate::cluster::{still_tied, tie_now, Peers};
 use crate::store::StoredVersion;
 
 /// Who owns each key now, and since when every held copy is to be revalidated.
@@ -45,14 +45,15 @@ impl Ties {
         }
         self.peers
             .as_ref()
-            .is_some_and(|p| v.origin.tied() != p.owner_tag(key))
+            .is_some_and(|p| !v.origin.tie_holds(|tag, at| still_tied(p, key, tag, at)))
     }
 
     /// Ties `v`, a version of `key` written, fetched or confirmed here, to the key's owner
     /// now (see [`crate::cluster::Peers::owner_tag`]).
     pub(super) fn tie(&self, key: &str, v: &StoredVersion) {
         if let Some(p) = &self.peers {
-            v.origin.tie(p.owner_tag(key));
+            let (tag, at) = tie_now(p, key);
+            v.origin.tie(tag, at);
         }
     }
 

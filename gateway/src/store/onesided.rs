@@ -352,7 +352,7 @@ fn seal_one(
         bytes,
         &key,
         &super::version::SHA256_LATER,
-        super::version::now_ms(),
+        super::origin_meta::now_ms(),
         media_type,
     );
     catalog::ONE_SIDED_VALUES

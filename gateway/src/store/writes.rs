@@ -222,7 +222,7 @@ impl<'a> Writes<'a> {
         let media_type = MediaType::intern(&upload.content_type, &origin);
         let bytes = slot.as_mut_slice();
         bytes[..HEADER_LEN].copy_from_slice(&header);
-        let now = super::version::now_ms();
+        let now = super::origin_meta::now_ms();
         Trailer::write(bytes, &upload.key, &sha256, now, media_type);
         let stored = Arc::new(StoredVersion {
             frame: slot.freeze(),
