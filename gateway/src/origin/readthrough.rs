@@ -158,9 +158,10 @@ impl ReadThrough {
                 Err(e) => Err(e),
             };
         }
-        // "Not found" is remembered by the key's owner only: elsewhere it may predate a
-        // write the owner acknowledged since.
-        if self.remembered.not_found(key) && self.ties.owns(key) {
+        // "Not found" is remembered by the key's owner only, while it has owned the key
+        // since: elsewhere it may predate a write the owner acknowledged since.
+        let remembered = self.remembered.not_found_tie(key);
+        if remembered.is_some_and(|tie| self.ties.still_owner(key, tie)) {
             catalog::CACHE_NEGATIVE_HITS.counter().increment(1);
             return Ok(Lookup::Missing);
         }
@@ -259,14 +260,16 @@ impl ReadThrough {
     /// What the origin says of `key` (a HEAD, no body): for HEAD requests that miss, which
     /// need not fetch the object. "Not found" is remembered like a fetch's.
     pub async fn head(&self, key: &str) -> Result<Option<super::OriginHead>, FetchError> {
-        if self.remembered.not_found(key) {
+        let remembered = self.remembered.not_found_tie(key);
+        if remembered.is_some_and(|tie| self.ties.still_owner(key, tie)) {
             catalog::CACHE_NEGATIVE_HITS.counter().increment(1);
             return Ok(None);
         }
         catalog::ORIGIN_HEADS.counter().increment(1);
         let head = self.origin.head(key).await?;
         if head.is_none() {
-            self.remembered.remember(key, Verdict::NotFound);
+            self.remembered
+                .remember(key, Verdict::NotFound, self.ties.tie_of(key));
         }
         Ok(head)
     }
@@ -389,7 +392,8 @@ impl ReadThrough {
                 Ok(Some(v))
             }
             Fetch::NotFound => {
-                self.remembered.remember(key, Verdict::NotFound);
+                self.remembered
+                    .remember(key, Verdict::NotFound, self.ties.tie_of(key));
                 if let Some(v) = current {
                     // Gone at the origin: drop the copy unless it was replaced meanwhile.
                     let _ = self.store.delete(key, |cur| match cur {
@@ -423,7 +427,8 @@ impl ReadThrough {
         (filling, ticket): (&Permit, &FillTicket),
     ) -> Result<Option<Arc<StoredVersion>>, FetchError> {
         if obj.length > self.max_object_size {
-            self.remembered.remember(key, Verdict::TooLarge(obj.length));
+            self.remembered
+                .remember(key, Verdict::TooLarge(obj.length), self.ties.tie_of(key));
             return Err(FetchError::TooLarge {
                 length: obj.length,
                 limit: self.max_object_size,

@@ -25,11 +25,18 @@ pub enum Verdict {
 struct Entry {
     verdict: Verdict,
     at: Instant,
+    /// In a cluster, the owner and view the verdict was given under ([`Tie`]).
+    tie: Tie,
 }
 
+/// The key's owner and the cluster view a verdict was given under (`(0, 0)` outside a
+/// cluster): a "not found" heard before the key changed owners may predate a write the
+/// other owner acknowledged ([`crate::cluster::still_tied`]).
+pub type Tie = (u64, u64);
+
 /// Bytes an entry costs besides its key: the entry, the key's `String` and the table's
-/// slot (measured: see the test).
-pub const ENTRY_OVERHEAD: u64 = 96;
+/// slot (measured: see the test), and the entry's cluster tie.
+pub const ENTRY_OVERHEAD: u64 = 112;
 
 #[derive(Clone, Copy, Debug)]
 struct ByBytes;
@@ -97,24 +104,36 @@ impl Remembered {
         self.get(key) == Some(Verdict::NotFound)
     }
 
+    /// The tie of a "not found" remembered for `key` (and still fresh).
+    pub fn not_found_tie(&self, key: &str) -> Option<Tie> {
+        self.entry(key)
+            .filter(|e| e.verdict == Verdict::NotFound)
+            .map(|e| e.tie)
+    }
+
     /// The verdict remembered for `key`, if it is still fresh.
     pub fn get(&self, key: &str) -> Option<Verdict> {
+        self.entry(key).map(|e| e.verdict)
+    }
+
+    fn entry(&self, key: &str) -> Option<Entry> {
         let e = self.cache.get(key)?;
         if e.at.elapsed() < self.ttl {
-            Some(e.verdict)
+            Some(e)
         } else {
             self.cache.remove(key);
             None
         }
     }
 
-    /// Remembers `verdict` for `key` from now.
-    pub fn remember(&self, key: &str, verdict: Verdict) {
+    /// Remembers `verdict` for `key` from now, given under `tie`.
+    pub fn remember(&self, key: &str, verdict: Verdict, tie: Tie) {
         self.cache.insert(
             key.to_owned(),
             Entry {
                 verdict,
                 at: Instant::now(),
+                tie,
             },
         );
         catalog::ORIGIN_REMEMBERED_BYTES
@@ -140,14 +159,14 @@ mod tests {
     #[test]
     fn verdicts_expire_and_the_memory_stays_within_its_capacity() {
         let r = Remembered::new(64 << 10, Duration::from_millis(50));
-        r.remember("a", Verdict::NotFound);
-        r.remember("b", Verdict::TooLarge(7));
+        r.remember("a", Verdict::NotFound, (0, 0));
+        r.remember("b", Verdict::TooLarge(7), (0, 0));
         assert_eq!(r.get("a"), Some(Verdict::NotFound));
         assert_eq!(r.get("b"), Some(Verdict::TooLarge(7)));
         r.forget("a");
         assert_eq!(r.get("a"), None);
         for i in 0..100_000 {
-            r.remember(&format!("missing/{i:08}"), Verdict::NotFound);
+            r.remember(&format!("missing/{i:08}"), Verdict::NotFound, (0, 0));
         }
         assert!(r.bytes() <= 64 << 10, "{} bytes", r.bytes());
         std::thread::sleep(Duration::from_millis(60));

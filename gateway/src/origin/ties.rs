@@ -57,6 +57,20 @@ impl Ties {
         }
     }
 
+    /// What a verdict on `key` heard now is tied to (`(0, 0)` outside a cluster).
+    pub(super) fn tie_of(&self, key: &str) -> super::remembered::Tie {
+        self.peers.as_ref().map_or((0, 0), |p| tie_now(p, key))
+    }
+
+    /// Whether a "not found" on `key` heard under `tie` is this member's to answer now:
+    /// always outside a cluster; in one, only while this member owns the key and has
+    /// owned it in every view since (else it may predate a write another owner took).
+    pub(super) fn still_owner(&self, key: &str, tie: super::remembered::Tie) -> bool {
+        self.peers
+            .as_ref()
+            .is_none_or(|p| p.owns(key) && still_tied(p, key, tie.0, tie.1).is_some())
+    }
+
     /// Makes every version held now be revalidated on its next read.
     pub(super) fn revalidate_all(&self) {
         let at = u64::try_from(self.born.elapsed().as_nanos()).unwrap_or(u64::MAX);
