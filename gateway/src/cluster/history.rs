@@ -6,7 +6,9 @@
 //! origin, or without one not served). The owner's tag alone does not show it: the same
 //! member, the same incarnation, owns the key before and after.
 //!
-//! Every view is recorded, those a batch of etcd events passes through included; after
+//! Every view is recorded, those a batch of etcd events passes through included (only
+//! the batch's end is published: a member acts on the present, not on a state already
+//! past, such as a member away between its record's expiry and its return); after
 //! a gap (a new list of the members replaced a watch etcd had compacted past), the views
 //! before are forgotten and every copy is confirmed again.
 
@@ -30,6 +32,13 @@ pub(crate) struct History {
 }
 
 impl History {
+    /// Records `members` unless they are the last view recorded.
+    pub(super) fn push_if_new(&mut self, members: &Arc<Vec<ClusterMember>>) {
+        if self.views.back().is_none_or(|(_, last)| last != members) {
+            self.push(Arc::clone(members));
+        }
+    }
+
     /// Records `members`, the view just published.
     pub(super) fn push(&mut self, members: Arc<Vec<ClusterMember>>) {
         self.last += 1;

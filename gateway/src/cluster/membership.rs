@@ -25,7 +25,7 @@ use rasa_openapi::ClusterMember;
 
 use super::error::MembershipError;
 use super::secret::record::REFRESH_EVERY_TTLS;
-use super::view::{next_expiry, parse, publish, Records};
+use super::view::{next_expiry, parse, passed, publish, Records};
 use super::{members_prefix, Cluster, ClusterConfig};
 
 /// Longest wait for one etcd call at start-up.
@@ -469,9 +469,10 @@ pub(super) async fn watch_members(cluster: Arc<Cluster>, mut revision: i64, mut 
                         }
                     }
                     revision = revision.max(kv.mod_revision());
-                    // Each view a batch of events passes through is one (a member that
-                    // registered and left between two reads owned keys meanwhile).
-                    publish(&cluster, revision, &mut records);
+                    // Each view a batch of events passes through is recorded (a member
+                    // that registered and left between two reads owned keys meanwhile);
+                    // only the batch's end is published.
+                    passed(&cluster, &records);
                 }
                 if let Some(h) = resp.header() {
                     revision = revision.max(h.revision());

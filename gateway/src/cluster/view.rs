@@ -62,7 +62,13 @@ pub(super) fn publish(cluster: &Cluster, revision: i64, records: &mut Records) {
     {
         let view = cluster.view.borrow();
         if view.revision != 0 && *view.members == members {
+            // The current view, again: the last recorded, whatever the watch passed
+            // through in between.
+            let current = Arc::clone(&view.members);
             drop(view);
+            let mut history = cluster.history.write().unwrap_or_else(|e| e.into_inner());
+            history.push_if_new(&current);
+            drop(history);
             cluster.view.send_if_modified(|v| {
                 v.revision = v.revision.max(revision);
                 false
@@ -92,7 +98,15 @@ pub(super) fn publish(cluster: &Cluster, revision: i64, records: &mut Records) {
         revision,
         members: Arc::clone(&members),
     });
-    history.push(members);
+    history.push_if_new(&members);
+}
+
+/// Records the view of `records` in the history without publishing it: a state a batch
+/// of etcd events passes through ([`super::history`]).
+pub(super) fn passed(cluster: &Cluster, records: &Records) {
+    let members: Vec<ClusterMember> = records.values().map(|r| r.member.clone()).collect();
+    let mut history = cluster.history.write().unwrap_or_else(|e| e.into_inner());
+    history.push_if_new(&Arc::new(members));
 }
 
 /// How long until the first of `records` expires (an hour when none does).
