@@ -112,24 +112,7 @@ mod tests {
         Arc::new(
             nodes
                 .iter()
-                .map(|n| ClusterMember {
-                    node_id: (*n).to_owned(),
-                    incarnation: "1".into(),
-                    url: format!("http://{n}"),
-                    state: rasa_openapi::MemberState::Serving,
-                    weight: 100,
-                    fabric: rasa_openapi::FabricInfo {
-                        enabled: false,
-                        provider: None,
-                        address: None,
-                        address_format: None,
-                        virtual_addressing: None,
-                        incarnation: "1".into(),
-                        endpoints: Vec::new(),
-                        host: None,
-                    },
-                    s3_url: None,
-                })
+                .map(|n| crate::cluster::view::test_member(n, "1"))
                 .collect(),
         )
     }

@@ -113,26 +113,7 @@ pub async fn probe(
 mod tests {
     use super::*;
 
-    fn member(id: &str, incarnation: &str) -> ClusterMember {
-        ClusterMember {
-            node_id: id.into(),
-            incarnation: incarnation.into(),
-            url: "http://127.0.0.1:1".into(),
-            state: rasa_openapi::MemberState::Serving,
-            weight: 1,
-            s3_url: None,
-            fabric: rasa_openapi::FabricInfo {
-                enabled: false,
-                provider: None,
-                address: None,
-                address_format: None,
-                virtual_addressing: None,
-                incarnation: incarnation.into(),
-                endpoints: Vec::new(),
-                host: None,
-            },
-        }
-    }
+    use crate::cluster::view::test_member as member;
 
     #[test]
     fn a_suspect_is_passed_over_until_it_restarts() {

@@ -120,3 +120,26 @@ pub(super) fn next_expiry(records: &Records) -> Duration {
             Duration::from_millis(t.saturating_sub(now) + 1)
         })
 }
+
+/// A serving member `id` of incarnation `incarnation`, without a fast path (unit tests).
+#[cfg(test)]
+pub(crate) fn test_member(id: &str, incarnation: &str) -> ClusterMember {
+    ClusterMember {
+        node_id: id.into(),
+        incarnation: incarnation.into(),
+        url: format!("http://{id}.invalid"),
+        state: rasa_openapi::MemberState::Serving,
+        weight: 1,
+        s3_url: None,
+        fabric: rasa_openapi::FabricInfo {
+            enabled: false,
+            provider: None,
+            address: None,
+            address_format: None,
+            virtual_addressing: None,
+            incarnation: incarnation.into(),
+            endpoints: Vec::new(),
+            host: None,
+        },
+    }
+}
