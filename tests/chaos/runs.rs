@@ -57,6 +57,11 @@ pub async fn run(setup: Setup, seed: u64, secs: Duration) -> Result<Report, Stri
     let rec = Arc::new(Recorder::new());
     let faults = Arc::new(Faults::default());
     let t0 = Instant::now();
+    if std::env::var_os("CHAOS_MEMBER_LOG").is_some() {
+        // The members' logs are stamped in UTC: time 0 of the report, in their terms.
+        let at = humantime::format_rfc3339_millis(std::time::SystemTime::now());
+        println!("  time 0 is {at} in the members' logs");
+    }
     let until = t0 + secs;
     let kinds = [
         Kind::Http,
