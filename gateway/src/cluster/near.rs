@@ -142,15 +142,37 @@ impl Near {
         true
     }
 
-    /// As the owner, before a write of `key` is published: the grants still running,
-    /// taken, and no grant of `key` made until [`Near::end_write`].
+    /// As the owner, before a write of `key` is published: the grants still running, and
+    /// no grant of `key` made until [`Near::end_write`]. A grant stays recorded until its
+    /// holder said it dropped its copy ([`Near::revoked`]) or its lease ended: a second
+    /// write of the key while the first still waits on a holder waits on it too (taking
+    /// the grants had let the second write publish at once, and the holder serve the
+    /// value both replaced: the chaos checker found it).
     pub(super) fn begin_write(&self, key: &str) -> Vec<(String, Instant)> {
         let now = Instant::now();
         let mut g = self.grants.lock().unwrap_or_else(|e| e.into_inner());
         *g.writing.entry(key.to_owned()).or_default() += 1;
-        let mut holders = g.by_key.remove(key).unwrap_or_default();
+        let Some(holders) = g.by_key.get_mut(key) else {
+            return Vec::new();
+        };
         holders.retain(|(_, until)| *until > now);
-        holders
+        let running = holders.clone();
+        if running.is_empty() {
+            g.by_key.remove(key);
+        }
+        running
+    }
+
+    /// As the owner: `holder` said it dropped its copy of `key` (no grant of `key` is made
+    /// while a write of it is under way, so this is the grant that was revoked).
+    pub(super) fn revoked(&self, key: &str, holder: &str) {
+        let mut g = self.grants.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(holders) = g.by_key.get_mut(key) {
+            holders.retain(|(node, _)| node != holder);
+            if holders.is_empty() {
+                g.by_key.remove(key);
+            }
+        }
     }
 
     /// As the owner, once a write [`Near::begin_write`] began is published (or failed):
@@ -254,5 +276,33 @@ impl Near {
         for key in keys {
             self.copies.remove(key);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_write_waits_on_the_holders_the_first_has_not_heard_from() {
+        let near = Near::new(1 << 20);
+        assert!(near.grant("k", "g2"));
+        let first = near.begin_write("k");
+        assert_eq!(first.len(), 1, "the first write revokes g2's copy");
+        let second = near.begin_write("k");
+        assert_eq!(
+            second, first,
+            "g2 not heard from yet: the second write waits on it too"
+        );
+        assert!(
+            !near.grant("k", "g3"),
+            "no grant while writes are under way"
+        );
+        near.revoked("k", "g2");
+        assert!(near.begin_write("k").is_empty(), "g2 dropped its copy");
+        for _ in 0..3 {
+            near.end_write("k");
+        }
+        assert!(near.grant("k", "g3"));
     }
 }

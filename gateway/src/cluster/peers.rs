@@ -417,7 +417,9 @@ async fn revoke_near(
                 }
                 None => false,
             };
-            if !told {
+            if told {
+                near.revoked(key, &node);
+            } else {
                 // Unreachable (or gone from the view): its copy ends with its lease.
                 catalog::CLUSTER_NEAR
                     .counter_by(&[("result", "waited_out")])
