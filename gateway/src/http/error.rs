@@ -403,6 +403,10 @@ impl From<crate::objects::ObjectError> for ApiError {
             ObjectError::Store(e) => e.into(),
             ObjectError::Origin(e) => e.into(),
             ObjectError::Fetch(e) => e.into(),
+            e @ ObjectError::Moved(_) => Self::Unavailable {
+                detail: e.to_string(),
+                retry_after: 1,
+            },
         }
     }
 }

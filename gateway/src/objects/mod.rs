@@ -51,6 +51,12 @@ pub enum ObjectError {
     /// A read-through miss could not be filled.
     #[error(transparent)]
     Fetch(#[from] FetchError),
+    /// In a cluster, the key's ownership moved to another member while the write waited
+    /// (on near-copy holders): nothing was stored, the client may send it again.
+    #[error(
+        "the key {0:?} moved to another member while the write waited; nothing was stored, retry"
+    )]
+    Moved(String),
 }
 
 /// A check of a key's current version (`None`: it has none) that a write must pass:
@@ -246,6 +252,7 @@ impl Objects {
         }
         // No near copy serves what this replaces once it is published.
         let _near = near_before(self.peers.as_ref(), &key).await;
+        self.still_owner(&key)?;
         let on_disk = self.only_on_disk(&key).await?;
         let stored = self
             .store
@@ -277,12 +284,28 @@ impl Objects {
         }
         // No near copy serves what this deletes once it is gone.
         let _near = near_before(self.peers.as_ref(), key).await;
+        self.still_owner(key)?;
         let on_disk = self.only_on_disk(key).await?;
         let removed = self.store.delete(key, Self::with_disk(&check, on_disk))?;
         if let Some(p) = &self.peers {
             near_after(p, key).await;
         }
         Ok(removed)
+    }
+
+    /// In a cluster, whether this member still owns `key` as a write of it is about to be
+    /// published (after waiting on near-copy holders): a write accepted as owner that
+    /// waited across a view change would be acknowledged beside the new owner's writes
+    /// and tied to that owner as if it were its own (issue 65). With write-through the
+    /// origin already has it: published here too (this member's copy is confirmed with
+    /// the origin before it is served, as every copy of a member not the owner).
+    fn still_owner(&self, key: &str) -> Result<(), ObjectError> {
+        let moved =
+            self.write_through().is_none() && self.peers.as_ref().is_some_and(|p| !p.owns(key));
+        if moved {
+            return Err(ObjectError::Moved(key.to_owned()));
+        }
+        Ok(())
     }
 
     /// With write-through, the origin a write of `key` goes to first and the write's turn

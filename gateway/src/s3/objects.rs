@@ -63,6 +63,7 @@ pub(super) fn object_error(e: ObjectError) -> S3Error {
         ObjectError::Store(e) => store_error(e),
         ObjectError::Origin(e) => origin_error(e),
         ObjectError::Fetch(e) => fetch_error(e),
+        e @ ObjectError::Moved(_) => s3_error!(SlowDown, "{e}"),
     }
 }
 
