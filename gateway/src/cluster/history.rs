@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use rasa_openapi::ClusterMember;
 
-use super::peers::{tag_of, Peers};
+use super::peers::Peers;
 
 /// Views kept. A copy not read across this many view changes is confirmed again (without
 /// an origin, no longer served): a read checks only the views since the copy's last check
@@ -81,9 +81,9 @@ impl History {
 /// What a copy of `key` made now is tied to: the key's owner as this member sees it
 /// ([`Peers::owner_tag`]) and the view that says so.
 pub fn tie_now(peers: &Peers, key: &str) -> (u64, u64) {
-    let history = peers.cluster().history.read();
-    let history = history.unwrap_or_else(|e| e.into_inner());
-    (peers.owner_tag(key), history.now())
+    let cluster = peers.cluster();
+    let history = cluster.history.read().unwrap_or_else(|e| e.into_inner());
+    (peers.owner_tag(cluster.owner(key).as_ref()), history.now())
 }
 
 /// Whether a copy of `key` tied to owner `tag` in view `at` is still current as far as
@@ -96,12 +96,9 @@ pub fn still_tied(peers: &Peers, key: &str, tag: u64, at: u64) -> Option<u64> {
     let cluster = peers.cluster();
     let history = cluster.history.read().unwrap_or_else(|e| e.into_inner());
     let owner = cluster.owner(key);
-    let now = match &owner {
-        Some(m) => tag_of(m),
-        None => peers.owner_tag(key),
-    };
     let node = owner.as_ref().map_or(cluster.node_id(), |m| &m.node_id);
-    (tag == now && history.owned_throughout(key, node, at)).then(|| history.now())
+    (tag == peers.owner_tag(owner.as_ref()) && history.owned_throughout(key, node, at))
+        .then(|| history.now())
 }
 
 #[cfg(test)]

@@ -232,15 +232,15 @@ impl Peers {
         }
     }
 
-    /// A tag of `key`'s owner as this member sees it now (its node id and incarnation;
-    /// this member's own when it owns the key, which changes each time it registers again
-    /// after a lost lease): copies are tied to it, so a copy made under another owner —
-    /// one that is gone, restarted, or was replaced, or this member before others owned
-    /// its keys — is confirmed again before it is served as current (without an origin,
-    /// not served). Never 0.
-    pub fn owner_tag(&self, key: &str) -> u64 {
-        match self.cluster.owner(key) {
-            Some(m) => tag_of(&m),
+    /// A tag of a key's owner, `owner` as [`Cluster::owner`] names it (its node id and
+    /// incarnation; `None`, this member: its own, which changes each time it registers
+    /// again after a lost lease): copies are tied to it, so a copy made under another
+    /// owner — one that is gone, restarted, or was replaced, or this member before others
+    /// owned its keys — is confirmed again before it is served as current (without an
+    /// origin, not served). Never 0.
+    pub fn owner_tag(&self, owner: Option<&ClusterMember>) -> u64 {
+        match owner {
+            Some(m) => tag_of(m),
             None => {
                 let rejoins = self
                     .cluster
