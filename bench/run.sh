@@ -135,6 +135,8 @@ echo "LMCache's own L2 benchmark (lmcache bench l2)..." >&2
 lmcache_l2=$(./bench/lmcache_l2.sh)
 echo "SGLang HiCache's L3..." >&2
 sglang=$(./bench/sglang.sh)
+echo "NIXL (Rasa's plugin and the OBJ route)..." >&2
+nixl=$(ROUNDS=$ROUNDS ./bench/nixl.sh)
 echo "model weights..." >&2
 weights=$(./bench/weights.sh)
 echo "S3 listener..." >&2
@@ -227,6 +229,8 @@ read -r sr sb sp50 sp99 sbad <<<"$put_steady"
   echo "$lmcache_l2"
   echo
   echo "$sglang"
+  echo
+  echo "$nixl"
   echo
   echo "$weights"
   echo

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The inference engines' virtualenv, for the tests that run Rasa behind their own code
 # (LMCache's L2 connector contract, vLLM's secondary tier, SGLang's HiCache storage
-# backend, NIXL's OBJ backend): target/engines-venv, with
+# backend, NIXL's OBJ backend and Rasa's own NIXL plugin): target/engines-venv, with
 # rasa_client built into it, on top of a base of the engines' pinned packages.
 #
 #   scripts/engines.sh           make (or update) target/engines-venv
@@ -146,4 +146,9 @@ if [ "$test" = 1 ]; then
   # NIXL's OBJ backend (its own agent and S3 plugin) against the S3 listener.
   fresh nixl
   suite nixl python/engines/test_nixl_obj.py
+  # Rasa's own NIXL plugin (scripts/nixl-plugin.sh) loaded by NIXL's agent: a process of
+  # its own, since NIXL_PLUGIN_DIR replaces NIXL's plugin directory for the process.
+  ./scripts/nixl-plugin.sh >/dev/null
+  fresh nixl-rasa
+  suite nixl-rasa python/engines/test_nixl_rasa.py
 fi

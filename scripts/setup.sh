@@ -20,7 +20,7 @@
 #   - libfabric: `pkg-config --exists libfabric` and its header rdma/fabric.h;
 #   - protoc and its well-known protos (etcd-client's build compiles etcd's .proto files,
 #     which import google/protobuf/descriptor.proto): by compiling a file that imports them;
-#   - tools (cc, curl, openssl, python3's venv, s3s-fs, etcd, chromium, mdbook, kubectl's
+#   - tools (cc, g++, curl, openssl, python3's venv, s3s-fs, etcd, chromium, mdbook, kubectl's
 #     kustomize): by running them.
 #
 # RASA_SETUP_SYSROOT=DIR looks for libraries and headers under DIR instead of /
@@ -165,6 +165,8 @@ if [ "$skip_test_tools" != 1 ]; then
   runs kubectl kustomize --help || need kubernetes-client
   # The release's systemd unit is checked with `systemd-analyze verify` (scripts/dist-check.sh).
   runs systemd-analyze --version || need systemd
+  # The NIXL plugin's C++20 engine (scripts/nixl-plugin.sh), loaded by NIXL in the engines' tests.
+  runs g++ --version || need g++
 fi
 if [ "$dist" = 1 ] || [ "$skip_test_tools" != 1 ]; then
   # make dist: maturin (pinned, in a venv) builds the wheel; binutils' strip the binaries.

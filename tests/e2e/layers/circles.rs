@@ -253,6 +253,7 @@ fn no_circles_between_files_across_folders() {
         "cli",
         "openapi",
         "python",
+        "nixl-plugin",
     ] {
         let src = root
             .join(krate)

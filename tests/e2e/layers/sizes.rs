@@ -20,6 +20,7 @@ const DIRS: &[&str] = &[
     "cli/src",
     "openapi/src",
     "python/src",
+    "nixl-plugin/src",
     "tests/src",
     "tests/e2e",
 ];
