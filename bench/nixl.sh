@@ -24,7 +24,8 @@ start() { # start NAME PROVIDER: a gateway; its URL and S3 address in $tmp/NAME.
 }
 start shm 'tcp;ofi_rxm,shm'
 start tcp 'tcp;ofi_rxm'
-py() { PYTHONWARNINGS=ignore "$@"; }
+# NIXL's agent logs INFO lines to standard output: only the table's rows are kept.
+py() { PYTHONWARNINGS=ignore "$@" | grep '^|'; }
 rounds=${ROUNDS:-5}
 echo "## NIXL's agent against Rasa (\`bench/nixl.sh\`)"
 echo
@@ -32,7 +33,7 @@ echo "GB/s, medians of $rounds rounds, one run; each batch one NIXL transfer, ev
 echo
 echo "| route | write 16 × 16 MiB | read 16 × 16 MiB | write 256 × 64 KiB | read 256 × 64 KiB |"
 echo "| --- | --- | --- | --- | --- |"
-NIXL_PLUGIN_DIR=target/nixl py target/engines-venv/bin/python bench/nixl_bench.py rasa "$(cat "$tmp/shm.url")" required "$rounds" "RASA plugin, shm"
-NIXL_PLUGIN_DIR=target/nixl py target/engines-venv/bin/python bench/nixl_bench.py rasa "$(cat "$tmp/tcp.url")" required "$rounds" "RASA plugin, tcp;ofi_rxm"
-NIXL_PLUGIN_DIR=target/nixl py target/engines-venv/bin/python bench/nixl_bench.py rasa "$(cat "$tmp/shm.url")" off "$rounds" "RASA plugin, HTTP"
+NIXL_PLUGIN_DIR=target/release/nixl py target/engines-venv/bin/python bench/nixl_bench.py rasa "$(cat "$tmp/shm.url")" required "$rounds" "RASA plugin, shm"
+NIXL_PLUGIN_DIR=target/release/nixl py target/engines-venv/bin/python bench/nixl_bench.py rasa "$(cat "$tmp/tcp.url")" required "$rounds" "RASA plugin, tcp;ofi_rxm"
+NIXL_PLUGIN_DIR=target/release/nixl py target/engines-venv/bin/python bench/nixl_bench.py rasa "$(cat "$tmp/shm.url")" off "$rounds" "RASA plugin, HTTP"
 py target/engines-venv/bin/python bench/nixl_bench.py obj "$(cat "$tmp/shm.s3")" "$key_id:$secret" "$rounds" "OBJ plugin, S3 listener"

@@ -23,6 +23,9 @@ SHAPES = [(16, 16 << 20), (256, 64 << 10)]
 
 
 def agent(route: str, where: str, arg: str):
+    import logging
+
+    logging.getLogger("nixl").setLevel(logging.WARNING)  # its INFO lines go to stdout
     from nixl_cu12._api import nixl_agent, nixl_agent_config
 
     a = nixl_agent(f"bench-{uuid.uuid4().hex[:8]}", nixl_agent_config(backends=[]))
@@ -56,7 +59,9 @@ def shape(a, n: int, size: int, rounds: int) -> tuple[float, float]:
         [(t.data_ptr() + i * size, size, 0) for i in range(n)], "DRAM")
     writes, reads = [], []
     for r in range(rounds + 1):  # the first round warms arenas and registrations
-        names = [f"bench/{os.getpid()}/{r}/{size}/{i}" for i in range(n)]
+        # The same keys every round, as a cache's blocks are overwritten: the gateway's
+        # memory turns over rather than growing into pages never touched before.
+        names = [f"bench/{os.getpid()}/{size}/{i}" for i in range(n)]
         ids = list(range(r * n + 1, (r + 1) * n + 1))
         a.register_memory([(0, size, d, k) for d, k in zip(ids, names)], "OBJ")
         remote = a.get_xfer_descs([(0, size, d) for d in ids], "OBJ")

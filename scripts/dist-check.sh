@@ -13,7 +13,8 @@
 #      session run against the unpacked gateway, one-sided; again with libfabric made
 #      unloadable (RASA_LIBFABRIC pointing nowhere): the same session over HTTP;
 #   4. the engines' smoke test (SGLang's HiCache through rasa_client.sglang) with the wheel
-#      installed over the engines' base (scripts/engines.sh made it);
+#      installed over the engines' base (scripts/engines.sh made it), and NIXL's agent
+#      loading the tarball's lib/nixl/libplugin_RASA.so (test_nixl_rasa.py);
 #   5. the Dockerfile linted by hadolint, and built from the tarball: no toolchain image,
 #      a non-root user, a HEALTHCHECK on /healthz.
 set -euo pipefail
@@ -48,7 +49,7 @@ t0=$(date +%s%N)
 mkdir "$work/release"
 tar -xzf "$tarball" -C "$work/release"
 dir=$work/release/$name
-for f in bin/rasa-gateway bin/rasa rasa.toml rasa-gateway.service README.md LICENSE CHANGELOG.md; do
+for f in bin/rasa-gateway bin/rasa lib/nixl/libplugin_RASA.so rasa.toml rasa-gateway.service README.md LICENSE CHANGELOG.md; do
   [ -f "$dir/$f" ] || fail "the tarball has no $f"
 done
 commit=$(git rev-parse --short=12 HEAD)
@@ -125,6 +126,11 @@ if [ -f "$base_pth" ]; then
     RASA_GATEWAY_BIN="$dir/bin/rasa-gateway" "$work/engines/bin/python" -m pytest -q -p no:cacheprovider --disable-warnings .) ||
     fail "the engines' smoke test (SGLang HiCache) with the wheel"
   echo "dist-check: SGLang's HiCache through the wheel's rasa_client.sglang passed"
+  mkdir "$work/nixl" && cp python/engines/conftest.py python/engines/test_nixl_rasa.py "$work/nixl/"
+  (cd "$work/nixl" && RASA_GATEWAY_BIN="$dir/bin/rasa-gateway" RASA_NIXL_PLUGIN_DIR="$dir/lib/nixl" \
+    "$work/engines/bin/python" -m pytest -q -p no:cacheprovider --disable-warnings .) ||
+    fail "NIXL's agent with the tarball's lib/nixl/libplugin_RASA.so"
+  echo "dist-check: NIXL's agent with the tarball's RASA plugin passed"
 else
   fail "no engines' base ($base_pth) after scripts/engines.sh"
 fi

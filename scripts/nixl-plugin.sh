@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Builds Rasa's NIXL backend plugin, target/nixl/libplugin_RASA.so: the Rust half
+# Builds Rasa's NIXL backend plugin, target/PROFILE/nixl/libplugin_RASA.so: the Rust half
 # (nixl-plugin/, a static library: the SDK under a C ABI) linked with the C++ engine
 # (nixl-plugin/cpp/plugin.cpp, NIXL's nixlBackendEngine). NIXL loads it from the
 # directory named by NIXL_PLUGIN_DIR (the engines guide, "NIXL").
 #
-#   scripts/nixl-plugin.sh            a debug build (what make test loads)
-#   scripts/nixl-plugin.sh --release  an optimised one
+#   scripts/nixl-plugin.sh            a debug build, target/debug/nixl (what make test loads)
+#   scripts/nixl-plugin.sh --release  an optimised one, target/release/nixl (make dist ships it)
 #
 # Needs cargo and a C++20 compiler (g++ >= 10); nothing of NIXL's (its ABI is declared in
 # nixl-plugin/cpp/nixl_abi.h). Only nixl_plugin_init and nixl_plugin_fini are exported.
@@ -21,7 +21,7 @@ done
 command -v "${CXX:-g++}" >/dev/null || { echo "nixl-plugin.sh: no C++ compiler (${CXX:-g++}); scripts/setup.sh installs g++" >&2; exit 1; }
 cargo build --locked -q -p rasa-nixl "${flags[@]}"
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-out=target/nixl
+out=target/$profile/nixl
 mkdir -p "$out"
 exports=$(mktemp)
 trap 'rm -f "$exports"' EXIT

@@ -23,7 +23,7 @@ import pytest
 import torch
 from conftest import ROOT, start_gateway, stop_gateway
 
-PLUGIN_DIR = os.environ.get("RASA_NIXL_PLUGIN_DIR", str(ROOT / "target" / "nixl"))
+PLUGIN_DIR = os.environ.get("RASA_NIXL_PLUGIN_DIR", str(ROOT / "target" / "debug" / "nixl"))
 if not (pathlib.Path(PLUGIN_DIR) / "libplugin_RASA.so").exists():
     pytest.fail(f"no libplugin_RASA.so in {PLUGIN_DIR}: run scripts/nixl-plugin.sh first", pytrace=False)
 os.environ["NIXL_PLUGIN_DIR"] = PLUGIN_DIR
