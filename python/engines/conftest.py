@@ -66,3 +66,29 @@ def rasa_connector(**params):
 
     params = {"endpoint": os.environ["RASA_ENDPOINT"], "prefix": f"t{uuid.uuid4().hex}/", "timeout": 10, **params}
     return RasaConnector(**params)
+
+
+# NIXL's agent, as the NIXL tests drive it (test_nixl_obj.py, test_nixl_rasa.py).
+
+def nixl_run(a, op: str, local, remote) -> str:
+    """One NIXL transfer to its end (NIXL's own polling loop); its handle released."""
+    h = a.initialize_xfer(op, local, remote, a.name)
+    try:
+        state = a.transfer(h)
+        while state == "PROC":
+            state = a.check_xfer_state(h)
+        return state
+    finally:
+        a.release_xfer_handle(h)
+
+
+_nixl_ids = iter(range(1 << 30))
+
+
+def nixl_objects(a, names: list[str], length: int):
+    """Registers ``names`` with NIXL as OBJ memory (a device id of its own each, the name
+    as the descriptor's metadata); a function making transfer descriptors of ``n`` bytes
+    at ``offset`` in the objects ``which`` (indices into ``names``)."""
+    ids = [next(_nixl_ids) for _ in names]
+    a.register_memory([(0, length, d, n) for d, n in zip(ids, names)], "OBJ")
+    return lambda offset, n, which: a.get_xfer_descs([(offset, n, ids[i]) for i in which], "OBJ")

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 import torch
-from conftest import _gateway_bin
+from conftest import _gateway_bin, nixl_objects, nixl_run
 from nixl_cu12._api import nixl_agent, nixl_agent_config
 from nixl_cu12._bindings import nixlBackendError
 
@@ -63,28 +63,6 @@ def agent(gateway):
     return a
 
 
-def run(a, op: str, local, remote) -> str:
-    """One NIXL transfer to its end (NIXL's own polling loop)."""
-    h = a.initialize_xfer(op, local, remote, a.name)
-    state = a.transfer(h)
-    while state == "PROC":
-        state = a.check_xfer_state(h)
-    a.release_xfer_handle(h)
-    return state
-
-
-_ids = iter(range(1 << 30))
-
-
-def objects(a, names: list[str], length: int):
-    """Registers ``names`` with NIXL as OBJ memory (a device id of its own each); a
-    function making transfer descriptors of ``n`` bytes at ``offset`` in the objects
-    ``which`` (indices into ``names``)."""
-    ids = [next(_ids) for _ in names]
-    a.register_memory([(0, length, d, n) for d, n in zip(ids, names)], "OBJ")
-    return lambda offset, n, which: a.get_xfer_descs([(offset, n, ids[i]) for i in which], "OBJ")
-
-
 def test_nixl_writes_and_reads_objects_through_the_s3_listener(gateway, agent):
     url = gateway[0]
     key = f"nixl/{uuid.uuid4().hex}"
@@ -92,17 +70,17 @@ def test_nixl_writes_and_reads_objects_through_the_s3_listener(gateway, agent):
     whole = torch.zeros(9 * MiB, dtype=torch.uint8)
     part = torch.zeros(MiB, dtype=torch.uint8)
     agent.register_memory([src, whole, part])
-    obj = objects(agent, [key], 9 * MiB)
+    obj = nixl_objects(agent, [key], 9 * MiB)
 
-    assert run(agent, "WRITE", agent.get_xfer_descs([src]), obj(0, 9 * MiB, [0])) == "DONE"
+    assert nixl_run(agent, "WRITE", agent.get_xfer_descs([src]), obj(0, 9 * MiB, [0])) == "DONE"
     # What NIXL wrote is what Rasa's own API serves.
     with urllib.request.urlopen(f"{url}/v1/objects/{key}") as r:
         assert r.read() == src.numpy().tobytes()
 
-    assert run(agent, "READ", agent.get_xfer_descs([whole]), obj(0, 9 * MiB, [0])) == "DONE"
+    assert nixl_run(agent, "READ", agent.get_xfer_descs([whole]), obj(0, 9 * MiB, [0])) == "DONE"
     assert torch.equal(whole, src)
     # At an offset: a ranged GET.
-    assert run(agent, "READ", agent.get_xfer_descs([part]), obj(5 * MiB + 3, MiB, [0])) == "DONE"
+    assert nixl_run(agent, "READ", agent.get_xfer_descs([part]), obj(5 * MiB + 3, MiB, [0])) == "DONE"
     assert torch.equal(part, src[5 * MiB + 3 : 6 * MiB + 3])
 
 
@@ -111,16 +89,16 @@ def test_a_batch_of_descriptors_is_one_transfer_and_a_missing_object_an_error(ag
     src = [torch.full((256 << 10,), i + 1, dtype=torch.uint8) for i in range(8)]
     dst = [torch.zeros(256 << 10, dtype=torch.uint8) for _ in range(8)]
     agent.register_memory(src + dst)
-    obj = objects(agent, names, 256 << 10)
+    obj = nixl_objects(agent, names, 256 << 10)
     ids = list(range(8))
-    assert run(agent, "WRITE", agent.get_xfer_descs(src), obj(0, 256 << 10, ids)) == "DONE"
-    assert run(agent, "READ", agent.get_xfer_descs(dst), obj(0, 256 << 10, ids)) == "DONE"
+    assert nixl_run(agent, "WRITE", agent.get_xfer_descs(src), obj(0, 256 << 10, ids)) == "DONE"
+    assert nixl_run(agent, "READ", agent.get_xfer_descs(dst), obj(0, 256 << 10, ids)) == "DONE"
     assert all(torch.equal(d, s) for d, s in zip(dst, src))
 
-    missing = objects(agent, [f"nixl/missing/{uuid.uuid4().hex}"], MiB)
+    missing = nixl_objects(agent, [f"nixl/missing/{uuid.uuid4().hex}"], MiB)
     lost = torch.zeros(MiB, dtype=torch.uint8)
     agent.register_memory([lost])
     # S3's 404, as NIXL reports a failed transfer. (Its OBJ plugin leaves the S3 error
     # document in the buffer: a caller checks the transfer's state, never the bytes.)
     with pytest.raises(nixlBackendError):
-        run(agent, "READ", agent.get_xfer_descs([lost]), missing(0, MiB, [0]))
+        nixl_run(agent, "READ", agent.get_xfer_descs([lost]), missing(0, MiB, [0]))

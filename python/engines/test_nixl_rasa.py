@@ -21,7 +21,7 @@ import uuid
 
 import pytest
 import torch
-from conftest import ROOT, start_gateway, stop_gateway
+from conftest import ROOT, nixl_objects, nixl_run, start_gateway, stop_gateway
 
 PLUGIN_DIR = os.environ.get("RASA_NIXL_PLUGIN_DIR", str(ROOT / "target" / "debug" / "nixl"))
 if not (pathlib.Path(PLUGIN_DIR) / "libplugin_RASA.so").exists():
@@ -50,30 +50,6 @@ def backend(url: str, **params) -> nixl_agent:
     a = nixl_agent(f"rasa-{uuid.uuid4().hex[:8]}", nixl_agent_config(backends=[]))
     a.create_backend("RASA", {"endpoint": url, "fast_path": "required", "timeout_ms": "10000", **params})
     return a
-
-
-def run(a, op: str, local, remote) -> str:
-    """One NIXL transfer to its end (NIXL's own polling loop)."""
-    h = a.initialize_xfer(op, local, remote, a.name)
-    try:
-        state = a.transfer(h)
-        while state == "PROC":
-            state = a.check_xfer_state(h)
-        return state
-    finally:
-        a.release_xfer_handle(h)
-
-
-_ids = iter(range(1 << 30))
-
-
-def objects(a, names: list[str], length: int):
-    """Registers ``names`` as OBJ memory (the key as the descriptor's metadata, as NIXL's
-    OBJ plugin takes it); a function making descriptors of ``n`` bytes at ``offset`` in
-    the keys ``which``."""
-    ids = [next(_ids) for _ in names]
-    a.register_memory([(0, length, d, n) for d, n in zip(ids, names)], "OBJ")
-    return lambda offset, n, which: a.get_xfer_descs([(offset, n, ids[i]) for i in which], "OBJ")
 
 
 def requests(url: str) -> dict[tuple[str, str], int]:
@@ -135,10 +111,10 @@ def test_a_write_goes_one_sided_and_reads_land_in_registered_memory(gateway):
     whole = torch.zeros(9 * MiB, dtype=torch.uint8)
     part = torch.zeros(MiB, dtype=torch.uint8)
     a.register_memory([src, whole, part])
-    obj = objects(a, [key], 9 * MiB)
+    obj = nixl_objects(a, [key], 9 * MiB)
 
     before = requests(gateway)
-    assert run(a, "WRITE", a.get_xfer_descs([src]), obj(0, 9 * MiB, [0])) == "DONE"
+    assert nixl_run(a, "WRITE", a.get_xfer_descs([src]), obj(0, 9 * MiB, [0])) == "DONE"
     after = requests(gateway)
     assert values_over_http(before, after) == 0, "the value went one-sided, not in a request body"
     assert counted(before, after, "POST", "/batch/commit/{upload}") == 1, "one upload, committed"
@@ -146,11 +122,11 @@ def test_a_write_goes_one_sided_and_reads_land_in_registered_memory(gateway):
         assert r.read() == src.numpy().tobytes()
 
     before = requests(gateway)
-    assert run(a, "READ", a.get_xfer_descs([whole]), obj(0, 9 * MiB, [0])) == "DONE"
+    assert nixl_run(a, "READ", a.get_xfer_descs([whole]), obj(0, 9 * MiB, [0])) == "DONE"
     assert values_over_http(before, requests(gateway)) == 0, "the value was read one-sided"
     assert torch.equal(whole, src)
     # A part of the value: a range read.
-    assert run(a, "READ", a.get_xfer_descs([part]), obj(5 * MiB + 3, MiB, [0])) == "DONE"
+    assert nixl_run(a, "READ", a.get_xfer_descs([part]), obj(5 * MiB + 3, MiB, [0])) == "DONE"
     assert torch.equal(part, src[5 * MiB + 3 : 6 * MiB + 3])
 
 
@@ -164,12 +140,12 @@ def test_a_batch_of_descriptors_is_one_transfer(gateway):
     a.register_memory([pool])
     blocks = lambda first: a.get_xfer_descs(  # noqa: E731
         [(pool.data_ptr() + (first + i) * (256 << 10), 256 << 10, 0) for i in range(8)], "DRAM")
-    obj = objects(a, names, 256 << 10)
+    obj = nixl_objects(a, names, 256 << 10)
     before = requests(gateway)
-    assert run(a, "WRITE", blocks(0), obj(0, 256 << 10, range(8))) == "DONE"
+    assert nixl_run(a, "WRITE", blocks(0), obj(0, 256 << 10, range(8))) == "DONE"
     after = requests(gateway)
     assert counted(before, after, "POST", "/batch/commit/{upload}") == 1, "8 values, one upload"
-    assert run(a, "READ", blocks(8), obj(0, 256 << 10, range(8))) == "DONE"
+    assert nixl_run(a, "READ", blocks(8), obj(0, 256 << 10, range(8))) == "DONE"
     assert counted(after, requests(gateway), "POST", "/descriptors") == 1, "8 values, one descriptor request"
     assert torch.equal(pool[8 * (256 << 10) :], pool[: 8 * (256 << 10)])
 
@@ -178,22 +154,22 @@ def test_failures_are_nixl_errors_and_nothing_is_stored(gateway):
     a = backend(gateway)
     buf = torch.ones(MiB, dtype=torch.uint8)
     a.register_memory([buf])
-    missing = objects(a, [f"nixl/missing/{uuid.uuid4().hex}"], MiB)
+    missing = nixl_objects(a, [f"nixl/missing/{uuid.uuid4().hex}"], MiB)
     with pytest.raises(nixlNotFoundError):
-        run(a, "READ", a.get_xfer_descs([buf]), missing(0, MiB, [0]))
+        nixl_run(a, "READ", a.get_xfer_descs([buf]), missing(0, MiB, [0]))
 
     # More bytes than the value has.
     key = f"nixl/short/{uuid.uuid4().hex}"
     urllib.request.urlopen(urllib.request.Request(f"{gateway}/v1/objects/{key}", b"x" * 1000, method="PUT")).close()
-    short = objects(a, [key], MiB)
+    short = nixl_objects(a, [key], MiB)
     with pytest.raises(nixlMismatchError):
-        run(a, "READ", a.get_xfer_descs([buf]), short(0, MiB, [0]))
+        nixl_run(a, "READ", a.get_xfer_descs([buf]), short(0, MiB, [0]))
 
     # A write at an offset: values are immutable versions, written whole.
     key = f"nixl/offset/{uuid.uuid4().hex}"
-    at = objects(a, [key], 2 * MiB)
+    at = nixl_objects(a, [key], 2 * MiB)
     with pytest.raises(nixlInvalidParamError):
-        run(a, "WRITE", a.get_xfer_descs([buf]), at(MiB, MiB, [0]))
+        nixl_run(a, "WRITE", a.get_xfer_descs([buf]), at(MiB, MiB, [0]))
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(f"{gateway}/v1/objects/{key}")
     assert e.value.code == 404
@@ -206,9 +182,9 @@ def test_a_backend_lives_in_its_namespace(gateway):
     dst = torch.zeros(MiB, dtype=torch.uint8)
     a.register_memory([src])
     b.register_memory([dst])
-    assert run(a, "WRITE", a.get_xfer_descs([src]), objects(a, [key], MiB)(0, MiB, [0])) == "DONE"
+    assert nixl_run(a, "WRITE", a.get_xfer_descs([src]), nixl_objects(a, [key], MiB)(0, MiB, [0])) == "DONE"
     with pytest.raises(nixlNotFoundError):
-        run(b, "READ", b.get_xfer_descs([dst]), objects(b, [key], MiB)(0, MiB, [0]))
+        nixl_run(b, "READ", b.get_xfer_descs([dst]), nixl_objects(b, [key], MiB)(0, MiB, [0]))
     assert not dst.any()
     with urllib.request.urlopen(f"{gateway}/v1/ns/tenant-a/objects/{key}") as r:
         assert r.read() == src.numpy().tobytes()
