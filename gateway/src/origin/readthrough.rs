@@ -110,6 +110,10 @@ impl ReadThrough {
     /// Like [`ReadThrough::current`]; with `stream`, a miss answers as soon as the object
     /// starts filling from the origin ([`Lookup::Filling`]) rather than once it is stored.
     pub async fn lookup(self: &Arc<Self>, key: &str, stream: bool) -> Result<Lookup, FetchError> {
+        // Not the owner: nothing the origin said before this request arrived is its answer
+        // (the owner may have acknowledged a write since, issue 65): no earlier fetch joined.
+        let arrived = std::time::Instant::now();
+        let since = || (!self.ties.owns(key)).then_some(arrived);
         let found = |v: Option<Arc<StoredVersion>>| v.map_or(Lookup::Missing, Lookup::Stored);
         let held = match self.store.current(key) {
             Some(v) => Some(v),
@@ -141,7 +145,7 @@ impl ReadThrough {
                 catalog::CACHE_HITS.counter().increment(1);
                 return Ok(Lookup::Stored(v));
             }
-            return match self.flight(key, Some(v.clone())).0.await {
+            return match self.flight(key, Some(v.clone()), since()).0.await {
                 Ok(v) => Ok(found(v)),
                 Err(FetchError::Origin(e)) if untied => {
                     // Stale beats unavailable, but not older than a write acknowledged
@@ -172,7 +176,7 @@ impl ReadThrough {
             });
         }
         catalog::CACHE_MISSES.counter().increment(1);
-        let (flight, mut filling) = self.flight(key, None);
+        let (flight, mut filling) = self.flight(key, None, since());
         if !stream {
             return flight.await.map(found);
         }
@@ -253,7 +257,7 @@ impl ReadThrough {
         let fill = self.range_fill.load(std::sync::atomic::Ordering::Relaxed);
         if fill && !self.remembered.not_found(key) && self.remembered.too_large(key).is_none() {
             catalog::CACHE_MISSES.counter().increment(1);
-            drop(self.flight(key, None)); // it runs on its own task
+            drop(self.flight(key, None, None)); // it runs on its own task
         }
     }
 
@@ -284,10 +288,15 @@ impl ReadThrough {
         self.remembered.forget(key);
     }
 
-    /// Joins the fetch of `key` in flight, or starts one: its result, and the object it
-    /// fills (once it starts storing one).
-    fn flight(self: &Arc<Self>, key: &str, current: Option<Arc<StoredVersion>>) -> InFlight {
-        self.flights.join_or_start(key, |permit| {
+    /// Joins the fetch of `key` in flight (with `arrived`, one not sent before then), or
+    /// starts one: its result, and the object it fills (once it starts storing one).
+    fn flight(
+        self: &Arc<Self>,
+        key: &str,
+        current: Option<Arc<StoredVersion>>,
+        arrived: Option<std::time::Instant>,
+    ) -> InFlight {
+        self.flights.join_or_start(key, arrived, |permit| {
             let this = Arc::clone(self);
             let key = key.to_owned();
             Box::pin(async move {
