@@ -13,7 +13,8 @@
 //! path is on (the gateway copies the bytes out of the agent's memory: cross-memory
 //! attach on its host, `fi_write` elsewhere). A `READ` lands each key's value in the local
 //! buffer — one `get_many_in` over the memory NIXL registered (registered with the fabric
-//! once, when NIXL registers it), a range read for a part of a value.
+//! once, at the first read into it, until NIXL deregisters it), a range read for a part of
+//! a value.
 //!
 //! The functions are declared for C in `cpp/rasa_nixl.h`. Every pointer they take is
 //! checked for null; strings are UTF-8, not NUL-terminated (pointer and length).
