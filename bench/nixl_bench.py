@@ -31,12 +31,12 @@ def agent(route: str, where: str, arg: str):
     a = nixl_agent(f"bench-{uuid.uuid4().hex[:8]}", nixl_agent_config(backends=[]))
     if route == "rasa":
         a.create_backend("RASA", {"endpoint": where, "fast_path": arg, "timeout_ms": "60000"})
-        return a, "RASA"
+        return a
     key_id, secret = arg.split(":", 1)
     a.create_backend("OBJ", {"endpoint_override": where, "scheme": "http", "bucket": "data",
                              "access_key": key_id, "secret_key": secret, "region": "us-east-1",
                              "use_virtual_addressing": "false"})
-    return a, "OBJ"
+    return a
 
 
 def run(a, op: str, local, remote) -> float:
@@ -77,7 +77,7 @@ def shape(a, n: int, size: int, rounds: int) -> tuple[float, float]:
 
 def main() -> None:
     route, where, arg, rounds, label = sys.argv[1:6]
-    a, _ = agent(route, where, arg)
+    a = agent(route, where, arg)
     cells = []
     for n, size in SHAPES:
         w, r = shape(a, n, size, int(rounds))

@@ -20,14 +20,13 @@ for arg in "$@"; do
 done
 command -v "${CXX:-g++}" >/dev/null || { echo "nixl-plugin.sh: no C++ compiler (${CXX:-g++}); scripts/setup.sh installs g++" >&2; exit 1; }
 cargo build --locked -q -p rasa-nixl "${flags[@]}"
-version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 out=target/$profile/nixl
 mkdir -p "$out"
 exports=$(mktemp)
 trap 'rm -f "$exports"' EXIT
 printf '{ global: nixl_plugin_init; nixl_plugin_fini; local: *; };\n' >"$exports"
 "${CXX:-g++}" -std=c++20 -O2 -fPIC -shared -fvisibility=hidden -Wall -Wextra -Werror \
-  -DRASA_NIXL_VERSION="\"$version\"" -I nixl-plugin/cpp \
+  -I nixl-plugin/cpp \
   nixl-plugin/cpp/plugin.cpp "target/$profile/librasa_nixl.a" \
   -o "$out/libplugin_RASA.so.tmp" \
   -Wl,--version-script="$exports" -Wl,--no-undefined -Wl,--gc-sections \

@@ -153,17 +153,16 @@ public:
         return SUCCESS;
     }
 
-    status_t postXfer(const xfer_op_t &op, const meta_dlist_t &local, const meta_dlist_t &remote,
+    // The items prepXfer made from the same lists (NIXL posts a handle with the lists it
+    // was prepared with); a handle may be posted again once its transfer ended.
+    status_t postXfer(const xfer_op_t &op, const meta_dlist_t &, const meta_dlist_t &,
                       const std::string &, BackendReqH *&handle,
                       const OptionalArgs *) const override {
         auto *req = static_cast<RasaReq *>(handle);
         if (!req) return ERR_INVALID_PARAM;
-        // A handle may be posted again once its transfer ended: the lists are read anew.
         rasa_nixl_release(req->xfer);
         req->xfer = nullptr;
         req->reported = false;
-        status_t st = items(local, remote, req->items);
-        if (st != SUCCESS) return st;
         char err[ERR_LEN] = {0};
         req->xfer = rasa_nixl_post(backend_, op == WRITE, req->items.data(), req->items.size(),
                                    err, sizeof err);
@@ -202,7 +201,7 @@ BackendEngine *create_engine(const InitParams *p) {
 
 void destroy_engine(BackendEngine *e) { delete e; }
 const char *plugin_name() { return "RASA"; }
-const char *plugin_version() { return RASA_NIXL_VERSION; }
+const char *plugin_version() { return rasa_nixl_version(); }
 params_t backend_options() {
     return {{"endpoint", ""}, {"namespace", ""}, {"token", ""}, {"fast_path", "auto"},
             {"timeout_ms", "30000"}};

@@ -44,6 +44,7 @@ typedef struct {
     const rasa_nixl_region *region;
 } rasa_nixl_item;
 
+const char *rasa_nixl_version(void);
 rasa_nixl_backend *rasa_nixl_open(const rasa_nixl_settings *settings, char *err, size_t err_len);
 void rasa_nixl_close(rasa_nixl_backend *backend);
 rasa_nixl_region *rasa_nixl_register(uintptr_t addr, size_t len, char *err, size_t err_len);

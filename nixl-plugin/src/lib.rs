@@ -79,6 +79,37 @@ fn text<'a>(ptr: *const c_char, len: usize) -> Option<&'a str> {
     std::str::from_utf8(bytes).ok()
 }
 
+/// What was `made`, handed to C (`into`: a pointer the C side owns from then), or null
+/// with why in `err`.
+fn handed<T, P>(
+    made: Result<T, String>,
+    into: impl FnOnce(T) -> *mut P,
+    err: *mut c_char,
+    err_len: usize,
+) -> *mut P {
+    made.map(into).unwrap_or_else(|why| {
+        say(err, err_len, &why);
+        std::ptr::null_mut()
+    })
+}
+
+/// Drops what [`handed`] gave C as a box (null: nothing).
+///
+/// # Safety
+/// `p` came from `Box::into_raw` and is not used again.
+unsafe fn drop_boxed<T>(p: *mut T) {
+    if !p.is_null() {
+        // SAFETY: as this function's contract says; dropped once.
+        drop(unsafe { Box::from_raw(p) });
+    }
+}
+
+/// This plugin's version (the workspace's), NUL-terminated, for NIXL's plugin table.
+#[no_mangle]
+pub extern "C" fn rasa_nixl_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
 /// The settings a NIXL backend is created with (`create_backend("RASA", {...})`).
 #[repr(C)]
 pub struct Settings {
@@ -119,13 +150,7 @@ pub unsafe extern "C" fn rasa_nixl_open(
     }
     // SAFETY: checked for null; the caller keeps it valid for this call.
     let s = unsafe { &*settings };
-    match open(s) {
-        Ok(b) => Box::into_raw(Box::new(b)),
-        Err(why) => {
-            say(err, err_len, &why);
-            std::ptr::null_mut()
-        }
-    }
+    handed(open(s), |b| Box::into_raw(Box::new(b)), err, err_len)
 }
 
 fn open(s: &Settings) -> Result<Backend, String> {
@@ -171,10 +196,8 @@ fn open(s: &Settings) -> Result<Backend, String> {
 /// under way (NIXL releases its requests first).
 #[no_mangle]
 pub unsafe extern "C" fn rasa_nixl_close(backend: *mut Backend) {
-    if !backend.is_null() {
-        // SAFETY: made by `Box::into_raw` in `rasa_nixl_open`, dropped once.
-        drop(unsafe { Box::from_raw(backend) });
-    }
+    // SAFETY: made by `Box::into_raw` in `rasa_nixl_open`, dropped once (the contract).
+    unsafe { drop_boxed(backend) }
 }
 
 /// Registers NIXL's memory `addr..addr+len` for reads to land in (with the fabric, once,
@@ -200,17 +223,14 @@ pub unsafe extern "C" fn rasa_nixl_register(
     }
     // SAFETY: as this function's contract says.
     let owner = unsafe { xfer::Raw::new(addr, len) };
-    match rasa_client::RegisteredBuffer::from_owned(owner) {
-        Ok(buf) => Box::into_raw(Box::new(Region {
+    let region = rasa_client::RegisteredBuffer::from_owned(owner)
+        .map(|buf| Region {
             base: addr,
             len,
             buffer: std::sync::Mutex::new(Some(buf)),
-        })),
-        Err(e) => {
-            say(err, err_len, &e.to_string());
-            std::ptr::null_mut()
-        }
-    }
+        })
+        .map_err(|e| e.to_string());
+    handed(region, |r| Box::into_raw(Box::new(r)), err, err_len)
 }
 
 /// Drops a registration made by [`rasa_nixl_register`] (null: nothing).
@@ -220,10 +240,8 @@ pub unsafe extern "C" fn rasa_nixl_register(
 /// is under way.
 #[no_mangle]
 pub unsafe extern "C" fn rasa_nixl_deregister(region: *mut Region) {
-    if !region.is_null() {
-        // SAFETY: made by `Box::into_raw` in `rasa_nixl_register`, dropped once.
-        drop(unsafe { Box::from_raw(region) });
-    }
+    // SAFETY: made by `Box::into_raw` in `rasa_nixl_register`, dropped once (the contract).
+    unsafe { drop_boxed(region) }
 }
 
 /// Starts a transfer of `items` (`write`: local memory to keys; else keys to local
@@ -258,13 +276,8 @@ pub unsafe extern "C" fn rasa_nixl_post(
             },
         )
     };
-    match xfer::start(&backend.client, backend.timeout, write, items) {
-        Ok(x) => Arc::into_raw(x).cast_mut(),
-        Err(why) => {
-            say(err, err_len, &why);
-            std::ptr::null_mut()
-        }
-    }
+    let started = xfer::start(&backend.client, backend.timeout, write, items);
+    handed(started, |x| Arc::into_raw(x).cast_mut(), err, err_len)
 }
 
 /// How a transfer goes: [`IN_PROGRESS`], [`DONE`], or an error code (and why, in `err`).

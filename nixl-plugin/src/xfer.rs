@@ -7,7 +7,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use rasa_client::{Client, Error, RegisteredBuffer};
+use rasa_client::{Client, Error};
 
 use crate::{Region, DONE, FAILED, INVALID, IN_PROGRESS, MISMATCH, NOT_FOUND};
 
@@ -33,7 +33,7 @@ pub struct Item {
     pub region: *const Region,
 }
 
-/// Memory NIXL lent, viewed as bytes: what a [`RegisteredBuffer`] lands reads in and a
+/// Memory NIXL lent, viewed as bytes: what a [`rasa_client::RegisteredBuffer`] lands reads in and a
 /// write's `Bytes` are made of. It does not own the memory.
 pub(crate) struct Raw {
     ptr: *mut u8,
@@ -56,8 +56,6 @@ impl Raw {
 // SAFETY: plain memory, used from one task at a time (a registration is taken out of its
 // place while a read lands in it; a write only reads it).
 unsafe impl Send for Raw {}
-// SAFETY: shared use only reads it (`AsRef`).
-unsafe impl Sync for Raw {}
 
 impl AsMut<[u8]> for Raw {
     fn as_mut(&mut self) -> &mut [u8] {
@@ -279,10 +277,7 @@ async fn land<'a>(
         .iter()
         .map(|j| j.addr - region.base..j.addr - region.base + j.len)
         .collect();
-    let (out, buf): (
-        Result<Vec<Result<rasa_client::Written, Error>>, Error>,
-        RegisteredBuffer,
-    ) = buf.get_many_in(client, &keys, &spans).await;
+    let (out, buf) = buf.get_many_in(client, &keys, &spans).await;
     *region.buffer.lock().unwrap_or_else(|e| e.into_inner()) = Some(buf);
     let each = out.map_err(|e| failure("the batch", &e))?;
     let mut again = Vec::new();

@@ -113,7 +113,7 @@ impl ReadThrough {
         // Not the owner: nothing the origin said before this request arrived is its answer
         // (the owner may have acknowledged a write since, issue 65): no earlier fetch joined.
         let arrived = std::time::Instant::now();
-        let since = || (!self.ties.owns(key)).then_some(arrived);
+        let since = |owns: bool| (!owns).then_some(arrived);
         let found = |v: Option<Arc<StoredVersion>>| v.map_or(Lookup::Missing, Lookup::Stored);
         let held = match self.store.current(key) {
             Some(v) => Some(v),
@@ -132,9 +132,9 @@ impl ReadThrough {
             // because the owner did not answer someone: the owner may be back, answering
             // others and acknowledging writes, before everyone trusts it again) — both are
             // confirmed by the origin first (issue 65: a copy the next choice filled while
-            // the owner was cut off was served after the owner, back, acknowledged a
-            // delete).
-            let untied = self.ties.untied(key, &v) || !self.ties.owns(key);
+            // the owner was cut off was served after the owner, back, acknowledged a delete).
+            let owns = self.ties.owns(key);
+            let untied = self.ties.untied(key, &v) || !owns;
             let stale = untied
                 || match (self.ttl, v.origin.age()) {
                     (Some(ttl), Some(age)) => age >= ttl,
@@ -145,7 +145,7 @@ impl ReadThrough {
                 catalog::CACHE_HITS.counter().increment(1);
                 return Ok(Lookup::Stored(v));
             }
-            return match self.flight(key, Some(v.clone()), since()).0.await {
+            return match self.flight(key, Some(v.clone()), since(owns)).0.await {
                 Ok(v) => Ok(found(v)),
                 Err(FetchError::Origin(e)) if untied => {
                     // Stale beats unavailable, but not older than a write acknowledged
@@ -176,7 +176,7 @@ impl ReadThrough {
             });
         }
         catalog::CACHE_MISSES.counter().increment(1);
-        let (flight, mut filling) = self.flight(key, None, since());
+        let (flight, mut filling) = self.flight(key, None, since(self.ties.owns(key)));
         if !stream {
             return flight.await.map(found);
         }
