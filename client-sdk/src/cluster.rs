@@ -18,6 +18,9 @@ const SUSPECT_FOR: Duration = Duration::from_secs(10);
 const MAX_TRIES: usize = 3;
 /// How long one long poll for a membership change waits.
 const POLL_WAIT: Duration = Duration::from_secs(25);
+/// How long a member that left the view is still tried after the view's own members (and
+/// asked for the next view): a view read while etcd was away can list too few members.
+const DEPARTED_FOR: Duration = Duration::from_secs(30);
 
 /// What a cluster client knows of the cluster.
 pub(crate) struct Topology {
@@ -30,6 +33,9 @@ pub(crate) struct Topology {
     /// Whether the seeds are members of a cluster, once a seed has said so.
     clustered: tokio::sync::OnceCell<bool>,
     state: RwLock<State>,
+    /// Told when a member becomes a suspect: the follower stops waiting on a long poll to
+    /// it and asks another.
+    suspected: Arc<tokio::sync::Notify>,
 }
 
 #[derive(Default)]
@@ -41,6 +47,19 @@ struct State {
     nodes: HashMap<String, (String, Client)>,
     /// Members that did not answer, until when they are tried last.
     suspects: HashMap<String, Instant>,
+    /// Members the last views dropped, with their clients and URLs, until when they are
+    /// still tried after the view's members ([`DEPARTED_FOR`]). A view is one member's
+    /// word: right after an etcd outage it may list only the members that registered
+    /// again so far, and a client that trusted it alone could be left with one member —
+    /// and none to ask when that one goes (issue 65's long run).
+    departed: HashMap<String, Departed>,
+}
+
+/// A member a view dropped: its last record and client, tried until `until`.
+struct Departed {
+    member: ClusterMember,
+    client: Client,
+    until: Instant,
 }
 
 /// Why a view could not be read from a seed.
@@ -68,6 +87,7 @@ impl Topology {
             held,
             clustered: tokio::sync::OnceCell::new(),
             state: RwLock::default(),
+            suspected: Arc::default(),
         }
     }
 
@@ -81,7 +101,8 @@ impl Topology {
                     match fetch(&self.http, seed, None, self.template.timeouts()).await {
                         Ok(view) if view.enabled => {
                             self.apply(view);
-                            tokio::spawn(follow(Arc::downgrade(self)));
+                            let suspected = Arc::clone(&self.suspected);
+                            tokio::spawn(follow(Arc::downgrade(self), suspected));
                             return Ok(true);
                         }
                         Ok(_) | Err(Fetch::NoCluster) => return Ok(false),
@@ -120,13 +141,37 @@ impl Topology {
             };
             nodes.insert(m.node_id.clone(), (m.incarnation.clone(), client));
         }
+        // Members this view drops are kept a while, tried after its own.
+        let now = Instant::now();
+        let old = std::mem::take(&mut st.members);
+        for member in old {
+            if let Some((_, client)) = st.nodes.remove(&member.node_id) {
+                let until = now + DEPARTED_FOR;
+                let node = member.node_id.clone();
+                st.departed.insert(
+                    node,
+                    Departed {
+                        member,
+                        client,
+                        until,
+                    },
+                );
+            }
+        }
+        st.departed
+            .retain(|node, d| d.until > now && !nodes.contains_key(node));
         st.nodes = nodes;
         st.revision = view.revision;
         st.members = view.members;
+        self.counters
+            .members(st.members.iter().map(|m| m.node_id.clone()).collect());
     }
 
-    /// `key`'s members in order of preference (serving members by rendezvous hashing,
-    /// suspects last).
+    /// `key`'s members in order of preference: serving members by rendezvous hashing,
+    /// then members that left the view a moment ago (by the same hashing), suspects last.
+    /// A member that is not the key's owner passes a request on to it, so asking one the
+    /// view no longer lists is safe; it is only asked when the view's members do not
+    /// answer.
     fn order(&self, key: &str) -> Vec<(String, Client)> {
         let st = self.state.read().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
@@ -137,6 +182,15 @@ impl Topology {
                 Some((m.node_id.clone(), c.clone()))
             })
             .collect();
+        let departed: Vec<ClusterMember> = (st.departed.values())
+            .filter(|d| d.until > now)
+            .map(|d| d.member.clone())
+            .collect();
+        for m in rasa_openapi::cluster::placement(key, &departed) {
+            if let Some(d) = st.departed.get(&m.node_id) {
+                out.push((m.node_id.clone(), d.client.clone()));
+            }
+        }
         out.sort_by_key(|(id, _)| st.suspects.get(id).is_some_and(|until| *until > now));
         out
     }
@@ -150,6 +204,26 @@ impl Topology {
         let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
         st.suspects
             .insert(node.to_owned(), Instant::now() + SUSPECT_FOR);
+        drop(st);
+        self.suspected.notify_waiters();
+    }
+
+    /// Whether the member at `url` is a suspect now.
+    fn suspected_at(&self, url: &str) -> bool {
+        let st = self.state.read().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let at = |c: &Client| c.inner.http.endpoint == url;
+        st.nodes
+            .iter()
+            .filter(|(_, (_, c))| at(c))
+            .map(|(node, _)| node)
+            .chain(
+                st.departed
+                    .iter()
+                    .filter(|(_, d)| at(&d.client))
+                    .map(|(n, _)| n),
+            )
+            .any(|node| st.suspects.get(node).is_some_and(|until| *until > now))
     }
 
     /// `keys` grouped by owner (indices into `keys`); `None` when some key has no serving
@@ -183,11 +257,30 @@ impl Topology {
             .collect()
     }
 
-    /// The view this client holds: revision and member URLs.
+    /// The view this client holds: its revision, and whom to ask for the next one — the
+    /// view's members, then members that left it a moment ago, then the seeds; suspects
+    /// after the rest.
     fn where_to_ask(&self) -> (i64, Vec<String>) {
         let st = self.state.read().unwrap_or_else(|e| e.into_inner());
-        let mut urls: Vec<String> = st.members.iter().map(|m| m.url.clone()).collect();
-        urls.extend(self.seeds.iter().cloned());
+        let now = Instant::now();
+        let mut urls: Vec<(bool, String)> = Vec::new();
+        let members = st
+            .members
+            .iter()
+            .map(|m| (m.node_id.as_str(), m.url.clone()));
+        let departed = (st.departed.iter())
+            .filter(|(_, d)| d.until > now)
+            .map(|(node, d)| (node.as_str(), d.member.url.clone()));
+        for (node, url) in members.chain(departed) {
+            let suspect = st.suspects.get(node).is_some_and(|until| *until > now);
+            urls.push((suspect, url));
+        }
+        urls.extend(self.seeds.iter().map(|s| (false, s.clone())));
+        urls.sort_by_key(|(suspect, _)| *suspect);
+        let mut seen = std::collections::HashSet::new();
+        let urls = (urls.into_iter())
+            .filter_map(|(_, url)| seen.insert(url.clone()).then_some(url))
+            .collect();
         (st.revision, urls)
     }
 }
@@ -231,8 +324,10 @@ async fn fetch(
     resp.json().await.map_err(|_| Fetch::Failed)
 }
 
-/// Follows membership changes for as long as the client lives.
-async fn follow(topology: Weak<Topology>) {
+/// Follows membership changes for as long as the client lives. A long poll waits on one
+/// member; when that member becomes a suspect (a request to it went unanswered) the poll
+/// is dropped and the next member asked, so a frozen member does not hide the view.
+async fn follow(topology: Weak<Topology>, suspected: Arc<tokio::sync::Notify>) {
     loop {
         let Some(t) = topology.upgrade() else { return };
         let (revision, urls) = t.where_to_ask();
@@ -241,7 +336,21 @@ async fn follow(topology: Weak<Topology>) {
         drop(t);
         let mut got = None;
         for url in &urls {
-            if let Ok(view) = fetch(&http, url, Some(revision), timeout).await {
+            let poll = fetch(&http, url, Some(revision), timeout);
+            tokio::pin!(poll);
+            let answer = loop {
+                let told = suspected.notified();
+                tokio::select! {
+                    answer = &mut poll => break answer.ok(),
+                    () = told => {
+                        let Some(t) = topology.upgrade() else { return };
+                        if t.suspected_at(url) {
+                            break None;
+                        }
+                    }
+                }
+            };
+            if let Some(view) = answer {
                 got = Some(view);
                 break;
             }

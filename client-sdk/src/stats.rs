@@ -93,6 +93,10 @@ pub struct Stats {
     /// The provider one-sided reads go over (`shm` for a gateway on this host, else the
     /// gateway's remote provider), once an endpoint was opened.
     pub fabric_provider: Option<String>,
+    /// The cluster members (node ids) in the view this client follows now; empty for a
+    /// single gateway. Members that left it a moment ago are still tried after these when
+    /// none of these answers (a view read during an etcd outage may list too few).
+    pub cluster_members: Vec<String>,
 }
 
 /// The counters of a client, shared by a cluster client and its per-node clients.
@@ -112,6 +116,11 @@ impl Counters {
     /// A one-sided attempt failed for `why`.
     pub(crate) fn fallback(&self, why: Fallback) {
         self.with(|st| *st.fallbacks.entry(why.as_str()).or_default() += 1);
+    }
+
+    /// The followed view now lists `members`.
+    pub(crate) fn members(&self, members: Vec<String>) {
+        self.with(|st| st.cluster_members = members);
     }
 
     /// One-sided reads go over `provider`.

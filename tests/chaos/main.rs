@@ -10,7 +10,8 @@
 //!   `CHAOS_NO_FAULTS=1` runs the clients alone;
 //!   `CHAOS_FAULTS=kill,freeze,etcd-cut,cut,etcd-pause` injects only those kinds;
 //!   `CHAOS_SETUP=origin|origin-disk|near|near-disk` is the random seed's set-up;
-//!   `CHAOS_MEMBER_LOG` is the members' `RUST_LOG`, their logs named in the output).
+//!   `CHAOS_MEMBER_LOG` is the members' `RUST_LOG`, their logs named in the output;
+//!   `CHAOS_CLIENT_LOG` is the clients' own, to stderr).
 //! - `make chaos` (`CHAOS_SECONDS=600` by default): runs of many seeds and set-ups (origin
 //!   or not, disk tier or not, near copies or not) until the time is up.
 //!
@@ -252,6 +253,13 @@ fn main() {
             println!("{}: test", c.name);
         }
         return;
+    }
+    if let Ok(filter) = std::env::var("CHAOS_CLIENT_LOG") {
+        // The clients' own logs (the Rust SDK's failovers), to stderr, stamped in UTC.
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .init();
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)

@@ -14,6 +14,7 @@ mod proof;
 mod records;
 mod s3;
 mod secure;
+mod shrunk;
 mod twice;
 
 use std::process::Command;
