@@ -216,6 +216,7 @@ impl Core {
         d.set_item("busy_retries", s.busy_retries)?;
         d.set_item("bytes_copied", s.bytes_copied)?;
         d.set_item("fabric_provider", s.fabric_provider)?;
+        d.set_item("cluster_members", s.cluster_members)?;
         let f = PyDict::new(py);
         for (why, n) in s.fallbacks {
             f.set_item(why, n)?;

@@ -165,6 +165,7 @@ def test_reads_over_shm_are_one_sided_and_exact(own_gateway):
     assert out == value
     assert c.stats()["fabric_reads"] >= 2
     assert c.stats()["fabric_provider"] == "shm"
+    assert c.stats()["cluster_members"] == []  # a single gateway: no member list
 
 
 def test_a_gateway_with_shm_and_tcp_serves_this_host_over_shm_unless_asked(own_gateway):

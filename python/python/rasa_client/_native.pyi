@@ -207,7 +207,8 @@ class Client:
         """The descriptor of ``key``'s current version."""
     def stats(self) -> dict[str, Any]:
         """Counters: fabric_reads, http_reads, fabric_batches, fabric_writes, http_writes, busy_retries, bytes_copied, fabric_provider
-        (the provider one-sided reads go over), fallbacks."""
+        (the provider one-sided reads go over), cluster_members (the node ids of the member list
+        the client follows; empty for a single gateway), fallbacks."""
     def close(self) -> None:
         """Closes connections and the fabric endpoint; later calls raise."""
     def _config(self) -> dict[str, Any]: ...
@@ -309,7 +310,8 @@ class AsyncClient:
         """The descriptor of ``key``'s current version."""
     def stats(self) -> dict[str, Any]:
         """Counters: fabric_reads, http_reads, fabric_batches, fabric_writes, http_writes, busy_retries, bytes_copied, fabric_provider
-        (the provider one-sided reads go over), fallbacks."""
+        (the provider one-sided reads go over), cluster_members (the node ids of the member list
+        the client follows; empty for a single gateway), fallbacks."""
     def close(self) -> None:
         """Closes connections and the fabric endpoint; later calls raise."""
     def _config(self) -> dict[str, Any]: ...
