@@ -204,3 +204,52 @@ async fn a_client_failing_over_twice_never_reads_an_older_version_than_it_read()
         );
     }
 }
+
+/// An owner's miss asks the key's next choice for its copy before the origin (the
+/// previous owner after a membership change): when that member is frozen, the owner waited
+/// 2 s for it on every miss, the first as the later ones — and a read forwarded to the
+/// owner by another member, which gives the owner 2 s, failed over to that frozen member
+/// in turn (the chaos harness's fixed seed, a plain HTTP read past its 3 s). A frozen peer
+/// now costs the first miss a short wait, and none after (it is a suspect until it
+/// answers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owners_miss_does_not_wait_on_a_frozen_next_choice() {
+    let s3 = S3Server::start();
+    let objects = super::seed_bucket(&s3, "pre", 60).await;
+    let etcd = Etcd::start();
+    let name = cluster_name("frozen-fill");
+    let gws = fleet(&etcd, &name, 3, "30s", &s3.gateway_args("pre"));
+    let view = all_see(&gws.iter().collect::<Vec<_>>(), 3).await;
+    // Keys g2 owns whose next choice is g3.
+    let theirs: Vec<&(String, Vec<u8>)> = objects
+        .iter()
+        .filter(|(k, _)| {
+            let order = rasa_openapi::cluster::placement(k, &view.members);
+            order[0].node_id == "g2" && order[1].node_id == "g3"
+        })
+        .take(2)
+        .collect();
+    assert_eq!(theirs.len(), 2, "two keys placed g2, g3");
+    kill(&gws[2], "STOP");
+    let mut took = Vec::new();
+    for (key, body) in &theirs {
+        let started = Instant::now();
+        let got =
+            rasa_tests::bytes_of(rasa_tests::http().get(gws[1].url(&format!("/v1/objects/{key}"))))
+                .await;
+        took.push(started.elapsed());
+        assert!(got == *body, "{key}");
+    }
+    kill(&gws[2], "CONT");
+    eprintln!("misses at the owner, its next choice frozen: {took:?}");
+    assert!(
+        took[0] < Duration::from_millis(1500),
+        "the first miss waited {:?} for the frozen next choice",
+        took[0]
+    );
+    assert!(
+        took[1] < Duration::from_millis(400),
+        "a later miss waited {:?} for it again",
+        took[1]
+    );
+}
