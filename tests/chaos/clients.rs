@@ -264,7 +264,14 @@ impl Worker {
         match self.kind {
             Kind::Http => self.over_http(key, op, member).await,
             Kind::Sdk => self.over_sdk(key, op).await,
-            Kind::S3 => self.over_s3(key, op, member).await,
+            // aws-sdk-s3's operation timeout ends at the answer's head: a body that stops
+            // (its member frozen in between) is the caller's deadline to cut, as here.
+            Kind::S3 => {
+                match tokio::time::timeout(self.timeout, self.over_s3(key, op, member)).await {
+                    Ok(got) => got,
+                    Err(_) => Got::Open(format!("no whole answer within {:?}", self.timeout)),
+                }
+            }
         }
     }
 
