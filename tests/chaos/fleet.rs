@@ -23,6 +23,8 @@ pub struct Setup {
     pub near: bool,
     /// A bug planted in every member (`--test-plant`), or none.
     pub plant: Option<&'static str>,
+    /// The kinds of fault injected (as `CHAOS_FAULTS` names them), when not every kind.
+    pub faults: Option<&'static str>,
 }
 
 impl std::fmt::Display for Setup {
@@ -36,6 +38,9 @@ impl std::fmt::Display for Setup {
         )?;
         if let Some(p) = self.plant {
             write!(f, ", planted bug '{p}'")?;
+        }
+        if let Some(k) = self.faults {
+            write!(f, ", faults {k} only")?;
         }
         Ok(())
     }

@@ -40,18 +40,28 @@ impl Faults {
 /// The kinds of fault, as `CHAOS_FAULTS` names them.
 const KINDS: [&str; 5] = ["kill", "freeze", "etcd-cut", "cut", "etcd-pause"];
 
-/// Whether faults of `kind` are injected: `CHAOS_FAULTS` (kinds separated by commas)
-/// chooses some; all without it.
-fn chosen(kind: &str) -> bool {
-    std::env::var("CHAOS_FAULTS").map_or(true, |v| v.split(',').any(|k| k.trim() == kind))
+/// Whether faults of `kind` are injected: `kinds` (a set-up's), else `CHAOS_FAULTS`
+/// (kinds separated by commas) chooses some; all without either.
+fn chosen(kind: &str, kinds: Option<&str>) -> bool {
+    let kinds = kinds
+        .map(str::to_owned)
+        .or_else(|| std::env::var("CHAOS_FAULTS").ok());
+    kinds.is_none_or(|v| v.split(',').any(|k| k.trim() == kind))
 }
 
 fn ms(min: u64, max: u64, rng: &mut StdRng) -> Duration {
     Duration::from_millis(rng.random_range(min..=max))
 }
 
-/// Injects faults into `fleet` until `until`, then leaves it whole again.
-pub async fn run(fleet: &Fleet, mut rng: StdRng, t0: Instant, until: Instant, faults: &Faults) {
+/// Injects faults (of `kinds`, when given) into `fleet` until `until`, then leaves it whole
+/// again.
+pub async fn run(
+    fleet: &Fleet,
+    (mut rng, kinds): (StdRng, Option<&str>),
+    t0: Instant,
+    until: Instant,
+    faults: &Faults,
+) {
     let ttl = TTL.as_millis() as u64;
     if std::env::var_os("CHAOS_NO_FAULTS").is_some() {
         return;
@@ -67,7 +77,7 @@ pub async fn run(fleet: &Fleet, mut rng: StdRng, t0: Instant, until: Instant, fa
         let began = Instant::now();
         let at = t0.elapsed().as_secs_f64();
         let kind = rng.random_range(0..KINDS.len());
-        if !chosen(KINDS[kind]) {
+        if !chosen(KINDS[kind], kinds) {
             continue;
         }
         println!("  {at:.1} s: fault on {}", m.id);

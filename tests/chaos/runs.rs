@@ -79,10 +79,10 @@ pub async fn run(setup: Setup, seed: u64, secs: Duration) -> Result<Report, Stri
         tasks.push((format!("client {i} ({k:?})"), task));
     }
     let (f, fl) = (Arc::clone(&faults), Arc::clone(&fleet));
-    let schedule =
-        tokio::spawn(
-            async move { nemesis::run(&fl, StdRng::seed_from_u64(seed), t0, until, &f).await },
-        );
+    let schedule = tokio::spawn(async move {
+        let choices = (StdRng::seed_from_u64(seed), setup.faults);
+        nemesis::run(&fl, choices, t0, until, &f).await
+    });
     tasks.push(("the faults".to_owned(), schedule));
     // Every client's operations end within their timeout, and the faults heal: all is
     // done shortly after the run's end, or the run failed (and says what was still busy).
