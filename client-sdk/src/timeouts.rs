@@ -222,12 +222,19 @@ pub(crate) async fn until_idle<F: std::future::Future>(
 /// progress is seen on a slow link, large enough to cost nothing.
 const PIECE: usize = 256 * 1024;
 
-/// An in-memory request body handed over in pieces, each counting as progress. Its exact
-/// size is known, so the request carries `Content-Length` (the gateway then streams it
-/// straight into arena memory).
+/// An in-memory request body handed over in pieces, each taken by the connection counting
+/// as progress. Its exact size is known, so the request carries `Content-Length` (the
+/// gateway then streams it straight into arena memory).
+///
+/// Handing out the first piece says only that sending began, so it is not progress: a
+/// body of one piece (a small write) keeps its call's deadline while it waits for the
+/// answer. (Counted, a small write retried after a `503` waited a whole request timeout
+/// from the retry: 4.0 s against a 3 s timeout in the chaos runs.)
 pub(crate) struct TrackedBytes {
     rest: Bytes,
     progress: Arc<Progress>,
+    /// Whether a piece was handed out already.
+    started: bool,
 }
 
 impl TrackedBytes {
@@ -235,6 +242,7 @@ impl TrackedBytes {
         Self {
             rest: bytes,
             progress,
+            started: false,
         }
     }
 }
@@ -252,7 +260,10 @@ impl Body for TrackedBytes {
         }
         let n = self.rest.len().min(PIECE);
         let piece = self.rest.split_to(n);
-        self.progress.bump();
+        if self.started {
+            self.progress.bump(); // the piece before was taken
+        }
+        self.started = true;
         Poll::Ready(Some(Ok(Frame::data(piece))))
     }
 
@@ -337,6 +348,19 @@ mod tests {
             took >= Duration::from_millis(150) && took < Duration::from_secs(2),
             "{took:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_body_of_one_piece_is_no_progress_and_a_longer_one_is() {
+        use http_body_util::BodyExt;
+        let small = Progress::new();
+        let mut body = TrackedBytes::new(Bytes::from(vec![1u8; 1000]), Arc::clone(&small));
+        while body.frame().await.is_some() {}
+        assert!(!small.moved(), "a small write keeps its call's deadline");
+        let large = Progress::new();
+        let mut body = TrackedBytes::new(Bytes::from(vec![1u8; 2 * PIECE]), Arc::clone(&large));
+        while body.frame().await.is_some() {}
+        assert!(large.moved(), "a body whose first piece was taken moved");
     }
 
     #[test]

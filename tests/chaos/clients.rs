@@ -169,9 +169,10 @@ impl Worker {
 
     /// Issues operations on `keys` until `until`, recording each in `rec`.
     pub async fn run(mut self, keys: Vec<String>, until: Instant, rec: &Recorder) {
-        // For a one-sided reader: when it read each key since its last write of it (a
-        // read may fetch a descriptor the next reads within a lease use).
-        let mut reads_of: HashMap<String, Vec<Instant>> = HashMap::new();
+        // For a one-sided reader: when each of its reads of each key since its last write
+        // of it started and ended (a read may fetch a descriptor the next reads within a
+        // lease use).
+        let mut reads_of: HashMap<String, Vec<(Instant, Instant)>> = HashMap::new();
         while Instant::now() < until {
             // A pause between operations, as a program doing work between them would.
             let pause = self.rng.random_range(5..40);
@@ -231,14 +232,20 @@ impl Worker {
             };
             // A one-sided reader may hold a descriptor it got at an earlier read of the key,
             // within a lease, and read the version it names (the consistency page): its
-            // read counts from the first of its reads of the key within a lease. Its own
+            // read counts from the start of the first of its reads of the key that ended
+            // within a lease before it — a descriptor is granted at some moment of the read
+            // that fetched it, its end at the latest (a read that waited 1.6 s for a frozen
+            // owner, then held its descriptor for a lease from its end, was counted from
+            // its start: its reuse 0.4 s later looked like a read back in time). Its own
             // writes of the key drop the descriptor.
             let start = match (self.kind, op) {
                 (Kind::Sdk, Op::Get) => {
                     let reads = reads_of.entry(key.clone()).or_default();
-                    reads.retain(|r| started.duration_since(*r) < crate::fleet::LEASE);
-                    reads.push(started);
-                    reads[0]
+                    reads.retain(|(_, end)| {
+                        started.saturating_duration_since(*end) < crate::fleet::LEASE
+                    });
+                    reads.push((started, ended));
+                    reads[0].0
                 }
                 (Kind::Sdk, _) => {
                     reads_of.remove(&key);
