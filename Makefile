@@ -48,9 +48,9 @@ test-steps:
 	$(CARGO) test --workspace --locked -- --skip misses::
 	# 200,000 origin misses: alone, so its memory reading and the timing tests stay clean.
 	$(CARGO) test --workspace --tests --locked misses:: -- --test-threads=1
-	# Chaos (issue 65): the fixed seed's fault schedule checked for linearizability, and
-	# the checker finding a planted bug; random seeds and long runs are `make chaos`.
-	$(CARGO) test --locked -p rasa-tests --test chaos -- chaos::fixed chaos::planted::early_ack
+	# Chaos (issue 65): the fixed seed's fault schedule checked for linearizability, and the
+	# checker finding both planted bugs; random seeds and long runs are `make chaos`.
+	$(CARGO) test --locked -p rasa-tests --test chaos -- chaos::fixed chaos::planted::early_ack chaos::planted::untied_copy
 	./scripts/python.sh --test
 	# LMCache's own connector tests, against Rasa (torch and lmcache: a base made once per machine).
 	./scripts/engines.sh --test

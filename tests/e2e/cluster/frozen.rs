@@ -15,14 +15,46 @@ use super::{all_see, fleet, kill};
 
 const TIMEOUT: Duration = Duration::from_secs(3);
 
+/// Members reading through an origin: the origin (`n_objects` objects under `prefix`), the
+/// objects, etcd, and `n` members of cluster `tag` (member TTL `ttl`) once all see each
+/// other, with their view.
+/// (Its etcd and origin live as long as it does: move the other fields out, keep it.)
+pub(super) struct OverOrigin {
+    /// The origin's objects: key and bytes.
+    pub objects: Vec<(String, Vec<u8>)>,
+    /// The members' view once all see each other.
+    pub view: rasa_openapi::ClusterView,
+    /// The members, `g1` first.
+    pub gws: Vec<rasa_tests::Gateway>,
+    _etcd: Etcd,
+    _s3: S3Server,
+}
+
+pub(super) async fn over_origin(
+    tag: &str,
+    n: usize,
+    ttl: &str,
+    prefix: &str,
+    n_objects: usize,
+) -> OverOrigin {
+    let s3 = S3Server::start();
+    let objects = super::seed_bucket(&s3, prefix, n_objects).await;
+    let etcd = Etcd::start();
+    let gws = fleet(&etcd, &cluster_name(tag), n, ttl, &s3.gateway_args(prefix));
+    let view = all_see(&gws.iter().collect::<Vec<_>>(), n).await;
+    OverOrigin {
+        objects,
+        view,
+        gws,
+        _etcd: etcd,
+        _s3: s3,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_sided_read_of_a_frozen_member_ends_within_the_timeout() {
-    let s3 = S3Server::start();
-    let objects = super::seed_bucket(&s3, "pre", 40).await;
-    let etcd = Etcd::start();
-    let name = cluster_name("frozen-fabric");
-    let gws = fleet(&etcd, &name, 2, "10s", &s3.gateway_args("pre"));
-    let view = all_see(&gws.iter().collect::<Vec<_>>(), 2).await;
+    let fleet = over_origin("frozen-fabric", 2, "10s", "pre", 40).await;
+    let (objects, view, gws) = (fleet.objects, fleet.view, fleet.gws);
     let theirs: Vec<&(String, Vec<u8>)> = objects
         .iter()
         .filter(|(k, _)| owner(k, &view.members).is_some_and(|m| m.node_id == "g2"))
@@ -214,12 +246,8 @@ async fn a_client_failing_over_twice_never_reads_an_older_version_than_it_read()
 /// answers).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owners_miss_does_not_wait_on_a_frozen_next_choice() {
-    let s3 = S3Server::start();
-    let objects = super::seed_bucket(&s3, "pre", 60).await;
-    let etcd = Etcd::start();
-    let name = cluster_name("frozen-fill");
-    let gws = fleet(&etcd, &name, 3, "30s", &s3.gateway_args("pre"));
-    let view = all_see(&gws.iter().collect::<Vec<_>>(), 3).await;
+    let fleet = over_origin("frozen-fill", 3, "30s", "pre", 60).await;
+    let (objects, view, gws) = (fleet.objects, fleet.view, fleet.gws);
     // Keys g2 owns whose next choice is g3.
     let theirs: Vec<&(String, Vec<u8>)> = objects
         .iter()

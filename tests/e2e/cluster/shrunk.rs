@@ -8,10 +8,9 @@ use std::time::{Duration, Instant};
 
 use rasa_client::{Client, FastPath};
 use rasa_openapi::cluster::owner;
-use rasa_tests::etcd::{cluster_name, serving, wait_ready, wait_view, Etcd};
-use rasa_tests::S3Server;
+use rasa_tests::etcd::{serving, wait_ready, wait_view};
 
-use super::{all_see, fleet, kill};
+use super::kill;
 
 const TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -37,12 +36,8 @@ async fn client_sees(client: &Client, nodes: &[&str]) {
 async fn a_client_whose_view_shrank_to_one_member_reads_through_the_others_when_it_goes() {
     // An origin: a member that registers again after its lease ended starts over, and
     // fills what it owns from there.
-    let s3 = S3Server::start();
-    let objects = super::seed_bucket(&s3, "shrunk", 40).await;
-    let etcd = Etcd::start();
-    let name = cluster_name("shrunk");
-    let mut gws = fleet(&etcd, &name, 3, "2s", &s3.gateway_args("shrunk"));
-    let view = all_see(&gws.iter().collect::<Vec<_>>(), 3).await;
+    let fleet = super::frozen::over_origin("shrunk", 3, "2s", "shrunk", 40).await;
+    let (objects, view, mut gws) = (fleet.objects, fleet.view, fleet.gws);
     let (key, body) = objects
         .iter()
         .find(|(k, _)| owner(k, &view.members).is_some_and(|m| m.node_id == "g3"))
