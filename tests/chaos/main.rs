@@ -4,9 +4,10 @@
 //! linearizability checker of `rasa_tests::history`.
 //!
 //! - `cargo test -p rasa-tests --test chaos`: a run with a fixed seed (`chaos::fixed`, in
-//!   `make test` with both planted bugs), one with a random seed (`chaos::random`, printed;
-//!   `CHAOS_SEED=N` repeats it), the planted bugs (`chaos::planted::…`, each found within
-//!   three seeds); `CHAOS_ROUND_SECONDS` sets each run's length, 40 s by default;
+//!   `make test` with the planted bug `early-ack`), one with a random seed
+//!   (`chaos::random`, printed; `CHAOS_SEED=N` repeats it), the planted bugs
+//!   (`chaos::planted::…`: `untied-copy` is found in some runs only, so not in `make
+//!   test`); `CHAOS_ROUND_SECONDS` sets each run's length, 40 s by default;
 //!   `CHAOS_NO_FAULTS=1` runs the clients alone;
 //!   `CHAOS_FAULTS=kill,freeze,etcd-cut,cut,etcd-pause` injects only those kinds;
 //!   `CHAOS_SETUP=origin|origin-disk|near|near-disk` is the random seed's set-up;

@@ -35,6 +35,11 @@ pub struct ClusterArgs {
     /// cut off) leaves the member list this long after. Renewed every third of it.
     #[arg(long, env = "RASA_MEMBER_TTL", default_value = "10s", value_parser = parse_ttl)]
     pub member_ttl: Duration,
+    /// Tests only (with `--test-hooks`): a pause between the lease grant and the member
+    /// record each time this node registers, so a test can look inside that moment.
+    #[arg(long, env = "RASA_TEST_REGISTER_PAUSE", hide = true, requires = "test_hooks",
+          default_value = "0s", value_parser = parse_pause)]
+    pub test_register_pause: Duration,
     /// Placement weight: a node of weight 2 owns about twice the keys of weight 1.
     #[arg(long, env = "RASA_NODE_WEIGHT", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -108,6 +113,10 @@ fn parse_etcd(s: &str) -> Result<EtcdEndpoints, SettingError> {
     Ok(EtcdEndpoints(out))
 }
 
+fn parse_pause(s: &str) -> Result<Duration, SettingError> {
+    humantime::parse_duration(s).map_err(|e| SettingError::said(format!("'{s}': {e}")))
+}
+
 fn parse_ttl(s: &str) -> Result<Duration, SettingError> {
     let d = humantime::parse_duration(s).map_err(|e| SettingError::said(format!("'{s}': {e}")))?;
     if d < Duration::from_secs(1) || d.subsec_nanos() != 0 {
@@ -161,6 +170,7 @@ impl ClusterArgs {
             node_id,
             advertise_url,
             member_ttl: c.member_ttl,
+            register_pause: c.test_register_pause,
             weight: c.node_weight,
             routing: c.cluster_routing,
             ca_file: c.cluster_ca_file.clone(),

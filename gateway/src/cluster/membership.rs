@@ -89,9 +89,9 @@ pub(super) async fn register(cluster: &Cluster) -> Result<(), MembershipError> {
         // Before the request: the lease cannot have started earlier than this.
         let asked = std::time::Instant::now();
         let lease = grant(&mut etcd, ttl).await?;
-        // The lease lasts from `asked` on: fresh before the record is visible, so a member
-        // back from a lost lease is not fenced when the others start forwarding to it.
-        cluster.renewed(asked);
+        if !cluster.config.register_pause.is_zero() {
+            tokio::time::sleep(cluster.config.register_pause).await; // tests only
+        }
         let value = cluster.record_value(lease);
         let absent = Compare::create_revision(key.as_str(), CompareOp::Equal, 0);
         let resp = put_record(
@@ -104,7 +104,11 @@ pub(super) async fn register(cluster: &Cluster) -> Result<(), MembershipError> {
         )
         .await?;
         if resp.succeeded() {
+            // Joining, then the lease (from `asked`): fenced until the join grace after the
+            // record is visible. Counted before the record existed, a member back from a
+            // lost lease owned its keys by its stale view meanwhile (issue 65).
             super::registered_now(cluster);
+            cluster.renewed(asked);
             cluster.lease.store(lease, Ordering::Release);
             tracing::info!(key, lease, ttl = ?ttl, "cluster: registered");
             return Ok(());
@@ -139,6 +143,7 @@ pub(super) async fn register(cluster: &Cluster) -> Result<(), MembershipError> {
                 let what = "take over the member record";
                 let taken = put_record(&mut etcd, &key, &value, lease, unchanged, what).await?;
                 if taken.succeeded() {
+                    cluster.renewed(asked);
                     // Its lease ends now, not a TTL later (best effort: it holds no record).
                     let _ = etcd.lease_revoke(old_lease).await;
                     cluster.lease.store(lease, Ordering::Release);

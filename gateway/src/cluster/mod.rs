@@ -59,6 +59,8 @@ pub struct ClusterConfig {
     pub advertise_url: String,
     /// TTL of this node's etcd lease.
     pub member_ttl: Duration,
+    /// Tests only: a pause between the lease grant and the record when registering.
+    pub register_pause: Duration,
     /// Placement weight.
     pub weight: u32,
     /// Proxy or redirect requests for keys other members own.

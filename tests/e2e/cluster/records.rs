@@ -213,3 +213,68 @@ async fn a_proof_replayed_with_another_body_or_to_another_member_stores_nothing_
         assert_eq!(&got[..], b"OTHER", "one version, through every member");
     }
 }
+
+/// A member back from a lost lease owns nothing until its new record is visible (and the
+/// join grace after it): it counted its new lease from the grant, before writing the
+/// record, and for as long as the write took it was not fenced — with a view that still
+/// held its old record, so it served its keys as their owner from a copy older than a
+/// write the others' owner had acknowledged (a chaos run: ~35 ms). A pause between grant
+/// and record (`--test-register-pause`, tests only) makes that moment long enough to look
+/// at: `/readyz` (200 only when not fenced) is sampled against etcd's record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_back_from_a_lost_lease_owns_nothing_before_its_record_is_back() {
+    let etcd = Etcd::start();
+    let name = cluster_name("rejoin");
+    let etcd_addr: std::net::SocketAddr =
+        etcd.endpoint.trim_start_matches("etcd://").parse().unwrap();
+    let link = rasa_tests::relay::Relay::start(etcd_addr).await;
+    let pause = ["--test-hooks", "--test-register-pause", "1500ms"].map(str::to_owned);
+    let mut g1_args = member_args(&etcd, &name, "g1", "2s");
+    g1_args.extend(pause.clone());
+    let mut g2_args = member_args(&etcd, &name, "g2", "2s");
+    g2_args[1] = format!("etcd://{}", link.addr);
+    g2_args.extend(pause);
+    let (g1, g2) = (member_with(&g1_args), member_with(&g2_args));
+    all_see(&[&g1, &g2], 2).await;
+    let key = format!("/rasa/{name}/members/g2");
+
+    // g2 is cut from etcd past its TTL: its record goes, and it is fenced.
+    link.cut();
+    rasa_tests::etcd::wait_view(&g1, "g2 gone", Duration::from_secs(15), |v| {
+        rasa_tests::etcd::serving(v) == ["g1"]
+    })
+    .await;
+    assert!(etcd.get_value(&key).await.is_none(), "g2's record is gone");
+    link.heal();
+
+    // From now until its record is back, g2 must not say it is ready (own keys).
+    let healed = Instant::now();
+    let mut samples = 0;
+    loop {
+        let record = etcd.get_value(&key).await;
+        let ready = http().get(g2.url("/readyz")).send().await.unwrap().status();
+        samples += 1;
+        if record.is_some() {
+            break;
+        }
+        assert_ne!(
+            ready,
+            200,
+            "g2 ready (owning keys) {:?} after etcd was back, with no record of it in etcd",
+            healed.elapsed()
+        );
+        assert!(
+            healed.elapsed() < Duration::from_secs(15),
+            "g2 never registered again"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await; // sampling, not waiting
+    }
+    eprintln!(
+        "g2's record back {:?} after etcd was ({samples} samples)",
+        healed.elapsed()
+    );
+    assert!(
+        samples > 10,
+        "the pause between grant and record was sampled"
+    );
+}
