@@ -47,12 +47,22 @@ struct State {
     nodes: HashMap<String, (String, Client)>,
     /// Members that did not answer, until when they are tried last.
     suspects: HashMap<String, Instant>,
-    /// Members the last views dropped, with their clients and URLs, until when they are
-    /// still tried after the view's members ([`DEPARTED_FOR`]). A view is one member's
-    /// word: right after an etcd outage it may list only the members that registered
-    /// again so far, and a client that trusted it alone could be left with one member —
-    /// and none to ask when that one goes (issue 65's long run).
+    /// Members the last views dropped, still tried after the view's for [`DEPARTED_FOR`]:
+    /// a view is one member's word, and right after an etcd outage may list only the
+    /// members registered again so far — one, say, and none to ask when it goes.
     departed: HashMap<String, Departed>,
+}
+
+impl State {
+    /// Whether `node` is a suspect at `now`.
+    fn suspect(&self, node: &str, now: Instant) -> bool {
+        self.suspects.get(node).is_some_and(|until| *until > now)
+    }
+
+    /// The members a view dropped that are still tried at `now`.
+    fn departed(&self, now: Instant) -> impl Iterator<Item = (&String, &Departed)> {
+        self.departed.iter().filter(move |(_, d)| d.until > now)
+    }
 }
 
 /// A member a view dropped: its last record and client, tried until `until`.
@@ -182,16 +192,14 @@ impl Topology {
                 Some((m.node_id.clone(), c.clone()))
             })
             .collect();
-        let departed: Vec<ClusterMember> = (st.departed.values())
-            .filter(|d| d.until > now)
-            .map(|d| d.member.clone())
-            .collect();
+        let departed: Vec<ClusterMember> =
+            st.departed(now).map(|(_, d)| d.member.clone()).collect();
         for m in rasa_openapi::cluster::placement(key, &departed) {
             if let Some(d) = st.departed.get(&m.node_id) {
                 out.push((m.node_id.clone(), d.client.clone()));
             }
         }
-        out.sort_by_key(|(id, _)| st.suspects.get(id).is_some_and(|until| *until > now));
+        out.sort_by_key(|(id, _)| st.suspect(id, now));
         out
     }
 
@@ -212,18 +220,13 @@ impl Topology {
     fn suspected_at(&self, url: &str) -> bool {
         let st = self.state.read().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        let at = |c: &Client| c.inner.http.endpoint == url;
-        st.nodes
-            .iter()
-            .filter(|(_, (_, c))| at(c))
-            .map(|(node, _)| node)
-            .chain(
-                st.departed
-                    .iter()
-                    .filter(|(_, d)| at(&d.client))
-                    .map(|(n, _)| n),
-            )
-            .any(|node| st.suspects.get(node).is_some_and(|until| *until > now))
+        let departed = st.departed(now).map(|(_, d)| &d.member);
+        for m in st.members.iter().chain(departed) {
+            if m.url == url && st.suspect(&m.node_id, now) {
+                return true;
+            }
+        }
+        false
     }
 
     /// `keys` grouped by owner (indices into `keys`); `None` when some key has no serving
@@ -268,12 +271,9 @@ impl Topology {
             .members
             .iter()
             .map(|m| (m.node_id.as_str(), m.url.clone()));
-        let departed = (st.departed.iter())
-            .filter(|(_, d)| d.until > now)
-            .map(|(node, d)| (node.as_str(), d.member.url.clone()));
+        let departed = (st.departed(now)).map(|(node, d)| (node.as_str(), d.member.url.clone()));
         for (node, url) in members.chain(departed) {
-            let suspect = st.suspects.get(node).is_some_and(|until| *until > now);
-            urls.push((suspect, url));
+            urls.push((st.suspect(node, now), url));
         }
         urls.extend(self.seeds.iter().map(|s| (false, s.clone())));
         urls.sort_by_key(|(suspect, _)| *suspect);

@@ -77,13 +77,7 @@ impl Peers {
                     .counter_by(&[("result", "unreachable")])
                     .increment(1);
                 tracing::debug!(key, peer = %peer.node_id, "the previous owner did not answer a fill; a suspect until it answers");
-                if self.cluster().suspects().suspect(&peer) {
-                    tokio::spawn(super::suspects::probe(
-                        std::sync::Arc::downgrade(self.cluster()),
-                        self.client().clone(),
-                        peer,
-                    ));
-                }
+                super::suspects::suspect_and_probe(self, &peer);
                 return None;
             }
         };

@@ -10,7 +10,6 @@
 //! every one until its lease ends.
 
 use crate::catalog;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::response::Response;
@@ -136,12 +135,8 @@ impl Peers {
                 Err(cause) => {
                     // Only a read makes the owner a suspect; a write is refused with
                     // Retry-After, and its client's retry finds the owner again.
-                    if read && self.cluster().suspects().suspect(owner) {
-                        tokio::spawn(super::suspects::probe(
-                            Arc::downgrade(self.cluster()),
-                            self.client().clone(),
-                            owner.clone(),
-                        ));
+                    if read {
+                        super::suspects::suspect_and_probe(self, owner);
                     }
                     counter.add("owner_unreachable");
                     cause

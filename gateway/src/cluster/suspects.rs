@@ -109,6 +109,18 @@ pub async fn probe(
     }
 }
 
+/// Makes `member` a suspect of `peers`' cluster (a request to it went unanswered) and,
+/// unless it already was one, probes it until it answers again.
+pub(super) fn suspect_and_probe(peers: &super::peers::Peers, member: &ClusterMember) {
+    if peers.cluster().suspects().suspect(member) {
+        tokio::spawn(probe(
+            std::sync::Arc::downgrade(peers.cluster()),
+            peers.client().clone(),
+            member.clone(),
+        ));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
