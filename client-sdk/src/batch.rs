@@ -204,7 +204,7 @@ impl crate::Many<'_> {
     pub async fn put(&self, items: &[(&str, Bytes)]) -> Result<Vec<Each<Descriptor>>, Error> {
         let keys: Vec<&str> = items.iter().map(|(k, _)| *k).collect();
         let groups = match self.0.inner.topology().await {
-            Some(t) => t.by_owner(&keys),
+            Some(t) => t.by_owner(&keys, false),
             None => None,
         };
         let Some(groups) = groups else {
@@ -239,7 +239,7 @@ impl crate::Many<'_> {
     /// Deletes each key (an absent one too), in one request per batch of at most
     /// [`MAX_BATCH_VALUES`] keys. One result per key, in order.
     pub async fn delete(&self, keys: &[&str]) -> Result<Vec<Each<()>>, Error> {
-        let Some(out) = crate::cluster::per_owner(self.0, keys, |c, sub| async move {
+        let Some(out) = crate::cluster::per_owner_write(self.0, keys, |c, sub| async move {
             delete_batches(&c.inner.http, &sub).await
         })
         .await

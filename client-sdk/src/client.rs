@@ -140,8 +140,9 @@ impl Node {
         t.discover().await.then_some(t)
     }
 
-    /// The member to send `key` to first, when this client talks to a cluster.
-    pub(crate) async fn owner(&self, key: &str) -> Option<Client> {
-        self.topology().await?.first(key)
+    /// The member to send `key` to first, when this client talks to a cluster (a `read`
+    /// of a key with replicas: the holder this client reads it from).
+    pub(crate) async fn owner(&self, key: &str, read: bool) -> Option<Client> {
+        self.topology().await?.first(key, read)
     }
 }

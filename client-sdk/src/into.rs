@@ -46,7 +46,7 @@ impl Client {
         buf: B,
     ) -> BufResult<Written, B> {
         crate::timeouts::call_scope(async {
-            match self.inner.owner(key).await {
+            match self.inner.owner(key, true).await {
                 Some(c) => c.inner.get_into(key, buf).await,
                 None => self.inner.get_into(key, buf).await,
             }

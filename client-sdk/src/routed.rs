@@ -48,7 +48,7 @@ impl Client {
         buf: B,
     ) -> crate::BufResult<crate::Written, B> {
         crate::timeouts::call_scope(async {
-            match self.inner.owner(key).await {
+            match self.inner.owner(key, true).await {
                 Some(c) => c.inner.get_range_into(key, range, buf).await,
                 None => self.inner.get_range_into(key, range, buf).await,
             }
@@ -77,7 +77,7 @@ impl Client {
         out: &mut W,
     ) -> Result<crate::Written, Error> {
         crate::timeouts::call_scope(async {
-            match self.inner.owner(key).await {
+            match self.inner.owner(key, true).await {
                 Some(c) => c.inner.get_to(key, out).await,
                 None => self.inner.get_to(key, out).await,
             }
@@ -119,7 +119,7 @@ impl Client {
     ) -> Result<Descriptor, Error> {
         let body: reqwest::Body = body.into();
         let Some(bytes) = body.as_bytes().map(Bytes::copy_from_slice) else {
-            return match self.inner.owner(key).await {
+            return match self.inner.owner(key, false).await {
                 Some(c) => c.inner.http.put_typed(key, body, content_type).await,
                 None => self.inner.http.put_typed(key, body, content_type).await,
             };

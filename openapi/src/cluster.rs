@@ -95,6 +95,33 @@ pub struct ClusterView {
     pub this_node: String,
     /// Every registered member, serving or draining, in node id order.
     pub members: Vec<ClusterMember>,
+    /// Keys served by more than their owner (`--cluster-replicas`): a key under one of
+    /// these prefixes of the default namespace is held by the first `count` members of
+    /// its [`placement`] order, each of which serves reads of it (HTTP and one-sided)
+    /// from its own memory. Clients spread their reads of such a key over those members.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<ReplicaRule>,
+}
+
+/// Keys under `prefix` (of the default namespace) are held by `count` members.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ReplicaRule {
+    /// The keys' prefix (empty: every key).
+    #[schema(example = "checkpoints/")]
+    pub prefix: String,
+    /// How many members hold each key, its owner included (≥ 1).
+    #[schema(example = 3)]
+    pub count: u32,
+}
+
+/// How many members hold `key` under `rules` (the longest matching prefix wins; 1 when
+/// none matches).
+pub fn replica_count(key: &str, rules: &[ReplicaRule]) -> usize {
+    rules
+        .iter()
+        .filter(|r| key.starts_with(&r.prefix))
+        .max_by_key(|r| r.prefix.len())
+        .map_or(1, |r| r.count.max(1) as usize)
 }
 
 /// The 64-bit rendezvous hash of `key` on the node `node_id` (`h` above).

@@ -20,7 +20,9 @@ pub use batch::{
     ExistsResult, PutBatchItem, PutBatchManifest, PutBatchResponse, UploadCommit, UploadRegion,
     UploadSlot, BATCH_CONTENT_TYPE,
 };
-pub use cluster::{ClusterMember, ClusterView, MemberState, HOP_HEADER, TIMEOUT_HEADER};
+pub use cluster::{
+    ClusterMember, ClusterView, MemberState, ReplicaRule, HOP_HEADER, TIMEOUT_HEADER,
+};
 
 /// Media type of every error body (RFC 9457).
 pub const PROBLEM_JSON: &str = "application/problem+json";

@@ -132,14 +132,22 @@ pub(super) async fn membership(
     )?;
     let cluster = Cluster::connect(config, incarnation, fabric).await?;
     // Near copies only without a read-through origin: its objects change elsewhere.
-    let near = match args.cluster.cluster_near_cache {
-        0 => None,
-        _ if args.origin.is_some() => {
+    let copies = match args.cluster.cluster_near_cache {
+        size if size > 0 && args.origin.is_some() => {
             tracing::warn!("cluster: --cluster-near-cache is off with a read-through origin (its objects change where no owner sees the write)");
-            None
+            0
         }
-        size => Some(crate::cluster::near::Near::new(size)),
+        size => size,
     };
+    let replicas = (!args.cluster.cluster_replicas.is_empty()).then(|| {
+        let budget = args
+            .cluster
+            .cluster_replica_memory
+            .unwrap_or(args.memory / 4);
+        crate::cluster::replicas::Replicas::new(args.cluster.cluster_replicas.clone(), budget)
+    });
+    let near = (copies > 0 || replicas.is_some())
+        .then(|| crate::cluster::near::Near::new(copies, replicas));
     Ok(Some(Arc::new(Peers::new(cluster, client, near))))
 }
 

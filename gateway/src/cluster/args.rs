@@ -88,6 +88,44 @@ pub struct ClusterArgs {
     #[arg(long, env = "RASA_CLUSTER_NEAR_CACHE", default_value = "0",
           value_parser = crate::units::parse_size)]
     pub cluster_near_cache: u64,
+    /// Keys held by more than their owner: `PREFIX=N` (repeatable; comma-separated in
+    /// the variable) makes the first N members of the placement of each key of the
+    /// default namespace under PREFIX hold it — the owner and N−1 replicas, each serving
+    /// reads of it (HTTP and one-sided, its own descriptor) from its own memory, so a
+    /// fleet loading one checkpoint reads from every member. A replica is copied from the
+    /// owner after each write (and on a reader's miss), and revoked before any write of
+    /// its key is acknowledged (`docs/design/consistency.md`). Every member should have
+    /// the same setting. Example: `--cluster-replicas checkpoints/=3`.
+    #[arg(long = "cluster-replicas", env = "RASA_CLUSTER_REPLICAS", value_delimiter = ',',
+          value_parser = parse_replica_rule, requires = "etcd")]
+    pub cluster_replicas: Vec<rasa_openapi::ReplicaRule>,
+    /// Memory this member gives replicas of keys other members own (within `--memory`);
+    /// past it a key is not replicated here and its reads go to its owner. Default: a
+    /// quarter of `--memory`.
+    #[arg(long, env = "RASA_CLUSTER_REPLICA_MEMORY", value_parser = crate::units::parse_size)]
+    pub cluster_replica_memory: Option<u64>,
+}
+
+/// `PREFIX=N`: keys under PREFIX held by N members (1 to 16).
+fn parse_replica_rule(s: &str) -> Result<rasa_openapi::ReplicaRule, SettingError> {
+    let (prefix, n) = s.rsplit_once('=').ok_or_else(|| {
+        SettingError::said(format!("'{s}' is not PREFIX=N (e.g. checkpoints/=3)"))
+    })?;
+    let count = n
+        .trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| (1..=16).contains(n))
+        .ok_or_else(|| {
+            SettingError::said(format!("'{s}': N is how many members hold a key, 1 to 16"))
+        })?;
+    crate::key::validate(prefix)
+        .or_else(|e| if prefix.is_empty() { Ok(()) } else { Err(e) })
+        .map_err(|e| SettingError::said(format!("'{s}': the prefix is not a key: {e}")))?;
+    Ok(rasa_openapi::ReplicaRule {
+        prefix: prefix.to_owned(),
+        count,
+    })
 }
 
 /// etcd's client endpoints, as `http://HOST:PORT` URLs.
@@ -171,6 +209,7 @@ impl ClusterArgs {
             advertise_url,
             member_ttl: c.member_ttl,
             register_pause: c.test_register_pause,
+            replicas: c.cluster_replicas.clone(),
             weight: c.node_weight,
             routing: c.cluster_routing,
             ca_file: c.cluster_ca_file.clone(),

@@ -24,6 +24,8 @@ mod history;
 mod membership;
 pub mod near;
 pub mod peers;
+pub mod replicas;
+pub mod replicate;
 pub mod secret;
 pub mod suspects;
 mod view;
@@ -61,6 +63,8 @@ pub struct ClusterConfig {
     pub member_ttl: Duration,
     /// Tests only: a pause between the lease grant and the record when registering.
     pub register_pause: Duration,
+    /// Keys held by more than their owner (`--cluster-replicas`).
+    pub replicas: Vec<rasa_openapi::ReplicaRule>,
     /// Placement weight.
     pub weight: u32,
     /// Proxy or redirect requests for keys other members own.
@@ -285,6 +289,7 @@ impl Cluster {
             revision: view.revision,
             this_node: self.config.node_id.clone(),
             members: view.members.to_vec(),
+            replicas: self.config.replicas.clone(),
         }
     }
 

@@ -96,6 +96,8 @@ pub struct Near {
     /// and to keep one, so that no copy is kept past a revocation.
     revocations: Mutex<u64>,
     largest: u64,
+    /// Replicas (`--cluster-replicas`), which follow the same grants and revocations.
+    replicas: Option<super::replicas::Replicas>,
 }
 
 impl std::fmt::Debug for Near {
@@ -107,8 +109,9 @@ impl std::fmt::Debug for Near {
 }
 
 impl Near {
-    /// Near copies within `capacity` bytes.
-    pub fn new(capacity: u64) -> Self {
+    /// Near copies within `capacity` bytes (0: none kept, grants still made — for
+    /// `replicas`, when there are).
+    pub fn new(capacity: u64, replicas: Option<super::replicas::Replicas>) -> Self {
         let items = (capacity / 4096).clamp(16, 1 << 20) as usize;
         Self {
             started: Instant::now(),
@@ -116,6 +119,35 @@ impl Near {
             copies: quick_cache::sync::Cache::with_weighter(items, capacity, Weigh),
             revocations: Mutex::default(),
             largest: LARGEST_COPY.min(capacity / 8),
+            replicas,
+        }
+    }
+
+    /// Whether this member keeps near copies (`--cluster-near-cache`).
+    pub fn keeps_copies(&self) -> bool {
+        self.largest > 0
+    }
+
+    /// Replicas, when `--cluster-replicas` names any.
+    pub fn replicas(&self) -> Option<&super::replicas::Replicas> {
+        self.replicas.as_ref()
+    }
+
+    /// As a replica: keeps `replica` as `key`'s when no revocation was heard since
+    /// `ticket` (taken before the copy was asked for) and its lease still runs.
+    pub fn keep_replica(
+        &self,
+        key: &str,
+        ticket: u64,
+        replica: super::replicas::Replica,
+    ) -> super::replicas::Kept {
+        let revocations = self.revocations.lock().unwrap_or_else(|e| e.into_inner());
+        match (
+            &self.replicas,
+            *revocations == ticket && Instant::now() < replica.until,
+        ) {
+            (Some(r), true) => super::replicas::Kept::Replacing(r.keep(key, replica)),
+            _ => super::replicas::Kept::Revoked,
         }
     }
 
@@ -269,13 +301,21 @@ impl Near {
         Response::from_parts(parts, Body::from(body))
     }
 
-    /// As a holder: drops the copies of `keys` (their owner wrote them).
-    pub fn revoke<'k>(&self, keys: impl IntoIterator<Item = &'k str>) {
+    /// As a holder: drops the copies and replicas of `keys` (their owner wrote them); the
+    /// replicas' versions, to drop from memory.
+    pub fn revoke<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k str> + Clone,
+    ) -> Vec<(String, u64)> {
         let mut revocations = self.revocations.lock().unwrap_or_else(|e| e.into_inner());
         *revocations += 1;
-        for key in keys {
+        for key in keys.clone() {
             self.copies.remove(key);
         }
+        self.replicas
+            .as_ref()
+            .map(|r| r.revoke(keys))
+            .unwrap_or_default()
     }
 }
 
@@ -285,7 +325,7 @@ mod tests {
 
     #[test]
     fn a_second_write_waits_on_the_holders_the_first_has_not_heard_from() {
-        let near = Near::new(1 << 20);
+        let near = Near::new(1 << 20, None);
         assert!(near.grant("k", "g2"));
         let first = near.begin_write("k");
         assert_eq!(first.len(), 1, "the first write revokes g2's copy");

@@ -68,6 +68,7 @@ pub(crate) fn view(st: &AppState) -> ClusterView {
             revision: 0,
             this_node: String::new(),
             members: Vec::new(),
+            replicas: Vec::new(),
         },
     }
 }
@@ -101,7 +102,13 @@ pub async fn revoke_near(
     let keys = std::str::from_utf8(&body)
         .map_err(|_| ApiError::InvalidRequest("the list of keys is not UTF-8".to_owned()))?;
     if let Some(near) = peers.near() {
-        near.revoke(keys.lines());
+        let dropped = near.revoke(keys.lines());
+        if !dropped.is_empty() {
+            let objects = st.objects_of(None)?;
+            for (key, version) in dropped {
+                objects.replicas().drop_copy(&key, version);
+            }
+        }
     }
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -35,8 +35,12 @@ pub async fn get_descriptor(
 ) -> Result<Response, ApiError> {
     let objects = st.objects_in(req.extensions())?;
     let key = key_from_uri(req.uri().path(), "/v1/descriptors/")?;
-    let Query(q) = Query::<VersionQuery>::try_from_uri(req.uri())
+    let Query(mut q) = Query::<VersionQuery>::try_from_uri(req.uri())
         .map_err(|e| ApiError::InvalidRequest(e.body_text()))?;
+    // A replica serves the version it holds ([`super::replica`]).
+    if let Some(r) = req.extensions().get::<super::replica::ReplicaRead>() {
+        q.version = Some(crate::store::VersionId(r.0).to_string());
+    }
     let v = match super::test_hooks::served_corrupt(&st, &key) {
         Some(bad) if q.version.is_none() => bad,
         _ => lookup(&objects, &key, &q).await?,
@@ -72,9 +76,15 @@ pub async fn batch_descriptors(
     let objects = st.objects_of(ns.as_ref())?;
     st.config.check_batch_keys(req.keys.len())?;
     let mut results: Vec<Option<DescriptorResult>> = req.keys.iter().map(|_| None).collect();
+    // Keys this member holds replicas of are resolved here, from the replicas.
+    let replicas = match (fanout::cluster_wide(&st, &headers), &st.peers, &ns) {
+        (Some(_), Some(peers), None) => super::replica::held_here(&st, peers, &req.keys).await,
+        _ => Vec::new(),
+    };
+    let replica = |i: usize| replicas.get(i).copied().flatten();
     if let Some(peers) = fanout::cluster_wide(&st, &headers) {
         // Keys other members own go to their owners, one sub-batch each, concurrently.
-        let asks = fanout::remote_groups(peers, &req.keys)
+        let asks = fanout::remote_groups(peers, &req.keys, |i| replica(i).is_some())
             .into_iter()
             .map(|(owner, idx)| {
                 let headers = &headers;
@@ -103,7 +113,10 @@ pub async fn batch_descriptors(
             let found = match key::validate(&k) {
                 Ok(()) => match super::test_hooks::served_corrupt(&st, &k) {
                     Some(bad) => Ok(bad),
-                    None => lookup(&objects, &k, &VersionQuery::default()).await,
+                    None => {
+                        let version = replica(i).map(|v| crate::store::VersionId(v).to_string());
+                        lookup(&objects, &k, &VersionQuery { version }).await
+                    }
                 },
                 Err(e) => Err(ApiError::from(e)),
             };

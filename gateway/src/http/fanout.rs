@@ -119,12 +119,18 @@ pub(crate) async fn merge_lists(
     Ok(ObjectList { items, next_after })
 }
 
-/// The keys of a batch that other members own, grouped by owner (indices into `keys`).
-pub(crate) fn remote_groups(peers: &Peers, keys: &[String]) -> Vec<(ClusterMember, Vec<usize>)> {
+/// The keys of a batch that other members own, grouped by owner (indices into `keys`),
+/// but those `here` says this member answers itself (a replica's).
+pub(crate) fn remote_groups(
+    peers: &Peers,
+    keys: &[String],
+    here: impl Fn(usize) -> bool,
+) -> Vec<(ClusterMember, Vec<usize>)> {
     // An invalid key is refused here, in place.
     let valid = keys
         .iter()
-        .map(|k| crate::key::validate(k).is_ok().then_some(k.as_str()));
+        .enumerate()
+        .map(|(i, k)| (crate::key::validate(k).is_ok() && !here(i)).then_some(k.as_str()));
     peers.by_owner(valid, Wire::Api)
 }
 

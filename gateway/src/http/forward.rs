@@ -64,10 +64,15 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
         }
         Route::Forward(owner) => owner,
     };
+    // A replicated key's replica serves it from its own memory.
+    let req = match super::replica::at_replica(&st, peers, &key, &owner, req).await {
+        Ok(here) => return replica_answer(next.run(here).await),
+        Err(req) => req,
+    };
     // Near copies are tied to the owner this route names.
     let near = peers
         .near()
-        .filter(|_| plain_read(&req))
+        .filter(|n| n.keeps_copies() && plain_read(&req))
         .map(|n| (n, crate::cluster::peers::tag_of(&owner)));
     if let Some(copy) = near.and_then(|(n, tag)| n.serve(&key, tag)) {
         tracing::debug!(key, owner = %owner.node_id, "served from a near copy");
@@ -156,6 +161,18 @@ fn plain_read(req: &Request) -> bool {
         .iter()
         .all(|n| !h.contains_key(n))
         && !h.contains_key(rasa_openapi::cluster::PEER_FILL_HEADER)
+}
+
+/// An answer a replica served: marked (`Rasa-Replica: hit`) and counted.
+fn replica_answer(mut resp: Response) -> Response {
+    if resp.status().is_success() {
+        crate::catalog::CLUSTER_REPLICA_READS.counter().increment(1);
+        resp.headers_mut().insert(
+            crate::cluster::replicas::REPLICA_HEADER,
+            HeaderValue::from_static("hit"),
+        );
+    }
+    resp
 }
 
 /// An owner's answer relayed to a client that keeps no copy: the lease is not the

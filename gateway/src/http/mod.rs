@@ -36,6 +36,7 @@ pub mod objects;
 pub mod ops;
 pub mod passthrough;
 mod preconditions;
+mod replica;
 mod requests;
 mod resolve;
 mod routes;

@@ -254,7 +254,12 @@ async fn read_object(st: AppState, method: Method, req: Request) -> Result<Respo
     let pre = Preconditions::from_headers(h)?;
     let intent = ReadIntent {
         key: &key,
-        version: parse_version(&q)?,
+        // A replica serves the version it holds ([`super::replica`]).
+        version: parse_version(&q)?.or_else(|| {
+            req.extensions()
+                .get::<super::replica::ReplicaRead>()
+                .map(|r| crate::store::VersionId(r.0))
+        }),
         body: method == Method::GET,
         range: h.get(header::RANGE).map(|r| r.to_str().unwrap_or_default()),
         if_range: h.contains_key(header::IF_RANGE),

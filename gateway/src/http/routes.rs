@@ -198,6 +198,18 @@ fn cluster_routes() -> Vec<RouteSpec> {
             Public,
             post(cluster::revoke_near),
         ),
+        spec(
+            Some(Method::POST),
+            crate::cluster::replicas::REPLICA_PATH,
+            Public,
+            post(super::replica::nudge),
+        ),
+        spec(
+            Some(Method::GET),
+            "/v1/cluster/replica/{*key}",
+            Public,
+            get(super::replica::frame),
+        ),
     ]
 }
 

@@ -18,6 +18,7 @@ mod detached;
 pub mod namespaces;
 pub mod order;
 pub mod read;
+pub mod replica;
 
 use std::sync::Arc;
 
@@ -266,6 +267,7 @@ impl Objects {
             stored.origin.tie(tag, at); // written under the owner now
             tracing::debug!(key, version = %stored.version(), tie = stored.origin.tied(), "published");
             near_after(p, &key).await;
+            crate::cluster::replicate::nudge(p, &key);
         }
         Ok(stored)
     }

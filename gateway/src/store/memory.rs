@@ -197,7 +197,9 @@ impl<'a> Memory<'a> {
             match index.current(key) {
                 Some(c) if c.version() == ver && Arc::ptr_eq(&c.arena, arena) => {
                     index.remove(key);
-                    if let Some(disk) = self.disk.as_ref() {
+                    // A replica is another member's version: never this one's on disk.
+                    let replica = v.origin.tied() == super::REPLICA_TIE;
+                    if let Some(disk) = self.disk.as_ref().filter(|_| !replica) {
                         disk.spill(&v);
                     }
                     arena.sub_live(v.frame.len() as u64);

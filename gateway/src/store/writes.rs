@@ -18,7 +18,7 @@ use crate::catalog;
 /// and make it the key's current version ([`Writes::publish`]).
 #[derive(Clone, Copy)]
 pub struct Writes<'a> {
-    store: &'a Store,
+    pub(super) store: &'a Store,
 }
 
 impl<'a> Writes<'a> {

@@ -12,6 +12,7 @@ mod never_back;
 mod outcome;
 mod proof;
 mod records;
+mod replicas;
 mod s3;
 mod secure;
 mod shrunk;

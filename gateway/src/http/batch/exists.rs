@@ -38,7 +38,7 @@ pub async fn exists_batch(
     let mut results: Vec<Option<ExistsResult>> = req.keys.iter().map(|_| None).collect();
     if let Some(peers) = fanout::cluster_wide(&st, &headers) {
         let root = NamespaceName::api_root_of(ns.as_ref());
-        let asks = fanout::remote_groups(peers, &req.keys)
+        let asks = fanout::remote_groups(peers, &req.keys, |_| false)
             .into_iter()
             .map(|(owner, idx)| {
                 let (headers, root) = (&headers, &root);

@@ -244,6 +244,7 @@ impl Tier<'_> {
                 if shard
                     .current(v.key_bytes())
                     .is_some_and(|c| std::ptr::eq(c, &**v))
+                    && v.origin.tied() != super::super::REPLICA_TIE
                 {
                     disk.spill(v);
                     queued += 1;

@@ -3,19 +3,19 @@
 //! use), and failing over to a key's next choice when a member does not answer.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant};
 
-use rasa_openapi::{ClusterMember, ClusterView};
+use rasa_openapi::{ClusterMember, ClusterView, ReplicaRule};
 
 use crate::stats::Counters;
 use crate::{Client, ClientBuilder, Error};
 
+mod calls;
+pub(crate) use calls::{on_owner, on_owner_write, per_owner, per_owner_write};
+
 /// How long a member that did not answer is tried last.
 const SUSPECT_FOR: Duration = Duration::from_secs(10);
-/// How many members one request tries, owner first.
-const MAX_TRIES: usize = 3;
 /// How long one long poll for a membership change waits.
 const POLL_WAIT: Duration = Duration::from_secs(25);
 /// How long a member that left the view is still tried after the view's own members (and
@@ -36,6 +36,9 @@ pub(crate) struct Topology {
     /// Told when a member becomes a suspect: the follower stops waiting on a long poll to
     /// it and asks another.
     suspected: Arc<tokio::sync::Notify>,
+    /// This client's place among the readers of a key with replicas: which of the key's
+    /// holders it reads from (random, fixed for the client's life).
+    reader: u64,
 }
 
 #[derive(Default)]
@@ -51,6 +54,8 @@ struct State {
     /// a view is one member's word, and right after an etcd outage may list only the
     /// members registered again so far — one, say, and none to ask when it goes.
     departed: HashMap<String, Departed>,
+    /// Keys held by more than their owner (`--cluster-replicas`), as the view says.
+    replicas: Vec<ReplicaRule>,
 }
 
 impl State {
@@ -98,6 +103,12 @@ impl Topology {
             clustered: tokio::sync::OnceCell::new(),
             state: RwLock::default(),
             suspected: Arc::default(),
+            reader: {
+                use std::hash::{BuildHasher, Hasher};
+                std::collections::hash_map::RandomState::new()
+                    .build_hasher()
+                    .finish()
+            },
         }
     }
 
@@ -173,6 +184,7 @@ impl Topology {
         st.nodes = nodes;
         st.revision = view.revision;
         st.members = view.members;
+        st.replicas = view.replicas;
         self.counters
             .members(st.members.iter().map(|m| m.node_id.clone()).collect());
     }
@@ -181,8 +193,10 @@ impl Topology {
     /// then members that left the view a moment ago (by the same hashing), suspects last.
     /// A member that is not the key's owner passes a request on to it, so asking one the
     /// view no longer lists is safe; it is only asked when the view's members do not
-    /// answer.
-    fn order(&self, key: &str) -> Vec<(String, Client)> {
+    /// answer. For a `read` of a key with replicas, the key's holders come first from the
+    /// one this client reads from (its [`Topology::reader`] place among them): each
+    /// serves the key from its own memory, so readers spread over them.
+    fn order(&self, key: &str, read: bool) -> Vec<(String, Client)> {
         let st = self.state.read().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         let mut out: Vec<(String, Client)> = rasa_openapi::cluster::placement(key, &st.members)
@@ -192,6 +206,10 @@ impl Topology {
                 Some((m.node_id.clone(), c.clone()))
             })
             .collect();
+        let holders = rasa_openapi::cluster::replica_count(key, &st.replicas).min(out.len());
+        if read && holders > 1 {
+            out[..holders].rotate_left((self.reader % holders as u64) as usize);
+        }
         let departed: Vec<ClusterMember> =
             st.departed(now).map(|(_, d)| d.member.clone()).collect();
         for m in rasa_openapi::cluster::placement(key, &departed) {
@@ -203,9 +221,10 @@ impl Topology {
         out
     }
 
-    /// The member to send `key` to first.
-    pub(crate) fn first(&self, key: &str) -> Option<Client> {
-        self.order(key).into_iter().next().map(|(_, c)| c)
+    /// The member to send `key` to first (a `read`: for a key with replicas, the holder
+    /// this client reads it from).
+    pub(crate) fn first(&self, key: &str, read: bool) -> Option<Client> {
+        self.order(key, read).into_iter().next().map(|(_, c)| c)
     }
 
     fn suspect(&self, node: &str) {
@@ -229,12 +248,13 @@ impl Topology {
         false
     }
 
-    /// `keys` grouped by owner (indices into `keys`); `None` when some key has no serving
-    /// owner.
-    pub(crate) fn by_owner(&self, keys: &[&str]) -> Option<Vec<(Client, Vec<usize>)>> {
+    /// `keys` grouped by the member each goes to first (indices into `keys`; for a
+    /// `read`, a key with replicas goes to the holder this client reads it from); `None`
+    /// when some key has no serving owner.
+    pub(crate) fn by_owner(&self, keys: &[&str], read: bool) -> Option<Vec<(Client, Vec<usize>)>> {
         let mut groups: Vec<(Client, Vec<usize>)> = Vec::new();
         for (i, k) in keys.iter().enumerate() {
-            let owner = self.first(k)?;
+            let owner = self.first(k, read)?;
             match groups
                 .iter_mut()
                 .find(|(c, _)| Arc::ptr_eq(&c.inner, &owner.inner))
@@ -385,112 +405,4 @@ impl Error {
             _ => false,
         }
     }
-}
-
-/// Runs `op` on the client of `key`'s owner; when the owner does not answer, on the
-/// key's next choices — unmarked: the member asked passes the request on to the owner when
-/// it answers it (its own view of who answers is kept fresh by probes), else serves a
-/// read from the key's next choice or refuses a write. So a client that suspects an owner
-/// for longer than it is away (or cannot reach it when the members can) never reads a
-/// copy older than a write the owner acknowledged, and never stores a write aside (issue
-/// 65). When this client does not talk to a cluster (or no member is serving), on this
-/// client.
-pub(crate) async fn on_owner<T, Fut>(
-    client: &Client,
-    key: &str,
-    op: impl Fn(Client) -> Fut,
-) -> Result<T, Error>
-where
-    Fut: Future<Output = Result<T, Error>>,
-{
-    on_members(client, key, false, op).await
-}
-
-/// [`on_owner`] for a write: on the key's next choices only when nothing reached the
-/// member tried (its connection was refused or not made in time). A write that was sent
-/// and got no answer may have been stored, and sent again through another member it could
-/// take effect twice — after a later write of the key, bringing back what that replaced
-/// (issue 65). Its error is the caller's, outcome unknown. Each attempt has the whole time
-/// left.
-pub(crate) async fn on_owner_write<T, Fut>(
-    client: &Client,
-    key: &str,
-    op: impl Fn(Client) -> Fut,
-) -> Result<T, Error>
-where
-    Fut: Future<Output = Result<T, Error>>,
-{
-    on_members(client, key, true, op).await
-}
-
-/// [`on_owner`] (`write`: [`on_owner_write`]).
-async fn on_members<T, Fut>(
-    client: &Client,
-    key: &str,
-    write: bool,
-    op: impl Fn(Client) -> Fut,
-) -> Result<T, Error>
-where
-    Fut: Future<Output = Result<T, Error>>,
-{
-    crate::timeouts::call_scope(async {
-        let Some(topology) = client.inner.topology().await else {
-            return op(client.clone()).await;
-        };
-        let order = topology.order(key);
-        if order.is_empty() {
-            return op(client.clone()).await; // no serving member: the seed serves it
-        }
-        let mut last = None;
-        let timeout = client.inner.http.request_timeout;
-        let tries = order.len().min(MAX_TRIES);
-        for (i, (node, client)) in order.into_iter().take(MAX_TRIES).enumerate() {
-            // Each member but the last gets half the time left for a read, so a frozen one
-            // leaves the next time to answer within the call's timeout.
-            let tried = op(client);
-            let result = match !write && i + 1 < tries {
-                true => crate::timeouts::attempt(timeout, 2, tried).await,
-                false => tried.await,
-            };
-            match result {
-                Err(e) if (write && e.nothing_sent()) || (!write && e.is_unreachable()) => {
-                    tracing::debug!(key, node, error = %e, "cluster member did not answer; trying the key's next choice");
-                    topology.suspect(&node);
-                    last = Some(e);
-                }
-                other => return other,
-            }
-        }
-        Err(last.expect("at least one member was tried"))
-    })
-    .await
-}
-
-/// Runs `batch` on each owner's client with its keys, all owners at once, when this
-/// client talks to a cluster: one answer slot per key, `None` where the owner did not
-/// answer (those keys then go their own way).
-pub(crate) async fn per_owner<'k, T, Fut>(
-    client: &Client,
-    keys: &[&'k str],
-    batch: impl Fn(Client, Vec<&'k str>) -> Fut,
-) -> Option<Vec<Option<T>>>
-where
-    Fut: std::future::Future<Output = Result<Vec<T>, Error>>,
-{
-    let groups = client.inner.topology().await?.by_owner(keys)?;
-    let mut out: Vec<Option<T>> = keys.iter().map(|_| None).collect();
-    let answers = futures_util::future::join_all(groups.into_iter().map(|(c, idx)| {
-        let sub: Vec<&str> = idx.iter().map(|&i| keys[i]).collect();
-        let call = batch(c, sub);
-        async move { (idx, call.await) }
-    }))
-    .await;
-    for (idx, answer) in answers {
-        if let Ok(results) = answer {
-            for (i, r) in idx.into_iter().zip(results) {
-                out[i] = Some(r);
-            }
-        }
-    }
-    Some(out)
 }

@@ -1,0 +1,263 @@
+//! Replicas (`--cluster-replicas PREFIX=N`): a key under a replicated prefix is held by the
+//! first N members of its placement order — its owner, and N−1 **replicas** — each of
+//! which serves reads of it (HTTP and one-sided, with a descriptor of its own memory).
+//! A fleet loading one checkpoint then reads it from N members' NICs, not one.
+//!
+//! A replica is a near copy ([`super::near`]) kept in arena memory instead of a cache, and
+//! follows the same protocol, so it never serves a version a write replaced once anyone
+//! can read the write:
+//!
+//! - The replica **asks** its owner for the key's frame (`GET /v1/cluster/replica/{key}`,
+//!   [`REPLICA_PATH`]), naming itself; the owner records a grant for it **before** it looks
+//!   the key up, and answers with the frame (or `304` when the replica already holds that
+//!   version) and the grant's lease ([`super::near::NEAR_LEASE`]). The replica counts the
+//!   lease from when it *sent* the request, so its lease ends before the owner's grant.
+//! - A write of the key, **before** it publishes, takes the key's grants, tells each
+//!   holder to drop its copy (`POST /v1/cluster/near`) and waits for the answer or for
+//!   the holder's lease to end ([`super::peers::Peers::near_write`]). A replica that hears
+//!   a revocation while its request is on its way back keeps nothing from it
+//!   ([`super::near::Near::ticket`]).
+//! - A replica whose lease ended asks again, with the version it holds: a `304` renews
+//!   the lease without moving bytes. After each write the owner tells its replicas
+//!   (`POST /v1/cluster/replica`), so they copy the new version before readers come.
+//! - A replica is tied to its owner's tag (node id and incarnation) and served only while
+//!   this member's view names that owner and this member among the key's first N.
+//!
+//! The replica's version keeps the owner's version id and frame (so its checksum and
+//! entity tag are the owner's); in this member's index it is tied to no owner that can
+//! ever match (`store::REPLICA_TIE`), so nothing but a replica read serves it as current.
+//! Replicas take at most their budget (`--cluster-replica-memory`) of this member's
+//! memory; past it a key is not replicated here.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rasa_openapi::{ClusterMember, ReplicaRule};
+
+use super::Cluster;
+
+/// The owner's frame route (`GET {REPLICA_PATH}/{key}`) and the replicas' nudge route
+/// (`POST`, the keys one a line).
+pub const REPLICA_PATH: &str = "/v1/cluster/replica";
+
+/// Response header of the owner's frame route: the version's frame checksum (16 hex).
+pub const CHECKSUM_HEADER: &str = "rasa-frame-checksum";
+
+/// Response header of an answer a replica served (`hit`).
+pub const REPLICA_HEADER: &str = "rasa-replica";
+
+/// A replica not read for this long is dropped (its memory freed).
+pub const IDLE: Duration = Duration::from_secs(60);
+
+/// A replica held here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Replica {
+    /// The tag of the owner it was copied from.
+    pub owner_tag: u64,
+    /// Its version id (the owner's).
+    pub version: u64,
+    /// Its frame's size in memory.
+    pub bytes: u64,
+    /// Until when it may be served without asking the owner again.
+    pub until: Instant,
+    /// When it was last read.
+    pub read_at: Instant,
+}
+
+/// What became of a copy a replica asked for ([`super::near::Near::keep_replica`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Kept {
+    /// Kept, replacing the version named (to drop from memory), if another.
+    Replacing(Option<u64>),
+    /// Not kept: a revocation came while it was on its way, or its lease ended.
+    Revoked,
+}
+
+#[derive(Default)]
+struct Held {
+    by_key: HashMap<String, Replica>,
+    bytes: u64,
+}
+
+/// This member's replicas of keys other members own, and the rules saying which keys
+/// have replicas.
+pub struct Replicas {
+    rules: Vec<ReplicaRule>,
+    budget: u64,
+    held: Mutex<Held>,
+    /// One copy of a key at a time.
+    pub(crate) pulls: crate::keyed::Keyed<tokio::sync::Mutex<()>>,
+}
+
+impl std::fmt::Debug for Replicas {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replicas")
+            .field("rules", &self.rules)
+            .field("budget", &self.budget)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Replicas {
+    /// Replicas by `rules`, within `budget` bytes of this member's memory.
+    pub fn new(rules: Vec<ReplicaRule>, budget: u64) -> Self {
+        Self {
+            rules,
+            budget,
+            held: Mutex::default(),
+            pulls: Default::default(),
+        }
+    }
+
+    /// How many members hold `key` (1: no replicas).
+    pub fn count(&self, key: &str) -> usize {
+        rasa_openapi::cluster::replica_count(key, &self.rules)
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The version of `key` to serve here, if a replica of it copied from owner
+    /// `owner_tag` is held and its lease runs.
+    pub fn live(&self, key: &str, owner_tag: u64) -> Option<u64> {
+        let now = Instant::now();
+        let mut held = self.held();
+        let r = held.by_key.get_mut(key)?;
+        (r.owner_tag == owner_tag && now < r.until).then(|| {
+            r.read_at = now;
+            r.version
+        })
+    }
+
+    /// The replica of `key` held here from owner `owner_tag`, its lease running or not:
+    /// what a renewal names.
+    pub fn held_from(&self, key: &str, owner_tag: u64) -> Option<Replica> {
+        let held = self.held();
+        let r = held.by_key.get(key)?;
+        (r.owner_tag == owner_tag).then_some(*r)
+    }
+
+    /// Whether `bytes` more fit in the budget, counting what `key`'s replica now takes as
+    /// freed.
+    pub fn room_for(&self, key: &str, bytes: u64) -> bool {
+        let held = self.held();
+        let freed = held.by_key.get(key).map_or(0, |r| r.bytes);
+        held.bytes - freed + bytes <= self.budget
+    }
+
+    /// Keeps `replica` as `key`'s (its lease renewed when it is the version held); the
+    /// version it replaces, to drop from memory. Called under the revocation lock, after
+    /// checking that no revocation came since the copy was asked for.
+    pub(super) fn keep(&self, key: &str, replica: Replica) -> Option<u64> {
+        let mut held = self.held();
+        let old = held.by_key.insert(key.to_owned(), replica);
+        held.bytes += replica.bytes;
+        let old = old?;
+        held.bytes -= old.bytes;
+        (old.version != replica.version).then_some(old.version)
+    }
+
+    /// Drops the replicas of `keys`: what to drop from memory (key and version).
+    pub(super) fn revoke<'k>(&self, keys: impl IntoIterator<Item = &'k str>) -> Vec<(String, u64)> {
+        let mut held = self.held();
+        let mut out = Vec::new();
+        for key in keys {
+            if let Some(r) = held.by_key.remove(key) {
+                held.bytes -= r.bytes;
+                out.push((key.to_owned(), r.version));
+            }
+        }
+        out
+    }
+
+    /// Drops the replicas not read for [`IDLE`], and those `still_held` refuses (their
+    /// owner changed, or this member is no longer among the key's holders): what to drop
+    /// from memory.
+    pub fn sweep(&self, still_held: impl Fn(&str, u64) -> bool) -> Vec<(String, u64)> {
+        let now = Instant::now();
+        let mut held = self.held();
+        let gone: Vec<String> = held
+            .by_key
+            .iter()
+            .filter(|(k, r)| now.duration_since(r.read_at) > IDLE || !still_held(k, r.owner_tag))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut out = Vec::new();
+        for key in gone {
+            if let Some(r) = held.by_key.remove(&key) {
+                held.bytes -= r.bytes;
+                out.push((key, r.version));
+            }
+        }
+        out
+    }
+
+    /// How many replicas are held here, and their bytes.
+    pub fn usage(&self) -> (usize, u64) {
+        let held = self.held();
+        (held.by_key.len(), held.bytes)
+    }
+}
+
+/// The members holding `key` when `n` do (its first `n` in placement order), by
+/// `cluster`'s view.
+pub fn holders(cluster: &Cluster, key: &str, n: usize) -> Vec<ClusterMember> {
+    let view = cluster.view.borrow();
+    rasa_openapi::cluster::placement(key, &view.members)
+        .into_iter()
+        .take(n)
+        .cloned()
+        .collect()
+}
+
+/// Whether this member is one of `key`'s `n` holders but not its owner, by its view.
+pub fn is_replica(cluster: &Cluster, key: &str, n: usize) -> bool {
+    n > 1
+        && !cluster.fenced()
+        && holders(cluster, key, n)
+            .iter()
+            .skip(1)
+            .any(|m| m.node_id == cluster.node_id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replica(version: u64, bytes: u64) -> Replica {
+        let now = Instant::now();
+        Replica {
+            owner_tag: 7,
+            version,
+            bytes,
+            until: now + Duration::from_secs(1),
+            read_at: now,
+        }
+    }
+
+    #[test]
+    fn replicas_stay_within_their_budget_and_a_revocation_frees_them() {
+        let r = Replicas::new(
+            vec![ReplicaRule {
+                prefix: "ckpt/".into(),
+                count: 3,
+            }],
+            100,
+        );
+        assert_eq!(r.count("ckpt/a"), 3);
+        assert_eq!(r.count("other"), 1);
+        assert!(r.room_for("ckpt/a", 60));
+        assert_eq!(r.keep("ckpt/a", replica(1, 60)), None);
+        assert!(!r.room_for("ckpt/b", 60), "60 + 60 > 100");
+        assert!(r.room_for("ckpt/a", 90), "the replica it replaces is freed");
+        assert_eq!(r.keep("ckpt/a", replica(2, 90)), Some(1));
+        assert_eq!(r.usage(), (1, 90));
+        assert_eq!(r.live("ckpt/a", 7), Some(2));
+        assert_eq!(r.live("ckpt/a", 9), None, "another owner's tag");
+        assert_eq!(r.revoke(["ckpt/a"]), vec![("ckpt/a".to_owned(), 2)]);
+        assert_eq!(r.usage(), (0, 0));
+        assert_eq!(r.live("ckpt/a", 7), None);
+    }
+}

@@ -1,0 +1,332 @@
+//! The native API's side of replicas ([`crate::cluster::replicas`]): a read of a
+//! replicated key served by a replica from its own memory (copying the key from its
+//! owner first when it holds no live copy), the owner's frame route, and the replicas'
+//! nudge route.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, StatusCode};
+use rasa_openapi::{ClusterMember, ProblemCode, HOP_HEADER};
+
+use super::resolve::key_from_uri;
+use super::{ApiError, AppState};
+use crate::cluster::near::{Near, LEASE_HEADER, NEAR_LEASE, WANT_HEADER};
+use crate::cluster::peers::tag_of;
+use crate::cluster::replicas::{Kept, Replica, Replicas, CHECKSUM_HEADER, REPLICA_PATH};
+use crate::cluster::{replicate, Peers};
+use crate::objects::Objects;
+
+/// A read this member serves from its replica: the version to serve.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReplicaRead(pub u64);
+
+/// Response header of the owner's frame route: the version's payload length.
+const LENGTH_HEADER: &str = "rasa-payload-length";
+
+/// Longest wait for an owner's frame to arrive.
+const COPY_WITHIN: Duration = Duration::from_secs(30);
+
+/// Time taken off a replica's lease for clocks that run at slightly different rates.
+const MARGIN: Duration = Duration::from_millis(50);
+
+/// Longest list of keys one nudge names.
+const MOST_NUDGED: usize = 64 << 10;
+
+/// A read of `key` (owned by `owner`) this member serves as one of the key's replicas:
+/// `Ok` with the request marked to be served here from the replica's version, or `Err`
+/// with the request untouched (not a replicated key, not one of its holders, not a plain
+/// read of the default namespace, or no copy could be made: it goes to the owner).
+pub(crate) async fn at_replica(
+    st: &AppState,
+    peers: &Arc<Peers>,
+    key: &str,
+    owner: &ClusterMember,
+    mut req: Request,
+) -> Result<Request, Request> {
+    let Some((near, reps)) = peers.near().and_then(|n| Some((n, n.replicas()?))) else {
+        return Err(req);
+    };
+    let path = req.uri().path();
+    let readable = matches!(*req.method(), Method::GET | Method::HEAD)
+        && (path.starts_with("/v1/objects/")
+            || (path.starts_with("/v1/descriptors/") && req.method() == Method::GET))
+        && req.uri().query().is_none()
+        && req.extensions().get::<super::NamespaceName>().is_none();
+    if !readable || replicate::owner_of_replica(peers, key).is_none() {
+        return Err(req);
+    }
+    let Ok(objects) = st.objects_of(None) else {
+        return Err(req);
+    };
+    match copy(peers, near, reps, &objects, key, owner).await {
+        Some(version) => {
+            req.extensions_mut().insert(ReplicaRead(version));
+            Ok(req)
+        }
+        None => Err(req),
+    }
+}
+
+/// For each of `keys` (a batch of the default namespace): the version of it this member
+/// serves as one of its replicas (copied now when needed), or `None` (not a replicated
+/// key, not one of its holders, no copy: its owner answers for it).
+pub(crate) async fn held_here(
+    st: &AppState,
+    peers: &Arc<Peers>,
+    keys: &[String],
+) -> Vec<Option<u64>> {
+    let none = || keys.iter().map(|_| None).collect();
+    let Some((near, reps)) = peers.near().and_then(|n| Some((n, n.replicas()?))) else {
+        return none();
+    };
+    let Ok(objects) = st.objects_of(None) else {
+        return none();
+    };
+    let each = keys.iter().map(|key| {
+        let objects = &objects;
+        async move {
+            if crate::key::validate(key).is_err() {
+                return None;
+            }
+            let owner = replicate::owner_of_replica(peers, key)?;
+            let version = copy(peers, near, reps, objects, key, &owner).await?;
+            crate::catalog::CLUSTER_REPLICA_READS.counter().increment(1);
+            Some(version)
+        }
+    });
+    futures_util::future::join_all(each).await
+}
+
+/// The version of `key` to serve from this member's replica: held and leased, renewed
+/// (a `304` from the owner), or copied now — one copy of a key at a time.
+async fn copy(
+    peers: &Peers,
+    near: &Near,
+    reps: &Replicas,
+    objects: &Objects,
+    key: &str,
+    owner: &ClusterMember,
+) -> Option<u64> {
+    let tag = tag_of(owner);
+    let live = |reps: &Replicas| {
+        reps.live(key, tag)
+            .filter(|v| objects.replicas().holds(key, *v))
+    };
+    if let Some(v) = live(reps) {
+        return Some(v);
+    }
+    let entry = reps.pulls.enter(key);
+    let _one = entry.value().lock().await;
+    if let Some(v) = live(reps) {
+        return Some(v);
+    }
+    for (k, v) in reps.sweep(|k, t| replicate::still_replica(peers, k, t)) {
+        objects.replicas().drop_copy(&k, v);
+    }
+    let held = reps
+        .held_from(key, tag)
+        .filter(|r| objects.replicas().holds(key, r.version));
+    let got = ask_owner(peers, near, reps, objects, key, owner, held).await;
+    crate::catalog::CLUSTER_REPLICA_COPIES
+        .counter_by(&[(
+            "result",
+            match (&got, held) {
+                (Some(_), Some(_)) => "renewed",
+                (Some(_), None) => "copied",
+                (None, _) => "failed",
+            },
+        )])
+        .increment(1);
+    got
+}
+
+/// Asks `owner` for `key`'s frame (naming the version `held` here, if any), adopts it,
+/// and keeps it as a replica unless a revocation came meanwhile.
+async fn ask_owner(
+    peers: &Peers,
+    near: &Near,
+    reps: &Replicas,
+    objects: &Objects,
+    key: &str,
+    owner: &ClusterMember,
+    held: Option<Replica>,
+) -> Option<u64> {
+    let url = format!(
+        "{}{REPLICA_PATH}/{}",
+        owner.url.trim_end_matches('/'),
+        crate::key::to_path(key)
+    );
+    let url = reqwest::Url::parse(&url).ok()?;
+    let covered = crate::cluster::secret::HopBody::Empty;
+    let mut headers = peers.hop_headers(&owner.node_id, &Method::GET, &url, &covered);
+    headers.insert(
+        WANT_HEADER,
+        HeaderValue::from_str(peers.cluster().node_id()).ok()?,
+    );
+    if let Some(r) = held {
+        headers.insert(header::IF_NONE_MATCH, HeaderValue::from(r.version));
+    }
+    let ticket = near.ticket();
+    let sent = Instant::now();
+    let asked = peers.client().get(url).headers(headers).send();
+    let resp = tokio::time::timeout(COPY_WITHIN, asked).await.ok()?.ok()?;
+    let number = |name: &str| -> Option<u64> {
+        let text = resp.headers().get(name)?.to_str().ok()?;
+        text.parse().ok()
+    };
+    let lease = Duration::from_millis(number(LEASE_HEADER)?).min(NEAR_LEASE);
+    let until = (sent + lease).checked_sub(MARGIN)?;
+    let replica = |version, bytes| Replica {
+        owner_tag: tag_of(owner),
+        version,
+        bytes,
+        until,
+        read_at: Instant::now(),
+    };
+    if resp.status() == StatusCode::NOT_MODIFIED {
+        let r = held?;
+        let kept = near.keep_replica(key, ticket, replica(r.version, r.bytes));
+        return (kept != Kept::Revoked).then_some(r.version);
+    }
+    if resp.status() != StatusCode::OK {
+        return None;
+    }
+    let ids = (
+        number(rasa_openapi::VERSION_HEADER)?,
+        number(LENGTH_HEADER)?,
+        number(CHECKSUM_HEADER)?,
+    );
+    let size = resp.content_length()?;
+    if !reps.room_for(key, size) {
+        tracing::debug!(
+            key,
+            size,
+            "no room for a replica here: reads go to the owner"
+        );
+        return None;
+    }
+    let frame = tokio::time::timeout_at((sent + COPY_WITHIN).into(), resp.bytes())
+        .await
+        .ok()?
+        .ok()?;
+    let adopted = objects.replicas().adopt(key, &frame, ids);
+    if let Err(e) = &adopted {
+        tracing::warn!(key, owner = %owner.node_id, error = %e, "a replica's copy was refused");
+    }
+    let version = adopted.ok()?.version().0;
+    match near.keep_replica(key, ticket, replica(version, frame.len() as u64)) {
+        Kept::Replacing(Some(old)) => objects.replicas().drop_copy(key, old),
+        Kept::Replacing(None) => {}
+        Kept::Revoked => {
+            objects.replicas().drop_copy(key, version);
+            return None;
+        }
+    }
+    Some(version)
+}
+
+/// `GET /v1/cluster/replica/{key}`, a member's internal route: as `key`'s owner, grants
+/// the asking member (`Rasa-Near-Want`) a replica and answers the current version's frame
+/// with the lease — `304` when `If-None-Match` names that version already. `409` when this
+/// member does not own the key (or cannot be sure it will for a lease), `503` while a
+/// write of it is under way; only another member may ask (`403`).
+pub async fn frame(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
+    let peers = member(&st, &req, "asks for a replica")?;
+    let key = key_from_uri(req.uri().path(), &format!("{REPLICA_PATH}/"))?;
+    let holder = req
+        .headers()
+        .get(WANT_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|h| peers.is_other_member(h))
+        .ok_or_else(|| ApiError::InvalidRequest("no member asks for the replica".into()))?;
+    let near = peers.near().filter(|n| n.replicas().is_some());
+    let Some(near) = near.filter(|_| peers.owns(&key) && peers.cluster().sure_for(NEAR_LEASE))
+    else {
+        return Ok(refused(
+            StatusCode::CONFLICT,
+            ProblemCode::PreconditionFailed,
+            "this member does not own the key now",
+        ));
+    };
+    // Recorded before the key is looked up: a write from now on revokes it.
+    if !near.grant(&key, holder) {
+        return Ok(refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ProblemCode::Unavailable,
+            "a write of the key is under way",
+        ));
+    }
+    let v = st.objects_of(None)?.replicas().source(&key).await?;
+    let version = v.version().0;
+    let same = req
+        .headers()
+        .get(header::IF_NONE_MATCH)
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(|h| h.parse() == Ok(version));
+    let mut resp = match same {
+        true => StatusCode::NOT_MODIFIED.into_response(),
+        false => Response::new(Body::from(Bytes::from_owner(v.frame.clone()))),
+    };
+    let h = resp.headers_mut();
+    h.insert(
+        LEASE_HEADER,
+        HeaderValue::from(NEAR_LEASE.as_millis() as u64),
+    );
+    h.insert(rasa_openapi::VERSION_HEADER, HeaderValue::from(version));
+    h.insert(LENGTH_HEADER, HeaderValue::from(v.len()));
+    h.insert(CHECKSUM_HEADER, HeaderValue::from(v.checksum()));
+    Ok(resp)
+}
+
+/// `POST /v1/cluster/replica`, a member's internal route: the owner of the keys in the
+/// body (one a line) wrote them; this member, when it is one of their replicas, copies
+/// them now (in the background). `202`; only another member may ask (`403`).
+pub async fn nudge(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
+    let peers = Arc::clone(member(&st, &req, "tells of a write")?);
+    let body = axum::body::to_bytes(req.into_body(), MOST_NUDGED)
+        .await
+        .map_err(|e| ApiError::InvalidRequest(format!("the list of keys: {e}")))?;
+    let keys: Vec<String> = std::str::from_utf8(&body)
+        .map_err(|_| ApiError::InvalidRequest("the list of keys is not UTF-8".to_owned()))?
+        .lines()
+        .filter(|k| crate::key::validate(k).is_ok())
+        .map(str::to_owned)
+        .collect();
+    let objects = st.objects_of(None)?;
+    tokio::spawn(async move {
+        let Some(near) = peers.near() else { return };
+        let Some(reps) = near.replicas() else { return };
+        for key in keys {
+            if let Some(owner) = replicate::owner_of_replica(&peers, &key) {
+                copy(&peers, near, reps, &objects, &key, &owner).await;
+            }
+        }
+    });
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
+/// This member's way to the others, for a request another member sent (a proven hop
+/// marker) that `does` something: else `404` (no cluster) or `403`.
+fn member<'s>(st: &'s AppState, req: &Request, does: &str) -> Result<&'s Arc<Peers>, ApiError> {
+    let Some(peers) = st.peers.as_ref() else {
+        return Err(ApiError::NotFound(
+            "no replicas: this gateway is not a member of a cluster".to_owned(),
+        ));
+    };
+    if !req.headers().contains_key(HOP_HEADER) {
+        return Err(ApiError::Forbidden {
+            detail: format!("only another member of the cluster {does}"),
+            challenge: String::new(),
+        });
+    }
+    Ok(peers)
+}
+
+fn refused(status: StatusCode, code: ProblemCode, why: &str) -> Response {
+    super::error::problem_response(&super::error::problem(status, code, why))
+}

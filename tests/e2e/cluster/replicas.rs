@@ -1,0 +1,235 @@
+//! Replicas (`--cluster-replicas PREFIX=N`): a key under a replicated prefix is served by
+//! each of the first N members of its placement from that member's own memory (HTTP and
+//! one-sided), the SDK spreads its readers over them, a write is acknowledged only once no
+//! replica can serve what it replaced, and a reader whose replica is killed goes on.
+
+use std::time::{Duration, Instant};
+
+use rasa_client::{Client, FastPath};
+use rasa_openapi::cluster::placement;
+use rasa_tests::etcd::{cluster_name, member_args, Etcd};
+use rasa_tests::{metric, pattern, Gateway};
+
+use super::proof::secret_file;
+use super::{all_see, kill, sdk};
+
+const KEY: &str = "ckpt/shard-0";
+
+/// A reader's call timeout.
+const CALL: Duration = Duration::from_secs(3);
+
+/// Three members holding keys under `ckpt/` three times, with a shared secret.
+fn replica_fleet(etcd: &Etcd, tag: &str, extra: &[&str]) -> Vec<Gateway> {
+    let name = cluster_name(tag);
+    let secret = secret_file(tag, 0o600);
+    (1..=3)
+        .map(|i| {
+            let mut args = member_args(etcd, &name, &format!("g{i}"), "3s");
+            args.extend(
+                [
+                    "--cluster-replicas",
+                    "ckpt/=3",
+                    "--cluster-secret-file",
+                    &secret.display().to_string(),
+                ]
+                .map(str::to_owned),
+            );
+            args.extend(extra.iter().map(|s| (*s).to_owned()));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            Gateway::start(&args)
+        })
+        .collect()
+}
+
+/// A started fleet where every member sees the others; the members in `KEY`'s placement
+/// order (owner first), as indices into the fleet.
+async fn replica_cluster(tag: &str, extra: &[&str]) -> (Etcd, Vec<Gateway>, Vec<usize>) {
+    let etcd = Etcd::start();
+    let gws = replica_fleet(&etcd, tag, extra);
+    let refs: Vec<&Gateway> = gws.iter().collect();
+    let view = all_see(&refs, 3).await;
+    let order = placement(KEY, &view.members)
+        .into_iter()
+        .map(|m| gws.iter().position(|g| g.base == m.url).expect("a member"))
+        .collect();
+    (etcd, gws, order)
+}
+
+/// GET `KEY` at `gw`: status, whether a replica served it, its version, body.
+async fn get(gw: &Gateway) -> (u16, bool, String, Vec<u8>) {
+    let r = rasa_tests::http()
+        .get(gw.url(&format!("/v1/objects/{KEY}")))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        r.headers().get("rasa-near-lease").is_none(),
+        "the owner's lease is not the client's"
+    );
+    let replica = r.headers().get("rasa-replica").is_some();
+    let version = r
+        .headers()
+        .get("rasa-version")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (
+        r.status().as_u16(),
+        replica,
+        version,
+        r.bytes().await.unwrap().to_vec(),
+    )
+}
+
+async fn put(gw: &Gateway, body: &[u8]) -> String {
+    let r = rasa_tests::http()
+        .put(gw.url(&format!("/v1/objects/{KEY}")))
+        .body(body.to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "put {KEY}");
+    r.headers()["rasa-version"].to_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replicated_key_is_served_from_each_holders_own_memory() {
+    let (_etcd, gws, order) = replica_cluster("replicas", &[]).await;
+    let body = pattern(1 << 20, 7);
+    let version = put(&gws[order[1]], &body).await;
+    for (rank, &at) in order.iter().enumerate() {
+        let (status, replica, v, got) = get(&gws[at]).await;
+        assert_eq!(status, 200);
+        assert!(got == body, "wrong bytes at holder {rank}");
+        assert_eq!(v, version, "every holder serves the owner's version id");
+        assert_eq!(
+            replica,
+            rank > 0,
+            "holder {rank} (0: the owner) served by a replica"
+        );
+        // The descriptor names the member asked: its own memory, read one-sided.
+        let d: rasa_openapi::Descriptor = rasa_tests::http()
+            .get(gws[at].url(&format!("/v1/descriptors/{KEY}")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(d.node_id.as_deref(), Some(format!("g{}", at + 1).as_str()));
+        assert_eq!(d.version, version);
+        assert!(d.addr.is_some() && d.rkey.is_some(), "{d:?}");
+        let c = sdk(&gws[at].base);
+        let read = c
+            .versions()
+            .read_descriptor(&d, Instant::now())
+            .await
+            .unwrap_or_else(|e| panic!("one-sided read of holder {rank}'s replica: {e}"));
+        assert_eq!(read.path, rasa_client::ReadPath::Fabric);
+        assert!(read.bytes.as_ref() == &body[..]);
+    }
+    for &at in &order[1..] {
+        assert!(metric(&gws[at], "rasa_cluster_replica_reads_total").await >= 2.0);
+        assert!(
+            metric(
+                &gws[at],
+                "rasa_cluster_replica_copies_total{result=\"copied\"}"
+            )
+            .await
+                >= 1.0
+        );
+    }
+    // A key outside the prefix has no replicas: the owner serves it.
+    let other = "plain/one";
+    let r = rasa_tests::http()
+        .put(gws[0].url(&format!("/v1/objects/{other}")))
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    for gw in &gws {
+        let r = rasa_tests::http()
+            .get(gw.url(&format!("/v1/objects/{other}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert!(r.headers().get("rasa-replica").is_none());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_is_read_nowhere_older_once_acknowledged() {
+    let (_etcd, gws, order) = replica_cluster("replica-write", &[]).await;
+    put(&gws[order[0]], b"v0").await;
+    for &at in &order {
+        get(&gws[at]).await; // every replica holds v0
+    }
+    for round in 1..=40u64 {
+        let body = format!("v{round}");
+        let via = &gws[(round as usize) % 3];
+        let version = put(via, body.as_bytes()).await;
+        for (rank, &at) in order.iter().enumerate() {
+            let (status, _, v, got) = get(&gws[at]).await;
+            assert_eq!(status, 200);
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                body,
+                "round {round}: holder {rank} answered an older value after the write's answer"
+            );
+            assert_eq!(v, version);
+        }
+    }
+    // The replicas copied each version the owner told them of, or renewed it.
+    let copies: f64 = {
+        let mut n = 0.0;
+        for &at in &order[1..] {
+            n += metric(&gws[at], "rasa_cluster_replica_copies_total").await;
+        }
+        n
+    };
+    assert!(copies >= 40.0, "{copies} copies by the replicas");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_spreads_its_readers_over_the_replicas_and_fails_over() {
+    let (_etcd, gws, order) = replica_cluster("replica-sdk", &[]).await;
+    let body = pattern(256 << 10, 3);
+    put(&gws[order[0]], &body).await;
+    // Readers, each its own client: each reads the key from one holder.
+    let mut readers = Vec::new();
+    for _ in 0..24 {
+        let c = Client::builder(&gws[0].base)
+            .fast_path(FastPath::Auto)
+            .timeout(CALL)
+            .build()
+            .expect("a client");
+        let got = c.get(KEY).await.expect("a read");
+        assert!(got.bytes.as_ref() == &body[..]);
+        readers.push(c);
+    }
+    let mut served = Vec::new();
+    for &at in &order {
+        served.push(metric(&gws[at], "rasa_descriptors_total{path=\"fabric\"}").await);
+    }
+    assert!(
+        served.iter().all(|n| *n >= 1.0),
+        "descriptors served by the owner and each replica: {served:?}"
+    );
+    let stats: u64 = readers.iter().map(|c| c.stats().fabric_reads).sum();
+    assert!(stats >= 24, "one-sided reads: {stats}");
+    // A replica killed: every reader goes on within its call's timeout.
+    kill(&gws[order[1]], "KILL");
+    let killed = Instant::now();
+    for c in &readers {
+        let started = Instant::now();
+        let got = c.get(KEY).await.expect("a read after a replica was killed");
+        assert!(got.bytes.as_ref() == &body[..]);
+        assert!(
+            started.elapsed() < CALL + CALL / 10,
+            "a read took {:?} after a replica was killed (timeout {CALL:?})",
+            started.elapsed()
+        );
+    }
+    assert!(killed.elapsed() < CALL * 24);
+}
