@@ -53,6 +53,9 @@ test-steps:
 	# planted bug, found in some runs only: `cargo test -p rasa-tests --test chaos`).
 	$(CARGO) test --locked -p rasa-tests --test chaos -- chaos::fixed chaos::planted::early_ack
 	./scripts/python.sh --test
+	# A fleet loading one checkpoint from three members with replicas (issue 66), small:
+	# network namespaces, links shaped by tc, the Python SDK's readers; 0 older reads.
+	./bench/replicas.sh --short
 	# LMCache's own connector tests, against Rasa (torch and lmcache: a base made once per machine).
 	./scripts/engines.sh --test
 	# The release (make dist) unpacked, installed into a fresh venv and run as users would.

@@ -145,6 +145,8 @@ echo "namespaces on and off..." >&2
 namespaces=$(./bench/namespaces.sh)
 echo "one-sided reads over shm..." >&2
 shm=$(./bench/shm.sh)
+echo "a fleet loading one checkpoint with replicas (network namespaces, tc)..." >&2
+replicas=$(./bench/replicas.sh)
 echo "disk tier (writes ${DISK_BIG_GIB:-20} GiB under /var/tmp)..." >&2
 disk=$(SECS=$SECS ROUNDS=$ROUNDS ./bench/disk.sh)
 
@@ -239,6 +241,8 @@ read -r sr sb sp50 sp99 sbad <<<"$put_steady"
   echo "$namespaces"
   echo
   echo "$shm"
+  echo
+  echo "$replicas"
   echo
   echo "$disk"
 } >bench/results.md

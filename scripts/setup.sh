@@ -167,6 +167,9 @@ if [ "$skip_test_tools" != 1 ]; then
   runs systemd-analyze --version || need systemd
   # The NIXL plugin's C++20 engine (scripts/nixl-plugin.sh), loaded by NIXL in the engines' tests.
   runs g++ --version || need g++
+  # bench/replicas.sh (make test's short run): network namespaces, links shaped by tc.
+  runs ip -V || need iproute2
+  runs tc -V || need iproute2
 fi
 if [ "$dist" = 1 ] || [ "$skip_test_tools" != 1 ]; then
   # make dist: maturin (pinned, in a venv) builds the wheel; binutils' strip the binaries.

@@ -175,7 +175,7 @@ impl ClientBuilder {
                 Arc::clone(&held),
             ))
         });
-        Ok(self.assemble(&first, http, counters, topology, held))
+        Ok(self.assemble(&first, http, counters, topology, (held, None)))
     }
 
     /// Checks the endpoint (one or more comma-separated `http://` or `https://` URLs)
@@ -218,13 +218,13 @@ impl ClientBuilder {
         http: reqwest::Client,
         counters: Counters,
         topology: Option<Arc<Topology>>,
-        held: Arc<crate::cache::Held>,
+        (held, node): (Arc<crate::cache::Held>, Option<&str>),
     ) -> Client {
         let fabric_addr = self
             .fabric_addr
             .clone()
             .or_else(|| default_fabric_addr(endpoint));
-        let descriptors = Arc::new(crate::cache::DescriptorCache::new(held));
+        let descriptors = Arc::new(crate::cache::DescriptorCache::new(held, node));
         let http = Arc::new(Transport {
             http,
             endpoint: endpoint.to_owned(),

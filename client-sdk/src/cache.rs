@@ -31,16 +31,26 @@ pub(crate) struct DescriptorCache {
     /// This member client's mark in `held` (one per client made, never reused: a client
     /// of a member's new process does not see its predecessor's descriptors).
     mine: u64,
+    /// The member's node id, when this client is one of a cluster's member clients.
+    node: Option<String>,
 }
 
 impl DescriptorCache {
-    /// A member client's side of `held`.
-    pub(crate) fn new(held: Arc<Held>) -> Self {
+    /// A member client's side of `held` (`node`: the member's node id, in a cluster).
+    pub(crate) fn new(held: Arc<Held>, node: Option<&str>) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         Self {
             held,
             mine: NEXT.fetch_add(1, Ordering::Relaxed),
+            node: node.map(str::to_owned),
         }
+    }
+
+    /// Whether `d` was handed out by another member than this client's (a member relays
+    /// the owner's descriptor when it cannot answer itself): its address and key open the
+    /// other member's memory, not this member's, so this client cannot read it one-sided.
+    pub(crate) fn foreign(&self, d: &Descriptor) -> bool {
+        matches!((&self.node, &d.node_id), (Some(me), Some(by)) if me != by)
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u64, Descriptor, Instant)>> {
@@ -57,6 +67,9 @@ impl DescriptorCache {
 
     /// Holds `d` for `key` until `deadline` (dropping any other member client's).
     pub(crate) fn insert(&self, key: &str, d: Descriptor, deadline: Instant) {
+        if self.foreign(&d) {
+            return;
+        }
         self.held().insert(key.to_owned(), (self.mine, d, deadline));
     }
 

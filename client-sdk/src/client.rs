@@ -77,6 +77,11 @@ impl Node {
         let mut batch = Vec::new();
         for (i, r) in resolved.into_iter().enumerate() {
             match r {
+                Ok(d) if self.fabric.descriptors.foreign(&d) => {
+                    out.push(Some(Err(Error::FastPath(
+                        "the descriptor names another member than the one asked".into(),
+                    ))))
+                }
                 Ok(d) => {
                     batch.push((i, d));
                     out.push(None);

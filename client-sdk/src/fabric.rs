@@ -450,11 +450,22 @@ impl FabricPool {
         if let Some(held) = self.descriptors.fresh(key).filter(|_| !fresh) {
             return Ok(held);
         }
-        let sent = Instant::now();
-        let d = self.http.descriptors().one(key).await?;
-        let deadline = deadline_of(&d, sent);
-        self.descriptors.insert(key, d.clone(), deadline);
-        Ok((d, deadline))
+        // A member that could not answer itself relays the owner's descriptor, which this
+        // member's endpoint cannot read: asked once more (a replica may have its copy by
+        // then), else read another way.
+        for _ in 0..2 {
+            let sent = Instant::now();
+            let d = self.http.descriptors().one(key).await?;
+            if self.descriptors.foreign(&d) {
+                continue;
+            }
+            let deadline = deadline_of(&d, sent);
+            self.descriptors.insert(key, d.clone(), deadline);
+            return Ok((d, deadline));
+        }
+        Err(Error::FastPath(format!(
+            "the descriptor of {key} names another member than the one asked"
+        )))
     }
 }
 

@@ -36,9 +36,10 @@ pub(crate) struct Topology {
     /// Told when a member becomes a suspect: the follower stops waiting on a long poll to
     /// it and asks another.
     suspected: Arc<tokio::sync::Notify>,
-    /// This client's place among the readers of a key with replicas: which of the key's
-    /// holders it reads from (random, fixed for the client's life).
-    reader: u64,
+    /// This client's name among the readers of keys with replicas (random, fixed for the
+    /// client's life): which of a key's holders it reads the key from is the rendezvous
+    /// hash of the key on this name, so one reader's keys spread over the holders too.
+    reader: String,
 }
 
 #[derive(Default)]
@@ -105,9 +106,8 @@ impl Topology {
             suspected: Arc::default(),
             reader: {
                 use std::hash::{BuildHasher, Hasher};
-                std::collections::hash_map::RandomState::new()
-                    .build_hasher()
-                    .finish()
+                let random = std::collections::hash_map::RandomState::new().build_hasher();
+                format!("{:016x}", random.finish())
             },
         }
     }
@@ -156,7 +156,7 @@ impl Topology {
                         self.http.clone(),
                         self.counters.clone(),
                         None,
-                        Arc::clone(&self.held),
+                        (Arc::clone(&self.held), Some(&m.node_id)),
                     )
                 }
             };
@@ -193,9 +193,9 @@ impl Topology {
     /// then members that left the view a moment ago (by the same hashing), suspects last.
     /// A member that is not the key's owner passes a request on to it, so asking one the
     /// view no longer lists is safe; it is only asked when the view's members do not
-    /// answer. For a `read` of a key with replicas, the key's holders come first from the
-    /// one this client reads from (its [`Topology::reader`] place among them): each
-    /// serves the key from its own memory, so readers spread over them.
+    /// answer. For a `read` of a key with replicas, the key's holders come first, from the
+    /// one this client reads the key from (by [`Topology::reader`]): each serves the key
+    /// from its own memory, so readers, and one reader's keys, spread over them.
     fn order(&self, key: &str, read: bool) -> Vec<(String, Client)> {
         let st = self.state.read().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
@@ -208,7 +208,8 @@ impl Topology {
             .collect();
         let holders = rasa_openapi::cluster::replica_count(key, &st.replicas).min(out.len());
         if read && holders > 1 {
-            out[..holders].rotate_left((self.reader % holders as u64) as usize);
+            let hash = rasa_openapi::cluster::rendezvous_hash(key, &self.reader);
+            out[..holders].rotate_left((hash % holders as u64) as usize);
         }
         let departed: Vec<ClusterMember> =
             st.departed(now).map(|(_, d)| d.member.clone()).collect();

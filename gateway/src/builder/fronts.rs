@@ -139,6 +139,10 @@ pub(super) async fn membership(
         }
         size => size,
     };
+    let lease = crate::cluster::replicas::REPLICA_LEASE;
+    if !args.cluster.cluster_replicas.is_empty() && args.cluster.member_ttl < lease * 3 {
+        tracing::warn!(ttl = ?args.cluster.member_ttl, "cluster: --cluster-replicas wants a --member-ttl of at least 6s: an owner grants a replica only while its etcd lease surely outlasts the replica's ({lease:?}), and with a shorter TTL it often cannot (reads then go to the owner)");
+    }
     let replicas = (!args.cluster.cluster_replicas.is_empty()).then(|| {
         let budget = args
             .cluster

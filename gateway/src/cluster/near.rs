@@ -15,8 +15,9 @@
 //! measured from when it sent the read, which is before the owner granted it, so it ends
 //! first.
 //!
-//! The owner's grants live in its memory: for one lease after it starts owning keys (at
-//! start, and again when it registers after a lost lease), its writes wait out the grants
+//! The owner's grants live in its memory: for one lease (the longest it grants) after it
+//! starts owning keys (at start, and again when it registers after a lost lease), its
+//! writes wait out the grants
 //! an earlier process, or the member that held its keys meanwhile, may have made (the
 //! chaos checker found a holder that had not yet seen the owner back serving such a copy
 //! after the owner's write). A copy is tied to its owner's tag
@@ -133,21 +134,11 @@ impl Near {
         self.replicas.as_ref()
     }
 
-    /// As a replica: keeps `replica` as `key`'s when no revocation was heard since
-    /// `ticket` (taken before the copy was asked for) and its lease still runs.
-    pub fn keep_replica(
-        &self,
-        key: &str,
-        ticket: u64,
-        replica: super::replicas::Replica,
-    ) -> super::replicas::Kept {
-        let revocations = self.revocations.lock().unwrap_or_else(|e| e.into_inner());
-        match (
-            &self.replicas,
-            *revocations == ticket && Instant::now() < replica.until,
-        ) {
-            (Some(r), true) => super::replicas::Kept::Replacing(r.keep(key, replica)),
-            _ => super::replicas::Kept::Revoked,
+    /// The longest lease this member's grants run for (the replicas' when there are).
+    pub fn longest_lease(&self) -> Duration {
+        match self.replicas {
+            Some(_) => NEAR_LEASE.max(super::replicas::REPLICA_LEASE),
+            None => NEAR_LEASE,
         }
     }
 
@@ -155,6 +146,11 @@ impl Near {
     /// `false` (no grant) while a write of `key` is under way. Called before the read is
     /// served, so that a write starting after this finds it.
     pub fn grant(&self, key: &str, holder: &str) -> bool {
+        self.grant_for(key, holder, NEAR_LEASE)
+    }
+
+    /// [`Near::grant`] for `lease` (a replica's, [`super::replicas::REPLICA_LEASE`]).
+    pub fn grant_for(&self, key: &str, holder: &str, lease: Duration) -> bool {
         let now = Instant::now();
         let mut g = self.grants.lock().unwrap_or_else(|e| e.into_inner());
         if g.writing.contains_key(key) {
@@ -170,7 +166,7 @@ impl Near {
         }
         let holders = g.by_key.entry(key.to_owned()).or_default();
         holders.retain(|(node, until)| *until > now && node != holder);
-        holders.push((holder.to_owned(), now + NEAR_LEASE));
+        holders.push((holder.to_owned(), now + lease));
         true
     }
 

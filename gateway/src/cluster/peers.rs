@@ -399,7 +399,7 @@ async fn revoke_near(
     // Grants another process, or the member that held this one's keys while it was away,
     // made before this one owned them end within a lease of its owning them.
     let owning_since = near.started.max(super::owning_since(peers.cluster()));
-    let first_lease_ends = owning_since + super::near::NEAR_LEASE;
+    let first_lease_ends = owning_since + near.longest_lease();
     if std::time::Instant::now() < first_lease_ends {
         tokio::time::sleep_until(first_lease_ends.into()).await;
     }

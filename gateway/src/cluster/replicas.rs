@@ -10,13 +10,14 @@
 //! - The replica **asks** its owner for the key's frame (`GET /v1/cluster/replica/{key}`,
 //!   [`REPLICA_PATH`]), naming itself; the owner records a grant for it **before** it looks
 //!   the key up, and answers with the frame (or `304` when the replica already holds that
-//!   version) and the grant's lease ([`super::near::NEAR_LEASE`]). The replica counts the
+//!   version) and the grant's lease ([`REPLICA_LEASE`]). The replica counts the
 //!   lease from when it *sent* the request, so its lease ends before the owner's grant.
 //! - A write of the key, **before** it publishes, takes the key's grants, tells each
 //!   holder to drop its copy (`POST /v1/cluster/near`) and waits for the answer or for
 //!   the holder's lease to end ([`super::peers::Peers::near_write`]). A replica that hears
-//!   a revocation while its request is on its way back keeps nothing from it
-//!   ([`super::near::Near::ticket`]).
+//!   a revocation of the key while its request is on its way back keeps nothing from it
+//!   ([`Replicas::ticket`]; other keys' revocations do not matter: a fleet reading a
+//!   checkpoint while another replicated key is written keeps its leases).
 //! - A replica whose lease ended asks again, with the version it holds: a `304` renews
 //!   the lease without moving bytes. After each write the owner tells its replicas
 //!   (`POST /v1/cluster/replica`), so they copy the new version before readers come.
@@ -47,6 +48,12 @@ pub const CHECKSUM_HEADER: &str = "rasa-frame-checksum";
 /// Response header of an answer a replica served (`hit`).
 pub const REPLICA_HEADER: &str = "rasa-replica";
 
+/// How long a replica's grant runs: longer than a near copy's, so that a renewal still
+/// arrives in time across a link that a fleet's reads keep full (and a replica renews
+/// once half of it is gone, while reads keep coming). A replica the owner cannot reach
+/// holds a write of its key up for at most this long.
+pub const REPLICA_LEASE: Duration = Duration::from_secs(2);
+
 /// A replica not read for this long is dropped (its memory freed).
 pub const IDLE: Duration = Duration::from_secs(60);
 
@@ -70,7 +77,7 @@ pub struct Replica {
 pub enum Kept {
     /// Kept, replacing the version named (to drop from memory), if another.
     Replacing(Option<u64>),
-    /// Not kept: a revocation came while it was on its way, or its lease ended.
+    /// Not kept: a revocation of its key came while it was on its way.
     Revoked,
 }
 
@@ -78,7 +85,16 @@ pub enum Kept {
 struct Held {
     by_key: HashMap<String, Replica>,
     bytes: u64,
+    /// Revocations heard lately, by key: the last one's number and when it came. A copy
+    /// asked for before a revocation of its key is not kept (other keys' revocations do
+    /// not matter to it). Forgotten after [`REMEMBER_REVOKED`]: a copy asked for that long
+    /// ago has outlived its lease anyway.
+    revoked: HashMap<String, (u64, Instant)>,
+    revocations: u64,
 }
+
+/// How long a revocation is remembered (longer than any replica lease).
+const REMEMBER_REVOKED: Duration = Duration::from_secs(5);
 
 /// This member's replicas of keys other members own, and the rules saying which keys
 /// have replicas.
@@ -120,14 +136,14 @@ impl Replicas {
     }
 
     /// The version of `key` to serve here, if a replica of it copied from owner
-    /// `owner_tag` is held and its lease runs.
-    pub fn live(&self, key: &str, owner_tag: u64) -> Option<u64> {
+    /// `owner_tag` is held and its lease runs, and until when the lease runs.
+    pub fn live(&self, key: &str, owner_tag: u64) -> Option<(u64, Instant)> {
         let now = Instant::now();
         let mut held = self.held();
         let r = held.by_key.get_mut(key)?;
         (r.owner_tag == owner_tag && now < r.until).then(|| {
             r.read_at = now;
-            r.version
+            (r.version, r.until)
         })
     }
 
@@ -147,23 +163,44 @@ impl Replicas {
         held.bytes - freed + bytes <= self.budget
     }
 
-    /// Keeps `replica` as `key`'s (its lease renewed when it is the version held); the
-    /// version it replaces, to drop from memory. Called under the revocation lock, after
-    /// checking that no revocation came since the copy was asked for.
-    pub(super) fn keep(&self, key: &str, replica: Replica) -> Option<u64> {
-        let mut held = self.held();
-        let old = held.by_key.insert(key.to_owned(), replica);
-        held.bytes += replica.bytes;
-        let old = old?;
-        held.bytes -= old.bytes;
-        (old.version != replica.version).then_some(old.version)
+    /// The number to give [`Replicas::keep`] for a copy of `key` about to be asked for.
+    pub fn ticket(&self, key: &str) -> u64 {
+        self.held().revoked.get(key).map_or(0, |(n, _)| *n)
     }
 
-    /// Drops the replicas of `keys`: what to drop from memory (key and version).
-    pub(super) fn revoke<'k>(&self, keys: impl IntoIterator<Item = &'k str>) -> Vec<(String, u64)> {
+    /// Keeps `replica` as `key`'s (its lease renewed when it is the version held), when no
+    /// revocation of `key` came since `ticket` was taken. A replica whose lease ended on
+    /// the way (a large frame over a busy link) is kept but not served: a renewal (a
+    /// `304`, no bytes) makes it live.
+    pub fn keep(&self, key: &str, ticket: u64, replica: Replica) -> Kept {
         let mut held = self.held();
+        let revoked = held.revoked.get(key).map_or(0, |(n, _)| *n);
+        if revoked != ticket {
+            return Kept::Revoked;
+        }
+        let old = held.by_key.insert(key.to_owned(), replica);
+        held.bytes += replica.bytes;
+        let Some(old) = old else {
+            return Kept::Replacing(None);
+        };
+        held.bytes -= old.bytes;
+        Kept::Replacing((old.version != replica.version).then_some(old.version))
+    }
+
+    /// Drops the replicas of `keys` (their owner writes them): what to drop from memory
+    /// (key and version).
+    pub(super) fn revoke<'k>(&self, keys: impl IntoIterator<Item = &'k str>) -> Vec<(String, u64)> {
+        let now = Instant::now();
+        let mut held = self.held();
+        if held.revoked.len() >= 4096 {
+            held.revoked
+                .retain(|_, (_, at)| now.duration_since(*at) < REMEMBER_REVOKED);
+        }
         let mut out = Vec::new();
         for key in keys {
+            held.revocations += 1;
+            let n = held.revocations;
+            held.revoked.insert(key.to_owned(), (n, now));
             if let Some(r) = held.by_key.remove(key) {
                 held.bytes -= r.bytes;
                 out.push((key.to_owned(), r.version));
@@ -249,15 +286,29 @@ mod tests {
         assert_eq!(r.count("ckpt/a"), 3);
         assert_eq!(r.count("other"), 1);
         assert!(r.room_for("ckpt/a", 60));
-        assert_eq!(r.keep("ckpt/a", replica(1, 60)), None);
+        assert_eq!(r.keep("ckpt/a", 0, replica(1, 60)), Kept::Replacing(None));
         assert!(!r.room_for("ckpt/b", 60), "60 + 60 > 100");
         assert!(r.room_for("ckpt/a", 90), "the replica it replaces is freed");
-        assert_eq!(r.keep("ckpt/a", replica(2, 90)), Some(1));
+        assert_eq!(
+            r.keep("ckpt/a", 0, replica(2, 90)),
+            Kept::Replacing(Some(1))
+        );
         assert_eq!(r.usage(), (1, 90));
-        assert_eq!(r.live("ckpt/a", 7), Some(2));
+        assert_eq!(r.live("ckpt/a", 7).map(|(v, _)| v), Some(2));
         assert_eq!(r.live("ckpt/a", 9), None, "another owner's tag");
+        let before = (r.ticket("ckpt/a"), r.ticket("ckpt/b"));
         assert_eq!(r.revoke(["ckpt/a"]), vec![("ckpt/a".to_owned(), 2)]);
         assert_eq!(r.usage(), (0, 0));
         assert_eq!(r.live("ckpt/a", 7), None);
+        assert_eq!(
+            r.keep("ckpt/a", before.0, replica(3, 10)),
+            Kept::Revoked,
+            "a copy asked for before its key's revocation"
+        );
+        assert_eq!(
+            r.keep("ckpt/b", before.1, replica(3, 10)),
+            Kept::Replacing(None),
+            "another key's revocation does not matter"
+        );
     }
 }

@@ -15,9 +15,11 @@ use rasa_openapi::{ClusterMember, ProblemCode, HOP_HEADER};
 
 use super::resolve::key_from_uri;
 use super::{ApiError, AppState};
-use crate::cluster::near::{Near, LEASE_HEADER, NEAR_LEASE, WANT_HEADER};
+use crate::cluster::near::{LEASE_HEADER, WANT_HEADER};
 use crate::cluster::peers::tag_of;
-use crate::cluster::replicas::{Kept, Replica, Replicas, CHECKSUM_HEADER, REPLICA_PATH};
+use crate::cluster::replicas::{
+    Kept, Replica, Replicas, CHECKSUM_HEADER, REPLICA_LEASE, REPLICA_PATH,
+};
 use crate::cluster::{replicate, Peers};
 use crate::objects::Objects;
 
@@ -48,7 +50,7 @@ pub(crate) async fn at_replica(
     owner: &ClusterMember,
     mut req: Request,
 ) -> Result<Request, Request> {
-    let Some((near, reps)) = peers.near().and_then(|n| Some((n, n.replicas()?))) else {
+    let Some(reps) = peers.near().and_then(|n| n.replicas()) else {
         return Err(req);
     };
     let path = req.uri().path();
@@ -63,7 +65,7 @@ pub(crate) async fn at_replica(
     let Ok(objects) = st.objects_of(None) else {
         return Err(req);
     };
-    match copy(peers, near, reps, &objects, key, owner).await {
+    match copy(peers, reps, &objects, key, owner).await {
         Some(version) => {
             req.extensions_mut().insert(ReplicaRead(version));
             Ok(req)
@@ -81,7 +83,7 @@ pub(crate) async fn held_here(
     keys: &[String],
 ) -> Vec<Option<u64>> {
     let none = || keys.iter().map(|_| None).collect();
-    let Some((near, reps)) = peers.near().and_then(|n| Some((n, n.replicas()?))) else {
+    let Some(reps) = peers.near().and_then(|n| n.replicas()) else {
         return none();
     };
     let Ok(objects) = st.objects_of(None) else {
@@ -94,7 +96,7 @@ pub(crate) async fn held_here(
                 return None;
             }
             let owner = replicate::owner_of_replica(peers, key)?;
-            let version = copy(peers, near, reps, objects, key, &owner).await?;
+            let version = copy(peers, reps, objects, key, &owner).await?;
             crate::catalog::CLUSTER_REPLICA_READS.counter().increment(1);
             Some(version)
         }
@@ -102,36 +104,81 @@ pub(crate) async fn held_here(
     futures_util::future::join_all(each).await
 }
 
-/// The version of `key` to serve from this member's replica: held and leased, renewed
-/// (a `304` from the owner), or copied now — one copy of a key at a time.
+/// The version of `key` to serve from this member's replica: held and leased (renewed in
+/// the background once half the lease is gone), renewed (a `304` from the owner), or
+/// copied now — one copy of a key at a time.
 async fn copy(
-    peers: &Peers,
-    near: &Near,
+    peers: &Arc<Peers>,
     reps: &Replicas,
-    objects: &Objects,
+    objects: &Arc<Objects>,
     key: &str,
     owner: &ClusterMember,
 ) -> Option<u64> {
     let tag = tag_of(owner);
     let live = |reps: &Replicas| {
         reps.live(key, tag)
-            .filter(|v| objects.replicas().holds(key, *v))
+            .filter(|(v, _)| objects.replicas().holds(key, *v))
     };
-    if let Some(v) = live(reps) {
+    if let Some((v, until)) = live(reps) {
+        if until.saturating_duration_since(Instant::now()) < REPLICA_LEASE / 2 {
+            renew_behind(peers, objects, key, owner);
+        }
         return Some(v);
     }
     let entry = reps.pulls.enter(key);
     let _one = entry.value().lock().await;
-    if let Some(v) = live(reps) {
+    if let Some((v, _)) = live(reps) {
         return Some(v);
     }
+    refresh(peers, reps, objects, key, owner).await
+}
+
+/// Renews `key`'s replica in the background, unless a copy of it is under way.
+fn renew_behind(peers: &Arc<Peers>, objects: &Arc<Objects>, key: &str, owner: &ClusterMember) {
+    let (peers, objects) = (Arc::clone(peers), Arc::clone(objects));
+    let (key, owner) = (key.to_owned(), owner.clone());
+    tokio::spawn(async move {
+        let Some(reps) = peers.near().and_then(|n| n.replicas()) else {
+            return;
+        };
+        let entry = reps.pulls.enter(&key);
+        let Ok(_one) = entry.value().try_lock() else {
+            return;
+        };
+        refresh(&peers, reps, &objects, &key, &owner).await;
+    });
+}
+
+/// Copies or renews `key`'s replica from `owner` (the key's copy held by the caller),
+/// dropping first the replicas this member no longer serves.
+async fn refresh(
+    peers: &Peers,
+    reps: &Replicas,
+    objects: &Objects,
+    key: &str,
+    owner: &ClusterMember,
+) -> Option<u64> {
     for (k, v) in reps.sweep(|k, t| replicate::still_replica(peers, k, t)) {
         objects.replicas().drop_copy(&k, v);
     }
-    let held = reps
-        .held_from(key, tag)
-        .filter(|r| objects.replicas().holds(key, r.version));
-    let got = ask_owner(peers, near, reps, objects, key, owner, held).await;
+    let tag = tag_of(owner);
+    let (mut got, mut held) = (None, None);
+    for _ in 0..3 {
+        let ticket = reps.ticket(key);
+        held = reps
+            .held_from(key, tag)
+            .filter(|r| objects.replicas().holds(key, r.version));
+        got = ask_owner(peers, reps, objects, key, owner, held).await;
+        match got {
+            Some(_) if reps.live(key, tag).is_some() => break,
+            // Copied, its lease over on the way: renewed now (a `304`).
+            Some(_) => got = None,
+            // A revocation of the key came meanwhile (perhaps a late one, for the version
+            // before): asked once more.
+            None if reps.ticket(key) != ticket => {}
+            None => break,
+        }
+    }
     crate::catalog::CLUSTER_REPLICA_COPIES
         .counter_by(&[(
             "result",
@@ -149,7 +196,6 @@ async fn copy(
 /// and keeps it as a replica unless a revocation came meanwhile.
 async fn ask_owner(
     peers: &Peers,
-    near: &Near,
     reps: &Replicas,
     objects: &Objects,
     key: &str,
@@ -171,15 +217,23 @@ async fn ask_owner(
     if let Some(r) = held {
         headers.insert(header::IF_NONE_MATCH, HeaderValue::from(r.version));
     }
-    let ticket = near.ticket();
+    let ticket = reps.ticket(key);
     let sent = Instant::now();
     let asked = peers.client().get(url).headers(headers).send();
-    let resp = tokio::time::timeout(COPY_WITHIN, asked).await.ok()?.ok()?;
+    let resp = match tokio::time::timeout(COPY_WITHIN, asked).await {
+        Ok(Ok(resp)) => resp,
+        Ok(Err(e)) => return failed(key, owner, &e.to_string()),
+        Err(_) => return failed(key, owner, "no answer in time"),
+    };
+    let took = sent.elapsed();
     let number = |name: &str| -> Option<u64> {
         let text = resp.headers().get(name)?.to_str().ok()?;
         text.parse().ok()
     };
-    let lease = Duration::from_millis(number(LEASE_HEADER)?).min(NEAR_LEASE);
+    let Some(lease) = number(LEASE_HEADER) else {
+        return failed(key, owner, &format!("{} without a lease", resp.status()));
+    };
+    let lease = Duration::from_millis(lease).min(REPLICA_LEASE);
     let until = (sent + lease).checked_sub(MARGIN)?;
     let replica = |version, bytes| Replica {
         owner_tag: tag_of(owner),
@@ -190,11 +244,14 @@ async fn ask_owner(
     };
     if resp.status() == StatusCode::NOT_MODIFIED {
         let r = held?;
-        let kept = near.keep_replica(key, ticket, replica(r.version, r.bytes));
-        return (kept != Kept::Revoked).then_some(r.version);
+        let kept = reps.keep(key, ticket, replica(r.version, r.bytes));
+        if kept == Kept::Revoked {
+            return failed(key, owner, &format!("revoked (took {took:?})"));
+        }
+        return Some(r.version);
     }
     if resp.status() != StatusCode::OK {
-        return None;
+        return failed(key, owner, &format!("{}", resp.status()));
     }
     let ids = (
         number(rasa_openapi::VERSION_HEADER)?,
@@ -219,15 +276,21 @@ async fn ask_owner(
         tracing::warn!(key, owner = %owner.node_id, error = %e, "a replica's copy was refused");
     }
     let version = adopted.ok()?.version().0;
-    match near.keep_replica(key, ticket, replica(version, frame.len() as u64)) {
+    match reps.keep(key, ticket, replica(version, frame.len() as u64)) {
         Kept::Replacing(Some(old)) => objects.replicas().drop_copy(key, old),
         Kept::Replacing(None) => {}
         Kept::Revoked => {
             objects.replicas().drop_copy(key, version);
-            return None;
+            return failed(key, owner, &format!("revoked (took {took:?})"));
         }
     }
     Some(version)
+}
+
+/// A copy of `key` from `owner` that failed (`why`): the read goes to the owner.
+fn failed(key: &str, owner: &ClusterMember, why: &str) -> Option<u64> {
+    tracing::debug!(key, owner = %owner.node_id, why, "no replica: the read goes to the owner");
+    None
 }
 
 /// `GET /v1/cluster/replica/{key}`, a member's internal route: as `key`'s owner, grants
@@ -245,7 +308,7 @@ pub async fn frame(State(st): State<AppState>, req: Request) -> Result<Response,
         .filter(|h| peers.is_other_member(h))
         .ok_or_else(|| ApiError::InvalidRequest("no member asks for the replica".into()))?;
     let near = peers.near().filter(|n| n.replicas().is_some());
-    let Some(near) = near.filter(|_| peers.owns(&key) && peers.cluster().sure_for(NEAR_LEASE))
+    let Some(near) = near.filter(|_| peers.owns(&key) && peers.cluster().sure_for(REPLICA_LEASE))
     else {
         return Ok(refused(
             StatusCode::CONFLICT,
@@ -254,7 +317,7 @@ pub async fn frame(State(st): State<AppState>, req: Request) -> Result<Response,
         ));
     };
     // Recorded before the key is looked up: a write from now on revokes it.
-    if !near.grant(&key, holder) {
+    if !near.grant_for(&key, holder, REPLICA_LEASE) {
         return Ok(refused(
             StatusCode::SERVICE_UNAVAILABLE,
             ProblemCode::Unavailable,
@@ -275,7 +338,7 @@ pub async fn frame(State(st): State<AppState>, req: Request) -> Result<Response,
     let h = resp.headers_mut();
     h.insert(
         LEASE_HEADER,
-        HeaderValue::from(NEAR_LEASE.as_millis() as u64),
+        HeaderValue::from(REPLICA_LEASE.as_millis() as u64),
     );
     h.insert(rasa_openapi::VERSION_HEADER, HeaderValue::from(version));
     h.insert(LENGTH_HEADER, HeaderValue::from(v.len()));
@@ -299,11 +362,12 @@ pub async fn nudge(State(st): State<AppState>, req: Request) -> Result<Response,
         .collect();
     let objects = st.objects_of(None)?;
     tokio::spawn(async move {
-        let Some(near) = peers.near() else { return };
-        let Some(reps) = near.replicas() else { return };
+        let Some(reps) = peers.near().and_then(|n| n.replicas()) else {
+            return;
+        };
         for key in keys {
             if let Some(owner) = replicate::owner_of_replica(&peers, &key) {
-                copy(&peers, near, reps, &objects, &key, &owner).await;
+                copy(&peers, reps, &objects, &key, &owner).await;
             }
         }
     });

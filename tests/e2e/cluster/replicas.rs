@@ -24,7 +24,7 @@ fn replica_fleet(etcd: &Etcd, tag: &str, extra: &[&str]) -> Vec<Gateway> {
     let secret = secret_file(tag, 0o600);
     (1..=3)
         .map(|i| {
-            let mut args = member_args(etcd, &name, &format!("g{i}"), "3s");
+            let mut args = member_args(etcd, &name, &format!("g{i}"), "10s");
             args.extend(
                 [
                     "--cluster-replicas",
