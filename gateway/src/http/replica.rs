@@ -162,13 +162,14 @@ async fn refresh(
         objects.replicas().drop_copy(&k, v);
     }
     let tag = tag_of(owner);
-    let (mut got, mut held) = (None, None);
+    let (mut got, mut copied) = (None, false);
     for _ in 0..3 {
         let ticket = reps.ticket(key);
-        held = reps
+        let held = reps
             .held_from(key, tag)
             .filter(|r| objects.replicas().holds(key, r.version));
         got = ask_owner(peers, reps, objects, key, owner, held).await;
+        copied |= got.is_some() && held.is_none_or(|r| Some(r.version) != got);
         match got {
             Some(_) if reps.live(key, tag).is_some() => break,
             // Copied, its lease over on the way: renewed now (a `304`).
@@ -179,15 +180,13 @@ async fn refresh(
             None => break,
         }
     }
+    let result = match (&got, copied) {
+        (Some(_), true) => "copied",
+        (Some(_), false) => "renewed",
+        (None, _) => "failed",
+    };
     crate::catalog::CLUSTER_REPLICA_COPIES
-        .counter_by(&[(
-            "result",
-            match (&got, held) {
-                (Some(_), Some(_)) => "renewed",
-                (Some(_), None) => "copied",
-                (None, _) => "failed",
-            },
-        )])
+        .counter_by(&[("result", result)])
         .increment(1);
     got
 }
