@@ -33,6 +33,8 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("etcd_user", "\"rasa\""),
     ("etcd_password_file", "\"/etc/rasa/etcd-password\""),
     ("cluster_secret_file", "\"/etc/rasa/cluster.secret\""),
+    ("cluster_replicas", "[\"checkpoints/=3\"]"),
+    ("cluster_replica_memory", "\"8GiB\""),
     ("s3_listen", "\"127.0.0.1:9000\""),
     ("s3_bucket", "[\"models=weights/\"]"),
     ("s3_domain", "[\"s3.example.com\"]"),

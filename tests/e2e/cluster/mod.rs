@@ -55,6 +55,22 @@ pub(super) fn fleet(
         .collect()
 }
 
+/// Three members `g1`–`g3` of a new cluster (named after `tag`) sharing a secret, each
+/// with the flags `extra`.
+pub(super) fn secret_fleet(etcd: &Etcd, tag: &str, extra: &[&str]) -> Vec<Gateway> {
+    let name = cluster_name(tag);
+    let secret = proof::secret_file(tag, 0o600).display().to_string();
+    (1..=3)
+        .map(|i| {
+            let mut args = member_args(etcd, &name, &format!("g{i}"), "10s");
+            args.extend(["--cluster-secret-file".to_owned(), secret.clone()]);
+            args.extend(extra.iter().map(|s| (*s).to_owned()));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            Gateway::start(&args)
+        })
+        .collect()
+}
+
 /// Waits until every gateway sees `n` serving members; the last view.
 pub(super) async fn all_see(gws: &[&Gateway], n: usize) -> ClusterView {
     let mut last = None;

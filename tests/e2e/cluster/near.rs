@@ -14,26 +14,11 @@ use super::proof::secret_file;
 
 /// Three members with near copies and a shared secret, without an origin.
 fn near_fleet(etcd: &Etcd, tag: &str) -> Vec<Gateway> {
-    let name = cluster_name(tag);
-    let secret = secret_file(tag, 0o600);
-    (1..=3)
-        .map(|i| {
-            let mut args = member_args(etcd, &name, &format!("g{i}"), "10s");
-            args.extend(
-                [
-                    "--cluster-near-cache",
-                    "64MiB",
-                    "--cluster-secret-file",
-                    &secret.display().to_string(),
-                    "--fast-path",
-                    "off",
-                ]
-                .map(str::to_owned),
-            );
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            Gateway::start(&args)
-        })
-        .collect()
+    super::secret_fleet(
+        etcd,
+        tag,
+        &["--cluster-near-cache", "64MiB", "--fast-path", "off"],
+    )
 }
 
 /// A started near fleet (`tag`) where every member sees the others, and which of its

@@ -7,10 +7,9 @@ use std::time::{Duration, Instant};
 
 use rasa_client::{Client, FastPath};
 use rasa_openapi::cluster::placement;
-use rasa_tests::etcd::{cluster_name, member_args, Etcd};
+use rasa_tests::etcd::Etcd;
 use rasa_tests::{metric, pattern, Gateway};
 
-use super::proof::secret_file;
 use super::{all_see, kill, sdk};
 
 const KEY: &str = "ckpt/shard-0";
@@ -18,34 +17,13 @@ const KEY: &str = "ckpt/shard-0";
 /// A reader's call timeout.
 const CALL: Duration = Duration::from_secs(3);
 
-/// Three members holding keys under `ckpt/` three times, with a shared secret.
-fn replica_fleet(etcd: &Etcd, tag: &str, extra: &[&str]) -> Vec<Gateway> {
-    let name = cluster_name(tag);
-    let secret = secret_file(tag, 0o600);
-    (1..=3)
-        .map(|i| {
-            let mut args = member_args(etcd, &name, &format!("g{i}"), "10s");
-            args.extend(
-                [
-                    "--cluster-replicas",
-                    "ckpt/=3",
-                    "--cluster-secret-file",
-                    &secret.display().to_string(),
-                ]
-                .map(str::to_owned),
-            );
-            args.extend(extra.iter().map(|s| (*s).to_owned()));
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            Gateway::start(&args)
-        })
-        .collect()
-}
-
 /// A started fleet where every member sees the others; the members in `KEY`'s placement
 /// order (owner first), as indices into the fleet.
 async fn replica_cluster(tag: &str, extra: &[&str]) -> (Etcd, Vec<Gateway>, Vec<usize>) {
     let etcd = Etcd::start();
-    let gws = replica_fleet(&etcd, tag, extra);
+    let mut flags = vec!["--cluster-replicas", "ckpt/=3"];
+    flags.extend(extra);
+    let gws = super::secret_fleet(&etcd, tag, &flags);
     let refs: Vec<&Gateway> = gws.iter().collect();
     let view = all_see(&refs, 3).await;
     let order = placement(KEY, &view.members)
