@@ -126,6 +126,10 @@ fn policy(method: Option<&Method>, path: &str) -> Access {
         // Between members, who hold no client token: a proven hop marker instead (403
         // without one); it only drops near copies.
         (Some(&Method::POST), "/v1/cluster/near") => Access::Public,
+        // The same for replicas: an owner's word of a write (the replica copies the key
+        // from its owner, as any member may), and the frame an owner hands a replica.
+        (Some(&Method::POST), "/v1/cluster/replica") => Access::Public,
+        (Some(&Method::GET), "/v1/cluster/replica/{*key}") => Access::Public,
         (_, p) if p.starts_with("/v1/_test/") => Access::Scope(Scope::Admin),
         (None, p) if p.starts_with("/v1/") => Access::AnyToken,
         (Some(&Method::PUT | &Method::DELETE), p) if p.starts_with("/v1/") => {

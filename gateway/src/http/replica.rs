@@ -296,9 +296,18 @@ fn failed(key: &str, owner: &ClusterMember, why: &str) -> Option<u64> {
 /// the asking member (`Rasa-Near-Want`) a replica and answers the current version's frame
 /// with the lease — `304` when `If-None-Match` names that version already. `409` when this
 /// member does not own the key (or cannot be sure it will for a lease), `503` while a
-/// write of it is under way; only another member may ask (`403`).
+/// write of it is under way; only another member may ask (`403`: a hop marker, proven
+/// under `--cluster-secret-file`, which a gateway with tokens requires).
 pub async fn frame(State(st): State<AppState>, req: Request) -> Result<Response, ApiError> {
     let peers = member(&st, &req, "asks for a replica")?;
+    // Values leave here for a hop marker alone: with tokens guarding the API, only a
+    // proven one (`--cluster-secret-file`) will do.
+    if st.config.tokens.is_some() && peers.cluster().config().secret.is_none() {
+        return Err(ApiError::Forbidden {
+            detail: "replicas between members guarded by tokens need --cluster-secret-file".into(),
+            challenge: String::new(),
+        });
+    }
     let key = key_from_uri(req.uri().path(), &format!("{REPLICA_PATH}/"))?;
     let holder = req
         .headers()
