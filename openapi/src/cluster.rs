@@ -97,7 +97,7 @@ pub struct ClusterView {
     pub members: Vec<ClusterMember>,
     /// Keys served by more than their owner (`--cluster-replicas`): a key under one of
     /// these prefixes of the default namespace is held by the first `count` members of
-    /// its [`placement`] order, each of which serves reads of it (HTTP and one-sided)
+    /// its placement order, each of which serves reads of it (HTTP and one-sided)
     /// from its own memory. Clients spread their reads of such a key over those members.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replicas: Vec<ReplicaRule>,
