@@ -54,8 +54,9 @@ pub const REVOKE_PATH: &str = "/v1/cluster/near";
 /// Longest value kept as a near copy.
 const LARGEST_COPY: u64 = 4 << 20;
 
-/// Time taken off a holder's lease for clocks that run at slightly different rates.
-const MARGIN: Duration = Duration::from_millis(50);
+/// Time taken off a holder's lease (a near copy's or a replica's) for clocks that run at
+/// slightly different rates.
+pub const MARGIN: Duration = Duration::from_millis(50);
 
 /// A kept answer.
 struct Copy {

@@ -15,7 +15,7 @@ use rasa_openapi::{ClusterMember, ProblemCode, HOP_HEADER};
 
 use super::resolve::key_from_uri;
 use super::{ApiError, AppState};
-use crate::cluster::near::{LEASE_HEADER, WANT_HEADER};
+use crate::cluster::near::{LEASE_HEADER, MARGIN, WANT_HEADER};
 use crate::cluster::peers::tag_of;
 use crate::cluster::replicas::{
     Kept, Replica, Replicas, CHECKSUM_HEADER, REPLICA_LEASE, REPLICA_PATH,
@@ -32,9 +32,6 @@ const LENGTH_HEADER: &str = "rasa-payload-length";
 
 /// Longest wait for an owner's frame to arrive.
 const COPY_WITHIN: Duration = Duration::from_secs(30);
-
-/// Time taken off a replica's lease for clocks that run at slightly different rates.
-const MARGIN: Duration = Duration::from_millis(50);
 
 /// Longest list of keys one nudge names.
 const MOST_NUDGED: usize = 64 << 10;
@@ -270,7 +267,7 @@ async fn ask_owner(
         .await
         .ok()?
         .ok()?;
-    let adopted = objects.replicas().adopt(key, &frame, ids);
+    let adopted = objects.replicas().adopt(key, &frame, ids).await;
     if let Err(e) = &adopted {
         tracing::warn!(key, owner = %owner.node_id, error = %e, "a replica's copy was refused");
     }

@@ -27,13 +27,13 @@ impl Replicas<'_> {
 
     /// As a replica: adopts `frame`, version `ids` = (version id, payload length, frame
     /// checksum) of `key` another member owns, checked against them.
-    pub fn adopt(
+    pub async fn adopt(
         &self,
         key: &str,
         frame: &[u8],
         ids: (u64, u64, u64),
     ) -> Result<Arc<StoredVersion>, ObjectError> {
-        Ok(self.objects.store.writes().adopt(key, frame, ids)?)
+        Ok(self.objects.store.writes().adopt(key, frame, ids).await?)
     }
 
     /// As a replica: whether version `version` of `key` is still in memory here (a

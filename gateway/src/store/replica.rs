@@ -18,8 +18,9 @@ impl Writes<'_> {
     /// Adopts `bytes`, the frame of version `version` of `key` (`payload_len` bytes,
     /// frame checksum `checksum`) another member sent, as `key`'s current version here,
     /// tied to [`REPLICA_TIE`]. The frame is checked against the version it claims first.
-    /// Waits for no room: when memory is full after making room, [`StoreError::Busy`].
-    pub fn adopt(
+    /// Waits for no room: when memory is full after making room and reclaiming,
+    /// [`StoreError::Busy`].
+    pub async fn adopt(
         &self,
         key: &str,
         bytes: &[u8],
@@ -34,15 +35,9 @@ impl Writes<'_> {
             |why: String| StoreError::Fabric(format!("a replica's frame of {key}: {why}"));
         frame::validate(bytes, expected, checksum).map_err(|e| corrupt(e.to_string()))?;
         let store = self.store;
-        let (arena, mut slot) = match reserve_frame(&store.arenas, bytes.len(), false)? {
-            Some(got) => got,
-            None => {
-                store.memory().make_room();
-                reserve_frame(&store.arenas, bytes.len(), false)?.ok_or(StoreError::Busy {
-                    retry_after: store.config.lease + store.config.grace,
-                })?
-            }
-        };
+        // What a PUT does before it waits: make room, reclaim, try again.
+        let attempt = || reserve_frame(&store.arenas, bytes.len(), false);
+        let (arena, mut slot) = store.with_room(attempt, std::time::Duration::ZERO).await?;
         slot.as_mut_slice().copy_from_slice(bytes);
         if let (true, Some(fabric)) = (arena.dedicated, &store.fabric) {
             if let Err(e) = arena.register_sealed(fabric) {
