@@ -154,6 +154,9 @@ catalog! {
     LEASES_GRANTED = "rasa_leases_granted_total", C, [], "Descriptor leases granted.";
     MEMORY_BUDGET_BYTES = "rasa_memory_budget_bytes", G, [], "--memory: the budget for arena memory.";
     ARENA_BYTES_ALLOCATED = "rasa_arena_bytes_allocated", G, [], "Arena memory allocated and registered.";
+    ARENA_BYTES_WARM = "rasa_arena_bytes_warm", G, [], "Spare arena memory faulted in ahead of writes (part of the allocated memory; --warm-memory).";
+    ARENA_BYTES_FROM_WARM = "rasa_arena_bytes_from_warm_total", C, [], "Bytes of arenas and upload regions cut out of spare memory (their pages already faulted in).";
+    ARENA_BYTES_COLD = "rasa_arena_bytes_cold_total", C, [], "Bytes of arenas and upload regions mapped fresh (their first writes fault each page in): more than a little means --warm-memory is too small for the write rate.";
     LIVE_BYTES = "rasa_live_bytes", G, [], "Bytes of versions still readable (current or under a lease).";
     ARENAS = "rasa_arenas", G, ["state"], "Arenas by state: open, sealed, draining, free.";
     ARENAS_LEASED = "rasa_arenas_leased", G, [], "Arenas holding a version under a lease.";

@@ -64,6 +64,11 @@ pub struct Args {
     #[arg(long, env = "RASA_UPLOAD_STAGING_MEMORY", default_value = "256MiB", value_parser = parse_size, help_heading = "Memory")]
     pub upload_staging_memory: u64,
 
+    /// Spare memory kept faulted in ahead of writes, part of --memory: arenas are cut out of
+    /// it so writes find their pages in place. Default: --memory/4, at most 1 GiB. 0: off.
+    #[arg(long, env = "RASA_WARM_MEMORY", value_parser = parse_size, help_heading = "Memory")]
+    pub warm_memory: Option<u64>,
+
     /// How long a descriptor stays valid for one-sided reads.
     #[arg(long, env = "RASA_LEASE", default_value = "10s", value_parser = parse_duration, help_heading = "Memory")]
     pub lease: Duration,
@@ -473,6 +478,7 @@ impl Args {
             key_lifetime: (!self.key_lifetime.is_zero()).then_some(self.key_lifetime),
             block_size: self.block_size as u32,
             staging_memory: self.upload_staging_memory,
+            warm_memory: self.warm_memory.unwrap_or((self.memory / 4).min(1 << 30)),
         }
     }
 }

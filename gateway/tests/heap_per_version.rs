@@ -20,6 +20,7 @@ async fn per_version(n: usize, key_len: usize) -> f64 {
             key_lifetime: None,
             block_size: rasa_fastpath::frame::DEFAULT_BLOCK_SIZE,
             staging_memory: 256 << 20,
+            warm_memory: 0,
         },
         None,
         None,

@@ -355,6 +355,9 @@ async fn metrics_move_by_the_right_amounts() {
         "1MiB",
         "--max-object-size",
         "1MiB",
+        // Exact arena bytes below: no spare memory faulted in beside them.
+        "--warm-memory",
+        "0",
     ]);
     let c = rasa_tests::http();
     for (k, n) in [("m/a", 10usize), ("m/b", 20), ("m/c", 30)] {

@@ -10,7 +10,8 @@ const RSS_LIMIT_MIB: u64 = 72;
 
 #[tokio::test]
 async fn provider_queues_are_sized_for_rma_reads() {
-    let gw = Gateway::start(&["--fast-path", "on"]);
+    // The process's own memory: no spare arena memory faulted in ahead of writes.
+    let gw = Gateway::start(&["--fast-path", "on", "--warm-memory", "0"]);
     let c = Client::builder(&gw.base)
         .fast_path(FastPath::Required)
         .build()

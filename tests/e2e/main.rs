@@ -44,3 +44,4 @@ mod trust;
 mod two_providers;
 mod ui;
 mod versions;
+mod warm;

@@ -401,12 +401,23 @@ pub fn remote(d: &rasa_openapi::Descriptor) -> rasa_fastpath::reader::RemoteFram
 
 /// The sum of a metric's samples (all label sets) on the gateway's `/metrics`; 0 if absent.
 pub async fn metric(gw: &Gateway, name: &str) -> f64 {
-    let text = text_of(http().get(gw.url("/metrics"))).await;
+    metric_in(&text_of(http().get(gw.url("/metrics"))).await, name)
+}
+
+/// The sum of the samples of metric `name` in one scrape's `text`.
+pub fn metric_in(text: &str, name: &str) -> f64 {
     text.lines()
         .filter(|l| l.starts_with(name))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>()
         + 0.0 // an empty sum is -0.0
+}
+
+/// Bytes of arena memory holding values: allocated less the spare memory faulted in (or
+/// being faulted in) beside it in the background (`--warm-memory`), from one scrape.
+pub async fn arena_bytes(gw: &Gateway) -> f64 {
+    let text = text_of(http().get(gw.url("/metrics"))).await;
+    metric_in(&text, "rasa_arena_bytes_allocated") - metric_in(&text, "rasa_arena_bytes_warm")
 }
 
 /// Requests the gateway answered on `route` (as routes are declared:

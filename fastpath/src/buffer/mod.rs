@@ -419,5 +419,7 @@ impl AsRef<[u8]> for Frozen {
     }
 }
 
+mod carve;
+
 #[cfg(test)]
 mod tests;

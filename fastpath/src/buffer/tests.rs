@@ -151,3 +151,46 @@ fn a_slot_splits_into_disjoint_parts_that_join_again() {
     assert!(head.as_slice()[600..].iter().all(|&b| b == 2));
     assert_eq!(other.offset(), 1000);
 }
+
+/// Warm memory: a populated buffer cut into parts that each write, read and unmap on
+/// their own, joined back into one when neighbours; what cannot be cut is given back.
+#[test]
+fn mapped_buffers_split_and_join_on_huge_page_boundaries() {
+    let mut whole = ArenaBuffer::new(8 * HUGE_PAGE).unwrap();
+    assert!(whole.splittable());
+    assert!(ArenaBuffer::populate(&mut whole), "pages faulted in");
+    let base = whole.base_addr();
+    let whole = ArenaBuffer::split(whole, HUGE_PAGE + 4096).expect_err("not on a boundary");
+    let held = Arc::clone(&whole);
+    let whole = ArenaBuffer::split(whole, HUGE_PAGE).expect_err("shared");
+    drop(held);
+    let (front, back) = ArenaBuffer::split(whole, 3 * HUGE_PAGE).unwrap();
+    assert_eq!((front.base_addr(), front.capacity()), (base, 3 * HUGE_PAGE));
+    assert_eq!(back.base_addr(), base + 3 * HUGE_PAGE);
+    assert_eq!(back.capacity(), 5 * HUGE_PAGE);
+    for part in [&front, &back] {
+        let mut slot = part.try_reserve(part.capacity(), 64).unwrap();
+        assert!(slot.as_slice().iter().all(|b| *b == 0), "zero-filled");
+        slot.as_mut_slice().fill(9);
+    }
+    // Used buffers neither split nor join.
+    let (front, back) = ArenaBuffer::join(front, back).expect_err("slots were claimed");
+    let (mut front, mut back) = (front, back);
+    assert!(ArenaBuffer::reset(&mut front) && ArenaBuffer::reset(&mut back));
+    let (back, front) = ArenaBuffer::join(back, front).expect_err("out of order");
+    let joined = ArenaBuffer::join(front, back).unwrap();
+    assert_eq!(
+        (joined.base_addr(), joined.capacity()),
+        (base, 8 * HUGE_PAGE)
+    );
+    let (a, rest) = ArenaBuffer::split(joined, HUGE_PAGE).unwrap();
+    drop(a); // unmaps its own range only
+    let slot = rest.try_reserve(rest.capacity(), 64).unwrap();
+    assert!(
+        slot.as_slice().iter().all(|b| *b == 9),
+        "the rest still mapped"
+    );
+    let small = ArenaBuffer::new(64 << 10).unwrap();
+    assert!(!small.splittable());
+    assert!(ArenaBuffer::split(small, HUGE_PAGE).is_err());
+}

@@ -22,6 +22,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("max_connections", "4096"),
     ("allowed_host", "[\"cache.example.com\"]"),
     ("disk", "\"/var/lib/rasa\""),
+    ("warm_memory", "\"512MiB\""),
     ("cluster", "\"etcd://10.0.0.2:2379,10.0.0.3:2379\""),
     ("node_id", "\"cache-a\""),
     ("advertise_url", "\"http://10.0.0.7:8080\""),

@@ -19,6 +19,7 @@ pub(super) fn test_state(config: HttpConfig) -> AppState {
             key_lifetime: None,
             block_size: rasa_fastpath::frame::DEFAULT_BLOCK_SIZE,
             staging_memory: 256 << 20,
+            warm_memory: 0,
         },
         None,
         None,

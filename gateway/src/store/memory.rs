@@ -40,8 +40,16 @@ impl Store {
             tick.tick().await;
             let Some(store) = weak.upgrade() else { return };
             store.one_sided().expire(std::time::Instant::now());
+            let warm = Arc::clone(&store);
             if let Err(e) = tokio::task::spawn_blocking(move || store.memory().reclaim()).await {
                 tracing::error!(error = %e, "a reclaim pass failed");
+            }
+            // Faulting memory in takes long (every page): on its own blocking thread, so
+            // reclamation keeps its pace; one warm-up at a time.
+            if arena::Warm::of(&warm.arenas).wanted() {
+                drop(tokio::task::spawn_blocking(move || {
+                    arena::Warm::of(&warm.arenas).fill()
+                }));
             }
         }
     }
@@ -139,6 +147,7 @@ impl<'a> Memory<'a> {
         catalog::ARENA_BYTES_ALLOCATED
             .gauge()
             .set(c.allocated as f64);
+        catalog::ARENA_BYTES_WARM.gauge().set(c.warm as f64);
         catalog::MEMORY_BUDGET_BYTES
             .gauge()
             .set(self.arenas.budget() as f64);

@@ -72,6 +72,9 @@ pub struct StoreConfig {
     /// Memory that values being uploaded for shared arenas may hold together, outside
     /// advertised memory, until each is sealed (at least one arena's worth is allowed).
     pub staging_memory: u64,
+    /// Spare memory to keep faulted in ahead of writes, within the budget
+    /// ([`arena`]'s warm memory; 0: none).
+    pub warm_memory: u64,
 }
 
 /// Keys → versions, over arenas.
@@ -99,6 +102,18 @@ pub struct Store {
     fills: Arc<fills::Fills>,
 }
 
+/// A store's arenas, as `config` sizes them.
+fn arenas_for(config: &StoreConfig, fabric: Option<Arc<Fabrics>>) -> Arenas {
+    let arenas = Arenas::new(
+        config.arena_size,
+        config.memory_budget,
+        config.grace,
+        fabric,
+    );
+    arena::Warm::of(&arenas).set_target(config.warm_memory);
+    arenas
+}
+
 impl Store {
     /// An empty store with a fresh random incarnation. With `fabric`, every arena is
     /// registered for one-sided reads; with `disk`, evicted versions spill to that tier
@@ -112,12 +127,7 @@ impl Store {
             staging: upload::Staging::new(config.staging_memory, config.arena_size as u64),
             incarnation: rand::random(),
             counter: Arc::new(AtomicU64::new(1)),
-            arenas: Arenas::new(
-                config.arena_size,
-                config.memory_budget,
-                config.grace,
-                fabric.clone(),
-            ),
+            arenas: arenas_for(&config, fabric.clone()),
             fabric,
             room: tokio::sync::Notify::new(),
             latest_lease_ms: AtomicU64::new(0),
@@ -138,12 +148,7 @@ impl Store {
             staging: self.staging.clone(),
             incarnation: self.incarnation,
             counter: Arc::clone(&self.counter),
-            arenas: Arenas::new(
-                config.arena_size,
-                config.memory_budget,
-                config.grace,
-                self.fabric.clone(),
-            ),
+            arenas: arenas_for(&config, self.fabric.clone()),
             fabric: self.fabric.clone(),
             room: tokio::sync::Notify::new(),
             latest_lease_ms: AtomicU64::new(0),

@@ -17,6 +17,7 @@ fn store_with(budget: u64, arena: usize, lease: Duration, grace: Duration) -> St
             key_lifetime: None,
             block_size: rasa_fastpath::frame::DEFAULT_BLOCK_SIZE,
             staging_memory: 256 << 20,
+            warm_memory: 0,
         },
         None,
         None,

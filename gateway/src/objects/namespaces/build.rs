@@ -25,6 +25,9 @@ impl Namespaces {
         let base = Arc::clone(default.store());
         let make: Maker = Box::new(move |spec: &Spec| {
             let mut config = *base.config();
+            // Warm memory in the same share of its quota as the default's of --memory.
+            config.warm_memory = (u128::from(config.warm_memory) * u128::from(spec.quota)
+                / u128::from(config.memory_budget.max(1))) as u64;
             config.memory_budget = spec.quota;
             config.arena_size = arena_size_for(spec.quota, arena_size) as usize;
             let tier = match (&disk, spec.disk_quota) {

@@ -17,18 +17,19 @@ use super::{Arena, ArenaStats, Arenas, Table};
 pub const CHARGE_STEP: u64 = 8 << 20;
 
 impl Table {
-    /// Makes `need` bytes of `budget` available by releasing recycled shared arenas; false
-    /// when that is not enough.
+    /// Makes `need` bytes of `budget` available by releasing spare memory (only what is
+    /// needed), then recycled shared arenas; false when that is not enough.
     pub(super) fn make_budget(&mut self, need: u64, budget: u64, stats: &ArenaStats) -> bool {
         while self.allocated + need > budget {
-            let capacity = match self.spare.pop() {
-                Some(b) => b.capacity(),
-                None => match self.free.pop() {
-                    Some(f) => f.buffer.capacity(),
+            let over = self.allocated + need - budget;
+            let released = match self.release_spare(over) {
+                0 => match self.free.pop() {
+                    Some(f) => f.buffer.capacity() as u64,
                     None => break,
                 },
+                spare => spare,
             };
-            self.allocated -= capacity as u64;
+            self.allocated -= released;
             stats.released.fetch_add(1, Ordering::Relaxed);
         }
         self.allocated + need <= budget

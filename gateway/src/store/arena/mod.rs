@@ -31,10 +31,12 @@ mod region;
 mod single;
 #[cfg(test)]
 mod tests;
+mod warm;
 
 pub use charge::CHARGE_STEP;
 
 pub use single::Arena;
+pub use warm::Warm;
 
 use super::StoreError;
 
@@ -66,6 +68,8 @@ pub struct ArenaCounts {
     pub free: usize,
     /// Bytes of arena memory allocated.
     pub allocated: u64,
+    /// Bytes of it spare (faulted in, in no arena yet) or being faulted in ([`warm`]).
+    pub warm: u64,
 }
 
 #[derive(Debug, Default)]
@@ -74,11 +78,13 @@ struct Table {
     sealed: Vec<Arc<Arena>>,
     draining: Vec<Arc<Arena>>,
     free: Vec<Arc<Arena>>,
-    /// Memory of reclaimed dedicated arenas (reset, unregistered, still allocated), kept
-    /// for upload regions: a region written into fresh memory had the kernel zero every
-    /// page first (a quarter of a one-sided write's CPU). Released before `free` when
-    /// room is needed.
+    /// Spare memory (reset, unregistered, still allocated, its pages in place): warm
+    /// memory faulted in ahead of writes and reclaimed upload regions, joined where they
+    /// are neighbours; new arenas and regions are cut out of it ([`warm`]). Released
+    /// before `free` when room is needed.
     spare: Vec<Arc<ArenaBuffer>>,
+    /// Bytes a warm-up is faulting in (allocated, not spare yet).
+    warming: u64,
     allocated: u64,
 }
 
@@ -107,6 +113,8 @@ pub struct Arenas {
     /// Arenas taken out of `draining` by a reclaim pass that is revoking, resetting or
     /// re-registering them outside the table lock; still counted as draining.
     reclaiming: AtomicUsize,
+    /// Bytes of spare memory to keep faulted in ([`Warm::set_target`]).
+    warm: AtomicU64,
     /// Life-cycle counters.
     pub stats: ArenaStats,
 }
@@ -127,6 +135,7 @@ impl Arenas {
             table: Mutex::new(Table::default()),
             fabric,
             reclaiming: AtomicUsize::new(0),
+            warm: AtomicU64::new(0),
             stats: ArenaStats::default(),
         }
     }
@@ -167,6 +176,7 @@ impl Arenas {
             draining: t.draining.len(),
             free: t.free.len(),
             allocated: t.allocated,
+            warm: t.spare_bytes() + t.warming,
         }
     }
 
@@ -230,17 +240,31 @@ impl Arenas {
         if let Some(got) = t.open.as_ref().and_then(claim) {
             return Ok(got);
         }
-        // Spare region memory gives way to a shared arena before anything is evicted.
-        let room =
-            t.free.is_empty() && t.make_budget(self.arena_size as u64, self.budget(), &self.stats);
+        // A new shared arena is cut out of spare memory (its pages in place), or spare
+        // memory gives way to it before anything is evicted.
+        let warm = match t.free.is_empty() && may_allocate {
+            true => t.take_spare(self.arena_size),
+            false => None,
+        };
+        let room = t.free.is_empty()
+            && (warm.is_some()
+                || t.make_budget(self.arena_size as u64, self.budget(), &self.stats));
         let next = match t.free.pop() {
             Some(a) => a,
             None if !may_allocate && room => return Err(ReserveError::NeedAllocation),
             None if room => {
-                // Accounted now, allocated and registered without the lock.
-                t.allocated += self.arena_size as u64;
-                drop(t);
-                let fresh = self.allocate(self.arena_size, false, None)?;
+                let fresh = match warm {
+                    Some(buffer) => {
+                        drop(t);
+                        arena_over(self, buffer, false, None)?
+                    }
+                    None => {
+                        // Accounted now, allocated and registered without the lock.
+                        t.allocated += self.arena_size as u64;
+                        drop(t);
+                        self.allocate(self.arena_size, false, None)?
+                    }
+                };
                 t = self.table();
                 // Another writer opened an arena meanwhile: fill it first, keep this one
                 // free (sealing it now would strand an arena nearly empty).
@@ -285,38 +309,15 @@ impl Arenas {
                 budget: self.budget(),
             })
         })?;
+        catalog::ARENA_BYTES_COLD
+            .counter()
+            .increment(buffer.capacity() as u64);
         // The buffer is `size` rounded up to a page; account what it really holds (a
         // growing arena's last charge covers it).
-        let extra = if charged.is_some() {
-            0
-        } else {
-            buffer.capacity() as u64 - size as u64
-        };
-        if extra > 0 {
-            self.table().allocated += extra;
+        if charged.is_none() {
+            self.table().allocated += buffer.capacity() as u64 - size as u64;
         }
-        // A dedicated arena is registered once its value is written (Arena::register_sealed).
-        let region = match dedicated {
-            true => None,
-            false => register(self.fabric.as_ref(), &buffer).map_err(|e| {
-                self.table().allocated -= extra;
-                undo(e)
-            })?,
-        };
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        catalog::ARENAS_CREATED.counter().increment(1);
-        tracing::debug!(
-            arena = id,
-            size,
-            huge_pages = buffer.huge_pages(),
-            dedicated,
-            "arena allocated"
-        );
-        let arena = Arena::new(id, buffer, dedicated, region);
-        if let Some(charged) = charged {
-            arena.charged.store(charged, Ordering::Release);
-        }
-        Ok(Arc::new(arena))
+        arena_over(self, buffer, dedicated, charged)
     }
 
     /// Arenas with a lease still running at `now`, and bytes of current versions, over all
@@ -395,6 +396,40 @@ impl Arenas {
     pub fn draining(&self) -> usize {
         self.table().draining.len() + self.reclaiming.load(Ordering::Acquire)
     }
+}
+
+/// An arena over `buffer`, whose memory is accounted in the table (`charged` bytes of
+/// it when it is charged as it fills, else all of it): registered (unless dedicated:
+/// a dedicated arena is registered once its value is written,
+/// `Arena::register_sealed`) without holding the table lock. On failure the
+/// accounting is undone.
+fn arena_over(
+    arenas: &Arenas,
+    buffer: Arc<ArenaBuffer>,
+    dedicated: bool,
+    charged: Option<u64>,
+) -> Result<Arc<Arena>, ReserveError> {
+    let region = match dedicated {
+        true => None,
+        false => register(arenas.fabric.as_ref(), &buffer).map_err(|e| {
+            arenas.table().allocated -= charged.unwrap_or(buffer.capacity() as u64);
+            ReserveError::Never(e)
+        })?,
+    };
+    let id = arenas.next_id.fetch_add(1, Ordering::Relaxed);
+    catalog::ARENAS_CREATED.counter().increment(1);
+    tracing::debug!(
+        arena = id,
+        size = buffer.capacity(),
+        huge_pages = buffer.huge_pages(),
+        dedicated,
+        "arena allocated"
+    );
+    let arena = Arena::new(id, buffer, dedicated, region);
+    if let Some(charged) = charged {
+        arena.charged.store(charged, Ordering::Release);
+    }
+    Ok(Arc::new(arena))
 }
 
 /// Registers `buffer` with `fabric` (its regions, one per fabric); `None` without one.

@@ -135,7 +135,9 @@ impl Arenas {
         let mut t = self.table();
         t.allocated -= released;
         t.free.extend(fresh);
-        t.spare.extend(spare);
+        for buffer in spare {
+            t.put_spare(buffer);
+        }
         t.draining.extend(waiting);
         self.reclaiming.fetch_sub(taken, Ordering::AcqRel);
         freed

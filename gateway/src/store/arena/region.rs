@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use rasa_fastpath::buffer::{ArenaBuffer, WriteSlot, BUFFER_ALIGN};
+use rasa_fastpath::buffer::{WriteSlot, BUFFER_ALIGN};
 use rasa_fastpath::frame::FRAME_ALIGN;
 
 use super::{Arena, Arenas, ReserveError};
@@ -35,11 +35,9 @@ impl Arenas {
             }));
         }
         let mut t = self.table();
-        // Spare memory of a reclaimed dedicated arena, if one fits without wasting more
-        // than the region itself: its pages are in place already.
-        let fits = |b: &Arc<ArenaBuffer>| b.capacity() >= size && b.capacity() <= 2 * size;
-        let arena = if let Some(i) = t.spare.iter().position(fits) {
-            let buffer = t.spare.swap_remove(i);
+        // Spare memory (warm, or a reclaimed region's), cut to size: its pages are in
+        // place already.
+        let arena = if let Some(buffer) = t.take_spare(size) {
             drop(t);
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             Arc::new(Arena::new(id, buffer, true, None))
@@ -72,9 +70,9 @@ mod tests {
     use super::*;
     use std::time::{Duration, SystemTime};
 
-    /// A reclaimed region's memory is kept as spare for the next region, and gives way to
-    /// a shared arena before anything must be evicted (the engines bench once found a
-    /// batch's own values evicted while spare memory filled the budget).
+    /// A reclaimed region's memory is kept as spare for the next region, and a shared
+    /// arena is cut out of it before anything must be evicted (the engines bench once
+    /// found a batch's own values evicted while spare memory filled the budget).
     #[test]
     fn spare_region_memory_is_reused_and_gives_way_to_shared_arenas() {
         let arenas = Arenas::new(1 << 20, 8 << 20, Duration::ZERO, None);
@@ -102,6 +100,7 @@ mod tests {
             shared.is_ok(),
             "a shared arena in place of the spare: {shared:?}"
         );
-        assert_eq!(arenas.allocated(), 1 << 20, "the spare was released for it");
+        assert_eq!(arenas.allocated(), 8 << 20, "cut out of the spare");
+        assert_eq!(arenas.counts().warm, 6 << 20, "the rest still spare");
     }
 }

@@ -40,6 +40,7 @@ fn store(dir: &std::path::Path, size: u64, admit: Admit) -> Arc<Store> {
             key_lifetime: None,
             block_size: 0,
             staging_memory: 1 << 20,
+            warm_memory: 0,
         },
         None,
         Some(Disk::open(config(dir, size, admit)).unwrap()),

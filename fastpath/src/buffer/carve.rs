@@ -1,0 +1,119 @@
+//! Warm memory: faulting a buffer's pages in ahead of its first write, and cutting a
+//! mapped buffer in two or joining two neighbours back, so a reserve of faulted-in memory
+//! can serve regions of any size.
+//!
+//! A first write to a fresh anonymous mapping costs the writer a page fault per page: the
+//! kernel zeroes it (and on a VM the host may have to back it first: 2–6 ms for one 2 MiB
+//! page on the machine this was measured on). A one-sided writer takes the gateway's
+//! faults itself, inside its `process_vm_writev`, so fresh memory halves or worse a
+//! write's speed. A gateway keeps some memory faulted in ([`ArenaBuffer::populate`]) and
+//! carves regions out of it ([`ArenaBuffer::split`]); reclaimed neighbours join again
+//! ([`ArenaBuffer::join`]).
+//!
+//! Only buffers this crate mapped on huge-page boundaries ([`ArenaBuffer::splittable`])
+//! can be cut or joined: each part is itself such a mapping's range (the kernel unmaps any
+//! page-aligned range on its own), cut on a huge-page boundary so each part keeps whole
+//! huge pages.
+
+use std::mem::ManuallyDrop;
+use std::ptr::NonNull;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+use super::{ArenaBuffer, Backing, BUFFER_ALIGN, HUGE_PAGE};
+
+impl ArenaBuffer {
+    /// Whether [`split`](Self::split) and [`join`](Self::join) apply: memory mapped on
+    /// huge-page boundaries, a whole number of huge pages long.
+    pub fn splittable(&self) -> bool {
+        matches!(self.backing, Backing::Mapped)
+            && self.base_addr().is_multiple_of(HUGE_PAGE)
+            && self.len.is_multiple_of(HUGE_PAGE)
+    }
+
+    /// Cuts an unused buffer in two at `at` (a multiple of [`HUGE_PAGE`] strictly inside
+    /// it): `[0, at)` and `[at, len)`, each unmapped on its own when dropped. Gives the
+    /// buffer back unchanged when it is shared, has claimed slots, is not
+    /// [`splittable`](Self::splittable) or `at` is not such a boundary.
+    pub fn split(this: Arc<Self>, at: usize) -> Result<(Arc<Self>, Arc<Self>), Arc<Self>> {
+        if !this.splittable() || at == 0 || at >= this.len || !at.is_multiple_of(HUGE_PAGE) {
+            return Err(this);
+        }
+        let mut buf = Arc::try_unwrap(this)?;
+        if *buf.next.get_mut() != 0 {
+            return Err(Arc::new(buf));
+        }
+        // The two parts take over the mapping: the whole must not be unmapped on drop.
+        let whole = ManuallyDrop::new(buf);
+        // SAFETY: `at < len`, so `ptr + at` lies inside the mapping (and is not null).
+        let back = unsafe { NonNull::new_unchecked(whole.ptr.as_ptr().add(at)) };
+        Ok((
+            Arc::new(Self::mapped(whole.ptr, at)),
+            Arc::new(Self::mapped(back, whole.len - at)),
+        ))
+    }
+
+    /// Joins two unused buffers when `back` begins where `front` ends and both are
+    /// [`splittable`](Self::splittable): one buffer over both ranges. Gives both back
+    /// otherwise.
+    pub fn join(front: Arc<Self>, back: Arc<Self>) -> Result<Arc<Self>, (Arc<Self>, Arc<Self>)> {
+        let adjacent = front.splittable()
+            && back.splittable()
+            && front.base_addr() + front.len == back.base_addr()
+            && front.used() == 0
+            && back.used() == 0;
+        if !adjacent || Arc::strong_count(&front) != 1 || Arc::strong_count(&back) != 1 {
+            return Err((front, back));
+        }
+        let (front, back) = match (Arc::try_unwrap(front), Arc::try_unwrap(back)) {
+            (Ok(f), Ok(b)) => (ManuallyDrop::new(f), ManuallyDrop::new(b)),
+            (f, b) => return Err((rewrap(f), rewrap(b))),
+        };
+        Ok(Arc::new(Self::mapped(front.ptr, front.len + back.len)))
+    }
+
+    /// Faults every page of an unused buffer in, so writes into it (one-sided ones
+    /// included) find their pages in place. `MADV_POPULATE_WRITE` where the kernel has it
+    /// (5.14); else, for a buffer held by this call alone, one zero written per page (the
+    /// memory is zero-filled already). Whether the pages are in.
+    pub fn populate(this: &mut Arc<Self>) -> bool {
+        // MADV_POPULATE_WRITE: 23 since Linux 5.14.
+        const POPULATE_WRITE: libc::c_int = 23;
+        // SAFETY: the range is exactly this buffer's allocation; populating writes no byte.
+        let done =
+            unsafe { libc::madvise(this.ptr.as_ptr().cast(), this.len, POPULATE_WRITE) } == 0;
+        if done {
+            return true;
+        }
+        let Some(buf) = Arc::get_mut(this) else {
+            return false;
+        };
+        if *buf.next.get_mut() != 0 {
+            return false;
+        }
+        for page in (0..buf.len).step_by(BUFFER_ALIGN) {
+            // SAFETY: `page < len`, inside the allocation; `&mut` to the only `Arc` with
+            // no slot claimed means nothing else reads or writes it; the byte is 0 already.
+            unsafe { buf.ptr.as_ptr().add(page).write_volatile(0) };
+        }
+        true
+    }
+
+    /// A buffer over `len` bytes at `ptr` of a mapping made by `map_huge`.
+    fn mapped(ptr: NonNull<u8>, len: usize) -> Self {
+        Self {
+            ptr,
+            len,
+            backing: Backing::Mapped,
+            next: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// A buffer taken out of its `Arc` (or still in it) as an `Arc` again.
+fn rewrap(b: Result<ArenaBuffer, Arc<ArenaBuffer>>) -> Arc<ArenaBuffer> {
+    match b {
+        Ok(b) => Arc::new(b),
+        Err(shared) => shared,
+    }
+}
