@@ -100,7 +100,8 @@ pub(super) fn run(
         });
     }
     if let Some(pid) = conn.cma_pid {
-        return copy_all(pid, pieces, &targets, deadline, on_piece);
+        let window = window.min(pieces.len());
+        return super::cma::copy_all(pid, pieces, &targets, window, deadline, on_piece);
     }
     // One context per piece; the provider may write into it while the read is in flight.
     let mut contexts: Vec<ReadContext> = vec![ReadContext::default(); pieces.len()];
@@ -182,7 +183,7 @@ pub(super) fn run(
 }
 
 /// Where each kind of piece lands: `[scratch, landing]` as (base, length, descriptor).
-type Targets = [(*mut u8, usize, *mut libc::c_void); 2];
+pub(super) type Targets = [(*mut u8, usize, *mut libc::c_void); 2];
 
 /// Where each kind of piece lands: [scratch, landing] (base, length, descriptor); every
 /// piece is checked to lie inside its buffer.
@@ -288,39 +289,6 @@ fn idle(conn: &Conn, idle_polls: u32, entries: &mut [Completion]) -> Polled {
         Polled::Failed(_) => Polled::Empty,
         polled => polled,
     }
-}
-
-/// Each piece copied by this process from process `pid` (cross-memory attach), in order;
-/// nothing is ever in flight.
-fn copy_all(
-    pid: u32,
-    pieces: &[Piece],
-    targets: &Targets,
-    deadline: Instant,
-    on_piece: &mut OnPiece<'_>,
-) -> Result<(), Failed> {
-    for (i, p) in pieces.iter().enumerate() {
-        if Instant::now() >= deadline {
-            return Err(Failed {
-                error: ReadError::Timeout(Duration::ZERO),
-                quiet: true,
-            });
-        }
-        let (base, _, _) = targets[usize::from(p.landing)];
-        // SAFETY: `base + p.local .. + p.len` lies in the scratch slot or the landing
-        // buffer (`run` checked every piece), which the caller holds exclusively (&mut)
-        // for this call; only this call writes it, and no read is in flight.
-        let bytes = unsafe {
-            let local = base.add(p.local);
-            crate::local::copy_from(pid, local, p.remote, p.len)
-        }
-        .map_err(|e| Failed {
-            error: copy_error(e),
-            quiet: true,
-        })?;
-        on_piece(i, bytes).map_err(|error| Failed { error, quiet: true })?;
-    }
-    Ok(())
 }
 
 /// A failed cross-memory copy as a read error: an unmapped range is a revoked key.

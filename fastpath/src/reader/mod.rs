@@ -16,6 +16,7 @@ pub use contact::{
 pub use landing::{Direct, LandingBuffer};
 pub use write::RemoteWrite;
 
+mod cma;
 mod contact;
 mod engine;
 mod landing;
