@@ -27,6 +27,19 @@ target/release/rasa-gateway --listen 127.0.0.1:0 --memory 4GiB --max-object-size
 pids+=($!)
 rasa=$(timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -f "$tmp/rasa.out")) || true
 [ -n "$rasa" ] || { echo "bench/mooncake: the gateway did not start" >&2; cat "$tmp/rasa.err" >&2; exit 1; }
+# Two of 1 GiB for the rounds that turn memory over (issue 63): default warm memory (a
+# quarter), and all of it faulted in ahead.
+small() { # name args...
+  target/release/rasa-gateway --listen 127.0.0.1:0 --memory 1GiB --max-object-size 64MiB \
+    --fast-path on --fabric-provider 'tcp;ofi_rxm,shm' "${@:2}" >"$tmp/$1.out" 2>"$tmp/$1.err" &
+  pids+=($!)
+  local url
+  url=$(timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -f "$tmp/$1.out")) || true
+  [ -n "$url" ] || { echo "bench/mooncake: gateway $1 did not start" >&2; cat "$tmp/$1.err" >&2; exit 1; }
+  echo "$url"
+}
+quarter=$(small quarter)
+whole=$(small whole --warm-memory 1GiB)
 
 mc=.venv-bench/bin
 rpc=$(free_port); meta=$(free_port); client=$(free_port)
@@ -48,4 +61,5 @@ echo
 echo "Mooncake Store $("$mc/mooncake_master" --version | sed -n 's/.*version \([^ ]*\).*/\1/p') (PyPI \`mooncake-transfer-engine-efa-non-cuda\`): its master and a \`mooncake_client\` holding 4 GB, on loopback; Rasa's release gateway with \`--fabric-provider 'tcp;ofi_rxm,shm'\`. Python clients in one process, peers in turn round by round, every read checked byte-exact, reads into registered memory:"
 echo
 MOONCAKE_SITE="$site" .venv/bin/python bench/mooncake_bench.py "$rasa" "127.0.0.1:$rpc" \
-  "http://127.0.0.1:$meta/metadata" "127.0.0.1:$client"
+  "http://127.0.0.1:$meta/metadata" "127.0.0.1:$client" \
+  "default --warm-memory (256 MiB)=$quarter" "--warm-memory 1GiB=$whole"

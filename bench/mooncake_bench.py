@@ -9,8 +9,10 @@ its ``mooncake_master`` and a ``mooncake_client`` holding the memory, reached ov
 the ``mooncake_client``). Reads land in registered memory on both sides. Also the memcpy
 ceiling of this machine in the same run.
 
-Usage: mooncake_bench.py RASA_URL MASTER_ADDR METADATA_URL CLIENT_ADDR  (env ROUNDS)
-Prints Markdown rows; medians over the rounds.
+Usage: mooncake_bench.py RASA_URL MASTER_ADDR METADATA_URL CLIENT_ADDR [LABEL=URL ...]
+(env ROUNDS). Prints Markdown rows; medians over the rounds. With LABEL=URL (gateways with
+``--memory 1GiB``): 30 rounds of 16 × 16 MiB ``put_many`` by the default client, the memory
+turned over many times (issue 63: the slowest round against the median).
 """
 
 from __future__ import annotations
@@ -129,6 +131,31 @@ def memcpy_ceiling() -> float:
     return src.size / min(best) / 1e9
 
 
+def turnover(label: str, url: str) -> None:
+    """30 rounds of 16 × 16 MiB into ``--memory 1GiB`` with the default client, after one
+    small call that sets its fast path up (as Mooncake's ``setup`` does before its rounds)."""
+    n, size = 16, 16 << 20
+    data = values(n, size, 7)
+    mv = memoryview(data)
+    c = rasa_client.Client(url)
+    t = time.perf_counter()
+    c.put_many([(f"turnover/setup/{i}", mv[:65536]) for i in range(2)])
+    setup = (time.perf_counter() - t) * 1e3
+    took = []
+    for r in range(30):
+        t = time.perf_counter()
+        c.put_many([(f"turnover/{r}/{i}", mv[i * size : (i + 1) * size]) for i in range(n)])
+        took.append((time.perf_counter() - t) * 1e3)
+    med = statistics.median(took)
+    print(
+        f"- {label}: 30 rounds of 16 × 16 MiB \`put_many\` (default client, one-sided "
+        f"over {c.stats()['fabric_provider']}): median {med:.0f} ms, slowest {max(took):.0f} ms "
+        f"= **{max(took) / med:.2f}× the median** (goal ≤ 3×); rounds in ms: "
+        f"{[round(x) for x in took]}; the client's first call (a small one, which sets its "
+        f"fast path up) {setup:.0f} ms."
+    )
+
+
 def main() -> None:
     url, master, metadata, client = sys.argv[1:5]
     peers = [
@@ -184,6 +211,12 @@ def main() -> None:
             f"- {w}: Rasa shm / Mooncake same-host {r('Rasa default (shm)', 'Mooncake same-host', w):.2f}×, "
             f"Rasa tcp / Mooncake tcp {r('Rasa tcp', 'Mooncake tcp', w):.2f}×"
         )
+    if len(sys.argv) > 5:
+        print()
+        print("Memory turned over (a gateway with `--memory 1GiB`, new keys every round):")
+        print()
+        for arg in sys.argv[5:]:
+            turnover(*arg.split("=", 1))
 
 
 if __name__ == "__main__":

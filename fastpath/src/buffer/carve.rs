@@ -117,3 +117,15 @@ fn rewrap(b: Result<ArenaBuffer, Arc<ArenaBuffer>>) -> Arc<ArenaBuffer> {
         Err(shared) => shared,
     }
 }
+
+/// Lowers the calling thread to the lowest scheduling priority (nice 19), so that a thread
+/// faulting memory in ahead of need gives way to those serving reads and writes (the
+/// thread stays so: call it on a thread of its own). Whether the kernel allowed it.
+pub fn lower_priority() -> bool {
+    // SAFETY: `gettid` has no preconditions; `setpriority` on this thread's id changes
+    // only its own nice value (Linux keeps one per thread).
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19) == 0
+    }
+}

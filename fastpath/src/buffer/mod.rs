@@ -420,6 +420,7 @@ impl AsRef<[u8]> for Frozen {
 }
 
 mod carve;
+pub use carve::lower_priority;
 
 #[cfg(test)]
 mod tests;

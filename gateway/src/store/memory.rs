@@ -44,12 +44,20 @@ impl Store {
             if let Err(e) = tokio::task::spawn_blocking(move || store.memory().reclaim()).await {
                 tracing::error!(error = %e, "a reclaim pass failed");
             }
-            // Faulting memory in takes long (every page): on its own blocking thread, so
-            // reclamation keeps its pace; one warm-up at a time.
+            // Faulting memory in takes long (every page): on a thread of its own at the
+            // lowest priority, so reclamation keeps its pace and readers and writers keep
+            // their cores; one warm-up at a time.
             if arena::Warm::of(&warm.arenas).wanted() {
-                drop(tokio::task::spawn_blocking(move || {
-                    arena::Warm::of(&warm.arenas).fill()
-                }));
+                let spawned =
+                    std::thread::Builder::new()
+                        .name("rasa-warm".into())
+                        .spawn(move || {
+                            rasa_fastpath::buffer::lower_priority();
+                            arena::Warm::of(&warm.arenas).fill()
+                        });
+                if let Err(e) = spawned {
+                    tracing::warn!(error = %e, "no thread to fault warm memory in");
+                }
             }
         }
     }
