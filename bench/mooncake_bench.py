@@ -148,7 +148,7 @@ def turnover(label: str, url: str) -> None:
         took.append((time.perf_counter() - t) * 1e3)
     med = statistics.median(took)
     print(
-        f"- {label}: 30 rounds of 16 × 16 MiB \`put_many\` (default client, one-sided "
+        f"- {label}: 30 rounds of 16 × 16 MiB `put_many` (default client, one-sided "
         f"over {c.stats()['fabric_provider']}): median {med:.0f} ms, slowest {max(took):.0f} ms "
         f"= **{max(took) / med:.2f}× the median** (goal ≤ 3×); rounds in ms: "
         f"{[round(x) for x in took]}; the client's first call (a small one, which sets its "
