@@ -85,6 +85,8 @@ struct Table {
     spare: Vec<Arc<ArenaBuffer>>,
     /// Bytes a warm-up is faulting in (allocated, not spare yet).
     warming: u64,
+    /// When a writer last took memory (spare or fresh): a warm-up gives way to writers.
+    last_take: Option<std::time::Instant>,
     allocated: u64,
 }
 
@@ -312,6 +314,7 @@ impl Arenas {
         catalog::ARENA_BYTES_COLD
             .counter()
             .increment(buffer.capacity() as u64);
+        self.table().last_take = Some(std::time::Instant::now());
         // The buffer is `size` rounded up to a page; account what it really holds (a
         // growing arena's last charge covers it).
         if charged.is_none() {

@@ -14,6 +14,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rasa_fastpath::buffer::{ArenaBuffer, HUGE_PAGE};
 
@@ -24,6 +25,9 @@ use super::{Arenas, Table};
 /// How much one step of a warm-up faults in before handing it over as spare: writers can
 /// take what is warm while the rest is still being faulted in.
 const WARM_STEP: usize = 32 << 20;
+
+/// How long after a writer took memory a warm-up waits before it faults more in.
+const QUIET: Duration = Duration::from_millis(250);
 
 impl Table {
     /// Bytes of spare memory.
@@ -62,6 +66,7 @@ impl Table {
         catalog::ARENA_BYTES_FROM_WARM
             .counter()
             .increment(taken.capacity() as u64);
+        self.last_take = Some(Instant::now());
         Some(taken)
     }
 
@@ -130,7 +135,9 @@ impl<'a> Warm<'a> {
     pub fn wanted(&self) -> bool {
         let a = self.0;
         let t = a.table();
-        t.warming == 0 && t.warm_deficit(a.warm.load(Ordering::Relaxed), a.budget()) > 0
+        t.warming == 0
+            && !t.writing()
+            && t.warm_deficit(a.warm.load(Ordering::Relaxed), a.budget()) > 0
     }
 
     /// Maps and faults in spare memory up to the warm target, within the budget's room, a
@@ -158,9 +165,19 @@ impl<'a> Warm<'a> {
             t.warming = 0;
             return 0;
         };
-        // Faulted in a step at a time, each step spare at once (joined to the last).
+        // Faulted in a step at a time, each step spare at once (joined to the last). While
+        // writers take memory it stops and gives the rest back: faulting pages in beside
+        // writers that fault their own slows them (the same CPU, and on a VM the same
+        // host backing); the reclaimer's next tick starts again once they are quiet.
         let mut rest = Some(buffer);
+        let mut added = 0;
         while let Some(left) = rest.take() {
+            if a.table().writing() {
+                let mut t = a.table();
+                t.warming = 0;
+                t.allocated -= left.capacity() as u64;
+                break;
+            }
             let (mut step, tail) = match ArenaBuffer::split(left, WARM_STEP) {
                 Ok((step, tail)) => (step, Some(tail)),
                 Err(whole) => (whole, None),
@@ -168,15 +185,21 @@ impl<'a> Warm<'a> {
             ArenaBuffer::populate(&mut step);
             let mut t = a.table();
             t.warming -= step.capacity() as u64;
+            added += step.capacity() as u64;
             t.put_spare(step);
             rest = tail;
         }
-        tracing::debug!(bytes = want, "spare memory faulted in");
-        want
+        tracing::debug!(bytes = added, "spare memory faulted in");
+        added
     }
 }
 
 impl Table {
+    /// Whether writers took memory within the last [`QUIET`].
+    fn writing(&self) -> bool {
+        self.last_take.is_some_and(|at| at.elapsed() < QUIET)
+    }
+
     /// Bytes to fault in now to reach `target` within `budget`: whole huge pages.
     fn warm_deficit(&self, target: u64, budget: u64) -> u64 {
         let room = budget.saturating_sub(self.allocated);
