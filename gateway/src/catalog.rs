@@ -218,6 +218,8 @@ catalog! {
     CLUSTER_NEAR = "rasa_cluster_near_total", C, ["result"], "Near copies (--cluster-near-cache): hit (a read served from one), kept (an owner's answer kept), waited_out (a holder the owner could not tell, its lease waited out before a write was acknowledged).";
     CLUSTER_REPLICA_COPIES = "rasa_cluster_replica_copies_total", C, ["result"], "Replicas (--cluster-replicas) asked of their owner: copied (a new version's frame), renewed (the owner's 304: the lease renewed, no bytes moved), failed (no copy: the read went to the owner).";
     CLUSTER_REPLICA_READS = "rasa_cluster_replica_reads_total", C, [], "Reads (HTTP and descriptors) a replica served from its own memory.";
+    CLUSTER_REPLICAS = "rasa_cluster_replicas", G, [], "Replicas of other members' keys held here (--cluster-replicas).";
+    CLUSTER_REPLICA_BYTES = "rasa_cluster_replica_bytes", G, [], "Bytes those replicas take of this member's memory: at most --cluster-replica-memory.";
     PEER_FILLS = "rasa_peer_fills_total", C, ["result"], "Misses asked of the key's previous owner: hit, miss, unreachable (no answer within 500 ms: it is then a suspect until it answers); suspect (not asked); stale (a copy the origin's HEAD did not confirm, fetched instead).";
     CLUSTER_RECORDS_REJECTED = "rasa_cluster_records_rejected_total", C, [], "Member records in etcd ignored: not parsing, under another node's key, or without a valid MAC under --cluster-secret-file.";
     CLUSTER_HOPS_REJECTED = "rasa_cluster_hops_rejected_total", C, [], "Requests marked as forwarded without a valid proof (--cluster-secret-file), served as clients' requests.";

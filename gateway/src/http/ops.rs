@@ -76,7 +76,7 @@ pub async fn metrics(State(st): State<AppState>) -> Response {
 }
 
 /// Brings the gauges read at a scrape up to date: the memory totals (over every
-/// namespace), slots held, bodies gathered, origin fetches under way.
+/// namespace), slots held, bodies gathered, replicas held, origin fetches under way.
 pub(crate) fn observe(st: &AppState) {
     st.store().memory().observe();
     st.namespaces.observe_totals();
@@ -91,6 +91,11 @@ pub(crate) fn observe(st: &AppState) {
     catalog::HTTP_CHUNKED_UPLOAD_BYTES
         .gauge()
         .set((gathered_kib * 1024) as f64);
+    if let Some(reps) = st.peers.as_ref().and_then(|p| p.near()?.replicas()) {
+        let (count, bytes) = reps.usage();
+        catalog::CLUSTER_REPLICAS.gauge().set(count as f64);
+        catalog::CLUSTER_REPLICA_BYTES.gauge().set(bytes as f64);
+    }
     if let Some(rt) = st.objects.read_through() {
         catalog::ORIGIN_FETCHES_IN_FLIGHT
             .gauge()

@@ -211,3 +211,58 @@ async fn the_sdk_spreads_its_readers_over_the_replicas_and_fails_over() {
     }
     assert!(killed.elapsed() < CALL * 24);
 }
+
+/// Replicas cost no more memory than configured: with `--cluster-replica-memory 3MiB`, a
+/// member holds replicas of 1 MiB values up to that and no further; reads of the keys it
+/// has no room for go to their owner, whole and right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_take_no_more_memory_than_configured() {
+    let (_etcd, gws, _) =
+        replica_cluster("replica-budget", &["--cluster-replica-memory", "3MiB"]).await;
+    let keys: Vec<String> = (0..9).map(|i| format!("ckpt/budget-{i}")).collect();
+    let mut bodies = Vec::new();
+    for (i, key) in keys.iter().enumerate() {
+        let body = pattern(1 << 20, 40 + i as u64);
+        let r = rasa_tests::http()
+            .put(gws[i % 3].url(&format!("/v1/objects/{key}")))
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201, "put {key}");
+        bodies.push(body);
+    }
+    let mut by_owner = 0;
+    for gw in &gws {
+        for (key, body) in keys.iter().zip(&bodies) {
+            let r = rasa_tests::http()
+                .get(gw.url(&format!("/v1/objects/{key}")))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200, "{key} at {}", gw.base);
+            by_owner += usize::from(r.headers().get("rasa-replica").is_none());
+            assert!(
+                r.bytes().await.unwrap() == &body[..],
+                "{key} at {}",
+                gw.base
+            );
+        }
+    }
+    let mut held = 0.0;
+    for gw in &gws {
+        let bytes = metric(gw, "rasa_cluster_replica_bytes").await;
+        assert!(
+            bytes <= (3 << 20) as f64,
+            "{} holds {bytes} bytes of replicas (budget 3 MiB)",
+            gw.base
+        );
+        held += metric(gw, "rasa_cluster_replicas").await;
+    }
+    // 9 keys × 2 replicas each would be 18 copies of 1 MiB: at most 2 fit a member.
+    assert!((3.0..=6.0).contains(&held), "replicas held: {held}");
+    assert!(
+        by_owner > 9,
+        "reads beyond the budget served by their owner: {by_owner} of 27"
+    );
+}
