@@ -242,11 +242,7 @@ async fn replicas_take_no_more_memory_than_configured() {
                 .unwrap();
             assert_eq!(r.status(), 200, "{key} at {}", gw.base);
             by_owner += usize::from(r.headers().get("rasa-replica").is_none());
-            assert!(
-                r.bytes().await.unwrap() == &body[..],
-                "{key} at {}",
-                gw.base
-            );
+            assert!(r.bytes().await.unwrap() == body[..], "{key} at {}", gw.base);
         }
     }
     let mut held = 0.0;
