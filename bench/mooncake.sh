@@ -29,17 +29,17 @@ rasa=$(timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -f "$t
 [ -n "$rasa" ] || { echo "bench/mooncake: the gateway did not start" >&2; cat "$tmp/rasa.err" >&2; exit 1; }
 # Two of 1 GiB for the rounds that turn memory over (issue 63): default warm memory (a
 # quarter), and all of it faulted in ahead.
-small() { # name args...
+small() { # name args... → starts it; its URL is then in $tmp/name.url
   target/release/rasa-gateway --listen 127.0.0.1:0 --memory 1GiB --max-object-size 64MiB \
     --fast-path on --fabric-provider 'tcp;ofi_rxm,shm' "${@:2}" >"$tmp/$1.out" 2>"$tmp/$1.err" &
-  pids+=($!)
-  local url
-  url=$(timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -f "$tmp/$1.out")) || true
-  [ -n "$url" ] || { echo "bench/mooncake: gateway $1 did not start" >&2; cat "$tmp/$1.err" >&2; exit 1; }
-  echo "$url"
+  pids+=($!) # not in a subshell: the cleanup stops it
+  timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -f "$tmp/$1.out") >"$tmp/$1.url" || true
+  [ -s "$tmp/$1.url" ] || { echo "bench/mooncake: gateway $1 did not start" >&2; cat "$tmp/$1.err" >&2; exit 1; }
 }
-quarter=$(small quarter)
-whole=$(small whole --warm-memory 1GiB)
+small quarter
+small whole --warm-memory 1GiB
+quarter=$(cat "$tmp/quarter.url")
+whole=$(cat "$tmp/whole.url")
 
 mc=.venv-bench/bin
 rpc=$(free_port); meta=$(free_port); client=$(free_port)

@@ -12,16 +12,16 @@ tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT
-start() { # name args... → prints the gateway's URL once it listens
+start() { # name args... → starts it (not in a subshell: the cleanup stops it); its URL in $tmp/name.url
   target/release/rasa-gateway --listen 127.0.0.1:0 "${@:2}" >"$tmp/$1.out" 2>"$tmp/$1.err" &
   pids+=($!)
-  local url
-  url=$(timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -f "$tmp/$1.out")) || true
-  [ -n "$url" ] || { echo "bench/writes: gateway $1 did not start:" >&2; cat "$tmp/$1.err" >&2; exit 1; }
-  echo "$url"
+  timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -f "$tmp/$1.out") >"$tmp/$1.url" || true
+  [ -s "$tmp/$1.url" ] || { echo "bench/writes: gateway $1 did not start:" >&2; cat "$tmp/$1.err" >&2; exit 1; }
 }
-big=$(start big --memory 1GiB --fast-path on --fabric-provider 'tcp;ofi_rxm,shm')
-small=$(start small --memory 64MiB --arena-size 8MiB --max-object-size 4MiB --fast-path on --fabric-provider 'tcp;ofi_rxm')
+start big --memory 1GiB --fast-path on --fabric-provider 'tcp;ofi_rxm,shm'
+start small --memory 64MiB --arena-size 8MiB --max-object-size 4MiB --fast-path on --fabric-provider 'tcp;ofi_rxm'
+big=$(cat "$tmp/big.url")
+small=$(cat "$tmp/small.url")
 redis_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 redis-server --port "$redis_port" --save '' --appendonly no --daemonize no >"$tmp/redis.out" 2>&1 &
 pids+=($!)

@@ -7,7 +7,8 @@
 //! pieces each have room of their own is copied by two threads: a helper copies every
 //! other piece ahead while the caller copies the rest and hands every piece over in order,
 //! as before. Pieces are independent copies into disjoint memory, so the order they land
-//! in does not matter; only delivery (validation) is in order.
+//! in does not matter; only delivery (validation) is in order. One-sided writes
+//! ([`write_all`]: `process_vm_writev` into an upload region) are split the same way.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -111,6 +112,42 @@ fn copy_on_two(
         })();
         stop.store(true, Ordering::Release);
         result
+    })
+}
+
+/// Writes each part (bytes, and the address in process `pid` they go to) with
+/// `process_vm_writev`: by two threads (every other part each) when there are 8 MiB or
+/// more and two cores, else in turn. Stops at the first failure, or at the deadline.
+pub(super) fn write_all(pid: u32, parts: &[(&[u8], u64)], deadline: Instant) -> Result<(), Failed> {
+    let total: usize = parts.iter().map(|(b, _)| b.len()).sum();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let stop = AtomicBool::new(false);
+    let write = |from: usize, step: usize| -> Result<(), Failed> {
+        for &(bytes, at) in parts.iter().skip(from).step_by(step) {
+            if stop.load(Ordering::Acquire) {
+                return Ok(()); // the other thread failed: it reports why
+            }
+            if Instant::now() >= deadline {
+                stop.store(true, Ordering::Release);
+                return Err(timeout());
+            }
+            crate::local::copy_to(pid, bytes, at).map_err(|e| {
+                stop.store(true, Ordering::Release);
+                failed(e)
+            })?;
+        }
+        Ok(())
+    };
+    if total < TWO_THREADS_FROM || parts.len() < 2 || cores < 2 {
+        return write(0, 1);
+    }
+    std::thread::scope(|s| {
+        let helper = s.spawn(|| write(1, 2));
+        let mine = write(0, 2);
+        let theirs = helper
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        mine.and(theirs)
     })
 }
 

@@ -48,19 +48,15 @@ fn try_write_many(
     reader.reconnect().map_err(|e| classify(efa, e))?;
     let conn = reader.conn.as_mut().expect("connected above");
     if let Some(pid) = conn.cma_pid {
-        for w in writes {
-            for (i, part) in w.bytes.chunks(CHUNK).enumerate() {
-                if Instant::now() >= deadline {
-                    return Err(ReadError::Timeout(timeout).into());
-                }
-                let at = w.addr + (i * CHUNK) as u64;
-                crate::local::copy_to(pid, part, at).map_err(|e| Failed {
-                    error: engine::copy_error(e),
-                    quiet: true,
-                })?;
-            }
-        }
-        return Ok(());
+        let parts: Vec<(&[u8], u64)> = writes
+            .iter()
+            .flat_map(|w| {
+                let chunks = w.bytes.chunks(CHUNK).enumerate();
+                chunks.map(move |(i, part)| (part, w.addr + (i * CHUNK) as u64))
+            })
+            .collect();
+        return super::cma::write_all(pid, &parts, deadline)
+            .map_err(|f| f.timed_out_after(timeout));
     }
     let mut layout = Vec::with_capacity(writes.len());
     let mut total = 0usize;

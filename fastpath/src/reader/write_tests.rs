@@ -12,8 +12,9 @@ use crate::server::FabricServer;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Small and large values, over 8 MiB in all (by cross-memory attach two threads write).
 fn values() -> Vec<Vec<u8>> {
-    [1usize, 4096, (3 << 20) + 17]
+    [1usize, 4096, (3 << 20) + 17, (6 << 20) + 5]
         .into_iter()
         .enumerate()
         .map(|(i, len)| (0..len).map(|b| (b * 13 + i * 7) as u8).collect())
