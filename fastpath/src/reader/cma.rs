@@ -14,9 +14,23 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::engine::{copy_error, OnPiece, Piece, Targets};
 use super::{Failed, ReadError};
 use crate::local::CopyError;
+
+/// What receives each copied piece (its index and bytes), in order; an error stops the
+/// read.
+type OnPiece<'a> = dyn FnMut(usize, &[u8]) -> Result<(), ReadError> + 'a;
+
+/// One piece to copy: `len` bytes from `remote` in the gateway to `at` here (inside a
+/// buffer the caller holds exclusively for the read; `run` checked it).
+pub(super) struct Span {
+    /// Where the bytes land, as an address.
+    pub(super) at: usize,
+    /// Where they are in the gateway.
+    pub(super) remote: u64,
+    /// How many.
+    pub(super) len: usize,
+}
 
 /// Bytes from which a batch is copied by two threads (a thread costs tens of µs to start).
 const TWO_THREADS_FROM: usize = 8 << 20;
@@ -27,39 +41,36 @@ const COPIED: u8 = 1;
 const FAILED: u8 = 2;
 
 /// Copies each piece from process `pid`, handing each to `on_piece` in order: by two
-/// threads when the batch is large, every piece has room of its own (`window` covers
-/// them all) and the machine has two cores; else one at a time.
+/// threads when the batch is large, every piece has room of its own (`apart`) and the
+/// machine has two cores; else one at a time.
 pub(super) fn copy_all(
     pid: u32,
-    pieces: &[Piece],
-    targets: &Targets,
-    window: usize,
+    pieces: &[Span],
+    apart: bool,
     deadline: Instant,
     on_piece: &mut OnPiece<'_>,
 ) -> Result<(), Failed> {
     let total: usize = pieces.iter().map(|p| p.len).sum();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if total < TWO_THREADS_FROM || pieces.len() < 2 || window < pieces.len() || cores < 2 {
-        return copy_in_order(pid, pieces, targets, deadline, on_piece);
+    if total < TWO_THREADS_FROM || pieces.len() < 2 || !apart || cores < 2 {
+        return copy_in_order(pid, pieces, deadline, on_piece);
     }
-    copy_on_two(pid, pieces, targets, deadline, on_piece)
+    copy_on_two(pid, pieces, deadline, on_piece)
 }
 
 /// Each piece copied and handed over in turn.
 fn copy_in_order(
     pid: u32,
-    pieces: &[Piece],
-    targets: &Targets,
+    pieces: &[Span],
     deadline: Instant,
     on_piece: &mut OnPiece<'_>,
 ) -> Result<(), Failed> {
-    let places = Places::of(targets);
     for (i, p) in pieces.iter().enumerate() {
         if Instant::now() >= deadline {
             return Err(timeout());
         }
-        places.copy(pid, p).map_err(failed)?;
-        deliver(&places, i, p, on_piece)?;
+        p.copy(pid).map_err(failed)?;
+        p.deliver(i, on_piece)?;
     }
     Ok(())
 }
@@ -68,12 +79,10 @@ fn copy_in_order(
 /// handed over in order by the caller. A failure (the helper's included) stops both.
 fn copy_on_two(
     pid: u32,
-    pieces: &[Piece],
-    targets: &Targets,
+    pieces: &[Span],
     deadline: Instant,
     on_piece: &mut OnPiece<'_>,
 ) -> Result<(), Failed> {
-    let places = Places::of(targets);
     let state: Vec<AtomicU8> = pieces.iter().map(|_| AtomicU8::new(PENDING)).collect();
     let error: Mutex<Option<CopyError>> = Mutex::new(None);
     let stop = AtomicBool::new(false);
@@ -83,7 +92,7 @@ fn copy_on_two(
                 if stop.load(Ordering::Acquire) || Instant::now() >= deadline {
                     return;
                 }
-                let outcome = match places.copy(pid, p) {
+                let outcome = match p.copy(pid) {
                     Ok(()) => COPIED,
                     Err(e) => {
                         *error.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
@@ -102,11 +111,11 @@ fn copy_on_two(
                     if Instant::now() >= deadline {
                         return Err(timeout());
                     }
-                    places.copy(pid, p).map_err(failed)?;
+                    p.copy(pid).map_err(failed)?;
                 } else {
                     wait_for(&state[i], &error, deadline)?;
                 }
-                deliver(&places, i, p, on_piece)?;
+                p.deliver(i, on_piece)?;
             }
             Ok(())
         })();
@@ -175,35 +184,34 @@ fn wait_for(
     }
 }
 
-/// Hands piece `i` (copied) to `on_piece`.
-fn deliver(places: &Places, i: usize, p: &Piece, on_piece: &mut OnPiece<'_>) -> Result<(), Failed> {
-    // SAFETY: piece `i` has been copied (by this thread, or by the helper, which wrote it
-    // before publishing COPIED with Release, read here with Acquire) and nothing writes
-    // its bytes any more: each piece has room of its own.
-    let bytes = unsafe { std::slice::from_raw_parts(places.at(p) as *const u8, p.len) };
-    on_piece(i, bytes).map_err(|error| Failed { error, quiet: true })
-}
-
-/// The two buffers pieces land in, as addresses (shared by the two threads).
-struct Places([usize; 2]);
-
-impl Places {
-    fn of(targets: &Targets) -> Self {
-        Self([targets[0].0 as usize, targets[1].0 as usize])
-    }
-
-    /// Where piece `p` lands.
-    fn at(&self, p: &Piece) -> *mut u8 {
-        (self.0[usize::from(p.landing)] + p.local) as *mut u8
-    }
-
-    /// Copies piece `p` from process `pid` into its place.
-    fn copy(&self, pid: u32, p: &Piece) -> Result<(), CopyError> {
-        // SAFETY: `at(p) .. + p.len` lies in the scratch slot or the landing buffer (`run`
+impl Span {
+    /// Copies this piece from process `pid` into its place.
+    fn copy(&self, pid: u32) -> Result<(), CopyError> {
+        // SAFETY: `at .. at + len` lies in the scratch slot or the landing buffer (`run`
         // checked every piece), which the caller holds exclusively (&mut) for this call;
         // pieces are disjoint (each has room of its own when two threads copy), so only
         // this copy writes these bytes, and no read is in flight on the fabric.
-        unsafe { crate::local::copy_from(pid, self.at(p), p.remote, p.len) }.map(|_| ())
+        unsafe { crate::local::copy_from(pid, self.at as *mut u8, self.remote, self.len) }
+            .map(|_| ())
+    }
+
+    /// Hands this piece (copied), number `i`, to `on_piece`.
+    fn deliver(&self, i: usize, on_piece: &mut OnPiece<'_>) -> Result<(), Failed> {
+        // SAFETY: the piece has been copied (by this thread, or by the helper, which wrote
+        // it before publishing COPIED with Release, read here with Acquire) and nothing
+        // writes its bytes any more: each piece has room of its own.
+        let bytes = unsafe { std::slice::from_raw_parts(self.at as *const u8, self.len) };
+        on_piece(i, bytes).map_err(|error| Failed { error, quiet: true })
+    }
+}
+
+/// A failed cross-memory copy as a read error: an unmapped range is a revoked key.
+fn copy_error(e: crate::local::CopyError) -> ReadError {
+    use crate::local::CopyError;
+    match e {
+        CopyError::Unmapped(f) => ReadError::KeyRevoked(f),
+        CopyError::Gone(f) => ReadError::ConnectionLost(f),
+        CopyError::Failed(f) => ReadError::Fabric(f),
     }
 }
 

@@ -100,8 +100,7 @@ pub(super) fn run(
         });
     }
     if let Some(pid) = conn.cma_pid {
-        let window = window.min(pieces.len());
-        return super::cma::copy_all(pid, pieces, &targets, window, deadline, on_piece);
+        return by_cma(pid, pieces, &targets, window, deadline, on_piece);
     }
     // One context per piece; the provider may write into it while the read is in flight.
     let mut contexts: Vec<ReadContext> = vec![ReadContext::default(); pieces.len()];
@@ -182,8 +181,31 @@ pub(super) fn run(
     }
 }
 
+/// [`run`] by cross-memory attach from process `pid`: every piece copied by this process
+/// ([`super::cma`]); two threads copy when every piece has room of its own (`window`
+/// covers them all).
+fn by_cma(
+    pid: u32,
+    pieces: &[Piece],
+    targets: &Targets,
+    window: usize,
+    deadline: Instant,
+    on_piece: &mut OnPiece<'_>,
+) -> Result<(), Failed> {
+    let spans: Vec<super::cma::Span> = pieces
+        .iter()
+        .map(|p| super::cma::Span {
+            at: targets[usize::from(p.landing)].0 as usize + p.local,
+            remote: p.remote,
+            len: p.len,
+        })
+        .collect();
+    let apart = window >= pieces.len();
+    super::cma::copy_all(pid, &spans, apart, deadline, on_piece)
+}
+
 /// Where each kind of piece lands: `[scratch, landing]` as (base, length, descriptor).
-pub(super) type Targets = [(*mut u8, usize, *mut libc::c_void); 2];
+type Targets = [(*mut u8, usize, *mut libc::c_void); 2];
 
 /// Where each kind of piece lands: [scratch, landing] (base, length, descriptor); every
 /// piece is checked to lie inside its buffer.
@@ -288,15 +310,5 @@ fn idle(conn: &Conn, idle_polls: u32, entries: &mut [Completion]) -> Polled {
     match conn.node.wait_completions(entries, 1) {
         Polled::Failed(_) => Polled::Empty,
         polled => polled,
-    }
-}
-
-/// A failed cross-memory copy as a read error: an unmapped range is a revoked key.
-pub(super) fn copy_error(e: crate::local::CopyError) -> ReadError {
-    use crate::local::CopyError;
-    match e {
-        CopyError::Unmapped(f) => ReadError::KeyRevoked(f),
-        CopyError::Gone(f) => ReadError::ConnectionLost(f),
-        CopyError::Failed(f) => ReadError::Fabric(f),
     }
 }
