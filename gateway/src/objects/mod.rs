@@ -260,7 +260,7 @@ impl Objects {
             .writes()
             .publish(sealed, Self::with_disk(&check, on_disk))?;
         if let Some(rt) = &self.origin {
-            rt.forget_negative(&key);
+            rt.supersede(&key);
         }
         if let Some(p) = &self.peers {
             let (tag, at) = crate::cluster::tie_now(p, &key);
@@ -289,6 +289,9 @@ impl Objects {
         self.still_owner(key)?;
         let on_disk = self.only_on_disk(key).await?;
         let removed = self.store.delete(key, Self::with_disk(&check, on_disk))?;
+        if let Some(rt) = &self.origin {
+            rt.supersede(key);
+        }
         if let Some(p) = &self.peers {
             near_after(p, key).await;
         }

@@ -101,7 +101,9 @@ impl Objects {
         };
         let cold = || self.store.current(key).is_none() && !self.store.tier().on_disk(key);
         match (r.body, r.range) {
-            (false, _) if cold() => {
+            // A HEAD while a fill is under way waits for it (below): answered from the
+            // version it stores, as a GET after it would be, not from a second request.
+            (false, _) if cold() && rt.filling(key).is_none() => {
                 return match rt.head(key).await? {
                     Some(head) => Ok(Read::OriginHead(head)),
                     None => Err(ObjectError::NotFound(key.to_owned())),

@@ -35,6 +35,9 @@ pub type InFlight = (Flight, watch::Receiver<Option<Arc<Filling>>>);
 struct Latest {
     flight: InFlight,
     sent: Arc<OnceLock<Instant>>,
+    /// Superseded by a write or delete of the key acknowledged here ([`Flights::bar`]):
+    /// no request joins it, nor streams what it fills, any more.
+    barred: bool,
 }
 
 /// The fetches running now, by key.
@@ -81,10 +84,10 @@ impl Flights {
         let before = match slot.as_ref() {
             Some(latest) => {
                 let sent = latest.sent.get().copied();
-                if arrived
+                let early = arrived
                     .zip(sent)
-                    .is_none_or(|(arrived, sent)| sent >= arrived)
-                {
+                    .is_some_and(|(arrived, sent)| sent < arrived);
+                if !latest.barred && !early {
                     crate::catalog::SINGLEFLIGHT_JOINS.counter().increment(1);
                     return latest.flight.clone();
                 }
@@ -121,17 +124,35 @@ impl Flights {
         *slot = Some(Latest {
             flight: (flight.clone(), rx.clone()),
             sent,
+            barred: false,
         });
         drop(slot);
         tokio::spawn(flight.clone());
         (flight, rx)
     }
 
-    /// The fill of `key` under way, once it has started storing the object.
+    /// The fill of `key` under way, once it has started storing the object (not one a
+    /// write or delete has barred).
     pub fn filling(&self, key: &str) -> Option<Arc<Filling>> {
         let slot = self.running.peek(key)?;
         let slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
-        slot.as_ref().and_then(|l| l.flight.1.borrow().clone())
+        slot.as_ref()
+            .filter(|l| !l.barred)
+            .and_then(|l| l.flight.1.borrow().clone())
+    }
+
+    /// Bars the fetch of `key` in flight, if any, from requests arriving from now on: a
+    /// write or delete of the key is about to be acknowledged, and what that fetch got
+    /// from the origin may be older (its own store is refused by the fill ticket; this
+    /// keeps the requests that would join it from being answered with it). They start a
+    /// fetch chained after it instead.
+    pub fn bar(&self, key: &str) {
+        if let Some(slot) = self.running.peek(key) {
+            let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(latest) = slot.as_mut() {
+                latest.barred = true;
+            }
+        }
     }
 
     /// Fetches running now.
@@ -188,6 +209,34 @@ mod tests {
                 Ok(None)
             })
         }
+    }
+
+    /// Issue 65 (`cold_delete`): a request arriving after a delete was acknowledged was
+    /// answered by a fill that began before it. Once barred, a fetch is joined by no one,
+    /// and its fill is streamed to no one; the next request starts a fetch of its own.
+    #[tokio::test]
+    async fn a_barred_fetch_is_joined_by_no_later_request() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let flights = Arc::new(Flights::default());
+        let sent = Arc::new(AtomicUsize::new(0));
+        let (go_first, first_waits) = tokio::sync::oneshot::channel::<()>();
+        let (first, _) = flights.join_or_start("k", None, held(&sent, first_waits));
+        let (_, joined) = flights.join_or_start("k", None, |_| unreachable!("joined"));
+        drop(joined);
+        flights.bar("k");
+        assert!(flights.filling("k").is_none());
+        let (go_second, second_waits) = tokio::sync::oneshot::channel::<()>();
+        let (second, _) = flights.join_or_start("k", None, held(&sent, second_waits));
+        go_first.send(()).unwrap();
+        first.await.unwrap();
+        go_second.send(()).unwrap();
+        second.await.unwrap();
+        assert_eq!(
+            sent.load(SeqCst),
+            2,
+            "a fetch of its own, after the barred one"
+        );
+        flights.bar("nothing in flight"); // a no-op
     }
 
     #[tokio::test]

@@ -12,10 +12,9 @@
 //!   ([`crate::cluster::Peers::copy`]).
 
 use crate::catalog;
+use futures_util::StreamExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use futures_util::StreamExt;
 
 use super::filling::Filling;
 use super::flight::{Flights, InFlight, Permit};
@@ -283,8 +282,9 @@ impl ReadThrough {
         self.flights.len()
     }
 
-    /// Forgets a remembered "not found" or "too large" (after a PUT, say).
-    pub fn forget_negative(&self, key: &str) {
+    /// Before a write or delete of `key` is acknowledged: its fetch in flight barred, no "not found" kept.
+    pub fn supersede(&self, key: &str) {
+        self.flights.bar(key);
         self.remembered.forget(key);
     }
 
