@@ -36,6 +36,7 @@ pub mod counting;
 pub mod fabric;
 pub mod fabrics;
 pub mod frame;
+pub mod helper;
 pub mod library;
 pub mod local;
 pub mod reader;

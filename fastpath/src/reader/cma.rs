@@ -32,9 +32,6 @@ pub(super) struct Span {
     pub(super) len: usize,
 }
 
-/// Bytes from which a batch is copied by two threads (a thread costs tens of µs to start).
-const TWO_THREADS_FROM: usize = 8 << 20;
-
 /// A piece's state, as the helper leaves it.
 const PENDING: u8 = 0;
 const COPIED: u8 = 1;
@@ -51,8 +48,7 @@ pub(super) fn copy_all(
     on_piece: &mut OnPiece<'_>,
 ) -> Result<(), Failed> {
     let total: usize = pieces.iter().map(|p| p.len).sum();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if total < TWO_THREADS_FROM || pieces.len() < 2 || !apart || cores < 2 {
+    if !apart || !crate::helper::two_threads_for(total as u64, pieces.len()) {
         return copy_in_order(pid, pieces, deadline, on_piece);
     }
     copy_on_two(pid, pieces, deadline, on_piece)
@@ -129,7 +125,6 @@ fn copy_on_two(
 /// more and two cores, else in turn. Stops at the first failure, or at the deadline.
 pub(super) fn write_all(pid: u32, parts: &[(&[u8], u64)], deadline: Instant) -> Result<(), Failed> {
     let total: usize = parts.iter().map(|(b, _)| b.len()).sum();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let stop = AtomicBool::new(false);
     let write = |from: usize, step: usize| -> Result<(), Failed> {
         for &(bytes, at) in parts.iter().skip(from).step_by(step) {
@@ -147,7 +142,7 @@ pub(super) fn write_all(pid: u32, parts: &[(&[u8], u64)], deadline: Instant) -> 
         }
         Ok(())
     };
-    if total < TWO_THREADS_FROM || parts.len() < 2 || cores < 2 {
+    if !crate::helper::two_threads_for(total as u64, parts.len()) {
         return write(0, 1);
     }
     std::thread::scope(|s| {

@@ -300,12 +300,8 @@ impl OneSided<'_> {
     }
 }
 
-/// Bytes of values from which a commit hashes them on two threads (a thread costs tens
-/// of µs to start; hashing 8 MiB twice, checksum and table, a few ms).
-const TWO_THREADS_FROM: u64 = 8 << 20;
-
 /// Seals every written value ([`seal_one`]), in order: on two threads, each taking values
-/// until it holds half the bytes, when there are 8 MiB or more and two cores (the hashing
+/// until it holds half the bytes, when `helper::two_threads_for` says so (the hashing
 /// is most of a commit: 256 MiB took ~26 ms on one core here).
 fn seal_all(
     arena: &Arc<Arena>,
@@ -325,8 +321,7 @@ fn seal_all(
         .map(|(i, (v, &said))| (i, v, said))
         .collect();
     let total: u64 = jobs.iter().map(|(_, v, _)| v.id.payload_len).sum();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if total < TWO_THREADS_FROM || jobs.len() < 2 || cores < 2 {
+    if !rasa_fastpath::helper::two_threads_for(total, jobs.len()) {
         return seal(jobs).into_iter().map(|(_, c)| c).collect();
     }
     let (mut mine, mut theirs) = (Vec::new(), Vec::new());

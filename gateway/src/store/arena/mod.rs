@@ -243,8 +243,13 @@ impl Arenas {
             return Ok(got);
         }
         // A new shared arena is cut out of spare memory (its pages in place), or spare
-        // memory gives way to it before anything is evicted.
-        let warm = match t.free.is_empty() && may_allocate {
+        // memory gives way to it before anything is evicted. Registering the cut is the
+        // caller's to do off its worker: asked first, nothing is released meanwhile.
+        let from_spare = t.free.is_empty() && t.spare_for(self.arena_size).is_some();
+        if from_spare && !may_allocate {
+            return Err(ReserveError::NeedAllocation);
+        }
+        let warm = match from_spare {
             true => t.take_spare(self.arena_size),
             false => None,
         };

@@ -35,11 +35,10 @@ impl Table {
         self.spare.iter().map(|b| b.capacity() as u64).sum()
     }
 
-    /// Spare memory for `size` bytes, taken out of the spare: the smallest spare buffer
-    /// that holds it, cut to `size` rounded up to a huge page when it is larger (the rest
-    /// stays spare). Never more than twice `size` (a small region does not take a huge
-    /// page). `None` when nothing fits.
-    pub(super) fn take_spare(&mut self, size: usize) -> Option<Arc<ArenaBuffer>> {
+    /// The spare buffer [`Table::take_spare`] would take for `size` bytes: the smallest
+    /// that holds it without giving more than twice `size` (a small region does not take
+    /// a huge page). `None` when nothing fits.
+    pub(super) fn spare_for(&self, size: usize) -> Option<usize> {
         let cut = size.next_multiple_of(HUGE_PAGE);
         let usable = |b: &Arc<ArenaBuffer>| {
             let take = if b.splittable() { cut } else { b.capacity() };
@@ -51,6 +50,14 @@ impl Table {
             .enumerate()
             .filter(|(_, b)| usable(b))
             .min_by_key(|(_, b)| b.capacity())?;
+        Some(i)
+    }
+
+    /// Spare memory for `size` bytes, taken out of the spare ([`Table::spare_for`]), cut to
+    /// `size` rounded up to a huge page when it is larger (the rest stays spare).
+    pub(super) fn take_spare(&mut self, size: usize) -> Option<Arc<ArenaBuffer>> {
+        let i = self.spare_for(size)?;
+        let cut = size.next_multiple_of(HUGE_PAGE);
         let buffer = self.spare.swap_remove(i);
         let taken = match buffer.splittable() && buffer.capacity() > cut {
             true => match ArenaBuffer::split(buffer, cut) {
@@ -172,12 +179,13 @@ impl<'a> Warm<'a> {
         let mut rest = Some(buffer);
         let mut added = 0;
         while let Some(left) = rest.take() {
-            if a.table().writing() {
-                let mut t = a.table();
+            let mut t = a.table();
+            if t.writing() {
                 t.warming = 0;
                 t.allocated -= left.capacity() as u64;
                 break;
             }
+            drop(t);
             let (mut step, tail) = match ArenaBuffer::split(left, WARM_STEP) {
                 Ok((step, tail)) => (step, Some(tail)),
                 Err(whole) => (whole, None),
