@@ -220,6 +220,9 @@ catalog! {
     CLUSTER_REPLICA_READS = "rasa_cluster_replica_reads_total", C, [], "Reads (HTTP and descriptors) a replica served from its own memory.";
     CLUSTER_REPLICAS = "rasa_cluster_replicas", G, [], "Replicas of other members' keys held here (--cluster-replicas).";
     CLUSTER_REPLICA_BYTES = "rasa_cluster_replica_bytes", G, [], "Bytes those replicas take of this member's memory: at most --cluster-replica-memory.";
+    CLUSTER_HOT_KEYS = "rasa_cluster_hot_keys", G, [], "Keys this member owns that are hot by demand (--cluster-hot-reads): held by --cluster-hot-replicas members.";
+    CLUSTER_HOT_PROMOTIONS = "rasa_cluster_hot_promotions_total", C, [], "Keys this member owns that became hot: read more than --cluster-hot-reads times a second over a window.";
+    CLUSTER_HOT_DEMOTIONS = "rasa_cluster_hot_demotions_total", C, [], "Hot keys that stopped being hot: read less than half --cluster-hot-reads a second over a window, or no longer owned here.";
     PEER_FILLS = "rasa_peer_fills_total", C, ["result"], "Misses asked of the key's previous owner: hit, miss, unreachable (no answer within 500 ms: it is then a suspect until it answers); suspect (not asked); stale (a copy the origin's HEAD did not confirm, fetched instead).";
     CLUSTER_RECORDS_REJECTED = "rasa_cluster_records_rejected_total", C, [], "Member records in etcd ignored: not parsing, under another node's key, or without a valid MAC under --cluster-secret-file.";
     CLUSTER_HOPS_REJECTED = "rasa_cluster_hops_rejected_total", C, [], "Requests marked as forwarded without a valid proof (--cluster-secret-file), served as clients' requests.";

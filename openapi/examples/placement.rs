@@ -25,6 +25,7 @@ fn member(i: usize) -> ClusterMember {
             host: None,
         },
         s3_url: None,
+        hot: Vec::new(),
     }
 }
 

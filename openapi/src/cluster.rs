@@ -79,6 +79,22 @@ pub struct ClusterMember {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(example = "http://10.0.0.7:9000")]
     pub s3_url: Option<String>,
+    /// Keys this member owns that became hot by demand (`--cluster-hot-reads`): each is
+    /// held by the first `count` members of its placement, as if a replica rule named it.
+    /// Only the key's owner's list counts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hot: Vec<HotKey>,
+}
+
+/// A key its owner found hot: read more often than `--cluster-hot-reads` per second.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct HotKey {
+    /// The key (of the default namespace).
+    #[schema(example = "checkpoints/shard-0")]
+    pub key: String,
+    /// How many members hold it, its owner included (≥ 2).
+    #[schema(example = 3)]
+    pub count: u32,
 }
 
 /// The members a gateway knows, at an etcd revision.
@@ -122,6 +138,19 @@ pub fn replica_count(key: &str, rules: &[ReplicaRule]) -> usize {
         .filter(|r| key.starts_with(&r.prefix))
         .max_by_key(|r| r.prefix.len())
         .map_or(1, |r| r.count.max(1) as usize)
+}
+
+/// How many members hold `key`: by `rules`, or by its owner's list of hot keys among
+/// `members` (placement's first), whichever names more.
+pub fn holder_count(key: &str, rules: &[ReplicaRule], members: &[ClusterMember]) -> usize {
+    let by_rule = replica_count(key, rules);
+    if members.iter().all(|m| m.hot.is_empty()) {
+        return by_rule;
+    }
+    let hot = owner(key, members)
+        .and_then(|o| o.hot.iter().find(|h| h.key == key))
+        .map_or(1, |h| h.count.max(1) as usize);
+    by_rule.max(hot)
 }
 
 /// The 64-bit rendezvous hash of `key` on the node `node_id` (`h` above).
@@ -187,6 +216,7 @@ mod tests {
             state: MemberState::Serving,
             weight,
             s3_url: None,
+            hot: Vec::new(),
             fabric: FabricInfo {
                 enabled: false,
                 provider: None,

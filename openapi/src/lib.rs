@@ -21,7 +21,7 @@ pub use batch::{
     UploadSlot, BATCH_CONTENT_TYPE,
 };
 pub use cluster::{
-    ClusterMember, ClusterView, MemberState, ReplicaRule, HOP_HEADER, TIMEOUT_HEADER,
+    ClusterMember, ClusterView, HotKey, MemberState, ReplicaRule, HOP_HEADER, TIMEOUT_HEADER,
 };
 
 /// Media type of every error body (RFC 9457).

@@ -206,7 +206,8 @@ impl Topology {
                 Some((m.node_id.clone(), c.clone()))
             })
             .collect();
-        let holders = rasa_openapi::cluster::replica_count(key, &st.replicas).min(out.len());
+        let holders =
+            rasa_openapi::cluster::holder_count(key, &st.replicas, &st.members).min(out.len());
         if read && holders > 1 {
             let hash = rasa_openapi::cluster::rendezvous_hash(key, &self.reader);
             out[..holders].rotate_left((hash % holders as u64) as usize);

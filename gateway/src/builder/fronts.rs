@@ -140,19 +140,33 @@ pub(super) async fn membership(
         size => size,
     };
     let lease = crate::cluster::replicas::REPLICA_LEASE;
-    if !args.cluster.cluster_replicas.is_empty() && args.cluster.member_ttl < lease * 3 {
-        tracing::warn!(ttl = ?args.cluster.member_ttl, "cluster: --cluster-replicas wants a --member-ttl of at least 6s: an owner grants a replica only while its etcd lease surely outlasts the replica's ({lease:?}), and with a shorter TTL it often cannot (reads then go to the owner)");
+    let hot = (args.cluster.cluster_hot_reads > 0).then_some(crate::cluster::hot::HotRule {
+        reads: args.cluster.cluster_hot_reads,
+        replicas: args.cluster.cluster_hot_replicas,
+        window: args.cluster.cluster_hot_window,
+    });
+    let replicated = !args.cluster.cluster_replicas.is_empty() || hot.is_some();
+    if replicated && args.cluster.member_ttl < lease * 3 {
+        tracing::warn!(ttl = ?args.cluster.member_ttl, "cluster: replicas (--cluster-replicas, --cluster-hot-reads) want a --member-ttl of at least 6s: an owner grants a replica only while its etcd lease surely outlasts the replica's ({lease:?}), and with a shorter TTL it often cannot (reads then go to the owner)");
     }
-    let replicas = (!args.cluster.cluster_replicas.is_empty()).then(|| {
+    let replicas = replicated.then(|| {
         let budget = args
             .cluster
             .cluster_replica_memory
             .unwrap_or(args.memory / 4);
-        crate::cluster::replicas::Replicas::new(args.cluster.cluster_replicas.clone(), budget)
+        let rules = args.cluster.cluster_replicas.clone();
+        crate::cluster::replicas::Replicas::new(rules, budget, hot)
     });
     let near = (copies > 0 || replicas.is_some())
         .then(|| crate::cluster::near::Near::new(copies, replicas));
-    Ok(Some(Arc::new(Peers::new(cluster, client, near))))
+    let peers = Arc::new(Peers::new(cluster, client, near));
+    if let Some(hot) = hot {
+        tokio::spawn(crate::cluster::hot::follow(
+            Arc::downgrade(&peers),
+            hot.window,
+        ));
+    }
+    Ok(Some(peers))
 }
 
 /// Registers this node in the cluster `peers` reach, last, once everything it serves is

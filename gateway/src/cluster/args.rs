@@ -104,6 +104,29 @@ pub struct ClusterArgs {
     /// quarter of `--memory`.
     #[arg(long, env = "RASA_CLUSTER_REPLICA_MEMORY", value_parser = crate::units::parse_size)]
     pub cluster_replica_memory: Option<u64>,
+    /// Keys become hot by demand: a key its owner sees read more than this many times a
+    /// second (HTTP reads and descriptors, its replicas' reads included) over
+    /// `--cluster-hot-window` is held by `--cluster-hot-replicas` members until its reads
+    /// fall below half of it. 0: off.
+    #[arg(long, env = "RASA_CLUSTER_HOT_READS", default_value = "0")]
+    pub cluster_hot_reads: u32,
+    /// How many members hold a key that became hot by demand, its owner included (2 to 16).
+    #[arg(long, env = "RASA_CLUSTER_HOT_REPLICAS", default_value = "3",
+          value_parser = clap::value_parser!(u32).range(2..=16))]
+    pub cluster_hot_replicas: u32,
+    /// The window a key's reads are counted over, for `--cluster-hot-reads` (1s to 10m).
+    #[arg(long, env = "RASA_CLUSTER_HOT_WINDOW", default_value = "10s", value_parser = parse_window)]
+    pub cluster_hot_window: Duration,
+}
+
+/// A window of counted reads: 1 s to 10 min (a replica reports its reads about once a
+/// second).
+fn parse_window(s: &str) -> Result<Duration, SettingError> {
+    let d = humantime::parse_duration(s).map_err(|e| SettingError::said(format!("'{s}': {e}")))?;
+    if !(Duration::from_secs(1)..=Duration::from_secs(600)).contains(&d) {
+        return Err(SettingError::said(format!("'{s}': give 1s to 10m")));
+    }
+    Ok(d)
 }
 
 /// `PREFIX=N`: keys under PREFIX held by N members (1 to 16).

@@ -3,8 +3,8 @@
 //!
 //! etcd holds **membership only**: each gateway registers itself under
 //! `/rasa/<name>/members/<node-id>` with its own lease ([`membership`]), and watches the
-//! prefix. No per-key metadata lives anywhere central, so losing a node or etcd loses no
-//! index. Every member, and every SDK, computes a key's owner from the same member list
+//! prefix. No per-key index lives anywhere central (a record lists at most its member's
+//! few hot keys, [`hot`]), so losing a node or etcd loses no index. Every member, and every SDK, computes a key's owner from the same member list
 //! with rendezvous hashing ([`rasa_openapi::cluster::placement`]).
 //!
 //! When etcd cannot be reached the gateway keeps its last view and keeps serving.
@@ -21,6 +21,7 @@ pub mod etcd_access;
 pub mod fill;
 pub mod forward;
 mod history;
+pub mod hot;
 mod membership;
 pub mod near;
 pub mod peers;
@@ -143,6 +144,7 @@ impl Cluster {
             weight: config.weight,
             fabric,
             s3_url: config.s3_url.clone(),
+            hot: Vec::new(),
         };
         let etcd = membership::connect(&config).await?;
         Ok(Arc::new(Self {

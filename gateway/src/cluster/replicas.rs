@@ -91,6 +91,9 @@ struct Held {
     /// ago has outlived its lease anyway.
     revoked: HashMap<String, (u64, Instant)>,
     revocations: u64,
+    /// Reads served from replicas since their owner was last told, by key (reported with
+    /// the next renewal: the owner counts its keys' demand, [`super::hot`]).
+    served: HashMap<String, u64>,
 }
 
 /// How long a revocation is remembered (longer than any replica lease).
@@ -101,6 +104,7 @@ const REMEMBER_REVOKED: Duration = Duration::from_secs(5);
 pub struct Replicas {
     rules: Vec<ReplicaRule>,
     budget: u64,
+    demand: Option<super::hot::Demand>,
     held: Mutex<Held>,
     /// One copy of a key at a time.
     pub(crate) pulls: crate::keyed::Keyed<tokio::sync::Mutex<()>>,
@@ -116,19 +120,50 @@ impl std::fmt::Debug for Replicas {
 }
 
 impl Replicas {
-    /// Replicas by `rules`, within `budget` bytes of this member's memory.
-    pub fn new(rules: Vec<ReplicaRule>, budget: u64) -> Self {
+    /// Replicas by `rules` and, with `hot`, by demand, within `budget` bytes of this
+    /// member's memory.
+    pub fn new(rules: Vec<ReplicaRule>, budget: u64, hot: Option<super::hot::HotRule>) -> Self {
         Self {
             rules,
             budget,
+            demand: hot.map(super::hot::Demand::new),
             held: Mutex::default(),
             pulls: Default::default(),
         }
     }
 
-    /// How many members hold `key` (1: no replicas).
-    pub fn count(&self, key: &str) -> usize {
-        rasa_openapi::cluster::replica_count(key, &self.rules)
+    /// How many members hold `key` (1: no replicas), by the rules and the hot keys its
+    /// owner lists among `members`.
+    pub fn count(&self, key: &str, members: &[ClusterMember]) -> usize {
+        rasa_openapi::cluster::holder_count(key, &self.rules, members)
+    }
+
+    /// The count of this member's keys' reads, when keys become hot by demand.
+    pub fn demand(&self) -> Option<&super::hot::Demand> {
+        self.demand.as_ref()
+    }
+
+    /// As `key`'s owner: counts `n` reads of it (when keys become hot by demand and no
+    /// rule replicates it already).
+    pub fn demanded(&self, key: &str, n: u64) {
+        if let Some(d) = &self.demand {
+            if rasa_openapi::cluster::replica_count(key, &self.rules) == 1 {
+                d.read(key, n);
+            }
+        }
+    }
+
+    /// As one of `key`'s replicas: a read served from it, told its owner at the next
+    /// renewal (when keys become hot by demand).
+    pub fn served(&self, key: &str) {
+        if self.demand.is_some() {
+            *self.held().served.entry(key.to_owned()).or_default() += 1;
+        }
+    }
+
+    /// The reads of `key` served here since the last call.
+    pub fn take_served(&self, key: &str) -> u64 {
+        self.held().served.remove(key).unwrap_or(0)
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, Held> {
@@ -223,6 +258,7 @@ impl Replicas {
             .collect();
         let mut out = Vec::new();
         for key in gone {
+            held.served.remove(&key);
             if let Some(r) = held.by_key.remove(&key) {
                 held.bytes -= r.bytes;
                 out.push((key, r.version));
@@ -282,9 +318,10 @@ mod tests {
                 count: 3,
             }],
             100,
+            None,
         );
-        assert_eq!(r.count("ckpt/a"), 3);
-        assert_eq!(r.count("other"), 1);
+        assert_eq!(r.count("ckpt/a", &[]), 3);
+        assert_eq!(r.count("other", &[]), 1);
         assert!(r.room_for("ckpt/a", 60));
         assert_eq!(r.keep("ckpt/a", 0, replica(1, 60)), Kept::Replacing(None));
         assert!(!r.room_for("ckpt/b", 60), "60 + 60 > 100");

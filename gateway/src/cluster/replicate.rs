@@ -12,10 +12,28 @@ use super::Peers;
 /// `key`'s owner when this member is one of the key's replicas by its view (`None`: the
 /// key has no replicas, or this member is not one of them).
 pub fn owner_of_replica(peers: &Peers, key: &str) -> Option<ClusterMember> {
-    let n = peers.near()?.replicas()?.count(key);
+    let n = count(peers, peers.near()?.replicas()?, key);
     is_replica(peers.cluster(), key, n)
         .then(|| peers.cluster().owner(key))
         .flatten()
+}
+
+/// How many members hold `key` by `replicas`' rules and the hot keys in this member's view.
+pub fn count(peers: &Peers, replicas: &super::replicas::Replicas, key: &str) -> usize {
+    let members = Arc::clone(&peers.cluster().view.borrow().members);
+    replicas.count(key, &members)
+}
+
+/// As a member serving a read of `key` of the default namespace — its owner (`owner`),
+/// or one of its replicas: counts it towards the key's demand ([`super::hot`]).
+pub fn read_here(peers: &Peers, key: &str, owner: bool) {
+    let Some(replicas) = peers.near().and_then(|n| n.replicas()) else {
+        return;
+    };
+    match owner {
+        true => replicas.demanded(key, 1),
+        false => replicas.served(key),
+    }
 }
 
 /// Whether a replica of `key` copied from the owner `owner_tag` may still be held here:
@@ -34,7 +52,7 @@ pub fn nudge(peers: &Arc<Peers>, key: &str) {
     let Some(replicas) = peers.near().and_then(|n| n.replicas()) else {
         return;
     };
-    let n = replicas.count(key);
+    let n = count(peers, replicas, key);
     if n < 2 || !peers.owns(key) {
         return;
     }

@@ -131,6 +131,7 @@ pub(crate) fn test_member(id: &str, incarnation: &str) -> ClusterMember {
         state: rasa_openapi::MemberState::Serving,
         weight: 1,
         s3_url: None,
+        hot: Vec::new(),
         fabric: rasa_openapi::FabricInfo {
             enabled: false,
             provider: None,

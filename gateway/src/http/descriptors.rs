@@ -107,6 +107,7 @@ pub async fn batch_descriptors(
         .enumerate()
         .filter(|(i, _)| results[*i].is_none())
         .collect();
+    let default_ns = ns.is_none();
     let lookups = here.into_iter().map(|(i, k)| {
         let (st, objects) = (st.clone(), Arc::clone(&objects));
         async move {
@@ -114,6 +115,9 @@ pub async fn batch_descriptors(
                 Ok(()) => match super::test_hooks::served_corrupt(&st, &k) {
                     Some(bad) => Ok(bad),
                     None => {
+                        if let (Some(peers), true, None) = (&st.peers, default_ns, replica(i)) {
+                            crate::cluster::replicate::read_here(peers, &k, true);
+                        }
                         let version = replica(i).map(|v| crate::store::VersionId(v).to_string());
                         lookup(&objects, &k, &VersionQuery { version }).await
                     }

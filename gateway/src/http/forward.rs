@@ -48,6 +48,10 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
         .path_and_query()
         .map_or(path, |p| p.as_str())
         .to_owned();
+    let counted = !write && req.extensions().get::<super::NamespaceName>().is_none();
+    if counted && matches!(route, Route::Here) {
+        crate::cluster::replicate::read_here(peers, &key, true);
+    }
     let owner = match route {
         Route::Here if hopped => return near_granted(peers, &key, req, next).await,
         Route::Here => return next.run(req).await,
@@ -66,7 +70,10 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
     };
     // A replicated key's replica serves it from its own memory.
     let req = match super::replica::at_replica(&st, peers, &key, &owner, req).await {
-        Ok(here) => return replica_answer(next.run(here).await),
+        Ok(here) => {
+            crate::cluster::replicate::read_here(peers, &key, false);
+            return replica_answer(next.run(here).await);
+        }
         Err(req) => req,
     };
     // Near copies are tied to the owner this route names.

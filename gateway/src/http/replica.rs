@@ -30,6 +30,10 @@ pub(crate) struct ReplicaRead(pub u64);
 /// Response header of the owner's frame route: the version's payload length.
 const LENGTH_HEADER: &str = "rasa-payload-length";
 
+/// Request header of a replica's copy or renewal: the reads it served of the key since it
+/// last asked (the owner counts them towards the key's demand, `--cluster-hot-reads`).
+const READS_HEADER: &str = "rasa-replica-reads";
+
 /// Longest wait for an owner's frame to arrive.
 const COPY_WITHIN: Duration = Duration::from_secs(30);
 
@@ -95,6 +99,7 @@ pub(crate) async fn held_here(
             let owner = replicate::owner_of_replica(peers, key)?;
             let version = copy(peers, reps, objects, key, &owner).await?;
             crate::catalog::CLUSTER_REPLICA_READS.counter().increment(1);
+            reps.served(key);
             Some(version)
         }
     });
@@ -213,6 +218,7 @@ async fn ask_owner(
     if let Some(r) = held {
         headers.insert(header::IF_NONE_MATCH, HeaderValue::from(r.version));
     }
+    headers.insert(READS_HEADER, HeaderValue::from(reps.take_served(key)));
     let ticket = reps.ticket(key);
     let sent = Instant::now();
     let asked = peers.client().get(url).headers(headers).send();
@@ -321,6 +327,13 @@ pub async fn frame(State(st): State<AppState>, req: Request) -> Result<Response,
             "this member does not own the key now",
         ));
     };
+    let reads = req
+        .headers()
+        .get(READS_HEADER)
+        .and_then(|v| v.to_str().ok());
+    if let (Some(reps), Some(n)) = (near.replicas(), reads.and_then(|n| n.parse::<u64>().ok())) {
+        reps.demanded(&key, n);
+    }
     // Recorded before the key is looked up: a write from now on revokes it.
     if !near.grant_for(&key, holder, REPLICA_LEASE) {
         return Ok(refused(

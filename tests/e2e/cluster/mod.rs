@@ -6,6 +6,7 @@ mod batch;
 mod failures;
 mod frozen;
 mod heal;
+mod hot;
 mod namespaced;
 mod near;
 mod never_back;
@@ -19,8 +20,7 @@ mod shrunk;
 mod twice;
 
 use std::process::Command;
-use std::sync::Arc;
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use aws_sdk_s3::primitives::ByteStream;
 use rasa_client::{Client, FastPath};

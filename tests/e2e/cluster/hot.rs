@@ -1,0 +1,156 @@
+//! Keys hot by demand (`--cluster-hot-reads`): a key read past the threshold at its owner
+//! is promoted (listed in the owner's record), then served by each of its holders from
+//! their own memory and spread over them by the SDK; reads its replicas serve keep it hot;
+//! once reads stop it is demoted and reads go back to its owner.
+
+use std::time::{Duration, Instant};
+
+use rasa_client::{Client, FastPath};
+use rasa_openapi::cluster::placement;
+use rasa_openapi::ClusterView;
+use rasa_tests::etcd::{wait_view, Etcd};
+use rasa_tests::{metric, pattern, Gateway};
+
+use super::all_see;
+
+const KEY: &str = "prompts/system-0";
+
+/// GET `KEY` at `gw`: whether a replica served it, and the body (asserted whole).
+async fn read(gw: &Gateway, body: &[u8]) -> bool {
+    let r = rasa_tests::http()
+        .get(gw.url(&format!("/v1/objects/{KEY}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "GET {KEY} at {}", gw.base);
+    let replica = r.headers().get("rasa-replica").is_some();
+    assert!(r.bytes().await.unwrap() == body, "the value, whole");
+    replica
+}
+
+/// How many members hold `KEY` by its owner's list of hot keys in `view`.
+fn hot_count(view: &ClusterView) -> u32 {
+    let owner = placement(KEY, &view.members)[0];
+    owner
+        .hot
+        .iter()
+        .find(|h| h.key == KEY)
+        .map_or(1, |h| h.count)
+}
+
+/// Reads `KEY` at `gws` in turn until `metric` at `at` reaches 1 (within `within`).
+async fn read_until(gws: &[&Gateway], body: &[u8], at: &Gateway, name: &str, within: Duration) {
+    let started = Instant::now();
+    while metric(at, name).await < 1.0 {
+        assert!(
+            started.elapsed() < within,
+            "{name} at the owner still 0 after {within:?} of reads"
+        );
+        for _ in 0..20 {
+            for gw in gws {
+                read(gw, body).await;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_is_promoted_by_its_reads_and_demoted_when_they_stop() {
+    let etcd = Etcd::start();
+    let flags = [
+        "--cluster-hot-reads",
+        "40",
+        "--cluster-hot-window",
+        "1s",
+        "--cluster-hot-replicas",
+        "3",
+    ];
+    let gws = super::secret_fleet(&etcd, "hot", &flags);
+    let refs: Vec<&Gateway> = gws.iter().collect();
+    let view = all_see(&refs, 3).await;
+    let order: Vec<&Gateway> = placement(KEY, &view.members)
+        .into_iter()
+        .map(|m| gws.iter().find(|g| g.base == m.url).expect("a member"))
+        .collect();
+    let body = pattern(300 << 10, 9);
+    let r = rasa_tests::http()
+        .put(order[0].url(&format!("/v1/objects/{KEY}")))
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    // Cold: a replica-to-be forwards to the owner.
+    assert!(!read(order[2], &body).await, "no replica before any demand");
+    assert_eq!(metric(order[0], "rasa_cluster_hot_keys").await, 0.0);
+
+    // Read at the owner past the threshold: promoted, and every member's view says so.
+    let within = Duration::from_secs(20);
+    let promoted = "rasa_cluster_hot_promotions_total";
+    read_until(&[order[0]], &body, order[0], promoted, within).await;
+    for gw in &order {
+        wait_view(gw, "the owner listing the key as hot", within, |v| {
+            hot_count(v) == 3
+        })
+        .await;
+    }
+    assert_eq!(metric(order[0], "rasa_cluster_hot_keys").await, 1.0);
+
+    // Each replica serves it from its own memory; the SDK's readers spread over all three.
+    for gw in &order[1..] {
+        assert!(read(gw, &body).await, "a replica at {} serves it", gw.base);
+    }
+    let fabric = "rasa_descriptors_total{path=\"fabric\"}";
+    let mut before = Vec::new();
+    for gw in &order {
+        before.push(metric(gw, fabric).await);
+    }
+    for _ in 0..24 {
+        let c = Client::builder(&gws[0].base)
+            .fast_path(FastPath::Auto)
+            .timeout(Duration::from_secs(3))
+            .build()
+            .expect("a client");
+        let got = c.get(KEY).await.expect("a read");
+        assert!(got.bytes.as_ref() == &body[..]);
+    }
+    for (i, gw) in order.iter().enumerate() {
+        let served = metric(gw, fabric).await - before[i];
+        assert!(
+            served >= 1.0,
+            "holder {i} served {served} of 24 readers' descriptors"
+        );
+    }
+
+    // Reads only at the replicas keep it hot: they report them to the owner.
+    let demoted = "rasa_cluster_hot_demotions_total";
+    let quiet_owner = Instant::now();
+    while quiet_owner.elapsed() < Duration::from_secs(4) {
+        for _ in 0..20 {
+            assert!(read(order[1], &body).await && read(order[2], &body).await);
+        }
+    }
+    assert_eq!(
+        metric(order[0], demoted).await,
+        0.0,
+        "demoted while its replicas served it"
+    );
+
+    // No reads: demoted within a few windows; every view drops it; reads go to the owner.
+    let started = Instant::now();
+    while metric(order[0], demoted).await < 1.0 {
+        assert!(
+            started.elapsed() < within,
+            "not demoted {within:?} after reads stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await; // polls the owner's metric
+    }
+    for gw in &order {
+        wait_view(gw, "the owner no longer listing the key", within, |v| {
+            hot_count(v) == 1
+        })
+        .await;
+    }
+    assert!(!read(order[1], &body).await, "a former replica forwards");
+    assert_eq!(metric(order[0], "rasa_cluster_hot_keys").await, 0.0);
+}
