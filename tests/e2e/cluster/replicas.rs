@@ -1,7 +1,8 @@
 //! Replicas (`--cluster-replicas PREFIX=N`): a key under a replicated prefix is served by
 //! each of the first N members of its placement from that member's own memory (HTTP and
 //! one-sided), the SDK spreads its readers over them, a write is acknowledged only once no
-//! replica can serve what it replaced, and a reader whose replica is killed goes on.
+//! replica can serve what it replaced, and a reader whose replica is killed — between
+//! reads, or in the middle of a fleet's batch load — goes on within its timeout.
 
 use std::time::{Duration, Instant};
 
@@ -261,4 +262,84 @@ async fn replicas_take_no_more_memory_than_configured() {
         by_owner > 9,
         "reads beyond the budget served by their owner: {by_owner} of 27"
     );
+}
+
+/// A fleet loading a checkpoint while one of its replicas' members is killed mid-load:
+/// six readers, each its own client, read a batch of 16 shards (all owned by one member)
+/// over and over; a member holding replicas of them is killed once every reader has
+/// loaded them; every batch ends within the call's timeout (+10 %), every shard whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_goes_on_when_a_replica_is_killed_mid_load() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let (_etcd, gws, _) = replica_cluster("replica-midload", &[]).await;
+    let view: rasa_openapi::ClusterView = gws[0].get_json("/v1/cluster").await;
+    let owned_by_first = |k: &String| placement(k, &view.members)[0].url == gws[0].base;
+    let keys: Vec<String> = (0..)
+        .map(|i| format!("ckpt/load-{i}"))
+        .filter(owned_by_first)
+        .take(16)
+        .collect();
+    let writer = sdk(&gws[0].base);
+    for (i, k) in keys.iter().enumerate() {
+        writer
+            .put(k, pattern(256 << 10, 40 + i as u64))
+            .await
+            .expect("a shard");
+    }
+    let keys = Arc::new(keys);
+    let (done, stop) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let readers: Vec<_> = (0..6)
+        .map(|_| {
+            let (keys, done, stop) = (Arc::clone(&keys), Arc::clone(&done), Arc::clone(&stop));
+            let c = Client::builder(&gws[0].base)
+                .fast_path(FastPath::Auto)
+                .timeout(CALL)
+                .build()
+                .expect("a client");
+            tokio::spawn(async move {
+                let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+                let mut slowest = Duration::ZERO;
+                while !stop.load(Ordering::Acquire) {
+                    let started = Instant::now();
+                    let got = c.many().get(&refs).await.expect("a batch");
+                    slowest = slowest.max(started.elapsed());
+                    for (i, r) in got.into_iter().enumerate() {
+                        let o = r.unwrap_or_else(|e| panic!("{}: {e}", refs[i]));
+                        assert!(o.bytes.as_ref() == &pattern(256 << 10, 40 + i as u64)[..]);
+                    }
+                    done.fetch_add(1, Ordering::AcqRel);
+                }
+                (slowest, c.stats().fabric_reads)
+            })
+        })
+        .collect();
+    let wait_for = |n: usize, what: &'static str| {
+        let done = Arc::clone(&done);
+        async move {
+            let started = Instant::now();
+            while done.load(Ordering::Acquire) < n {
+                assert!(started.elapsed() < Duration::from_secs(60), "{what}");
+                tokio::time::sleep(Duration::from_millis(20)).await; // polls the readers' count
+            }
+        }
+    };
+    wait_for(6, "six batches before the kill").await;
+    let served = metric(&gws[1], "rasa_descriptors_total{path=\"fabric\"}").await;
+    assert!(served >= 1.0, "the member to kill served none of the load");
+    kill(&gws[1], "KILL");
+    let at_kill = done.load(Ordering::Acquire);
+    wait_for(at_kill + 18, "eighteen batches after the kill").await;
+    stop.store(true, Ordering::Release);
+    for r in readers {
+        let (slowest, fabric) = r.await.expect("a reader");
+        assert!(
+            slowest < CALL + CALL / 10,
+            "a batch took {slowest:?} (timeout {CALL:?})"
+        );
+        assert!(fabric >= 16, "one-sided reads: {fabric}");
+    }
 }
