@@ -68,14 +68,15 @@ for _ in $(seq 200); do grep -q "ready to serve client requests" "$tmp/etcd.log"
 grep -q "ready to serve client requests" "$tmp/etcd.log" || { echo "replicas.sh: etcd did not start" >&2; exit 1; }
 size=$((SHARD_MIB << 20))
 members=("http://$NET.11:8080" "http://$NET.12:8080" "http://$NET.13:8080")
-# fleet N: three members holding keys under ckpt N times.
+# fleet N FLAGS...: three members with FLAGS (logs named by N).
 fleet() {
   local n=$1 i name="rep$1-$RANDOM"
+  shift
   for i in 1 2 3; do
     ip netns exec "rasa-r$i" env RUST_LOG=${MEMBER_LOG:-warn} "$BIN/rasa-gateway" --listen "$NET.1$i:8080" \
       --advertise-url "http://$NET.1$i:8080" --cluster "etcd://$NET.1:2379" --cluster-name "$name" \
       --node-id "g$i" --memory 2GiB --lease 60s --fast-path on --fabric-provider 'tcp;ofi_rxm' \
-      --cluster-replicas "ckpt=$n" >"$tmp/g$i-$n.log" 2>&1 &
+      "$@" >"$tmp/g$i-$n.log" 2>&1 &
     pids+=($!)
     disown # killed with the fleet, unreported
   done
@@ -115,7 +116,7 @@ checkpoint() {
 }
 declare -A result
 for n in 1 2 3; do
-  fleet "$n"
+  fleet "$n" --cluster-replicas "ckpt=$n"
   checkpoint "$n"
   result[$n]=$("$PY" bench/replicas_bench.py load "${members[0]}" "$NET.1" "$tmp/keys" "$size" "$READERS")
   echo "replicas=$n: ${result[$n]}" >&2
@@ -126,6 +127,22 @@ for n in 1 2 3; do
   fi
   stop_fleet
 done
+if [ $SHORT = 0 ]; then
+  # Hot by demand: no rule; HOT_KEYS keys of HOT_MIB MiB read in passes, each pass a load
+  # by READERS fresh clients (each key read READERS times a pass: past 1 a second over a
+  # 5 s window). The first pass reads from the owner alone; then the keys are listed hot.
+  HOT_KEYS=${HOT_KEYS:-8} HOT_MIB=${HOT_MIB:-2} PASSES=${PASSES:-4}
+  fleet hot --cluster-hot-reads 1 --cluster-hot-window 5s --cluster-hot-replicas 3
+  "$PY" bench/replicas_bench.py keys "${members[0]}" "$HOT_KEYS" prompt/block- >"$tmp/hot-keys"
+  head -c $((HOT_MIB << 20)) /dev/urandom >"$tmp/block"
+  while read -r k; do
+    curl -sf -o /dev/null -X PUT --data-binary @"$tmp/block" "${members[0]}/v1/objects/$k"
+  done <"$tmp/hot-keys"
+  hot=$("$PY" bench/replicas_bench.py hot "${members[0]}" "$NET.1" "$tmp/hot-keys" $((HOT_MIB << 20)) "$READERS" "$PASSES")
+  echo "hot: $hot" >&2
+  promotions=$(curl -sf "${members[0]}/metrics" | awk '/^rasa_cluster_hot_promotions_total/ {s+=$2} END {print s+0}')
+  stop_fleet
+fi
 field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
 ratio() { python3 -c "print(f'{$(field "${result[$1]}" gb_per_s) / $(field "${result[1]}" gb_per_s):.2f}')"; }
 echo "## A fleet loading one checkpoint, with replicas (\`bench/replicas.sh\`)"
@@ -140,6 +157,14 @@ for n in 1 2 3; do
 done
 echo
 echo "Loaded again with 3 replicas ($(printf '%.3f' "$(field "$probed" gb_per_s)") GB/s) while $(field "$probed" probes) writes of another replicated key went each through the next member, each then read through all three: $(field "$probed" older) older reads in $(field "$probed" reads); $(field "$probed" http_reads) shard reads over HTTP."
+if [ $SHORT = 0 ]; then
+  echo
+  echo "Hot by demand (\`--cluster-hot-reads 1 --cluster-hot-window 5s --cluster-hot-replicas 3\`, no replica rule): $HOT_KEYS keys of $HOT_MIB MiB owned by one member, loaded in $PASSES passes by $READERS fresh clients each; the owner listed them hot after the first pass and $(python3 -c "import json,sys; print(json.loads(sys.argv[1])[0]['loads_before_hot'])" "$hot") more ($promotions promotions); pass 1 read from the owner alone, the passes after it once the keys were hot."
+  echo
+  echo "| pass | aggregate load | vs the first | one-sided reads | HTTP reads |"
+  echo "| --- | --- | --- | --- | --- |"
+  "$PY" bench/replicas_bench.py hot-table "$hot"
+fi
 older=$(field "$probed" older)
 if [ $SHORT = 1 ]; then
   [ "$older" = 0 ] || { echo "replicas.sh: $older reads answered an older value" >&2; exit 1; }

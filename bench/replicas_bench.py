@@ -8,6 +8,10 @@ link shaped to the same rate. Subcommands:
                                  READERS processes, each its own SDK client, read every
                                  key one-sided in one batch (get_many_into) into a
                                  registered buffer; prints the aggregate throughput (JSON)
+  hot SEED_URL FABRIC_ADDR KEYS_FILE SIZE READERS PASSES
+                                 PASSES loads of the keys (as `load`); after the first,
+                                 loads until the keys' owner lists every key as hot
+                                 (`--cluster-hot-reads`); the figures of each (JSON)
   probes SEED_URL FABRIC_ADDR KEYS_FILE SIZE READERS N MEMBER_URL...
                                  while READERS load, N read-after-write probes: a write of
                                  a replicated key through one member, then a read through
@@ -101,6 +105,35 @@ def load(seed, fabric_addr, keys, size, readers, during=None):
     }, extra
 
 
+def hot_listed(seed, keys, within):
+    """Whether the keys' owner lists every key in `keys` as hot in its record within
+    `within` seconds."""
+    started = time.monotonic()
+    while time.monotonic() - started < within:
+        _, _, body = http("GET", f"{seed}/v1/cluster")
+        listed = {h["key"] for m in json.loads(body)["members"] for h in m.get("hot", [])}
+        if set(keys) <= listed:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def passes(seed, fabric_addr, keys, size, readers, n):
+    """The first load (from the owner alone), then loads until the owner lists the keys
+    hot (at most five more, each waited on for 7 s: a window and a record), then n - 1
+    loads. The figures of the first and of the last n - 1, and how many loads came
+    between."""
+    first, _ = load(seed, fabric_addr, keys, size, readers)
+    between = 0
+    while not hot_listed(seed, keys, 7.0):
+        between += 1
+        if between > 5:
+            sys.exit("the keys were not listed hot after six loads")
+        load(seed, fabric_addr, keys, size, readers)
+    first["loads_before_hot"] = between
+    return [first] + [load(seed, fabric_addr, keys, size, readers)[0] for _ in range(n - 1)]
+
+
 def probes(members, n, key):
     """N writes of `key`, each through the next member, each followed by a read through
     every member: how many reads answered an older value."""
@@ -126,6 +159,16 @@ def main():
         keys = open(keys_file).read().split()
         figures, _ = load(seed, fabric_addr, keys, int(size), int(readers))
         print(json.dumps(figures))
+    elif cmd == "hot":
+        seed, fabric_addr, keys_file, size, readers, n = args
+        keys = open(keys_file).read().split()
+        print(json.dumps(passes(seed, fabric_addr, keys, int(size), int(readers), int(n))))
+    elif cmd == "hot-table":
+        p = json.loads(args[0])
+        for i, f in enumerate(p):
+            ratio = f["gb_per_s"] / p[0]["gb_per_s"]
+            print(f"| {i + 1} | {f['gb_per_s']:.3f} GB/s ({f['seconds']:.2f} s) | {ratio:.2f}x"
+                  f" | {f['fabric_reads']} | {f['http_reads']} |")
     elif cmd == "probes":
         seed, fabric_addr, keys_file, size, readers, n = args[:6]
         members = args[6:]

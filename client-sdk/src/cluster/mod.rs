@@ -402,9 +402,72 @@ impl Error {
     /// Whether the member did not answer (rather than answered no).
     pub(crate) fn is_unreachable(&self) -> bool {
         match self {
-            Error::Http(e) => e.is_connect() || e.is_timeout() || e.is_request() || e.is_body(),
+            Error::Http(e) => {
+                e.is_connect() || e.is_timeout() || e.is_request() || e.is_body() || cut_short(e)
+            }
             Error::Timeout { .. } => true,
             _ => false,
         }
+    }
+}
+
+/// Whether `e` is an answer whose body the connection ended before it was whole (a member
+/// cut off mid-answer): reqwest calls that a decode error, as it does JSON that does not
+/// parse — which is an answer, not its absence.
+fn cut_short(e: &reqwest::Error) -> bool {
+    use std::error::Error as _;
+    if !e.is_decode() {
+        return false;
+    }
+    let mut source = e.source();
+    while let Some(s) = source {
+        if s.is::<serde_json::Error>() {
+            return false;
+        }
+        source = s.source();
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// The error of a JSON read of a member that answers `raw` and closes the connection.
+    async fn json_error(raw: &'static [u8]) -> reqwest::Error {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 4096];
+            let _ = s.read(&mut request).await;
+            s.write_all(raw).await.unwrap();
+        });
+        let tls = crate::tls::client_config(false, None).unwrap();
+        let http = reqwest::Client::builder()
+            .use_preconfigured_tls(tls)
+            .build();
+        let resp = http
+            .unwrap()
+            .get(format!("http://{addr}/"))
+            .send()
+            .await
+            .unwrap();
+        resp.json::<serde_json::Value>().await.unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn an_answer_cut_short_is_no_answer_and_bad_json_is_one() {
+        let cut = json_error(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{\"a\":").await;
+        assert!(
+            Error::Http(cut).is_unreachable(),
+            "cut short: the next member is asked"
+        );
+        let bad = json_error(b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nabc").await;
+        assert!(
+            !Error::Http(bad).is_unreachable(),
+            "an answer, if a bad one"
+        );
     }
 }
