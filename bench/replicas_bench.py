@@ -9,9 +9,10 @@ link shaped to the same rate. Subcommands:
                                  key one-sided in one batch (get_many_into) into a
                                  registered buffer; prints the aggregate throughput (JSON)
   hot SEED_URL FABRIC_ADDR KEYS_FILE SIZE READERS PASSES
-                                 PASSES loads of the keys (as `load`); after the first,
-                                 loads until the keys' owner lists every key as hot
-                                 (`--cluster-hot-reads`); the figures of each (JSON)
+                                 READERS processes that keep their clients load the keys
+                                 in rounds; after the first, rounds until the keys' owner
+                                 lists every key as hot (`--cluster-hot-reads`), then
+                                 PASSES - 1 more; the figures of each (JSON)
   probes SEED_URL FABRIC_ADDR KEYS_FILE SIZE READERS N MEMBER_URL...
                                  while READERS load, N read-after-write probes: a write of
                                  a replicated key through one member, then a read through
@@ -118,20 +119,69 @@ def hot_listed(seed, keys, within):
     return False
 
 
+def loop_reader(seed, fabric_addr, keys, size, barrier, more, results):
+    """A reader that keeps its client: one load of `keys` each round, between two waits
+    on `barrier`, while `more` is set."""
+    c = rasa_client.Client(seed, fast_path="required", fabric_addr=fabric_addr, timeout=300.0,
+                           read_timeout=60.0)
+    buf = c.register(size * len(keys))
+    offsets = [i * size for i in range(len(keys))]
+    c.exists("ckpt/none")
+    while True:
+        barrier.wait()
+        if not more.value:
+            return
+        started = time.monotonic()
+        got = c.get_many_into(keys, buf, offsets)
+        ended = time.monotonic()
+        assert all(n == size for n in got), got
+        st = c.stats()
+        results.put((started, ended, st["fabric_reads"], st["http_reads"]))
+        barrier.wait()
+
+
 def passes(seed, fabric_addr, keys, size, readers, n):
-    """The first load (from the owner alone), then loads until the owner lists the keys
-    hot (at most five more, each waited on for 7 s: a window and a record), then n - 1
-    loads. The figures of the first and of the last n - 1, and how many loads came
-    between."""
-    first, _ = load(seed, fabric_addr, keys, size, readers)
-    between = 0
+    """Readers that keep their clients (as engines do) load the keys in rounds: the first
+    (from the owner alone), then rounds until the owner lists the keys hot (at most five,
+    each waited on for 7 s: a window and a record), then n - 1 rounds. The figures of
+    the first and of the last n - 1, and how many rounds came between."""
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(readers + 1, timeout=120)
+    more, results = ctx.Value("b", 1), ctx.Queue()
+    procs = [ctx.Process(target=loop_reader,
+                         args=(seed, fabric_addr, keys, size, barrier, more, results))
+             for _ in range(readers)]
+    for p in procs:
+        p.start()
+    seen = [(0, 0)] * readers
+
+    def round_():
+        barrier.wait()
+        barrier.wait()
+        got = sorted(results.get(timeout=60) for _ in range(readers))
+        total = readers * len(keys) * size
+        secs = max(g[1] for g in got) - min(g[0] for g in got)
+        fabric, http_ = sum(g[2] for g in got), sum(g[3] for g in got)
+        before = (sum(s[0] for s in seen), sum(s[1] for s in seen))
+        seen[:] = [(g[2], g[3]) for g in got]
+        return {"readers": readers, "bytes": total, "seconds": secs,
+                "gb_per_s": total / secs / 1e9, "fabric_reads": fabric - before[0],
+                "http_reads": http_ - before[1]}
+
+    first, between = round_(), 0
     while not hot_listed(seed, keys, 7.0):
         between += 1
         if between > 5:
-            sys.exit("the keys were not listed hot after six loads")
-        load(seed, fabric_addr, keys, size, readers)
+            sys.exit("the keys were not listed hot after six rounds")
+        round_()
     first["loads_before_hot"] = between
-    return [first] + [load(seed, fabric_addr, keys, size, readers)[0] for _ in range(n - 1)]
+    out = [first] + [round_() for _ in range(n - 1)]
+    more.value = 0
+    barrier.wait()
+    for p in procs:
+        p.join()
+        assert p.exitcode == 0, p.exitcode
+    return out
 
 
 def probes(members, n, key):

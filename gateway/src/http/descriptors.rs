@@ -115,11 +115,14 @@ pub async fn batch_descriptors(
                 Ok(()) => match super::test_hooks::served_corrupt(&st, &k) {
                     Some(bad) => Ok(bad),
                     None => {
-                        if let (Some(peers), true, None) = (&st.peers, default_ns, replica(i)) {
+                        let version = replica(i).map(|v| crate::store::VersionId(v).to_string());
+                        let found = lookup(&objects, &k, &VersionQuery { version }).await;
+                        if let (Some(peers), true, None, Ok(_)) =
+                            (&st.peers, default_ns, replica(i), &found)
+                        {
                             crate::cluster::replicate::read_here(peers, &k, true);
                         }
-                        let version = replica(i).map(|v| crate::store::VersionId(v).to_string());
-                        lookup(&objects, &k, &VersionQuery { version }).await
+                        found
                     }
                 },
                 Err(e) => Err(ApiError::from(e)),

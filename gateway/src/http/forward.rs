@@ -48,13 +48,17 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
         .path_and_query()
         .map_or(path, |p| p.as_str())
         .to_owned();
+    // A read this member answers as the owner counts towards the key's demand.
     let counted = !write && req.extensions().get::<super::NamespaceName>().is_none();
-    if counted && matches!(route, Route::Here) {
-        crate::cluster::replicate::read_here(peers, &key, true);
-    }
+    let served = |resp: Response| {
+        if counted && resp.status().is_success() {
+            crate::cluster::replicate::read_here(peers, &key, true);
+        }
+        resp
+    };
     let owner = match route {
-        Route::Here if hopped => return near_granted(peers, &key, req, next).await,
-        Route::Here => return next.run(req).await,
+        Route::Here if hopped => return served(near_granted(peers, &key, req, next).await),
+        Route::Here => return served(next.run(req).await),
         Route::Fenced(detail) => {
             return ApiError::Unavailable {
                 detail,
@@ -71,8 +75,11 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
     // A replicated key's replica serves it from its own memory.
     let req = match super::replica::at_replica(&st, peers, &key, &owner, req).await {
         Ok(here) => {
-            crate::cluster::replicate::read_here(peers, &key, false);
-            return replica_answer(next.run(here).await);
+            let resp = replica_answer(next.run(here).await);
+            if resp.status().is_success() {
+                crate::cluster::replicate::read_here(peers, &key, false);
+            }
+            return resp;
         }
         Err(req) => req,
     };

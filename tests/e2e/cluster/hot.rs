@@ -3,6 +3,8 @@
 //! their own memory and spread over them by the SDK; reads its replicas serve keep it hot;
 //! once reads stop it is demoted and reads go back to its owner.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rasa_client::{Client, FastPath};
@@ -14,18 +16,36 @@ use rasa_tests::{metric, pattern, Gateway};
 use super::all_see;
 
 const KEY: &str = "prompts/system-0";
+const MISSING: &str = "prompts/none";
 
 /// GET `KEY` at `gw`: whether a replica served it, and the body (asserted whole).
 async fn read(gw: &Gateway, body: &[u8]) -> bool {
-    let r = rasa_tests::http()
-        .get(gw.url(&format!("/v1/objects/{KEY}")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200, "GET {KEY} at {}", gw.base);
+    read_at(&gw.url(&format!("/v1/objects/{KEY}")), body).await
+}
+
+/// GET `url`: whether a replica served it (the body asserted whole).
+async fn read_at(url: &str, body: &[u8]) -> bool {
+    let r = rasa_tests::http().get(url).send().await.unwrap();
+    assert_eq!(r.status(), 200, "GET {url}");
     let replica = r.headers().get("rasa-replica").is_some();
     assert!(r.bytes().await.unwrap() == body, "the value, whole");
     replica
+}
+
+/// Reads `KEY` through `urls` in turn, one every 20 ms at most (five times the 10 a
+/// second that make it hot), until `stop`: how many reads, and how many a replica did not
+/// serve.
+async fn keep_reading(urls: Vec<String>, body: Vec<u8>, stop: Arc<AtomicBool>) -> (u64, u64) {
+    let (mut reads, mut forwarded) = (0, 0);
+    let mut pace = tokio::time::interval(Duration::from_millis(20));
+    while !stop.load(Ordering::Acquire) {
+        for url in &urls {
+            pace.tick().await;
+            reads += 1;
+            forwarded += u64::from(!read_at(url, &body).await);
+        }
+    }
+    (reads, forwarded)
 }
 
 /// How many members hold `KEY` by its owner's list of hot keys in `view`.
@@ -49,6 +69,9 @@ async fn read_until(gws: &[&Gateway], body: &[u8], at: &Gateway, name: &str, wit
         for _ in 0..20 {
             for gw in gws {
                 read(gw, body).await;
+                // A key that is not there is no demand for a copy.
+                let r = rasa_tests::http().get(gw.url(&format!("/v1/objects/{MISSING}")));
+                assert_eq!(r.send().await.unwrap().status(), 404);
             }
         }
     }
@@ -59,9 +82,9 @@ async fn a_key_is_promoted_by_its_reads_and_demoted_when_they_stop() {
     let etcd = Etcd::start();
     let flags = [
         "--cluster-hot-reads",
-        "40",
+        "10",
         "--cluster-hot-window",
-        "1s",
+        "2s",
         "--cluster-hot-replicas",
         "3",
     ];
@@ -72,14 +95,19 @@ async fn a_key_is_promoted_by_its_reads_and_demoted_when_they_stop() {
         .into_iter()
         .map(|m| gws.iter().find(|g| g.base == m.url).expect("a member"))
         .collect();
-    let body = pattern(300 << 10, 9);
+    let body = pattern(64 << 10, 9);
     let r = rasa_tests::http()
         .put(order[0].url(&format!("/v1/objects/{KEY}")))
         .body(body.clone())
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 201);
+    assert_eq!(
+        r.status(),
+        201,
+        "PUT {KEY}: {}",
+        r.text().await.unwrap_or_default()
+    );
     // Cold: a replica-to-be forwards to the owner.
     assert!(!read(order[2], &body).await, "no replica before any demand");
     assert_eq!(metric(order[0], "rasa_cluster_hot_keys").await, 0.0);
@@ -95,11 +123,24 @@ async fn a_key_is_promoted_by_its_reads_and_demoted_when_they_stop() {
         .await;
     }
     assert_eq!(metric(order[0], "rasa_cluster_hot_keys").await, 1.0);
+    let view: ClusterView = order[0].get_json("/v1/cluster").await;
+    let listed = view.members.iter().flat_map(|m| &m.hot);
+    assert!(
+        listed.map(|h| &h.key).all(|k| k == KEY),
+        "only the key read is hot"
+    );
 
-    // Each replica serves it from its own memory; the SDK's readers spread over all three.
+    // Each replica serves it from its own memory, and reads there alone keep it hot (the
+    // replicas report them to the owner) — while the SDK's readers spread over all three.
     for gw in &order[1..] {
         assert!(read(gw, &body).await, "a replica at {} serves it", gw.base);
     }
+    let stop = Arc::new(AtomicBool::new(false));
+    let urls = order[1..]
+        .iter()
+        .map(|g| g.url(&format!("/v1/objects/{KEY}")));
+    let replicas_only = tokio::spawn(keep_reading(urls.collect(), body.clone(), stop.clone()));
+    let replicas_since = Instant::now();
     let fabric = "rasa_descriptors_total{path=\"fabric\"}";
     let mut before = Vec::new();
     for gw in &order {
@@ -108,7 +149,7 @@ async fn a_key_is_promoted_by_its_reads_and_demoted_when_they_stop() {
     for _ in 0..24 {
         let c = Client::builder(&gws[0].base)
             .fast_path(FastPath::Auto)
-            .timeout(Duration::from_secs(3))
+            .timeout(Duration::from_secs(5))
             .build()
             .expect("a client");
         let got = c.get(KEY).await.expect("a read");
@@ -121,19 +162,15 @@ async fn a_key_is_promoted_by_its_reads_and_demoted_when_they_stop() {
             "holder {i} served {served} of 24 readers' descriptors"
         );
     }
-
-    // Reads only at the replicas keep it hot: they report them to the owner.
     let demoted = "rasa_cluster_hot_demotions_total";
-    let quiet_owner = Instant::now();
-    while quiet_owner.elapsed() < Duration::from_secs(4) {
-        for _ in 0..20 {
-            assert!(read(order[1], &body).await && read(order[2], &body).await);
-        }
-    }
+    // Three windows of reads at the replicas (a duration of load, not a wait for a signal).
+    tokio::time::sleep(Duration::from_secs(6).saturating_sub(replicas_since.elapsed())).await;
+    stop.store(true, Ordering::Release);
+    let (reads, forwarded) = replicas_only.await.expect("the replicas' reader");
     assert_eq!(
-        metric(order[0], demoted).await,
-        0.0,
-        "demoted while its replicas served it"
+        (forwarded, metric(order[0], demoted).await),
+        (0, 0.0),
+        "reads the replicas forwarded (of {reads}), demotions while they served it"
     );
 
     // No reads: demoted within a few windows; every view drops it; reads go to the owner.
