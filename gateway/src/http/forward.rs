@@ -48,17 +48,17 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
         .path_and_query()
         .map_or(path, |p| p.as_str())
         .to_owned();
-    // A read this member answers as the owner counts towards the key's demand.
-    let counted = !write && req.extensions().get::<super::NamespaceName>().is_none();
-    let served = |resp: Response| {
-        if counted && resp.status().is_success() {
-            crate::cluster::replicate::read_here(peers, &key, true);
-        }
-        resp
-    };
+    let read = !write && req.extensions().get::<super::NamespaceName>().is_none();
     let owner = match route {
-        Route::Here if hopped => return served(near_granted(peers, &key, req, next).await),
-        Route::Here => return served(next.run(req).await),
+        Route::Here if hopped => {
+            return counted(
+                peers,
+                &key,
+                read,
+                near_granted(peers, &key, req, next).await,
+            )
+        }
+        Route::Here => return counted(peers, &key, read, next.run(req).await),
         Route::Fenced(detail) => {
             return ApiError::Unavailable {
                 detail,
@@ -74,13 +74,7 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
     };
     // A replicated key's replica serves it from its own memory.
     let req = match super::replica::at_replica(&st, peers, &key, &owner, req).await {
-        Ok(here) => {
-            let resp = replica_answer(next.run(here).await);
-            if resp.status().is_success() {
-                crate::cluster::replicate::read_here(peers, &key, false);
-            }
-            return resp;
-        }
+        Ok(here) => return replica_answer(peers, &key, next.run(here).await),
         Err(req) => req,
     };
     // Near copies are tied to the owner this route names.
@@ -177,9 +171,20 @@ fn plain_read(req: &Request) -> bool {
         && !h.contains_key(rasa_openapi::cluster::PEER_FILL_HEADER)
 }
 
-/// An answer a replica served: marked (`Rasa-Replica: hit`) and counted.
-fn replica_answer(mut resp: Response) -> Response {
+/// `resp`, this member's answer as `key`'s owner: a `read` answered with the value counts
+/// towards the key's demand (`--cluster-hot-reads`).
+fn counted(peers: &Peers, key: &str, read: bool, resp: Response) -> Response {
+    if read && resp.status().is_success() {
+        crate::cluster::replicate::read_here(peers, key, true);
+    }
+    resp
+}
+
+/// An answer a replica served: marked (`Rasa-Replica: hit`) and counted (in the metric,
+/// and towards the key's demand, which the replica reports to the owner).
+fn replica_answer(peers: &Peers, key: &str, mut resp: Response) -> Response {
     if resp.status().is_success() {
+        crate::cluster::replicate::read_here(peers, key, false);
         crate::catalog::CLUSTER_REPLICA_READS.counter().increment(1);
         resp.headers_mut().insert(
             crate::cluster::replicas::REPLICA_HEADER,
