@@ -140,14 +140,11 @@ pub fn replica_count(key: &str, rules: &[ReplicaRule]) -> usize {
         .map_or(1, |r| r.count.max(1) as usize)
 }
 
-/// How many members hold `key`: by `rules`, or by its owner's list of hot keys among
-/// `members` (placement's first), whichever names more.
-pub fn holder_count(key: &str, rules: &[ReplicaRule], members: &[ClusterMember]) -> usize {
+/// How many members hold `key`: by `rules`, or by the list of hot keys of its `owner`
+/// (the first of its [`placement`], which callers have at hand), whichever names more.
+pub fn holder_count(key: &str, rules: &[ReplicaRule], owner: Option<&ClusterMember>) -> usize {
     let by_rule = replica_count(key, rules);
-    if members.iter().all(|m| m.hot.is_empty()) {
-        return by_rule;
-    }
-    let hot = owner(key, members)
+    let hot = owner
         .and_then(|o| o.hot.iter().find(|h| h.key == key))
         .map_or(1, |h| h.count.max(1) as usize);
     by_rule.max(hot)

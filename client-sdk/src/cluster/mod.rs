@@ -199,15 +199,16 @@ impl Topology {
     fn order(&self, key: &str, read: bool) -> Vec<(String, Client)> {
         let st = self.state.read().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        let mut out: Vec<(String, Client)> = rasa_openapi::cluster::placement(key, &st.members)
+        let placement = rasa_openapi::cluster::placement(key, &st.members);
+        let owner = placement.first().copied();
+        let mut out: Vec<(String, Client)> = placement
             .into_iter()
             .filter_map(|m| {
                 let (_, c) = st.nodes.get(&m.node_id)?;
                 Some((m.node_id.clone(), c.clone()))
             })
             .collect();
-        let holders =
-            rasa_openapi::cluster::holder_count(key, &st.replicas, &st.members).min(out.len());
+        let holders = rasa_openapi::cluster::holder_count(key, &st.replicas, owner).min(out.len());
         if read && holders > 1 {
             let hash = rasa_openapi::cluster::rendezvous_hash(key, &self.reader);
             out[..holders].rotate_left((hash % holders as u64) as usize);

@@ -133,9 +133,9 @@ impl Replicas {
     }
 
     /// How many members hold `key` (1: no replicas), by the rules and the hot keys its
-    /// owner lists among `members`.
-    pub fn count(&self, key: &str, members: &[ClusterMember]) -> usize {
-        rasa_openapi::cluster::holder_count(key, &self.rules, members)
+    /// `owner` lists.
+    pub fn count(&self, key: &str, owner: Option<&ClusterMember>) -> usize {
+        rasa_openapi::cluster::holder_count(key, &self.rules, owner)
     }
 
     /// The count of this member's keys' reads, when keys become hot by demand.
@@ -320,8 +320,8 @@ mod tests {
             100,
             None,
         );
-        assert_eq!(r.count("ckpt/a", &[]), 3);
-        assert_eq!(r.count("other", &[]), 1);
+        assert_eq!(r.count("ckpt/a", None), 3);
+        assert_eq!(r.count("other", None), 1);
         assert!(r.room_for("ckpt/a", 60));
         assert_eq!(r.keep("ckpt/a", 0, replica(1, 60)), Kept::Replacing(None));
         assert!(!r.room_for("ckpt/b", 60), "60 + 60 > 100");

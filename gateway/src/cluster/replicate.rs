@@ -12,27 +12,30 @@ use super::Peers;
 /// `key`'s owner when this member is one of the key's replicas by its view (`None`: the
 /// key has no replicas, or this member is not one of them).
 pub fn owner_of_replica(peers: &Peers, key: &str) -> Option<ClusterMember> {
-    let n = count(peers, peers.near()?.replicas()?, key);
-    is_replica(peers.cluster(), key, n)
-        .then(|| peers.cluster().owner(key))
-        .flatten()
+    let replicas = peers.near()?.replicas()?;
+    let owner = peers.cluster().owner(key)?;
+    let n = replicas.count(key, Some(&owner));
+    is_replica(peers.cluster(), key, n).then_some(owner)
 }
 
-/// How many members hold `key` by `replicas`' rules and the hot keys in this member's view.
-pub fn count(peers: &Peers, replicas: &super::replicas::Replicas, key: &str) -> usize {
-    let members = Arc::clone(&peers.cluster().view.borrow().members);
-    replicas.count(key, &members)
+/// This member's replicas, when it keeps any.
+fn replicas_of(peers: &Peers) -> Option<&super::replicas::Replicas> {
+    peers.near()?.replicas()
 }
 
-/// As a member serving a read of `key` of the default namespace — its owner (`owner`),
-/// or one of its replicas: counts it towards the key's demand ([`super::hot`]).
-pub fn read_here(peers: &Peers, key: &str, owner: bool) {
-    let Some(replicas) = peers.near().and_then(|n| n.replicas()) else {
-        return;
-    };
-    match owner {
-        true => replicas.demanded(key, 1),
-        false => replicas.served(key),
+/// As `key`'s owner, a read of it (of the default namespace) answered with the value:
+/// counted towards the key's demand ([`super::hot`]).
+pub fn read_at_owner(peers: &Peers, key: &str) {
+    if let Some(replicas) = replicas_of(peers) {
+        replicas.demanded(key, 1);
+    }
+}
+
+/// As one of `key`'s replicas, a read of it served from the replica: reported to the
+/// owner at the next renewal ([`super::hot`]).
+pub fn read_at_replica(peers: &Peers, key: &str) {
+    if let Some(replicas) = replicas_of(peers) {
+        replicas.served(key);
     }
 }
 
@@ -49,10 +52,10 @@ const NUDGE_WITHIN: Duration = Duration::from_secs(2);
 /// it now, in the background (a replica that does not hear it copies the key at its next
 /// read).
 pub fn nudge(peers: &Arc<Peers>, key: &str) {
-    let Some(replicas) = peers.near().and_then(|n| n.replicas()) else {
+    let Some(replicas) = replicas_of(peers) else {
         return;
     };
-    let n = count(peers, replicas, key);
+    let n = replicas.count(key, peers.cluster().owner(key).as_ref());
     if n < 2 || !peers.owns(key) {
         return;
     }

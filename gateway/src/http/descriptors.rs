@@ -120,7 +120,7 @@ pub async fn batch_descriptors(
                         if let (Some(peers), true, None, Ok(_)) =
                             (&st.peers, default_ns, replica(i), &found)
                         {
-                            crate::cluster::replicate::read_here(peers, &k, true);
+                            crate::cluster::replicate::read_at_owner(peers, &k);
                         }
                         found
                     }

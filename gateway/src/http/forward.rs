@@ -175,7 +175,7 @@ fn plain_read(req: &Request) -> bool {
 /// towards the key's demand (`--cluster-hot-reads`).
 fn counted(peers: &Peers, key: &str, read: bool, resp: Response) -> Response {
     if read && resp.status().is_success() {
-        crate::cluster::replicate::read_here(peers, key, true);
+        crate::cluster::replicate::read_at_owner(peers, key);
     }
     resp
 }
@@ -184,7 +184,7 @@ fn counted(peers: &Peers, key: &str, read: bool, resp: Response) -> Response {
 /// and towards the key's demand, which the replica reports to the owner).
 fn replica_answer(peers: &Peers, key: &str, mut resp: Response) -> Response {
     if resp.status().is_success() {
-        crate::cluster::replicate::read_here(peers, key, false);
+        crate::cluster::replicate::read_at_replica(peers, key);
         crate::catalog::CLUSTER_REPLICA_READS.counter().increment(1);
         resp.headers_mut().insert(
             crate::cluster::replicas::REPLICA_HEADER,

@@ -218,7 +218,10 @@ async fn ask_owner(
     if let Some(r) = held {
         headers.insert(header::IF_NONE_MATCH, HeaderValue::from(r.version));
     }
-    headers.insert(READS_HEADER, HeaderValue::from(reps.take_served(key)));
+    let served = reps.take_served(key);
+    if served > 0 {
+        headers.insert(READS_HEADER, HeaderValue::from(served));
+    }
     let ticket = reps.ticket(key);
     let sent = Instant::now();
     let asked = peers.client().get(url).headers(headers).send();
