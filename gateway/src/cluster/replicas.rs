@@ -91,9 +91,23 @@ struct Held {
     /// ago has outlived its lease anyway.
     revoked: HashMap<String, (u64, Instant)>,
     revocations: u64,
+    /// Bytes of copies on their way ([`Replicas::reserve`]).
+    reserved: u64,
     /// Reads served from replicas since their owner was last told, by key (reported with
     /// the next renewal: the owner counts its keys' demand, [`super::hot`]).
     served: HashMap<String, u64>,
+}
+
+/// Room in the replicas' budget taken for a copy on its way; given back when dropped.
+pub struct Room<'r> {
+    replicas: &'r Replicas,
+    bytes: u64,
+}
+
+impl Drop for Room<'_> {
+    fn drop(&mut self) {
+        self.replicas.held().reserved -= self.bytes;
+    }
 }
 
 /// How long a revocation is remembered (longer than any replica lease).
@@ -193,9 +207,28 @@ impl Replicas {
     /// Whether `bytes` more fit in the budget, counting what `key`'s replica now takes as
     /// freed.
     pub fn room_for(&self, key: &str, bytes: u64) -> bool {
-        let held = self.held();
+        self.fits(&self.held(), key, bytes)
+    }
+
+    /// Whether `bytes` more fit in the budget beside what is held and on its way.
+    fn fits(&self, held: &Held, key: &str, bytes: u64) -> bool {
         let freed = held.by_key.get(key).map_or(0, |r| r.bytes);
-        held.bytes - freed + bytes <= self.budget
+        held.bytes + held.reserved - freed + bytes <= self.budget
+    }
+
+    /// Takes room for a copy of `key` of `bytes` on its way, when it fits: copies of
+    /// several keys at once cannot each find room that only one has. Given back when the
+    /// [`Room`] drops (once the copy is kept, or not).
+    pub fn reserve(&self, key: &str, bytes: u64) -> Option<Room<'_>> {
+        let mut held = self.held();
+        if !self.fits(&held, key, bytes) {
+            return None;
+        }
+        held.reserved += bytes;
+        Some(Room {
+            replicas: self,
+            bytes,
+        })
     }
 
     /// The number to give [`Replicas::keep`] for a copy of `key` about to be asked for.
@@ -326,6 +359,13 @@ mod tests {
         assert_eq!(r.keep("ckpt/a", 0, replica(1, 60)), Kept::Replacing(None));
         assert!(!r.room_for("ckpt/b", 60), "60 + 60 > 100");
         assert!(r.room_for("ckpt/a", 90), "the replica it replaces is freed");
+        let on_its_way = r.reserve("ckpt/c", 30).expect("30 fit beside 60");
+        assert!(
+            r.reserve("ckpt/d", 30).is_none(),
+            "60 + 30 on its way + 30 > 100"
+        );
+        drop(on_its_way);
+        assert!(r.room_for("ckpt/d", 30), "given back");
         assert_eq!(
             r.keep("ckpt/a", 0, replica(2, 90)),
             Kept::Replacing(Some(1))

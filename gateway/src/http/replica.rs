@@ -264,14 +264,14 @@ async fn ask_owner(
         number(CHECKSUM_HEADER)?,
     );
     let size = resp.content_length()?;
-    if !reps.room_for(key, size) {
+    let Some(_room) = reps.reserve(key, size) else {
         tracing::debug!(
             key,
             size,
             "no room for a replica here: reads go to the owner"
         );
         return None;
-    }
+    };
     let frame = tokio::time::timeout_at((sent + COPY_WITHIN).into(), resp.bytes())
         .await
         .ok()?
