@@ -98,6 +98,13 @@ struct Held {
     served: HashMap<String, u64>,
 }
 
+/// Whether `bytes` more for `key` fit in `budget` beside what `held` holds and has on its
+/// way, counting what `key`'s replica now takes as freed.
+fn fits(held: &Held, budget: u64, key: &str, bytes: u64) -> bool {
+    let freed = held.by_key.get(key).map_or(0, |r| r.bytes);
+    held.bytes + held.reserved - freed + bytes <= budget
+}
+
 /// Room in the replicas' budget taken for a copy on its way; given back when dropped.
 pub struct Room<'r> {
     replicas: &'r Replicas,
@@ -207,13 +214,7 @@ impl Replicas {
     /// Whether `bytes` more fit in the budget, counting what `key`'s replica now takes as
     /// freed.
     pub fn room_for(&self, key: &str, bytes: u64) -> bool {
-        self.fits(&self.held(), key, bytes)
-    }
-
-    /// Whether `bytes` more fit in the budget beside what is held and on its way.
-    fn fits(&self, held: &Held, key: &str, bytes: u64) -> bool {
-        let freed = held.by_key.get(key).map_or(0, |r| r.bytes);
-        held.bytes + held.reserved - freed + bytes <= self.budget
+        fits(&self.held(), self.budget, key, bytes)
     }
 
     /// Takes room for a copy of `key` of `bytes` on its way, when it fits: copies of
@@ -221,7 +222,7 @@ impl Replicas {
     /// [`Room`] drops (once the copy is kept, or not).
     pub fn reserve(&self, key: &str, bytes: u64) -> Option<Room<'_>> {
         let mut held = self.held();
-        if !self.fits(&held, key, bytes) {
+        if !fits(&held, self.budget, key, bytes) {
             return None;
         }
         held.reserved += bytes;
