@@ -16,7 +16,7 @@ pids=()
 trap 'kill ${pids[@]+"${pids[@]}"} 2>/dev/null || true; rm -rf "$tmp"' EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-first_line() { timeout 30 sed -n "/$2/{s/.*$2//p;q}" <(tail -f "$1"); }
+first_line() { timeout 30 sed -n "/$2/{s/.*$2//p;q}" <(tail -F "$1"); }
 
 mkdir -p "$tmp/s3/bkt"
 for i in $(seq "$SMALL"); do head -c $((1 << 20)) /dev/urandom >"$tmp/s3/bkt/s$i"; done

@@ -17,7 +17,7 @@ trap cleanup EXIT
 RUST_LOG=warn target/release/rasa-gateway --listen 127.0.0.1:0 --memory 8GiB --lease 2s --max-object-size 64MiB \
   --fast-path on --fabric-provider 'tcp;ofi_rxm,shm' >"$tmp/gw.out" 2>"$tmp/gw.err" &
 pids+=($!)
-url=$(timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -f "$tmp/gw.out")) || true
+url=$(timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -F "$tmp/gw.out")) || true
 [ -n "$url" ] || { echo "bench/engines: the gateway did not start:" >&2; cat "$tmp/gw.err" >&2; exit 1; }
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 redis-server --port "$port" --save '' --appendonly no --daemonize no >"$tmp/redis.out" 2>&1 &

@@ -19,7 +19,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 target/release/rasa-gateway --listen 127.0.0.1:0 --memory 8GiB --max-object-size 64MiB \
   --fast-path on --fabric-provider 'tcp;ofi_rxm,shm' >"$tmp/rasa.out" 2>"$tmp/rasa.err" &
 pids+=($!)
-rasa=$(timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -f "$tmp/rasa.out")) || true
+rasa=$(timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -F "$tmp/rasa.out")) || true
 [ -n "$rasa" ] || { echo "bench/lmcache_l2: the gateway did not start" >&2; cat "$tmp/rasa.err" >&2; exit 1; }
 port=$(free_port)
 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no >"$tmp/redis.out" 2>&1 &

@@ -25,7 +25,7 @@ wait_port() { # port name
 target/release/rasa-gateway --listen 127.0.0.1:0 --memory 4GiB --max-object-size 64MiB \
   --fast-path on --fabric-provider 'tcp;ofi_rxm,shm' >"$tmp/rasa.out" 2>"$tmp/rasa.err" &
 pids+=($!)
-rasa=$(timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -f "$tmp/rasa.out")) || true
+rasa=$(timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -F "$tmp/rasa.out")) || true
 [ -n "$rasa" ] || { echo "bench/mooncake: the gateway did not start" >&2; cat "$tmp/rasa.err" >&2; exit 1; }
 # Two of 1 GiB for the rounds that turn memory over (issue 63): default warm memory (a
 # quarter), and all of it faulted in ahead.
@@ -33,7 +33,7 @@ small() { # name args... → starts it; its URL is then in $tmp/name.url
   target/release/rasa-gateway --listen 127.0.0.1:0 --memory 1GiB --max-object-size 64MiB \
     --fast-path on --fabric-provider 'tcp;ofi_rxm,shm' "${@:2}" >"$tmp/$1.out" 2>"$tmp/$1.err" &
   pids+=($!) # not in a subshell: the cleanup stops it
-  timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -f "$tmp/$1.out") >"$tmp/$1.url" || true
+  timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -F "$tmp/$1.out") >"$tmp/$1.url" || true
   [ -s "$tmp/$1.url" ] || { echo "bench/mooncake: gateway $1 did not start" >&2; cat "$tmp/$1.err" >&2; exit 1; }
 }
 small quarter

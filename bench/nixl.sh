@@ -18,7 +18,7 @@ start() { # start NAME PROVIDER: a gateway; its URL and S3 address in $tmp/NAME.
     --fast-path on --fabric-provider "$2" --s3-listen 127.0.0.1:0 --s3-bucket data \
     --s3-credentials-file "$tmp/keys" >"$tmp/$1.out" 2>"$tmp/$1.err" &
   pids+=($!)
-  timeout 30 sed -n '/ S3 on /{s/.* S3 on http:\/\///p;q}' <(tail -f "$tmp/$1.out") >"$tmp/$1.s3" || true
+  timeout 30 sed -n '/ S3 on /{s/.* S3 on http:\/\///p;q}' <(tail -F "$tmp/$1.out") >"$tmp/$1.s3" || true
   sed -n '1{s/.*listening on //p}' "$tmp/$1.out" >"$tmp/$1.url"
   [ -s "$tmp/$1.s3" ] || { echo "bench/nixl: the gateway did not start:" >&2; cat "$tmp/$1.err" >&2; exit 1; }
 }

@@ -20,11 +20,11 @@ target/release/rasa-gateway --listen 127.0.0.1:0 --memory 2GiB --fast-path on \
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 # The gateway's first line says it listens; read it as it comes (no polling).
-url=$(timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -f "$tmp/out"))
+url=$(timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -F "$tmp/out"))
 [ -n "$url" ] || { echo "bench/python: the gateway did not start:" >&2; cat "$tmp/err" >&2; exit 1; }
 echo "## Python SDK: get_into, one read at a time into a reused buffer (\`bench/python.sh\`)"
 echo
 echo "rasa_client built with \`maturin develop --release\`; the Rust SDK's figures from \`client-sdk/examples/get_into_bench.rs\`, same gateway, same run."
 echo
-s3=$(timeout 30 sed -n '/S3 on /{s/.*S3 on //p;q}' <(tail -f "$tmp/out"))
+s3=$(timeout 30 sed -n '/S3 on /{s/.*S3 on //p;q}' <(tail -F "$tmp/out"))
 .venv/bin/python bench/python_bench.py "$url" target/release/examples/get_into_bench "$s3" "$s3_key" "$s3_secret"

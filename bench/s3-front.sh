@@ -20,7 +20,7 @@ target/release/rasa-gateway --listen 127.0.0.1:0 --s3-listen 127.0.0.1:0 --s3-bu
   --s3-credentials-file "$tmp/keys" --memory 2GiB --fast-path off >"$tmp/rasa.out" 2>/dev/null &
 pids+=($!)
 # Each server prints its address once it listens; wait for those lines (bounded).
-first_line() { timeout 30 sed -n "/$2/{s/.*$2//p;q}" <(tail -f "$1"); }
+first_line() { timeout 30 sed -n "/$2/{s/.*$2//p;q}" <(tail -F "$1"); }
 s3s=$(first_line "$tmp/s3s.out" "server is running at ")
 rasa=$(first_line "$tmp/rasa.out" "S3 on ")
 [ -n "$s3s" ] && [ -n "$rasa" ] || { echo "bench/s3-front: a server did not start" >&2; exit 1; }

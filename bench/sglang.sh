@@ -14,7 +14,7 @@ trap cleanup EXIT
 RUST_LOG=warn target/release/rasa-gateway --listen 127.0.0.1:0 --memory 8GiB --max-object-size 64MiB \
   --fast-path on --fabric-provider 'tcp;ofi_rxm,shm' >"$tmp/gw.out" 2>"$tmp/gw.err" &
 pids+=($!)
-url=$(timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -f "$tmp/gw.out")) || true
+url=$(timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -F "$tmp/gw.out")) || true
 [ -n "$url" ] || { echo "bench/sglang: the gateway did not start:" >&2; cat "$tmp/gw.err" >&2; exit 1; }
 echo "## SGLang HiCache's L3 through Rasa (\`bench/sglang.sh\`)"
 echo

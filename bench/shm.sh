@@ -11,7 +11,7 @@ cargo build -q --release --locked -p rasa-gateway -p rasa-client --bins --exampl
 tmp=$(mktemp -d)
 pids=()
 trap 'kill ${pids[@]+"${pids[@]}"} 2>/dev/null || true; rm -rf "$tmp"' EXIT
-first_line() { timeout 30 sed -n "/$2/{s/.*$2//p;q}" <(tail -f "$1"); }
+first_line() { timeout 30 sed -n "/$2/{s/.*$2//p;q}" <(tail -F "$1"); }
 
 ceiling() { # SIZE ROUNDS: GB/s of process_vm_readv from a child into its own buffer
   python3 bench/ceiling.py "$1" "$2"

@@ -16,7 +16,7 @@ tmp=$(mktemp -d)
 pids=()
 trap 'kill ${pids[@]+"${pids[@]}"} 2>/dev/null || true; rm -rf "$tmp"' EXIT
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
-first_line() { timeout 30 sed -n "/$2/{s/.*$2//p;q}" <(tail -f "$1"); }
+first_line() { timeout 30 sed -n "/$2/{s/.*$2//p;q}" <(tail -F "$1"); }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # --- Rasa: one open arena at a time, no fast path (no registration), no origin.

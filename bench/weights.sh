@@ -17,7 +17,7 @@ mkdir -p "$work/s3/weights"
 NO_COLOR=1 RUST_LOG=s3s_fs=info s3s-fs --host 127.0.0.1 --port 0 "$work/s3" >"$tmp/s3s.out" 2>/dev/null &
 pids+=($!)
 # Each server prints its address once it listens; wait for those lines (bounded).
-first_line() { timeout 30 sed -n "/$2/{s/.*$2//p;q}" <(tail -f "$1"); }
+first_line() { timeout 30 sed -n "/$2/{s/.*$2//p;q}" <(tail -F "$1"); }
 s3=$(first_line "$tmp/s3s.out" "server is running at ") || true
 [ -n "$s3" ] || { echo "bench/weights: s3s-fs did not start" >&2; exit 1; }
 RUST_LOG=warn target/release/rasa-gateway --listen 127.0.0.1:0 --memory 3GiB --max-object-size 512MiB \

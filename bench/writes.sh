@@ -15,7 +15,7 @@ trap cleanup EXIT
 start() { # name args... → starts it (not in a subshell: the cleanup stops it); its URL in $tmp/name.url
   target/release/rasa-gateway --listen 127.0.0.1:0 "${@:2}" >"$tmp/$1.out" 2>"$tmp/$1.err" &
   pids+=($!)
-  timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -f "$tmp/$1.out") >"$tmp/$1.url" || true
+  timeout 30 sed -n '/listening on /{s/.*listening on //p;q}' <(tail -F "$tmp/$1.out") >"$tmp/$1.url" || true
   [ -s "$tmp/$1.url" ] || { echo "bench/writes: gateway $1 did not start:" >&2; cat "$tmp/$1.err" >&2; exit 1; }
 }
 start big --memory 1GiB --fast-path on --fabric-provider 'tcp;ofi_rxm,shm'

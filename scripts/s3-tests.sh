@@ -32,7 +32,7 @@ RUST_LOG=warn "$bin" --listen 127.0.0.1:0 --s3-listen "127.0.0.1:$port" --s3-buc
   --s3-bucket-quota 64MiB --memory 16GiB --fast-path off --s3-etag md5 >"$out/gateway.out" 2>"$out/gateway.log" &
 gw=$!
 trap 'kill $gw 2>/dev/null' EXIT
-timeout 30 sed -n '/listening on/q' <(tail -f "$out/gateway.out")
+timeout 30 sed -n '/listening on/q' <(tail -F "$out/gateway.out")
 cat >"$out/s3tests.conf" <<EOF
 [DEFAULT]
 host = 127.0.0.1

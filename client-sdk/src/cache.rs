@@ -65,6 +65,21 @@ impl DescriptorCache {
         (*by == self.mine && Instant::now() < *deadline).then(|| (d.clone(), *deadline))
     }
 
+    /// Which of `keys` this member client holds no fresh descriptor of (one look under
+    /// the lock, nothing copied).
+    pub(crate) fn missing<'k>(&self, keys: &[&'k str]) -> Vec<&'k str> {
+        let held = self.held();
+        let now = Instant::now();
+        keys.iter()
+            .copied()
+            .filter(|k| {
+                !held
+                    .get(*k)
+                    .is_some_and(|(by, _, deadline)| *by == self.mine && now < *deadline)
+            })
+            .collect()
+    }
+
     /// Holds `d` for `key` until `deadline` (dropping any other member client's).
     pub(crate) fn insert(&self, key: &str, d: Descriptor, deadline: Instant) {
         if self.foreign(&d) {

@@ -127,11 +127,7 @@ impl FabricPool {
         if self.fast_path == FastPath::Off || self.known_unavailable() {
             return;
         }
-        let missing: Vec<&str> = keys
-            .iter()
-            .copied()
-            .filter(|k| self.descriptors.fresh(k).is_none())
-            .collect();
+        let missing = self.descriptors.missing(keys);
         if missing.len() < 2 {
             return; // a lone read asks for its own
         }

@@ -71,20 +71,23 @@ fn copy_in_order(
     Ok(())
 }
 
-/// Odd pieces copied ahead by a helper thread, even ones by the caller, every piece
-/// handed over in order by the caller. A failure (the helper's included) stops both.
+/// Half the bytes copied ahead by a helper thread ([`helper_pieces`]), the rest by the
+/// caller, every piece handed over in order by the caller. A failure (the helper's
+/// included) stops both.
 fn copy_on_two(
     pid: u32,
     pieces: &[Span],
     deadline: Instant,
     on_piece: &mut OnPiece<'_>,
 ) -> Result<(), Failed> {
+    let helpers = helper_pieces(pieces);
     let state: Vec<AtomicU8> = pieces.iter().map(|_| AtomicU8::new(PENDING)).collect();
     let error: Mutex<Option<CopyError>> = Mutex::new(None);
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         s.spawn(|| {
-            for (i, p) in pieces.iter().enumerate().skip(1).step_by(2) {
+            let theirs = pieces.iter().enumerate().filter(|(i, _)| helpers[*i]);
+            for (i, p) in theirs {
                 if stop.load(Ordering::Acquire) || Instant::now() >= deadline {
                     return;
                 }
@@ -103,7 +106,7 @@ fn copy_on_two(
         });
         let result = (|| {
             for (i, p) in pieces.iter().enumerate() {
-                if i % 2 == 0 {
+                if !helpers[i] {
                     if Instant::now() >= deadline {
                         return Err(timeout());
                     }
@@ -118,6 +121,22 @@ fn copy_on_two(
         stop.store(true, Ordering::Release);
         result
     })
+}
+
+/// Which pieces the helper copies: each piece goes to whichever thread has the fewer
+/// bytes so far, so that both copy about half whatever the sizes (a batch of frames
+/// alternates a 64-byte header with its payload: every other piece would leave every
+/// payload to one thread).
+fn helper_pieces(pieces: &[Span]) -> Vec<bool> {
+    let (mut caller, mut helper) = (0usize, 0usize);
+    pieces
+        .iter()
+        .map(|p| {
+            let theirs = helper < caller;
+            *(if theirs { &mut helper } else { &mut caller }) += p.len;
+            theirs
+        })
+        .collect()
 }
 
 /// Writes each part (bytes, and the address in process `pid` they go to) with
@@ -221,5 +240,41 @@ fn timeout() -> Failed {
     Failed {
         error: ReadError::Timeout(Duration::ZERO),
         quiet: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{helper_pieces, Span};
+
+    fn spans(lens: &[usize]) -> Vec<Span> {
+        lens.iter()
+            .map(|&len| Span {
+                at: 0,
+                remote: 0,
+                len,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_thread_copies_about_half_of_a_batch_of_frames() {
+        // Header, payload, header, payload…: every other piece would give every payload to
+        // one thread.
+        let pieces = spans(&[64, 65536].repeat(256));
+        let helpers = helper_pieces(&pieces);
+        let theirs: usize = pieces
+            .iter()
+            .zip(&helpers)
+            .filter(|(_, h)| **h)
+            .map(|(p, _)| p.len)
+            .sum();
+        let all: usize = pieces.iter().map(|p| p.len).sum();
+        assert!(
+            theirs.abs_diff(all - theirs) <= 65536 + 64,
+            "{theirs} of {all}"
+        );
+        let same = spans(&[1 << 20; 16]);
+        assert_eq!(helper_pieces(&same).iter().filter(|h| **h).count(), 8);
     }
 }

@@ -255,16 +255,7 @@ impl Direct<'_> {
             .expect("scratch set by run_into")
             .0
             .as_mut_slice();
-        let landed = dst.as_slice();
-        Ok(frames
-            .iter()
-            .enumerate()
-            .map(|(i, (f, room))| {
-                let len = f.identity.payload_len as usize; // within room: checked above
-                let header = &scratch[i * HEADER_LEN..(i + 1) * HEADER_LEN];
-                check_landed(f, header, &landed[room.start..room.start + len]).map(|()| len)
-            })
-            .collect())
+        Ok(check_all(frames, scratch, dst.as_slice()))
     }
 
     /// Reads `len` bytes at `addr` under `rkey` into the front of `dst` exactly as they are,
@@ -322,6 +313,35 @@ impl Direct<'_> {
         drop(region); // held until the reads into it completed
         Ok(conn)
     }
+}
+
+/// Checks each of `frames` where it landed (its header in `scratch`, in order; its payload
+/// in its room of `landed`): its payload's length, or why it was refused. A large batch is
+/// checked by two threads, each half of the frames (hashing is a pass over every byte).
+fn check_all(
+    frames: &[(RemoteFrame, std::ops::Range<usize>)],
+    scratch: &[u8],
+    landed: &[u8],
+) -> Vec<Result<usize, ReadError>> {
+    let check = |(i, (f, room)): (usize, &(RemoteFrame, std::ops::Range<usize>))| {
+        let len = f.identity.payload_len as usize; // within room: read_many checked
+        let header = &scratch[i * HEADER_LEN..(i + 1) * HEADER_LEN];
+        check_landed(f, header, &landed[room.start..room.start + len]).map(|()| len)
+    };
+    let total: u64 = frames.iter().map(|(f, _)| f.identity.payload_len).sum();
+    if !crate::helper::two_threads_for(total, frames.len()) {
+        return frames.iter().enumerate().map(check).collect();
+    }
+    let half = frames.len() / 2;
+    std::thread::scope(|s| {
+        let theirs = s.spawn(|| frames.iter().enumerate().skip(half).map(check).collect());
+        let mut mine: Vec<_> = frames.iter().enumerate().take(half).map(check).collect();
+        let theirs: Vec<_> = theirs
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        mine.extend(theirs);
+        mine
+    })
 }
 
 /// Checks a frame read one-sided: its `header` against what `f` promises, and the
