@@ -16,6 +16,59 @@ use crate::fabric::{frames_on, FabricPool};
 use crate::stream::Written;
 use crate::{Fallback, FastPath, ReadPath};
 
+/// Keys a part of a batch has at least, when [`hold_and_land`] cuts it into parts.
+const PART_KEYS: usize = 64;
+
+/// Asks for the descriptors of `keys` not held (in parts, all requests at once) and reads
+/// each part into its `regions` of `landing` as soon as its descriptors are in, while the
+/// later parts' requests go on: the gateway answers for the next part while this client
+/// copies the last. As [`land_many`]: `Some` for each value read and validated, `None`
+/// for each left to the caller.
+pub(crate) async fn hold_and_land(
+    pool: &FabricPool,
+    keys: &[&str],
+    regions: &[Range<usize>],
+    mut landing: LandingBuffer,
+) -> (Vec<Option<Written>>, LandingBuffer) {
+    use futures_util::future::{select, Either};
+    use futures_util::StreamExt;
+    // Descriptors held already: one go (a batch of 8 MiB or more is copied by two threads).
+    let missing = pool.descriptors.missing(keys).len();
+    let parts = (missing / PART_KEYS).clamp(1, 4);
+    let size = keys.len().div_ceil(parts);
+    let spans: Vec<Range<usize>> = (0..keys.len())
+        .step_by(size.max(1))
+        .map(|s| s..(s + size).min(keys.len()))
+        .collect();
+    let mut asks: futures_util::stream::FuturesOrdered<_> =
+        spans.iter().map(|r| pool.hold(&keys[r.clone()])).collect();
+    let (mut ready, mut out) = (0, Vec::with_capacity(keys.len()));
+    for (i, r) in spans.iter().enumerate() {
+        while ready <= i {
+            asks.next().await;
+            ready += 1;
+        }
+        let mut land = Box::pin(land_many(
+            pool,
+            &keys[r.clone()],
+            &regions[r.clone()],
+            landing,
+        ));
+        let (got, back) = loop {
+            if ready == spans.len() {
+                break land.await;
+            }
+            match select(land, asks.next()).await {
+                Either::Left((done, _)) => break done,
+                Either::Right((_, still)) => (ready, land) = (ready + 1, still),
+            }
+        };
+        out.extend(got);
+        landing = back;
+    }
+    (out, landing)
+}
+
 /// Reads the values of `keys` whose descriptors `pool` holds into their `regions` of
 /// `landing`, together: `Some` for each one read and validated, `None` for each left to
 /// the caller. Reads nothing unless at least two can go together. (A free function:

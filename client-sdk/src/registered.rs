@@ -98,9 +98,8 @@ impl RegisteredBuffer {
         let mut done: Vec<Option<Written>> = keys.iter().map(|_| None).collect();
         if client.inner.topology().await.is_none() {
             let fabric = &client.inner.fabric;
-            fabric.hold(keys).await;
             let (got, landing) =
-                crate::landmany::land_many(fabric, keys, regions, self.landing).await;
+                crate::landmany::hold_and_land(fabric, keys, regions, self.landing).await;
             (done, self.landing) = (got, landing);
         }
         let rest: Vec<usize> = (0..keys.len()).filter(|&i| done[i].is_none()).collect();
