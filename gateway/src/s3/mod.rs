@@ -322,18 +322,23 @@ pub fn router(
             }
             // An unsigned request to a listener with keys is refused here: forwarding it
             // would only carry it further.
-            let req = if open || signed(&req) {
+            let (req, owned_read) = if open || signed(&req) {
                 match cluster::forward::to_owner(&front, &domains, req).await {
-                    Ok(req) => req,
+                    Ok(here) => here,
                     Err(answer) => return Ok(answer),
                 }
             } else {
-                req
+                (req, None)
             };
             let get = matches!(*req.method(), http::Method::GET | http::Method::HEAD);
             let resp = tower::Service::call(&mut service, req).await;
             Ok::<_, Infallible>(match resp {
                 Ok(r) => {
+                    if let (Some(key), Some(wide), true) =
+                        (&owned_read, &front.wide, r.status().is_success())
+                    {
+                        crate::cluster::replicate::read_at_owner(&wide.peers, key);
+                    }
                     let mut r = r.map(Body::new);
                     if get {
                         crate::browser::stored_value_headers(r.headers_mut());

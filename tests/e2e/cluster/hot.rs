@@ -191,3 +191,71 @@ async fn a_key_is_promoted_by_its_reads_and_demoted_when_they_stop() {
     assert!(!read(order[1], &body).await, "a former replica forwards");
     assert_eq!(metric(order[0], "rasa_cluster_hot_keys").await, 0.0);
 }
+
+/// Reads through the S3 listener count too: GETs of a key of an `--s3-bucket` bucket,
+/// at its owner and through another member, promote it; GETs of a missing key do not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_through_the_s3_listener_make_a_key_hot() {
+    let etcd = Etcd::start();
+    let flags = [
+        "--cluster-hot-reads",
+        "10",
+        "--cluster-hot-window",
+        "2s",
+        "--s3-listen",
+        "127.0.0.1:0",
+        "--s3-bucket",
+        "data",
+    ];
+    let gws = super::secret_fleet(&etcd, "hot-s3", &flags);
+    let refs: Vec<&Gateway> = gws.iter().collect();
+    let view = all_see(&refs, 3).await;
+    let order = placement(KEY, &view.members);
+    let owner = gws
+        .iter()
+        .find(|g| g.base == order[0].url)
+        .expect("a member");
+    let body = pattern(4096, 3);
+    let r = rasa_tests::http()
+        .put(owner.url(&format!("/v1/objects/{KEY}")))
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let s3 = |m: &rasa_openapi::ClusterMember, key: &str| {
+        let base = m
+            .s3_url
+            .as_deref()
+            .expect("each member advertises its S3 listener");
+        format!("{}/data/{key}", base.trim_end_matches('/'))
+    };
+    let (at_owner, elsewhere) = (s3(order[0], KEY), s3(order[1], KEY));
+    let missing = s3(order[0], MISSING);
+    let promoted = "rasa_cluster_hot_promotions_total";
+    let within = Duration::from_secs(20);
+    let started = Instant::now();
+    while metric(owner, promoted).await < 1.0 {
+        assert!(
+            started.elapsed() < within,
+            "{promoted} at the owner still 0 after {within:?} of S3 reads"
+        );
+        for _ in 0..20 {
+            for url in [&at_owner, &elsewhere] {
+                let r = rasa_tests::http().get(url).send().await.unwrap();
+                assert_eq!(r.status(), 200, "GET {url}");
+                assert!(r.bytes().await.unwrap() == body, "the value, whole");
+            }
+            let r = rasa_tests::http().get(&missing).send().await.unwrap();
+            assert_eq!(r.status(), 404, "GET {missing}");
+        }
+    }
+    let view: ClusterView = owner.get_json("/v1/cluster").await;
+    let listed: Vec<&str> = view
+        .members
+        .iter()
+        .flat_map(|m| &m.hot)
+        .map(|h| h.key.as_str())
+        .collect();
+    assert_eq!(listed, [KEY], "the key read is hot, the missing one is not");
+}

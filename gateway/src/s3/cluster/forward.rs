@@ -14,28 +14,38 @@ use super::super::edge::xml_error;
 use super::super::S3Front;
 use crate::cluster::{Forwarded, Outgoing, Route, Wire};
 
+/// A request this member serves: the request, and the key of the default namespace it
+/// reads as the key's owner (counted towards the key's demand, `--cluster-hot-reads`,
+/// when answered with the value), if it does.
+pub(crate) type Here = (Request, Option<String>);
+
 /// `req` to serve here, or the answer of the key's owner it was forwarded to (`domains`:
 /// the `--s3-domain` names, for virtual-host-style buckets).
 pub(crate) async fn to_owner(
     front: &S3Front,
     domains: &[String],
     req: Request,
-) -> Result<Request, Response> {
+) -> Result<Here, Response> {
     let Some(wide) = front.wide.as_ref() else {
-        return Ok(req);
+        return Ok((req, None));
     };
     let Some((bucket, key)) = bucket_and_key(&req, domains) else {
-        return Ok(req); // a bucket's request: listings and DeleteObjects span members
+        return Ok((req, None)); // a bucket's request: listings and DeleteObjects span members
     };
-    let Some(rasa_key) = front.bucket(&bucket).ok().and_then(|b| b.rasa_key(&key)) else {
-        return Ok(req); // refused here, by the handler
+    let Ok(b) = front.bucket(&bucket) else {
+        return Ok((req, None)); // refused here, by the handler
+    };
+    // A bucket of --s3-bucket is in the default namespace; a namespace's is its own.
+    let default_ns = matches!(b, std::borrow::Cow::Borrowed(_));
+    let Some(rasa_key) = b.rasa_key(&key) else {
+        return Ok((req, None));
     };
     let write = !matches!(*req.method(), Method::GET | Method::HEAD);
     let hopped = req.headers().contains_key(HOP_HEADER);
     let route = wide.peers.route(&rasa_key, Wire::S3, hopped, write);
     tracing::debug!(key = rasa_key, hopped, write, ?route, "cluster route (S3)");
     let owner = match route {
-        Route::Here => return Ok(req),
+        Route::Here => return Ok((req, (!write && default_ns).then_some(rasa_key))),
         Route::Fenced(why) => return Err(slow_down(&why, 1)),
         Route::Redirect(owner) | Route::Forward(owner) => owner,
     };
@@ -61,7 +71,7 @@ pub(crate) async fn to_owner(
     };
     match wide.peers.forward(Wire::S3, &rasa_key, &owner, out).await {
         Forwarded::Answer(resp) => Err(resp),
-        Forwarded::ServeHere => Ok(Request::from_parts(parts, Body::empty())),
+        Forwarded::ServeHere => Ok((Request::from_parts(parts, Body::empty()), None)),
         Forwarded::Unknown(why) => Err(xml_error(
             StatusCode::GATEWAY_TIMEOUT,
             "GatewayTimeout",
