@@ -77,28 +77,23 @@ async fn read_until(gws: &[&Gateway], body: &[u8], at: &Gateway, name: &str, wit
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_key_is_promoted_by_its_reads_and_demoted_when_they_stop() {
-    let etcd = Etcd::start();
-    let flags = [
-        "--cluster-hot-reads",
-        "10",
-        "--cluster-hot-window",
-        "2s",
-        "--cluster-hot-replicas",
-        "3",
-    ];
-    let gws = super::secret_fleet(&etcd, "hot", &flags);
-    let refs: Vec<&Gateway> = gws.iter().collect();
-    let view = all_see(&refs, 3).await;
-    let order: Vec<&Gateway> = placement(KEY, &view.members)
-        .into_iter()
-        .map(|m| gws.iter().find(|g| g.base == m.url).expect("a member"))
-        .collect();
-    let body = pattern(64 << 10, 9);
+/// Three members, keys hot past 10 reads a second over windows of 2 s (and `extra`
+/// flags), `KEY` written at its owner with `body`: the members and their view.
+async fn hot_fleet(
+    etcd: &Etcd,
+    tag: &str,
+    extra: &[&str],
+    body: &[u8],
+) -> (Vec<Gateway>, ClusterView) {
+    let mut flags = vec!["--cluster-hot-reads", "10", "--cluster-hot-window", "2s"];
+    flags.extend(extra);
+    let gws = super::secret_fleet(etcd, tag, &flags);
+    let view = all_see(&gws.iter().collect::<Vec<_>>(), 3).await;
+    let owner = &placement(KEY, &view.members)[0].url;
+    let owner = gws.iter().find(|g| &g.base == owner).expect("a member");
     let r = rasa_tests::http()
-        .put(order[0].url(&format!("/v1/objects/{KEY}")))
-        .body(body.clone())
+        .put(owner.url(&format!("/v1/objects/{KEY}")))
+        .body(body.to_vec())
         .send()
         .await
         .unwrap();
@@ -108,6 +103,18 @@ async fn a_key_is_promoted_by_its_reads_and_demoted_when_they_stop() {
         "PUT {KEY}: {}",
         r.text().await.unwrap_or_default()
     );
+    (gws, view)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_is_promoted_by_its_reads_and_demoted_when_they_stop() {
+    let etcd = Etcd::start();
+    let body = pattern(64 << 10, 9);
+    let (gws, view) = hot_fleet(&etcd, "hot", &["--cluster-hot-replicas", "3"], &body).await;
+    let order: Vec<&Gateway> = placement(KEY, &view.members)
+        .into_iter()
+        .map(|m| gws.iter().find(|g| g.base == m.url).expect("a member"))
+        .collect();
     // Cold: a replica-to-be forwards to the owner.
     assert!(!read(order[2], &body).await, "no replica before any demand");
     assert_eq!(metric(order[0], "rasa_cluster_hot_keys").await, 0.0);
@@ -197,32 +204,14 @@ async fn a_key_is_promoted_by_its_reads_and_demoted_when_they_stop() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_through_the_s3_listener_make_a_key_hot() {
     let etcd = Etcd::start();
-    let flags = [
-        "--cluster-hot-reads",
-        "10",
-        "--cluster-hot-window",
-        "2s",
-        "--s3-listen",
-        "127.0.0.1:0",
-        "--s3-bucket",
-        "data",
-    ];
-    let gws = super::secret_fleet(&etcd, "hot-s3", &flags);
-    let refs: Vec<&Gateway> = gws.iter().collect();
-    let view = all_see(&refs, 3).await;
+    let body = pattern(4096, 3);
+    let s3 = ["--s3-listen", "127.0.0.1:0", "--s3-bucket", "data"];
+    let (gws, view) = hot_fleet(&etcd, "hot-s3", &s3, &body).await;
     let order = placement(KEY, &view.members);
     let owner = gws
         .iter()
         .find(|g| g.base == order[0].url)
         .expect("a member");
-    let body = pattern(4096, 3);
-    let r = rasa_tests::http()
-        .put(owner.url(&format!("/v1/objects/{KEY}")))
-        .body(body.clone())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
     let s3 = |m: &rasa_openapi::ClusterMember, key: &str| {
         let base = m
             .s3_url
