@@ -4,10 +4,21 @@
 //! only when complete and verified; a fetch that fails midway ends every stream with an
 //! error (the client sees a body cut short, never a complete-looking wrong one).
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use futures_util::Stream;
+
+/// What a read-through lookup found.
+#[derive(Debug)]
+pub enum Lookup {
+    /// A stored version.
+    Stored(Arc<crate::store::StoredVersion>),
+    /// An object being fetched from the origin, to stream as it arrives.
+    Filling(Arc<Filling>),
+    /// Neither here nor at the origin.
+    Missing,
+}
 
 /// How far a fill has come.
 #[derive(Debug, Clone)]

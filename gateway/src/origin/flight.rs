@@ -88,6 +88,7 @@ impl Flights {
                     .zip(sent)
                     .is_some_and(|(arrived, sent)| sent < arrived);
                 if !latest.barred && !early {
+                    tracing::debug!(key, "joined the origin fetch in flight");
                     crate::catalog::SINGLEFLIGHT_JOINS.counter().increment(1);
                     return latest.flight.clone();
                 }

@@ -59,6 +59,17 @@ pub enum Fetch {
     NotFound,
 }
 
+impl Fetch {
+    /// What the origin answered, for the log: `found ETAG`, `not modified`, `not found`.
+    pub fn said(&self) -> String {
+        match self {
+            Fetch::Found(o) => format!("found {}", o.etag.as_deref().unwrap_or("-")),
+            Fetch::NotModified => "not modified".to_owned(),
+            Fetch::NotFound => "not found".to_owned(),
+        }
+    }
+}
+
 /// What the origin says of an object without sending it.
 #[derive(Debug, Clone)]
 pub struct OriginHead {

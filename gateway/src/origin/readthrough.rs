@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::filling::Filling;
+pub use super::filling::Lookup;
 use super::flight::{Flights, InFlight, Permit};
 use super::remembered::{Remembered, Verdict};
 use super::ties::Ties;
@@ -32,17 +33,6 @@ pub const STREAM_AT: u64 = 1 << 20;
 
 /// How long a fill whose body broke off waits before it fetches once more.
 const REFETCH_AFTER: Duration = Duration::from_millis(100);
-
-/// What a lookup found.
-#[derive(Debug)]
-pub enum Lookup {
-    /// A stored version.
-    Stored(Arc<StoredVersion>),
-    /// An object being fetched from the origin, to stream as it arrives.
-    Filling(Arc<Filling>),
-    /// Neither here nor at the origin.
-    Missing,
-}
 
 /// The store in front of an origin.
 #[derive(Debug)]
@@ -300,6 +290,9 @@ impl ReadThrough {
             let this = Arc::clone(self);
             let key = key.to_owned();
             Box::pin(async move {
+                // Based on what the store holds as it starts: a fetch chained after another
+                // starts once that one stored its (older) answer, not a write to give way to.
+                let current = this.store.current(&key).or(current);
                 let r = this.fill(&key, current, &permit).await;
                 if let Ok(Some(v)) = &r {
                     this.ties.tie(&key, v); // fetched or confirmed under the owner now
@@ -381,6 +374,11 @@ impl ReadThrough {
             .and_then(|v| v.origin.etag().map(str::to_owned));
         catalog::ORIGIN_FETCHES.counter().increment(1);
         let fetched = self.origin.get(key, etag.as_deref()).await;
+        let said = fetched
+            .as_ref()
+            .map_or_else(|e| format!("failed: {e}"), Fetch::said);
+        let held = etag.as_deref().unwrap_or("-");
+        tracing::debug!(key, held, said, "origin fetch");
         catalog::ORIGIN_FETCH_SECONDS
             .histogram()
             .record(started.elapsed().as_secs_f64());

@@ -3,6 +3,7 @@
 //! cluster, filling from the previous owner after a join; failures are in [`failures`].
 
 mod batch;
+mod chained;
 mod failures;
 mod frozen;
 mod heal;
@@ -19,8 +20,7 @@ mod secure;
 mod shrunk;
 mod twice;
 
-use std::process::Command;
-use std::{sync::Arc, time::Duration};
+use std::{process::Command, sync::Arc, time::Duration};
 
 use aws_sdk_s3::primitives::ByteStream;
 use rasa_client::{Client, FastPath};
