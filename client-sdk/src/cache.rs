@@ -62,7 +62,8 @@ impl DescriptorCache {
     pub(crate) fn fresh(&self, key: &str) -> Option<(Descriptor, Instant)> {
         let held = self.held();
         let (by, d, deadline) = held.get(key)?;
-        (*by == self.mine && Instant::now() < *deadline).then(|| (d.clone(), *deadline))
+        self.usable(*by, *deadline, Instant::now())
+            .then(|| (d.clone(), *deadline))
     }
 
     /// Which of `keys` this member client holds no fresh descriptor of (one look under
@@ -75,9 +76,15 @@ impl DescriptorCache {
             .filter(|k| {
                 !held
                     .get(*k)
-                    .is_some_and(|(by, _, deadline)| *by == self.mine && now < *deadline)
+                    .is_some_and(|(by, _, deadline)| self.usable(*by, *deadline, now))
             })
             .collect()
+    }
+
+    /// Whether a descriptor held by member client `by` until `deadline` may still start a
+    /// read of this one's at `now`.
+    fn usable(&self, by: u64, deadline: Instant, now: Instant) -> bool {
+        by == self.mine && now < deadline
     }
 
     /// Holds `d` for `key` until `deadline` (dropping any other member client's).

@@ -59,14 +59,14 @@ pub enum Fetch {
     NotFound,
 }
 
-impl Fetch {
-    /// What the origin answered, for the log: `found ETAG`, `not modified`, `not found`.
-    pub fn said(&self) -> String {
-        match self {
-            Fetch::Found(o) => format!("found {}", o.etag.as_deref().unwrap_or("-")),
-            Fetch::NotModified => "not modified".to_owned(),
-            Fetch::NotFound => "not found".to_owned(),
-        }
+/// What the origin answered a fetch, for the log: `found ETAG`, `not modified`, `not
+/// found` or `failed: WHY`.
+pub fn said(fetched: &Result<Fetch, OriginError>) -> String {
+    match fetched {
+        Ok(Fetch::Found(o)) => format!("found {}", o.etag.as_deref().unwrap_or("-")),
+        Ok(Fetch::NotModified) => "not modified".to_owned(),
+        Ok(Fetch::NotFound) => "not found".to_owned(),
+        Err(e) => format!("failed: {e}"),
     }
 }
 

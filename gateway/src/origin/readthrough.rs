@@ -374,11 +374,9 @@ impl ReadThrough {
             .and_then(|v| v.origin.etag().map(str::to_owned));
         catalog::ORIGIN_FETCHES.counter().increment(1);
         let fetched = self.origin.get(key, etag.as_deref()).await;
-        let said = fetched
-            .as_ref()
-            .map_or_else(|e| format!("failed: {e}"), Fetch::said);
         let held = etag.as_deref().unwrap_or("-");
-        tracing::debug!(key, held, said, "origin fetch");
+        // `said` is worked out only when the event is logged, not on every fetch.
+        tracing::debug!(key, held, said = super::said(&fetched), "origin fetch");
         catalog::ORIGIN_FETCH_SECONDS
             .histogram()
             .record(started.elapsed().as_secs_f64());
