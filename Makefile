@@ -49,10 +49,9 @@ test-steps:
 	# 200,000 origin misses: alone, so its memory reading and the timing tests stay clean.
 	$(CARGO) test --workspace --tests --locked misses:: -- --test-threads=1
 	# Chaos (issue 65): the fixed seed's fault schedule and a random one's (printed; CHAOS_SEED
-	# repeats it) checked for linearizability, and the checker finding a planted bug; long
-	# runs of many seeds are `make chaos` (the other planted bug, found in some runs only:
-	# `cargo test -p rasa-tests --test chaos -- chaos::planted::untied_copy`).
-	$(CARGO) test --locked -p rasa-tests --test chaos -- chaos::fixed chaos::random chaos::planted::early_ack
+	# repeats it) checked for linearizability, and the checker finding both planted bugs;
+	# long runs of many seeds are `make chaos`.
+	$(CARGO) test --locked -p rasa-tests --test chaos -- chaos::fixed chaos::random chaos::planted::
 	./scripts/python.sh --test
 	# A fleet loading one checkpoint from three members with replicas (issue 66), small:
 	# network namespaces, links shaped by tc, the Python SDK's readers; 0 older reads.

@@ -25,6 +25,10 @@ pub struct Setup {
     pub plant: Option<&'static str>,
     /// The kinds of fault injected (as `CHAOS_FAULTS` names them), when not every kind.
     pub faults: Option<&'static str>,
+    /// Every fault on the member that owns most of the run's keys, not on one at random.
+    pub on_owner: bool,
+    /// How many keys the clients share (fewer: each key's history is busier).
+    pub keys: usize,
 }
 
 impl std::fmt::Display for Setup {
@@ -41,6 +45,12 @@ impl std::fmt::Display for Setup {
         }
         if let Some(k) = self.faults {
             write!(f, ", faults {k} only")?;
+        }
+        if self.keys != 4 {
+            write!(f, ", {} keys", self.keys)?;
+        }
+        if self.on_owner {
+            write!(f, ", every fault on the owner of most keys")?;
         }
         Ok(())
     }

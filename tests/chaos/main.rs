@@ -4,10 +4,11 @@
 //! linearizability checker of `rasa_tests::history`.
 //!
 //! - `cargo test -p rasa-tests --test chaos`: a run with a fixed seed (`chaos::fixed`), one
-//!   with a random seed (`chaos::random`, printed; `CHAOS_SEED=N` repeats it) — both in
-//!   `make test`, with the planted bug `early-ack` — the planted bugs
-//!   (`chaos::planted::…`: `untied-copy` is found in some runs only, so not in `make
-//!   test`); `CHAOS_ROUND_SECONDS` sets each run's length, 40 s by default;
+//!   with a random seed (`chaos::random`, printed; `CHAOS_SEED=N` repeats it), and runs with
+//!   each planted bug until the checker finds it (`chaos::planted::untied_copy`,
+//!   `chaos::planted::early_ack`; `CHAOS_PLANT_SECONDS`, 25 s by default; `CHAOS_NO_PLANT=1`
+//!   runs their schedules without the bug) — all in `make test`; `CHAOS_ROUND_SECONDS` sets
+//!   the other runs' length, 40 s by default;
 //!   `CHAOS_NO_FAULTS=1` runs the clients alone;
 //!   `CHAOS_FAULTS=kill,freeze,etcd-cut,cut,etcd-pause` injects only those kinds;
 //!   `CHAOS_SETUP=origin|origin-disk|near|near-disk` is the random seed's set-up;
@@ -63,6 +64,8 @@ const WITH_ORIGIN: Setup = Setup {
     near: false,
     plant: None,
     faults: None,
+    on_owner: false,
+    keys: 4,
 };
 
 /// The set-ups' names, as `CHAOS_SETUP` takes them.
@@ -86,6 +89,8 @@ const SETUPS: [Setup; 4] = [
         disk: true,
         plant: None,
         faults: None,
+        on_owner: false,
+        keys: 4,
     },
 ];
 
@@ -135,13 +140,16 @@ fn random(rt: &tokio::runtime::Runtime) -> Result<Report, String> {
 /// guards a copy its member made while it owned the key, kept while another member owned
 /// it and took writes, and served once the key came back: a member cut from etcd past the
 /// TTL gives its keys to the next choice, which holds copies of them from then on, and
-/// takes them back when it returns. So the faults are cuts from etcd alone; seed 2 cuts the
-/// same member twice (the other guards — a member back from a lost lease revalidates what
-/// it holds, a member serving a key it does not own confirms its copy — hold otherwise).
+/// takes them back when it returns. So the faults are cuts from etcd alone, every one of
+/// the member owning most keys: from its second cut on, each shows the next choice its old
+/// copies again (the other guards — a member back from a lost lease revalidates what it
+/// holds, a member serving a key it does not own confirms its copy — hold otherwise).
 fn planted_untied_copy(rt: &tokio::runtime::Runtime) -> Result<Report, String> {
     let setup = Setup {
         disk: true,
         faults: Some("etcd-cut"),
+        on_owner: true,
+        keys: 16,
         ..WITH_ORIGIN
     };
     planted(rt, "untied-copy", setup, [2, 1, 3])
@@ -158,14 +166,23 @@ fn planted_early_ack(rt: &tokio::runtime::Runtime) -> Result<Report, String> {
 }
 
 /// Runs with `bug` planted until the checker reports an anomaly (up to three seeds, in
-/// the order given).
+/// the order given), each of `CHAOS_PLANT_SECONDS` (25 s). `CHAOS_NO_PLANT=1` runs the same
+/// schedules without the bug: the control, which must find nothing.
 fn planted(
     rt: &tokio::runtime::Runtime,
     bug: &'static str,
     setup: Setup,
     seeds: [u64; 3],
 ) -> Result<Report, String> {
-    let secs = seconds("CHAOS_ROUND_SECONDS", 40);
+    let secs = seconds("CHAOS_PLANT_SECONDS", 25);
+    if std::env::var_os("CHAOS_NO_PLANT").is_some() {
+        let mut total = Report::default();
+        for seed in seeds {
+            total.add(rt.block_on(run(setup, seed, secs))?);
+        }
+        println!("without the bug '{bug}', its schedules: {}", total.line());
+        return Ok(total);
+    }
     let setup = Setup {
         plant: Some(bug),
         ..setup

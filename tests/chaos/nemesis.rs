@@ -53,11 +53,11 @@ fn ms(min: u64, max: u64, rng: &mut StdRng) -> Duration {
     Duration::from_millis(rng.random_range(min..=max))
 }
 
-/// Injects faults (of `kinds`, when given) into `fleet` until `until`, then leaves it whole
-/// again.
+/// Injects faults (of `kinds`, when given; on member `target` alone, when given) into
+/// `fleet` until `until`, then leaves it whole again.
 pub async fn run(
     fleet: &Fleet,
-    (mut rng, kinds): (StdRng, Option<&str>),
+    (mut rng, kinds, target): (StdRng, Option<&str>, Option<usize>),
     t0: Instant,
     until: Instant,
     faults: &Faults,
@@ -72,7 +72,7 @@ pub async fn run(
             break;
         }
         let n = fleet.members.len();
-        let which = rng.random_range(0..n);
+        let which = target.unwrap_or(rng.random_range(0..n));
         let m = &fleet.members[which];
         let began = Instant::now();
         let at = t0.elapsed().as_secs_f64();

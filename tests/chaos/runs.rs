@@ -53,7 +53,9 @@ impl Report {
 pub async fn run(setup: Setup, seed: u64, secs: Duration) -> Result<Report, String> {
     println!("run: seed {seed}, {setup}, {secs:?}");
     let fleet = Arc::new(Fleet::start(3, setup, "chaos").await);
-    let keys: Vec<String> = (0..4).map(|i| format!("chaos-{seed:x}/k{i}")).collect();
+    let keys: Vec<String> = (0..setup.keys)
+        .map(|i| format!("chaos-{seed:x}/k{i}"))
+        .collect();
     let rec = Arc::new(Recorder::new());
     let faults = Arc::new(Faults::default());
     let t0 = Instant::now();
@@ -78,9 +80,12 @@ pub async fn run(setup: Setup, seed: u64, secs: Duration) -> Result<Report, Stri
         let task = tokio::spawn(async move { w.run(keys, until, &rec).await });
         tasks.push((format!("client {i} ({k:?})"), task));
     }
+    let target = setup
+        .on_owner
+        .then(|| owner_of_most(&keys, fleet.members.len()));
     let (f, fl) = (Arc::clone(&faults), Arc::clone(&fleet));
     let schedule = tokio::spawn(async move {
-        let choices = (StdRng::seed_from_u64(seed), setup.faults);
+        let choices = (StdRng::seed_from_u64(seed), setup.faults, target);
         nemesis::run(&fl, choices, t0, until, &f).await
     });
     tasks.push(("the faults".to_owned(), schedule));
@@ -191,6 +196,19 @@ pub async fn run(setup: Setup, seed: u64, secs: Duration) -> Result<Report, Stri
             fleet.postmortem()
         ))
     }
+}
+
+/// The index of the member (of `n`, named `g1`, `g2`, …, equal weights) that owns most of
+/// `keys` while all serve.
+fn owner_of_most(keys: &[String], n: usize) -> usize {
+    let mut owned = vec![0usize; n];
+    for key in keys {
+        let owner = (0..n)
+            .max_by_key(|i| rasa_openapi::cluster::rendezvous_hash(key, &format!("g{}", i + 1)))
+            .expect("members");
+        owned[owner] += 1;
+    }
+    (0..n).max_by_key(|&i| owned[i]).expect("members")
 }
 
 /// Checks a history a run wrote (`CHAOS_HISTORY=FILE`, with `CHAOS_MODEL=cache` for a run

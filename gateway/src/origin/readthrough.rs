@@ -130,6 +130,7 @@ impl ReadThrough {
                     _ => false,
                 }
                 || self.ties.confirmed_before_all_stale(&v);
+            tracing::debug!(key, version = %v.version(), owns, untied, stale, "held copy");
             if !stale {
                 catalog::CACHE_HITS.counter().increment(1);
                 return Ok(Lookup::Stored(v));
