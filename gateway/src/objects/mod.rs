@@ -289,8 +289,11 @@ impl Objects {
         self.still_owner(key)?;
         let on_disk = self.only_on_disk(key).await?;
         let removed = self.store.delete(key, Self::with_disk(&check, on_disk))?;
-        if let Some(rt) = &self.origin {
-            rt.supersede(key);
+        match (&self.origin, _turn.is_some()) {
+            // The origin deleted it too (write-through).
+            (Some(rt), true) => rt.deleted(key),
+            (Some(rt), false) => rt.supersede(key),
+            (None, _) => {}
         }
         if let Some(p) = &self.peers {
             near_after(p, key).await;

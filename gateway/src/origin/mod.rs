@@ -7,6 +7,7 @@
 
 pub mod filling;
 pub mod flight;
+mod peerfill;
 pub mod readthrough;
 pub mod remembered;
 pub mod s3;

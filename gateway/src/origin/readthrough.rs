@@ -21,7 +21,7 @@ pub use super::filling::Lookup;
 use super::flight::{Flights, InFlight, Permit};
 use super::remembered::{Remembered, Verdict};
 use super::ties::Ties;
-use super::{Fetch, Origin, OriginError, OriginObject};
+use super::{Fetch, Origin, OriginError};
 use crate::store::disk::Want;
 use crate::store::{FillTicket, Store, StoreError, StoredVersion};
 
@@ -37,7 +37,7 @@ const REFETCH_AFTER: Duration = Duration::from_millis(100);
 /// The store in front of an origin.
 #[derive(Debug)]
 pub struct ReadThrough {
-    origin: Arc<dyn Origin>,
+    pub(super) origin: Arc<dyn Origin>,
     store: Arc<Store>,
     /// Revalidate hits older than this (`None`: never).
     ttl: Option<Duration>,
@@ -48,7 +48,7 @@ pub struct ReadThrough {
     /// `--negative-ttl`, within `--negative-cache-size`.
     remembered: Remembered,
     /// Other cluster members to fill misses from before the origin.
-    peers: Option<Arc<crate::cluster::Peers>>,
+    pub(super) peers: Option<Arc<crate::cluster::Peers>>,
     /// Whether a cold ranged read also fills the whole object (`--origin-fill`).
     range_fill: std::sync::atomic::AtomicBool,
     /// Whether a held copy may be served without asking the origin.
@@ -193,33 +193,6 @@ impl ReadThrough {
         }
     }
 
-    /// A peer's `copy` of `key` once the origin confirms it is current (a HEAD: the same
-    /// entity tag), else `None`: a restarted or new owner adopts nothing older than what
-    /// the origin holds.
-    async fn confirmed(
-        &self,
-        copy: Option<crate::cluster::fill::PeerCopy>,
-        key: &str,
-    ) -> Option<crate::cluster::fill::PeerCopy> {
-        let copy = copy?;
-        catalog::ORIGIN_HEADS.counter().increment(1);
-        let head = self.origin.head(key).await;
-        let current = match &head {
-            Ok(Some(h)) => h.etag.is_some() && h.etag == copy.etag,
-            _ => false,
-        };
-        if !current {
-            tracing::debug!(
-                key,
-                "the peer's copy is not the origin's current one; fetching"
-            );
-            catalog::PEER_FILLS
-                .counter_by(&[("result", "stale")])
-                .increment(1);
-        }
-        current.then_some(copy)
-    }
-
     /// Makes every version held now be revalidated with the origin on its next read (a
     /// conditional GET: unchanged keeps it, changed replaces it, gone deletes it): after
     /// this cluster member was out and other members may have written its keys.
@@ -279,6 +252,17 @@ impl ReadThrough {
         self.remembered.forget(key);
     }
 
+    /// Before a delete of `key` the origin took is acknowledged: its fetch in flight
+    /// barred, and "not found" remembered as this member heard it (the origin has no such
+    /// object now), so the next reads here are answered without asking anyone — nor
+    /// adopting a copy the previous owner holds, which an origin whose answers lag its
+    /// deletes (a HEAD still naming the deleted object's tag) would confirm.
+    pub fn deleted(&self, key: &str) {
+        self.flights.bar(key);
+        self.remembered
+            .remember(key, Verdict::NotFound, self.ties.tie_of(key));
+    }
+
     /// Joins the fetch of `key` in flight (with `arrived`, one not sent before then), or
     /// starts one: its result, and the object it fills (once it starts storing one).
     fn flight(
@@ -316,31 +300,8 @@ impl ReadThrough {
         // Only a key's owner fills from a peer (its previous owner): a member serving a
         // key it does not own does so because the owner did not answer — not again.
         if current.is_none() && self.ties.owns(key) {
-            if let Some(peers) = &self.peers {
-                if let Some(copy) = self.confirmed(peers.copy(key).await, key).await {
-                    let age = copy.age;
-                    let obj = OriginObject {
-                        length: copy.length,
-                        content_type: copy.content_type,
-                        etag: copy.etag,
-                        content_range: None,
-                        body: Box::pin(copy.body.map(|c| {
-                            c.map_err(|e| OriginError::Failed(format!("peer copy: {e}")))
-                        })),
-                    };
-                    match self.store_object(key, obj, None, (filling, &ticket)).await {
-                        Ok(v) => {
-                            if let (Some(v), Some(age)) = (&v, age) {
-                                v.origin.confirmed_ago(age);
-                            }
-                            return Ok(v);
-                        }
-                        Err(FetchError::Origin(e)) => {
-                            tracing::warn!(key, error = %e, "the peer's copy broke off; fetching from the origin");
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
+            if let Some(done) = self.fill_from_peer(key, (filling, &ticket)).await {
+                return done;
             }
         }
         // A body that breaks off (the origin's object replaced as it was read, a connection
@@ -425,7 +386,7 @@ impl ReadThrough {
 
     /// Streams `obj` into a new version of `key`, unless a version other than `current`
     /// was written meanwhile (a newer PUT wins; then that one is the answer).
-    async fn store_object(
+    pub(super) async fn store_object(
         &self,
         key: &str,
         mut obj: super::OriginObject,
