@@ -73,7 +73,10 @@ pub const LEASE: Duration = Duration::from_secs(2);
 pub struct Member {
     /// `g1`, `g2`, …
     pub id: String,
-    listen: SocketAddr,
+    /// Where its process listens now (a port of its choosing each time it starts: a port
+    /// picked for it beforehand can be taken meanwhile — by another process's connection,
+    /// say — and then it cannot start).
+    listen: Mutex<Option<SocketAddr>>,
     args: Vec<String>,
     log: PathBuf,
     /// Its `RUST_LOG` (`CHAOS_MEMBER_LOG`, else `warn`).
@@ -99,12 +102,6 @@ pub struct Fleet {
     pub s3_key: (String, String),
 }
 
-fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-}
-
 impl Fleet {
     /// Starts `n` members set up as `setup`, and waits until each sees all of them.
     pub async fn start(n: usize, setup: Setup, tag: &str) -> Fleet {
@@ -125,10 +122,10 @@ impl Fleet {
         let mut members = Vec::new();
         for i in 1..=n {
             let id = format!("g{i}");
-            let (listen, s3_listen) = (free_addr(), free_addr());
             let etcd_link = Relay::start(etcd_addr).await;
-            let front = Relay::start(listen).await;
-            let s3_front = Relay::start(s3_listen).await;
+            // Pointed at the member's listeners each time it starts (ports of its choosing).
+            let front = Relay::unset().await;
+            let s3_front = Relay::unset().await;
             let mut args: Vec<String> = [
                 "--cluster",
                 &format!("etcd://{}", etcd_link.addr),
@@ -143,7 +140,7 @@ impl Fleet {
                 "--s3-advertise-url",
                 &format!("http://{}", s3_front.addr),
                 "--s3-listen",
-                &s3_listen.to_string(),
+                "127.0.0.1:0",
                 "--s3-bucket",
                 "data",
                 "--s3-credentials-file",
@@ -179,7 +176,7 @@ impl Fleet {
             let log = dir.join(format!("{id}.log"));
             let m = Member {
                 id,
-                listen,
+                listen: Mutex::new(None),
                 args,
                 log,
                 log_filter: std::env::var("CHAOS_MEMBER_LOG").unwrap_or_else(|_| "warn".into()),
@@ -245,7 +242,15 @@ impl Member {
             ("AWS_SECRET_ACCESS_KEY", S3_SECRET_KEY),
             ("RUST_LOG", self.log_filter.as_str()),
         ];
-        let gw = Gateway::start_logged_at(&self.listen.to_string(), &args, &env, &self.log);
+        let gw = Gateway::start_logged_at("127.0.0.1:0", &args, &env, &self.log);
+        let s3: SocketAddr = gw
+            .s3_url()
+            .trim_start_matches("http://")
+            .parse()
+            .expect("the S3 listener's address");
+        self.front.point_at(gw.addr);
+        self.s3_front.point_at(s3);
+        *self.listen.lock().unwrap() = Some(gw.addr);
         *self.process.lock().unwrap() = Some(gw);
     }
 
@@ -277,7 +282,8 @@ impl Member {
 
     /// How many serving members it sees (asked at its own address, past the relays).
     async fn sees_serving(&self) -> Option<usize> {
-        let url = format!("http://{}/v1/cluster", self.listen);
+        let listen = (*self.listen.lock().unwrap())?;
+        let url = format!("http://{listen}/v1/cluster");
         let resp = rasa_tests::http()
             .get(url)
             .timeout(Duration::from_secs(1))

@@ -62,13 +62,20 @@ async fn a_delete_the_origin_took_is_remembered_and_the_origin_not_asked_again()
     assert_eq!(put.status(), 201);
     let d = c.delete(&url).send().await.unwrap();
     assert_eq!(d.status(), 204);
-    assert_eq!(s3.ops("DeleteObject", "pre/gone"), 1, "deleted at the origin");
+    assert_eq!(
+        s3.ops("DeleteObject", "pre/gone"),
+        1,
+        "deleted at the origin"
+    );
     for _ in 0..3 {
         let after = c.get(&url).send().await.unwrap();
         assert_eq!(after.status(), 404);
     }
     assert_eq!(
-        (s3.ops("GetObject", "pre/gone"), s3.ops("HeadObject", "pre/gone")),
+        (
+            s3.ops("GetObject", "pre/gone"),
+            s3.ops("HeadObject", "pre/gone")
+        ),
         (0, 0),
         "the origin was asked again after its own delete"
     );
