@@ -10,12 +10,15 @@
 //!   runs their schedules without the bug) — all in `make test`; `CHAOS_ROUND_SECONDS` sets
 //!   the other runs' length, 40 s by default;
 //!   `CHAOS_NO_FAULTS=1` runs the clients alone;
-//!   `CHAOS_FAULTS=kill,freeze,etcd-cut,cut,etcd-pause` injects only those kinds;
+//!   `CHAOS_FAULTS=kill,freeze,etcd-cut,cut,etcd-pause,etcd-drop,drop` injects only those
+//!   kinds (`etcd-drop` and `drop`, silent partitions that hold a member's bytes instead of
+//!   refusing them, only when named);
 //!   `CHAOS_SETUP=origin|origin-disk|near|near-disk` is the random seed's set-up;
 //!   `CHAOS_MEMBER_LOG` is the members' `RUST_LOG`, their logs named in the output;
 //!   `CHAOS_CLIENT_LOG` is the clients' own, to stderr).
 //! - `make chaos` (`CHAOS_SECONDS=600` by default): runs of many seeds and set-ups (origin
-//!   or not, disk tier or not, near copies or not) until the time is up.
+//!   or not, disk tier or not, near copies or not), every kind of fault, the silent
+//!   partitions included, until the time is up.
 //!
 //! The last line reads `checked N operations, F faults, A anomalies`.
 
@@ -213,9 +216,17 @@ fn long(rt: &tokio::runtime::Runtime) -> Result<Report, String> {
     let mut total = Report::default();
     let mut failures = Vec::new();
     let mut i = 0u64;
+    // Every kind of fault, the silent partitions included, unless CHAOS_FAULTS says.
+    let faults = match std::env::var_os("CHAOS_FAULTS") {
+        Some(_) => None,
+        None => Some(nemesis::ALL_KINDS),
+    };
     while started.elapsed() + round / 2 < total_time {
         let seed = base + i;
-        let setup = SETUPS[i as usize % SETUPS.len()];
+        let setup = Setup {
+            faults,
+            ..SETUPS[i as usize % SETUPS.len()]
+        };
         match rt.block_on(run(setup, seed, round)) {
             Ok(r) => total.add(r),
             Err(e) => {

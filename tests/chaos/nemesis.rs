@@ -40,6 +40,22 @@ impl Faults {
 /// The kinds of fault, as `CHAOS_FAULTS` names them.
 const KINDS: [&str; 5] = ["kill", "freeze", "etcd-cut", "cut", "etcd-pause"];
 
+/// Every kind, the silent partitions included: `etcd-drop` and `drop` hold a member's
+/// bytes (to etcd; from its peers and clients) instead of refusing them, as a firewall
+/// dropping packets does. Injected only when named (`make chaos` names them).
+pub const ALL_KINDS: &str = "kill,freeze,etcd-cut,cut,etcd-pause,etcd-drop,drop";
+
+/// Whether `kinds` (a set-up's, else `CHAOS_FAULTS`) names a silent partition.
+fn silent_named(kinds: Option<&str>) -> bool {
+    let kinds = kinds
+        .map(str::to_owned)
+        .or_else(|| std::env::var("CHAOS_FAULTS").ok());
+    kinds.is_some_and(|v| {
+        v.split(',')
+            .any(|k| matches!(k.trim(), "etcd-drop" | "drop"))
+    })
+}
+
 /// Whether faults of `kind` are injected: `kinds` (a set-up's), else `CHAOS_FAULTS`
 /// (kinds separated by commas) chooses some; all without either.
 fn chosen(kind: &str, kinds: Option<&str>) -> bool {
@@ -77,7 +93,15 @@ pub async fn run(
         let began = Instant::now();
         let at = t0.elapsed().as_secs_f64();
         let kind = rng.random_range(0..KINDS.len());
-        if !chosen(KINDS[kind], kinds) {
+        // A cut is silent half the time when silent partitions are named (a draw only
+        // then: other schedules stay what their seeds made them).
+        let silent = matches!(kind, 2 | 3) && silent_named(kinds) && rng.random_bool(0.5);
+        let name = match (kind, silent) {
+            (2, true) => "etcd-drop",
+            (3, true) => "drop",
+            _ => KINDS[kind],
+        };
+        if !chosen(name, kinds) {
             continue;
         }
         println!("  {at:.1} s: fault on {}", m.id);
@@ -98,21 +122,22 @@ pub async fn run(
             }
             2 => {
                 let away = ms(ttl + 500, ttl * 2, &mut rng);
-                m.etcd_link.cut();
+                cut_or_silence(&m.etcd_link, silent);
                 tokio::time::sleep(away).await;
                 m.etcd_link.heal();
-                format!("{at:.1} s: {} cut from etcd for {away:?}", m.id)
+                format!("{at:.1} s: {} {} etcd for {away:?}", m.id, how(silent))
             }
             3 => {
                 let away = ms(1000, ttl * 2, &mut rng);
-                m.front.cut();
-                m.s3_front.cut();
+                cut_or_silence(&m.front, silent);
+                cut_or_silence(&m.s3_front, silent);
                 tokio::time::sleep(away).await;
                 m.front.heal();
                 m.s3_front.heal();
                 format!(
-                    "{at:.1} s: {} cut from its peers and clients for {away:?}",
-                    m.id
+                    "{at:.1} s: {} {} its peers and clients for {away:?}",
+                    m.id,
+                    how(silent)
                 )
             }
             _ => {
@@ -131,6 +156,24 @@ pub async fn run(
         faults.log.lock().unwrap().push(line);
         // Whole again before the next fault (members back from a lost lease register anew).
         fleet.wait_whole(Duration::from_secs(30)).await;
+    }
+}
+
+/// Cuts `link` (connections refused), or silences it (bytes held).
+fn cut_or_silence(link: &rasa_tests::relay::Relay, silent: bool) {
+    if silent {
+        link.silence();
+    } else {
+        link.cut();
+    }
+}
+
+/// How a partition was made, for the fault log.
+fn how(silent: bool) -> &'static str {
+    if silent {
+        "silenced (bytes held) from"
+    } else {
+        "cut from"
     }
 }
 
