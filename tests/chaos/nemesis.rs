@@ -45,24 +45,25 @@ const KINDS: [&str; 5] = ["kill", "freeze", "etcd-cut", "cut", "etcd-pause"];
 /// dropping packets does. Injected only when named (`make chaos` names them).
 pub const ALL_KINDS: &str = "kill,freeze,etcd-cut,cut,etcd-pause,etcd-drop,drop";
 
-/// Whether `kinds` (a set-up's, else `CHAOS_FAULTS`) names a silent partition.
-fn silent_named(kinds: Option<&str>) -> bool {
-    let kinds = kinds
+/// The kinds asked for: `kinds` (a set-up's), else `CHAOS_FAULTS` (separated by commas);
+/// `None`: every default kind.
+fn named(kinds: Option<&str>) -> Option<String> {
+    kinds
         .map(str::to_owned)
-        .or_else(|| std::env::var("CHAOS_FAULTS").ok());
-    kinds.is_some_and(|v| {
+        .or_else(|| std::env::var("CHAOS_FAULTS").ok())
+}
+
+/// Whether `kinds` (as [`named`] reads them) names a silent partition.
+fn silent_named(kinds: Option<&str>) -> bool {
+    named(kinds).is_some_and(|v| {
         v.split(',')
             .any(|k| matches!(k.trim(), "etcd-drop" | "drop"))
     })
 }
 
-/// Whether faults of `kind` are injected: `kinds` (a set-up's), else `CHAOS_FAULTS`
-/// (kinds separated by commas) chooses some; all without either.
+/// Whether faults of `kind` are injected: those [`named`], or all when none are.
 fn chosen(kind: &str, kinds: Option<&str>) -> bool {
-    let kinds = kinds
-        .map(str::to_owned)
-        .or_else(|| std::env::var("CHAOS_FAULTS").ok());
-    kinds.is_none_or(|v| v.split(',').any(|k| k.trim() == kind))
+    named(kinds).is_none_or(|v| v.split(',').any(|k| k.trim() == kind))
 }
 
 fn ms(min: u64, max: u64, rng: &mut StdRng) -> Duration {

@@ -289,8 +289,8 @@ impl Objects {
         self.still_owner(key)?;
         let on_disk = self.only_on_disk(key).await?;
         let removed = self.store.delete(key, Self::with_disk(&check, on_disk))?;
-        match (&self.origin, _turn.is_some()) {
-            // The origin deleted it too (write-through).
+        match (&self.origin, self.write_through().is_some()) {
+            // The origin deleted it too.
             (Some(rt), true) => rt.deleted(key),
             (Some(rt), false) => rt.supersede(key),
             (None, _) => {}
