@@ -65,7 +65,8 @@ pub struct Args {
     pub upload_staging_memory: u64,
 
     /// Spare memory kept faulted in ahead of writes, part of --memory: arenas are cut out of
-    /// it so writes find their pages in place. Default: --memory/4, at most 1 GiB. 0: off.
+    /// it so writes find their pages in place. Default: all of --memory, at most 1 GiB
+    /// (faulted in at start, in the background). 0: off.
     #[arg(long, env = "RASA_WARM_MEMORY", value_parser = parse_size, help_heading = "Memory")]
     pub warm_memory: Option<u64>,
 
@@ -317,6 +318,11 @@ pub const MIN_ARENA_SIZE: u64 = 64 << 10;
 /// Largest `--max-header-size` accepted: hyper's own read buffer (about 400 KiB) must stay
 /// the larger bound, so that the gateway, not hyper, answers with a problem document.
 pub const MAX_HEADER_SIZE: u64 = 256 << 10;
+/// Most spare memory kept faulted in by default (`--warm-memory` unset): a gateway of up
+/// to this much `--memory` has all of it faulted in at start, in the background, so a
+/// writer's first pass over its memory is as fast as the next ones (a write into fresh
+/// memory faults its pages in the writer's own copy: 0.8 GB/s here, against 5.6–6.5).
+pub const DEFAULT_WARM_MEMORY: u64 = 1 << 30;
 /// Longest lease accepted: longer ones would pin memory for too long after a delete.
 pub const MAX_LEASE: Duration = Duration::from_secs(3600);
 
@@ -478,7 +484,9 @@ impl Args {
             key_lifetime: (!self.key_lifetime.is_zero()).then_some(self.key_lifetime),
             block_size: self.block_size as u32,
             staging_memory: self.upload_staging_memory,
-            warm_memory: self.warm_memory.unwrap_or((self.memory / 4).min(1 << 30)),
+            warm_memory: self
+                .warm_memory
+                .unwrap_or(self.memory.min(DEFAULT_WARM_MEMORY)),
         }
     }
 }
