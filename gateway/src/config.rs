@@ -13,7 +13,7 @@ use clap::Parser;
 
 pub use commands::{Command, ConfigCommand, FabricCommand, TlsCommand, TokenCommand};
 
-use crate::store::StoreConfig;
+use crate::store::{StoreConfig, WARM_BY_DEFAULT};
 use crate::units::{parse_duration, parse_size};
 
 /// Rasa gateway: an object-store-style HTTP gateway whose values can also be read
@@ -64,9 +64,8 @@ pub struct Args {
     #[arg(long, env = "RASA_UPLOAD_STAGING_MEMORY", default_value = "256MiB", value_parser = parse_size, help_heading = "Memory")]
     pub upload_staging_memory: u64,
 
-    /// Spare memory kept faulted in ahead of writes, part of --memory: arenas are cut out of
-    /// it so writes find their pages in place. Default: all of --memory, at most 1 GiB
-    /// (faulted in at start, in the background). 0: off.
+    /// Spare memory kept faulted in ahead of writes (at start, in the background), part of
+    /// --memory: writes find their pages in place. Default: --memory, at most 1 GiB. 0: off.
     #[arg(long, env = "RASA_WARM_MEMORY", value_parser = parse_size, help_heading = "Memory")]
     pub warm_memory: Option<u64>,
 
@@ -318,11 +317,6 @@ pub const MIN_ARENA_SIZE: u64 = 64 << 10;
 /// Largest `--max-header-size` accepted: hyper's own read buffer (about 400 KiB) must stay
 /// the larger bound, so that the gateway, not hyper, answers with a problem document.
 pub const MAX_HEADER_SIZE: u64 = 256 << 10;
-/// Most spare memory kept faulted in by default (`--warm-memory` unset): a gateway of up
-/// to this much `--memory` has all of it faulted in at start, in the background, so a
-/// writer's first pass over its memory is as fast as the next ones (a write into fresh
-/// memory faults its pages in the writer's own copy: 0.8 GB/s here, against 5.6–6.5).
-pub const DEFAULT_WARM_MEMORY: u64 = 1 << 30;
 /// Longest lease accepted: longer ones would pin memory for too long after a delete.
 pub const MAX_LEASE: Duration = Duration::from_secs(3600);
 
@@ -484,9 +478,7 @@ impl Args {
             key_lifetime: (!self.key_lifetime.is_zero()).then_some(self.key_lifetime),
             block_size: self.block_size as u32,
             staging_memory: self.upload_staging_memory,
-            warm_memory: self
-                .warm_memory
-                .unwrap_or(self.memory.min(DEFAULT_WARM_MEMORY)),
+            warm_memory: self.warm_memory.unwrap_or(self.memory.min(WARM_BY_DEFAULT)),
         }
     }
 }

@@ -166,3 +166,70 @@ fn wrong_identity_or_truncation_is_a_miss() {
         Err(FrameError::Truncated { .. }) | Err(FrameError::BadMagic)
     ));
 }
+
+/// The checksums are XXH3's, whichever crate computes them: frames written to the disk
+/// tier by an earlier build (whose XXH3 was xxhash-rust's), and readers built with
+/// another XXH3, must find the same values. Lengths around XXH3's internal limits (16,
+/// 128, 240 bytes, a 1 KiB stripe block, a 256-byte streaming buffer), streamed in uneven
+/// parts.
+#[test]
+fn checksums_are_xxh3_as_xxhash_rust_computes_it() {
+    use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed, Xxh3 as Reference};
+    let data: Vec<u8> = (0..(1usize << 20) + 4097)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u8)
+        .collect();
+    for len in [
+        0,
+        1,
+        3,
+        16,
+        17,
+        128,
+        129,
+        240,
+        241,
+        255,
+        256,
+        257,
+        1024,
+        1025,
+        65_536,
+        65_539,
+        data.len(),
+    ] {
+        let bytes = &data[..len];
+        let key = "k".repeat(len.min(300));
+        assert_eq!(
+            key_hash(&key),
+            xxh3_64(key.as_bytes()),
+            "key hash of {len} bytes"
+        );
+        let id = FrameIdentity {
+            key_hash: 7,
+            version: len as u64,
+            payload_len: len as u64,
+        };
+        let mut seed = [0u8; 24];
+        seed[..8].copy_from_slice(&7u64.to_le_bytes());
+        seed[8..16].copy_from_slice(&(len as u64).to_le_bytes());
+        seed[16..].copy_from_slice(&3u64.to_le_bytes());
+        assert_eq!(
+            block_entry(&id, 3, bytes),
+            xxh3_64_with_seed(bytes, xxh3_64(&seed)),
+            "block entry of {len} bytes"
+        );
+        let mut ours = FrameHasher::new();
+        let mut reference = Reference::new();
+        for part in bytes.chunks(997) {
+            ours.update(part);
+            reference.update(part);
+        }
+        let (header, checksum) = ours.seal(id, 0);
+        reference.update(&header[..CHECKED_HEADER]);
+        assert_eq!(
+            checksum,
+            reference.digest(),
+            "frame checksum of {len} bytes"
+        );
+    }
+}

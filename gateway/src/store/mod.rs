@@ -77,6 +77,12 @@ pub struct StoreConfig {
     pub warm_memory: u64,
 }
 
+/// Most spare memory kept faulted in by default (`--warm-memory` unset): a gateway of up
+/// to this much `--memory` has all of it faulted in at start, in the background, so a
+/// writer's first pass over its memory is as fast as the next ones (a write into fresh
+/// memory faults its pages in the writer's own copy: 0.8 GB/s here, against 5.6–6.5).
+pub const WARM_BY_DEFAULT: u64 = 1 << 30;
+
 /// Keys → versions, over arenas.
 #[derive(Debug)]
 pub struct Store {
