@@ -38,7 +38,7 @@
 
 use std::hash::Hasher as _;
 
-// XXH3 by twox-hash, which uses AVX2 where the CPU has it (chosen at run time): 1.3-1.5x
+// XXH3 by twox-hash, which uses AVX2 where the CPU has it (chosen at run time): 1.2-1.8x
 // the speed of a portable build's SSE2 code on every byte a frame carries.
 use twox_hash::XxHash3_64 as Xxh3;
 
