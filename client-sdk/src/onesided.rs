@@ -260,40 +260,19 @@ async fn write_region(
     written
 }
 
-/// The frame checksum (hex) of each value of `plan`: a large batch's on two threads, each
-/// hashing whole values, about half the bytes each (the gateway is idle meanwhile: it
-/// hashes them again at the commit, on two threads as well).
+/// The frame checksum (hex) of each value of `plan`: a large batch's on two threads
+/// ([`rasa_fastpath::helper::each_on_two`]; the gateway is idle meanwhile: it hashes them
+/// again at the commit, on two threads as well).
 fn frame_checksums(plan: &[(u64, FrameIdentity, Bytes)]) -> Vec<String> {
-    let sum = |(_, id, bytes): &(u64, FrameIdentity, Bytes)| {
-        let mut h = FrameHasher::new();
-        h.update(bytes);
-        format!("{:016x}", h.seal(*id, 0).1)
-    };
-    let total: u64 = plan.iter().map(|(_, _, b)| b.len() as u64).sum();
-    if !rasa_fastpath::helper::two_threads_for(total, plan.len()) {
-        return plan.iter().map(sum).collect();
-    }
-    // The first values up to about half the bytes here, the rest on a helper.
-    let mut held = 0;
-    let cut = plan
-        .iter()
-        .position(|(_, _, b)| {
-            held += b.len() as u64;
-            held * 2 >= total
-        })
-        .map_or(plan.len(), |i| i + 1)
-        .min(plan.len() - 1);
-    let (mine, theirs) = plan.split_at(cut);
-    std::thread::scope(|s| {
-        let helper = s.spawn(|| theirs.iter().map(sum).collect::<Vec<_>>());
-        let mut sums: Vec<String> = mine.iter().map(sum).collect();
-        sums.extend(
-            helper
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-        );
-        sums
-    })
+    rasa_fastpath::helper::each_on_two(
+        plan.iter().collect(),
+        |(_, _, bytes)| bytes.len() as u64,
+        |(_, id, bytes)| {
+            let mut h = FrameHasher::new();
+            h.update(bytes);
+            format!("{:016x}", h.seal(*id, 0).1)
+        },
+    )
 }
 
 #[cfg(test)]

@@ -300,8 +300,8 @@ impl OneSided<'_> {
     }
 }
 
-/// Seals every written value ([`seal_one`]), in order: on two threads, each taking values
-/// until it holds half the bytes, when `helper::two_threads_for` says so (the hashing
+/// Seals every written value ([`seal_one`]), in order: on two threads when
+/// `helper::two_threads_for` says so ([`rasa_fastpath::helper::each_on_two`]: the hashing
 /// is most of a commit: 256 MiB took ~26 ms on one core here).
 fn seal_all(
     arena: &Arc<Arena>,
@@ -309,45 +309,12 @@ fn seal_all(
     checksums: &[u64],
     block_size: u32,
 ) -> Vec<Committed> {
-    let seal = |part: Vec<(usize, OpenValue, u64)>| -> Vec<(usize, Committed)> {
-        part.into_iter()
-            .map(|(i, v, said)| (i, (v.key.clone(), seal_one(arena, v, said, block_size))))
-            .collect()
-    };
-    let jobs: Vec<(usize, OpenValue, u64)> = values
-        .into_iter()
-        .zip(checksums)
-        .enumerate()
-        .map(|(i, (v, &said))| (i, v, said))
-        .collect();
-    let total: u64 = jobs.iter().map(|(_, v, _)| v.id.payload_len).sum();
-    if !rasa_fastpath::helper::two_threads_for(total, jobs.len()) {
-        return seal(jobs).into_iter().map(|(_, c)| c).collect();
-    }
-    let (mut mine, mut theirs) = (Vec::new(), Vec::new());
-    let (mut held_mine, mut held_theirs) = (0, 0);
-    for job in jobs {
-        let len = job.1.id.payload_len;
-        if held_mine <= held_theirs {
-            held_mine += len;
-            mine.push(job);
-        } else {
-            held_theirs += len;
-            theirs.push(job);
-        }
-    }
-    let mut all = std::thread::scope(|s| {
-        let helper = s.spawn(|| seal(theirs));
-        let mut all = seal(mine);
-        all.extend(
-            helper
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-        );
-        all
-    });
-    all.sort_by_key(|(i, _)| *i);
-    all.into_iter().map(|(_, c)| c).collect()
+    let jobs: Vec<(OpenValue, u64)> = values.into_iter().zip(checksums.iter().copied()).collect();
+    rasa_fastpath::helper::each_on_two(
+        jobs,
+        |(v, _)| v.id.payload_len,
+        |(v, said)| (v.key.clone(), seal_one(arena, v, said, block_size)),
+    )
 }
 
 /// Seals one written value: its table and header computed from the bytes in memory, the
