@@ -26,6 +26,13 @@ use super::{Arenas, Table};
 /// take what is warm while the rest is still being faulted in.
 const WARM_STEP: usize = 32 << 20;
 
+/// The step of a warm-up within `budget`: [`WARM_STEP`], or a quarter of a smaller budget
+/// (whole huge pages, at least one).
+fn step_of(budget: u64) -> u64 {
+    let huge = HUGE_PAGE as u64;
+    (budget / 4 / huge * huge).clamp(huge, WARM_STEP as u64)
+}
+
 /// How long after a writer took memory a warm-up waits before it faults more in.
 const QUIET: Duration = Duration::from_millis(250);
 
@@ -150,52 +157,67 @@ impl<'a> Warm<'a> {
     /// Maps and faults in spare memory up to the warm target, within the budget's room, a
     /// step at a time (each step spare as soon as it is in). Slow (it touches every page):
     /// call it off the request path. Bytes added; 0 when another warm-up runs.
+    ///
+    /// Only the step being faulted in is claimed from the budget: a writer finds room
+    /// beside a warm-up however slowly it goes (at the lowest priority, busy cores may
+    /// starve it for seconds; a writer waiting for a warm-up of the whole budget was
+    /// refused after a lease). The memory is mapped whole, so the steps join as one spare.
     pub fn fill(&self) -> u64 {
         let a = self.0;
-        let want = {
+        let target = || a.warm.load(Ordering::Relaxed);
+        let (want, first) = {
             let mut t = a.table();
-            let want = match t.warming {
-                0 => t.warm_deficit(a.warm.load(Ordering::Relaxed), a.budget()),
-                _ => 0,
-            };
-            // Accounted now (allocated, and warm while it is faulted in).
-            t.allocated += want;
-            t.warming = want;
-            want
+            if t.warming > 0 {
+                return 0;
+            }
+            let want = t.warm_deficit(target(), a.budget());
+            let first = want.min(step_of(a.budget()));
+            // Claimed now (allocated, and warm while it is faulted in).
+            t.allocated += first;
+            t.warming = first;
+            (want, first)
         };
-        if want == 0 {
+        if first == 0 {
             return 0;
         }
         let Ok(buffer) = ArenaBuffer::new(want as usize) else {
             let mut t = a.table();
-            t.allocated -= want;
+            t.allocated -= first;
             t.warming = 0;
             return 0;
         };
         // Faulted in a step at a time, each step spare at once (joined to the last). While
-        // writers take memory it stops and gives the rest back: faulting pages in beside
+        // writers take memory it stops and unmaps the rest: faulting pages in beside
         // writers that fault their own slows them (the same CPU, and on a VM the same
         // host backing); the reclaimer's next tick starts again once they are quiet.
-        let mut rest = Some(buffer);
-        let mut added = 0;
+        let (mut rest, mut step, mut added) = (Some(buffer), first, 0);
         while let Some(left) = rest.take() {
-            let mut t = a.table();
-            if t.writing() {
-                t.warming = 0;
-                t.allocated -= left.capacity() as u64;
-                break;
-            }
-            drop(t);
-            let (mut step, tail) = match ArenaBuffer::split(left, WARM_STEP) {
-                Ok((step, tail)) => (step, Some(tail)),
+            let (mut part, tail) = match ArenaBuffer::split(left, step as usize) {
+                Ok((part, tail)) => (part, Some(tail)),
                 Err(whole) => (whole, None),
             };
-            ArenaBuffer::populate(&mut step);
+            // A buffer that could not be cut is faulted in whole: claimed whole.
+            let more = (part.capacity() as u64).saturating_sub(step);
+            if more > 0 {
+                let mut t = a.table();
+                t.allocated += more;
+                t.warming += more;
+            }
+            ArenaBuffer::populate(&mut part);
             let mut t = a.table();
-            t.warming -= step.capacity() as u64;
-            added += step.capacity() as u64;
-            t.put_spare(step);
-            rest = tail;
+            t.warming -= part.capacity() as u64;
+            added += part.capacity() as u64;
+            t.put_spare(part);
+            step = match (&tail, t.writing()) {
+                (Some(tail), false) => {
+                    let room = t.warm_deficit(target(), a.budget());
+                    room.min(step_of(a.budget())).min(tail.capacity() as u64)
+                }
+                _ => 0,
+            };
+            t.allocated += step;
+            t.warming = step;
+            rest = tail.filter(|_| step > 0);
         }
         tracing::debug!(bytes = added, "spare memory faulted in");
         added
@@ -262,5 +284,29 @@ mod tests {
         assert_eq!(arenas.allocated(), 96 << 20);
         drop(big);
         assert!(!Warm::of(&arenas).wanted(), "no room in the budget");
+    }
+
+    /// A warm-up of the whole budget holds one step of it at a time: a writer finds room
+    /// beside it at once, however slowly it runs (its thread has the lowest priority, and
+    /// busy cores may starve it: a writer that waited for it was refused after a lease).
+    #[test]
+    fn a_warm_up_of_the_whole_budget_holds_one_step_of_it_at_a_time() {
+        let arenas = Arenas::new(4 << 20, 256 << 20, Duration::ZERO, None);
+        Warm::of(&arenas).set_target(256 << 20);
+        let most = std::thread::scope(|s| {
+            let filling = s.spawn(|| Warm::of(&arenas).fill());
+            let mut most = 0;
+            while !filling.is_finished() {
+                most = most.max(arenas.table().warming);
+            }
+            assert!(filling.join().unwrap() > 0);
+            most
+        });
+        assert!(most <= WARM_STEP as u64, "held {most} bytes at once");
+        assert_eq!(
+            arenas.counts().warm,
+            256 << 20,
+            "the whole target in the end"
+        );
     }
 }
