@@ -29,7 +29,8 @@ pub struct ClientBuilder {
     retries_when_busy: u32,
     discover_cluster: bool,
     fabric_endpoints: usize,
-    namespace: Option<String>,
+    /// The namespace this client's keys are in (`None`: the default one).
+    pub(crate) namespace: Option<String>,
 }
 
 impl std::fmt::Debug for ClientBuilder {

@@ -188,10 +188,10 @@ pub struct Args {
     #[arg(long, env = "RASA_ORIGIN_TIMEOUT", default_value = "10s", value_parser = parse_duration, help_heading = "Origin")]
     pub origin_timeout: Duration,
 
-    /// Namespaces file: one `NAME QUOTA` line per namespace (`train 4GiB`), each with
-    /// arenas, a memory budget and keys of its own, at `/v1/ns/{ns}/…` and as the S3
-    /// bucket of its name; read again on SIGHUP. The default namespace gets what --memory
-    /// leaves after the quotas. Without it there is only the default namespace.
+    /// Namespaces file: a `NAME QUOTA` line per namespace (`train 4GiB`; `replicas=N` in a
+    /// cluster), each with arenas, a memory budget and keys of its own, at `/v1/ns/{ns}/…`
+    /// and as the S3 bucket of its name; read again on SIGHUP. The default namespace gets
+    /// what --memory leaves after the quotas. Without it there is only the default one.
     #[arg(long, env = "RASA_NAMESPACES", help_heading = "Server")]
     pub namespaces: Option<PathBuf>,
 

@@ -111,17 +111,23 @@ pub struct ClusterView {
     pub this_node: String,
     /// Every registered member, serving or draining, in node id order.
     pub members: Vec<ClusterMember>,
-    /// Keys served by more than their owner (`--cluster-replicas`): a key under one of
-    /// these prefixes of the default namespace is held by the first `count` members of
-    /// its placement order, each of which serves reads of it (HTTP and one-sided)
-    /// from its own memory. Clients spread their reads of such a key over those members.
+    /// Keys served by more than their owner (`--cluster-replicas`, and `replicas=` in the
+    /// namespaces file): a key under one of these prefixes of its namespace is held by
+    /// the first `count` members of its placement order, each of which serves reads of
+    /// it (HTTP and one-sided) from its own memory. Clients spread their reads of such a
+    /// key over those members.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replicas: Vec<ReplicaRule>,
 }
 
-/// Keys under `prefix` (of the default namespace) are held by `count` members.
+/// Keys under `prefix` of a namespace (the default one when `namespace` is absent) are
+/// held by `count` members.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ReplicaRule {
+    /// The namespace the rule is for; absent: the default namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(example = "train")]
+    pub namespace: Option<String>,
     /// The keys' prefix (empty: every key).
     #[schema(example = "checkpoints/")]
     pub prefix: String,
@@ -130,21 +136,28 @@ pub struct ReplicaRule {
     pub count: u32,
 }
 
-/// How many members hold `key` under `rules` (the longest matching prefix wins; 1 when
-/// none matches).
-pub fn replica_count(key: &str, rules: &[ReplicaRule]) -> usize {
+/// How many members hold `key` of namespace `ns` (`None`: the default one) under `rules`
+/// (the longest matching prefix of the namespace's rules wins; 1 when none matches).
+pub fn replica_count(ns: Option<&str>, key: &str, rules: &[ReplicaRule]) -> usize {
     rules
         .iter()
-        .filter(|r| key.starts_with(&r.prefix))
+        .filter(|r| r.namespace.as_deref() == ns && key.starts_with(&r.prefix))
         .max_by_key(|r| r.prefix.len())
         .map_or(1, |r| r.count.max(1) as usize)
 }
 
-/// How many members hold `key`: by `rules`, or by the list of hot keys of its `owner`
-/// (the first of its [`placement`], which callers have at hand), whichever names more.
-pub fn holder_count(key: &str, rules: &[ReplicaRule], owner: Option<&ClusterMember>) -> usize {
-    let by_rule = replica_count(key, rules);
+/// How many members hold `key` of namespace `ns`: by `rules`, or (a key of the default
+/// namespace) by the list of hot keys of its `owner` (the first of its [`placement`],
+/// which callers have at hand), whichever names more.
+pub fn holder_count(
+    ns: Option<&str>,
+    key: &str,
+    rules: &[ReplicaRule],
+    owner: Option<&ClusterMember>,
+) -> usize {
+    let by_rule = replica_count(ns, key, rules);
     let hot = owner
+        .filter(|_| ns.is_none())
         .and_then(|o| o.hot.iter().find(|h| h.key == key))
         .map_or(1, |h| h.count.max(1) as usize);
     by_rule.max(hot)

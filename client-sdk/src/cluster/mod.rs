@@ -208,7 +208,13 @@ impl Topology {
                 Some((m.node_id.clone(), c.clone()))
             })
             .collect();
-        let holders = rasa_openapi::cluster::holder_count(key, &st.replicas, owner).min(out.len());
+        let holders = rasa_openapi::cluster::holder_count(
+            self.template.namespace.as_deref(),
+            key,
+            &st.replicas,
+            owner,
+        )
+        .min(out.len());
         if read && holders > 1 {
             let hash = rasa_openapi::cluster::rendezvous_hash(key, &self.reader);
             out[..holders].rotate_left((hash % holders as u64) as usize);

@@ -149,7 +149,8 @@ pub(super) async fn membership(
     if replicated && args.cluster.member_ttl < lease * 3 {
         tracing::warn!(ttl = ?args.cluster.member_ttl, "cluster: replicas (--cluster-replicas, --cluster-hot-reads) want a --member-ttl of at least 6s: an owner grants a replica only while its etcd lease surely outlasts the replica's ({lease:?}), and with a shorter TTL it often cannot (reads then go to the owner)");
     }
-    let replicas = replicated.then(|| {
+    // The namespaces file may name replicas (`replicas=`), now or once read again.
+    let replicas = (replicated || args.namespaces.is_some()).then(|| {
         let budget = args
             .cluster
             .cluster_replica_memory

@@ -146,6 +146,7 @@ fn parse_replica_rule(s: &str) -> Result<rasa_openapi::ReplicaRule, SettingError
         .or_else(|e| if prefix.is_empty() { Ok(()) } else { Err(e) })
         .map_err(|e| SettingError::said(format!("'{s}': the prefix is not a key: {e}")))?;
     Ok(rasa_openapi::ReplicaRule {
+        namespace: None,
         prefix: prefix.to_owned(),
         count,
     })

@@ -27,6 +27,7 @@ pub mod near;
 pub mod peers;
 pub mod replicas;
 pub mod replicate;
+pub mod scope;
 pub mod secret;
 pub mod suspects;
 mod view;

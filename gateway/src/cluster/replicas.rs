@@ -1,5 +1,6 @@
-//! Replicas (`--cluster-replicas PREFIX=N`): a key under a replicated prefix is held by the
-//! first N members of its placement order — its owner, and N−1 **replicas** — each of
+//! Replicas (`--cluster-replicas PREFIX=N`, and `replicas=` in the namespaces file for a
+//! namespace's keys): a key under a replicated prefix is held by the first N members of
+//! its placement order — its owner, and N−1 **replicas** — each of
 //! which serves reads of it (HTTP and one-sided, with a descriptor of its own memory).
 //! A fleet loading one checkpoint then reads it from N members' NICs, not one.
 //!
@@ -29,9 +30,12 @@
 //! ever match (`store::REPLICA_TIE`), so nothing but a replica read serves it as current.
 //! Replicas take at most their budget (`--cluster-replica-memory`) of this member's
 //! memory; past it a key is not replicated here.
+//!
+//! Grants, revocations and the replicas held here name a key of a namespace other than
+//! the default one by [`super::scope::scoped`]; a replica lives in its namespace's arenas.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use rasa_openapi::{ClusterMember, ReplicaRule};
@@ -123,7 +127,7 @@ const REMEMBER_REVOKED: Duration = Duration::from_secs(5);
 /// This member's replicas of keys other members own, and the rules saying which keys
 /// have replicas.
 pub struct Replicas {
-    rules: Vec<ReplicaRule>,
+    rules: Rules,
     budget: u64,
     demand: Option<super::hot::Demand>,
     held: Mutex<Held>,
@@ -145,7 +149,10 @@ impl Replicas {
     /// member's memory.
     pub fn new(rules: Vec<ReplicaRule>, budget: u64, hot: Option<super::hot::HotRule>) -> Self {
         Self {
-            rules,
+            rules: Rules {
+                of_flags: rules,
+                of_namespaces: RwLock::default(),
+            },
             budget,
             demand: hot.map(super::hot::Demand::new),
             held: Mutex::default(),
@@ -153,10 +160,9 @@ impl Replicas {
         }
     }
 
-    /// How many members hold `key` (1: no replicas), by the rules and the hot keys its
-    /// `owner` lists.
-    pub fn count(&self, key: &str, owner: Option<&ClusterMember>) -> usize {
-        rasa_openapi::cluster::holder_count(key, &self.rules, owner)
+    /// Which keys have replicas.
+    pub fn rules(&self) -> &Rules {
+        &self.rules
     }
 
     /// The count of this member's keys' reads, when keys become hot by demand.
@@ -164,11 +170,11 @@ impl Replicas {
         self.demand.as_ref()
     }
 
-    /// As `key`'s owner: counts `n` reads of it (when keys become hot by demand and no
-    /// rule replicates it already).
+    /// As `key`'s owner (a key of the default namespace): counts `n` reads of it (when
+    /// keys become hot by demand and no rule replicates it already).
     pub fn demanded(&self, key: &str, n: u64) {
         if let Some(d) = &self.demand {
-            if rasa_openapi::cluster::replica_count(key, &self.rules) == 1 {
+            if rasa_openapi::cluster::replica_count(None, key, &self.rules.of_flags) == 1 {
                 d.read(key, n);
             }
         }
@@ -308,6 +314,42 @@ impl Replicas {
     }
 }
 
+/// Which keys have replicas: `--cluster-replicas`'s rules (the default namespace's) and
+/// the namespaces file's (`replicas=`, replaced each time the file is read).
+#[derive(Debug)]
+pub struct Rules {
+    of_flags: Vec<ReplicaRule>,
+    of_namespaces: RwLock<Vec<ReplicaRule>>,
+}
+
+impl Rules {
+    /// How many members hold `key` of namespace `ns` (`None`: the default one; 1: no
+    /// replicas), by the rules and the hot keys its `owner` lists.
+    pub fn count(&self, ns: Option<&str>, key: &str, owner: Option<&ClusterMember>) -> usize {
+        match ns {
+            None => rasa_openapi::cluster::holder_count(None, key, &self.of_flags, owner),
+            Some(_) => {
+                let rules = self.of_namespaces.read().unwrap_or_else(|e| e.into_inner());
+                rasa_openapi::cluster::holder_count(ns, key, &rules, owner)
+            }
+        }
+    }
+
+    /// Every rule in force: `--cluster-replicas`'s, then the namespaces file's.
+    pub fn all(&self) -> Vec<ReplicaRule> {
+        let named = self.of_namespaces.read().unwrap_or_else(|e| e.into_inner());
+        self.of_flags.iter().chain(named.iter()).cloned().collect()
+    }
+
+    /// The namespaces file's rules, as it was read (again).
+    pub fn set_namespaces(&self, rules: Vec<ReplicaRule>) {
+        *self
+            .of_namespaces
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = rules;
+    }
+}
+
 /// The members holding `key` when `n` do (its first `n` in placement order), by
 /// `cluster`'s view.
 pub fn holders(cluster: &Cluster, key: &str, n: usize) -> Vec<ClusterMember> {
@@ -348,14 +390,29 @@ mod tests {
     fn replicas_stay_within_their_budget_and_a_revocation_frees_them() {
         let r = Replicas::new(
             vec![ReplicaRule {
+                namespace: None,
                 prefix: "ckpt/".into(),
                 count: 3,
             }],
             100,
             None,
         );
-        assert_eq!(r.count("ckpt/a", None), 3);
-        assert_eq!(r.count("other", None), 1);
+        assert_eq!(r.rules().count(None, "ckpt/a", None), 3);
+        assert_eq!(r.rules().count(None, "other", None), 1);
+        assert_eq!(
+            r.rules().count(Some("train"), "ckpt/a", None),
+            1,
+            "another namespace"
+        );
+        r.rules().set_namespaces(vec![ReplicaRule {
+            namespace: Some("train".into()),
+            prefix: String::new(),
+            count: 2,
+        }]);
+        assert_eq!(r.rules().count(Some("train"), "other", None), 2);
+        assert_eq!(r.rules().count(Some("web"), "other", None), 1);
+        assert_eq!(r.rules().count(None, "other", None), 1);
+        assert_eq!(r.rules().all().len(), 2);
         assert!(r.room_for("ckpt/a", 60));
         assert_eq!(r.keep("ckpt/a", 0, replica(1, 60)), Kept::Replacing(None));
         assert!(!r.room_for("ckpt/b", 60), "60 + 60 > 100");

@@ -9,12 +9,13 @@ use rasa_openapi::ClusterMember;
 use super::replicas::{is_replica, REPLICA_PATH};
 use super::Peers;
 
-/// `key`'s owner when this member is one of the key's replicas by its view (`None`: the
-/// key has no replicas, or this member is not one of them).
-pub fn owner_of_replica(peers: &Peers, key: &str) -> Option<ClusterMember> {
+/// The owner of `key` of namespace `ns` (`None`: the default one) when this member is one
+/// of the key's replicas by its view (`None`: the key has no replicas, or this member is
+/// not one of them).
+pub fn owner_of_replica(peers: &Peers, ns: Option<&str>, key: &str) -> Option<ClusterMember> {
     let replicas = peers.near()?.replicas()?;
     let owner = peers.cluster().owner(key)?;
-    let n = replicas.count(key, Some(&owner));
+    let n = replicas.rules().count(ns, key, Some(&owner));
     is_replica(peers.cluster(), key, n).then_some(owner)
 }
 
@@ -39,23 +40,27 @@ pub fn read_at_replica(peers: &Peers, key: &str) {
     }
 }
 
-/// Whether a replica of `key` copied from the owner `owner_tag` may still be held here:
-/// this member is still one of the key's replicas, and that owner still owns it.
-pub fn still_replica(peers: &Peers, key: &str, owner_tag: u64) -> bool {
-    owner_of_replica(peers, key).is_some_and(|o| super::peers::tag_of(&o) == owner_tag)
+/// Whether a replica of the key `name` names ([`super::scope`]) copied from the owner
+/// `owner_tag` may still be held here: this member is still one of the key's replicas,
+/// and that owner still owns it.
+pub fn still_replica(peers: &Peers, name: &str, owner_tag: u64) -> bool {
+    let (ns, key) = super::scope::split(name);
+    owner_of_replica(peers, ns, key).is_some_and(|o| super::peers::tag_of(&o) == owner_tag)
 }
 
 /// Longest wait for a replica to take an owner's word that a key was written.
 const NUDGE_WITHIN: Duration = Duration::from_secs(2);
 
-/// As the owner, after a write of `key` was published: tells the key's replicas to copy
-/// it now, in the background (a replica that does not hear it copies the key at its next
-/// read).
-pub fn nudge(peers: &Arc<Peers>, key: &str) {
+/// As the owner, after a write of `key` of namespace `ns` was published: tells the key's
+/// replicas to copy it now, in the background (a replica that does not hear it copies the
+/// key at its next read).
+pub fn nudge(peers: &Arc<Peers>, ns: Option<&str>, key: &str) {
     let Some(replicas) = replicas_of(peers) else {
         return;
     };
-    let n = replicas.count(key, peers.cluster().owner(key).as_ref());
+    let n = replicas
+        .rules()
+        .count(ns, key, peers.cluster().owner(key).as_ref());
     if n < 2 || !peers.owns(key) {
         return;
     }
@@ -64,7 +69,8 @@ pub fn nudge(peers: &Arc<Peers>, key: &str) {
         .into_iter()
         .filter(|m| m.node_id != me)
         .collect();
-    let (peers, body) = (Arc::clone(peers), format!("{key}\n"));
+    let name = super::scope::scoped(ns, key);
+    let (peers, body) = (Arc::clone(peers), format!("{name}\n"));
     tokio::spawn(async move {
         let sends = others.iter().map(|m| {
             let url = format!("{}{REPLICA_PATH}", m.url.trim_end_matches('/'));

@@ -58,10 +58,22 @@ pub async fn get_cluster(
     Ok(json_response(StatusCode::OK, &view(&st)))
 }
 
-/// The members now; for a single gateway, `enabled: false` and none.
+/// The members now, and the replica rules in force (the namespaces file's too); for a
+/// single gateway, `enabled: false` and none.
 pub(crate) fn view(st: &AppState) -> ClusterView {
+    let reps = st
+        .peers
+        .as_ref()
+        .and_then(|p| p.near())
+        .and_then(|n| n.replicas());
     match st.cluster() {
-        Some(cluster) => cluster.snapshot(),
+        Some(cluster) => {
+            let mut view = cluster.snapshot();
+            if let Some(reps) = reps {
+                view.replicas = reps.rules().all();
+            }
+            view
+        }
         None => ClusterView {
             enabled: false,
             name: String::new(),
@@ -102,13 +114,8 @@ pub async fn revoke_near(
     let keys = std::str::from_utf8(&body)
         .map_err(|_| ApiError::InvalidRequest("the list of keys is not UTF-8".to_owned()))?;
     if let Some(near) = peers.near() {
-        let dropped = near.revoke(keys.lines());
-        if !dropped.is_empty() {
-            let objects = st.objects_of(None)?;
-            for (key, version) in dropped {
-                objects.replicas().drop_copy(&key, version);
-            }
-        }
+        // Keys as the protocol names them (`cluster::scope`): a namespace's replicas too.
+        super::replica::drop_copies(&st, near.revoke(keys.lines()));
     }
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -77,8 +77,10 @@ pub async fn batch_descriptors(
     st.config.check_batch_keys(req.keys.len())?;
     let mut results: Vec<Option<DescriptorResult>> = req.keys.iter().map(|_| None).collect();
     // Keys this member holds replicas of are resolved here, from the replicas.
-    let replicas = match (fanout::cluster_wide(&st, &headers), &st.peers, &ns) {
-        (Some(_), Some(peers), None) => super::replica::held_here(&st, peers, &req.keys).await,
+    let replicas = match (fanout::cluster_wide(&st, &headers), &st.peers) {
+        (Some(_), Some(peers)) => {
+            super::replica::held_here(&st, peers, ns.as_ref(), &req.keys).await
+        }
         _ => Vec::new(),
     };
     let replica = |i: usize| replicas.get(i).copied().flatten();

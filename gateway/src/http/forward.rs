@@ -74,7 +74,7 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
     };
     // A replicated key's replica serves it from its own memory.
     let req = match super::replica::at_replica(&st, peers, &key, &owner, req).await {
-        Ok(here) => return replica_answer(peers, &key, next.run(here).await),
+        Ok(here) => return replica_answer(peers, &key, read, next.run(here).await),
         Err(req) => req,
     };
     // Near copies are tied to the owner this route names.
@@ -181,10 +181,13 @@ fn counted(peers: &Peers, key: &str, read: bool, resp: Response) -> Response {
 }
 
 /// An answer a replica served: marked (`Rasa-Replica: hit`) and counted (in the metric,
-/// and towards the key's demand, which the replica reports to the owner).
-fn replica_answer(peers: &Peers, key: &str, mut resp: Response) -> Response {
+/// and, a `read` of the default namespace, towards the key's demand, which the replica
+/// reports to the owner).
+fn replica_answer(peers: &Peers, key: &str, read: bool, mut resp: Response) -> Response {
     if resp.status().is_success() {
-        crate::cluster::replicate::read_at_replica(peers, key);
+        if read {
+            crate::cluster::replicate::read_at_replica(peers, key);
+        }
         crate::catalog::CLUSTER_REPLICA_READS.counter().increment(1);
         resp.headers_mut().insert(
             crate::cluster::replicas::REPLICA_HEADER,

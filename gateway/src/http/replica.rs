@@ -20,6 +20,7 @@ use crate::cluster::peers::tag_of;
 use crate::cluster::replicas::{
     Kept, Replica, Replicas, CHECKSUM_HEADER, REPLICA_LEASE, REPLICA_PATH,
 };
+use crate::cluster::scope::scoped;
 use crate::cluster::{replicate, Peers};
 use crate::objects::Objects;
 
@@ -37,13 +38,17 @@ const READS_HEADER: &str = "rasa-replica-reads";
 /// Longest wait for an owner's frame to arrive.
 const COPY_WITHIN: Duration = Duration::from_secs(30);
 
+/// Query parameter of the owner's frame route: the key's namespace (absent: the default
+/// one).
+const NS_QUERY: &str = "ns";
+
 /// Longest list of keys one nudge names.
 const MOST_NUDGED: usize = 64 << 10;
 
-/// A read of `key` (owned by `owner`) this member serves as one of the key's replicas:
-/// `Ok` with the request marked to be served here from the replica's version, or `Err`
-/// with the request untouched (not a replicated key, not one of its holders, not a plain
-/// read of the default namespace, or no copy could be made: it goes to the owner).
+/// A read of `key` (owned by `owner`, of the request's namespace) this member serves as
+/// one of the key's replicas: `Ok` with the request marked to be served here from the
+/// replica's version, or `Err` with the request untouched (not a replicated key, not one
+/// of its holders, not a plain read, or no copy could be made: it goes to the owner).
 pub(crate) async fn at_replica(
     st: &AppState,
     peers: &Arc<Peers>,
@@ -58,15 +63,16 @@ pub(crate) async fn at_replica(
     let readable = matches!(*req.method(), Method::GET | Method::HEAD)
         && (path.starts_with("/v1/objects/")
             || (path.starts_with("/v1/descriptors/") && req.method() == Method::GET))
-        && req.uri().query().is_none()
-        && req.extensions().get::<super::NamespaceName>().is_none();
-    if !readable || replicate::owner_of_replica(peers, key).is_none() {
+        && req.uri().query().is_none();
+    let named = req.extensions().get::<super::NamespaceName>().cloned();
+    let ns = named.as_ref().map(|n| &*n.0);
+    if !readable || replicate::owner_of_replica(peers, ns, key).is_none() {
         return Err(req);
     }
-    let Ok(objects) = st.objects_of(None) else {
+    let Ok(objects) = st.objects_of(named.as_ref()) else {
         return Err(req);
     };
-    match copy(peers, reps, &objects, key, owner).await {
+    match copy(st, (peers, reps), &objects, (ns, key), owner).await {
         Some(version) => {
             req.extensions_mut().insert(ReplicaRead(version));
             Ok(req)
@@ -75,79 +81,106 @@ pub(crate) async fn at_replica(
     }
 }
 
-/// For each of `keys` (a batch of the default namespace): the version of it this member
-/// serves as one of its replicas (copied now when needed), or `None` (not a replicated
-/// key, not one of its holders, no copy: its owner answers for it).
+/// For each of `keys` (a batch of namespace `ns`, `None`: the default one): the version
+/// of it this member serves as one of its replicas (copied now when needed), or `None`
+/// (not a replicated key, not one of its holders, no copy: its owner answers for it).
 pub(crate) async fn held_here(
     st: &AppState,
     peers: &Arc<Peers>,
+    ns: Option<&super::NamespaceName>,
     keys: &[String],
 ) -> Vec<Option<u64>> {
     let none = || keys.iter().map(|_| None).collect();
     let Some(reps) = peers.near().and_then(|n| n.replicas()) else {
         return none();
     };
-    let Ok(objects) = st.objects_of(None) else {
+    let Ok(objects) = st.objects_of(ns) else {
         return none();
     };
+    let ns = ns.map(|n| &*n.0);
     let each = keys.iter().map(|key| {
         let objects = &objects;
         async move {
             if crate::key::validate(key).is_err() {
                 return None;
             }
-            let owner = replicate::owner_of_replica(peers, key)?;
-            let version = copy(peers, reps, objects, key, &owner).await?;
+            let owner = replicate::owner_of_replica(peers, ns, key)?;
+            let version = copy(st, (peers, reps), objects, (ns, key), &owner).await?;
             crate::catalog::CLUSTER_REPLICA_READS.counter().increment(1);
-            reps.served(key);
+            if ns.is_none() {
+                reps.served(key);
+            }
             Some(version)
         }
     });
     futures_util::future::join_all(each).await
 }
 
+/// A key of a namespace (`None`: the default one).
+type InNs<'k> = (Option<&'k str>, &'k str);
+
 /// The version of `key` to serve from this member's replica: held and leased (renewed in
 /// the background once half the lease is gone), renewed (a `304` from the owner), or
 /// copied now — one copy of a key at a time.
 async fn copy(
-    peers: &Arc<Peers>,
-    reps: &Replicas,
+    st: &AppState,
+    (peers, reps): (&Arc<Peers>, &Replicas),
     objects: &Arc<Objects>,
-    key: &str,
+    (ns, key): InNs<'_>,
     owner: &ClusterMember,
 ) -> Option<u64> {
     let tag = tag_of(owner);
+    let name = scoped(ns, key);
     let live = |reps: &Replicas| {
-        reps.live(key, tag)
+        reps.live(&name, tag)
             .filter(|(v, _)| objects.replicas().holds(key, *v))
     };
     if let Some((v, until)) = live(reps) {
         if until.saturating_duration_since(Instant::now()) < REPLICA_LEASE / 2 {
-            renew_behind(peers, objects, key, owner);
+            renew_behind(peers, objects, (ns, key), owner);
         }
         return Some(v);
     }
-    let entry = reps.pulls.enter(key);
+    let entry = reps.pulls.enter(&name);
     let _one = entry.value().lock().await;
     if let Some((v, _)) = live(reps) {
         return Some(v);
     }
-    refresh(peers, reps, objects, key, owner).await
+    // The replicas this member no longer serves go first.
+    drop_copies(st, reps.sweep(|k, t| replicate::still_replica(peers, k, t)));
+    refresh(peers, reps, objects, (ns, key), owner).await
+}
+
+/// Drops from memory the replicas `dropped` names (by [`scoped`] key, and version), each
+/// from its namespace's store (of a namespace gone since: nothing to drop).
+pub(crate) fn drop_copies(st: &AppState, dropped: Vec<(String, u64)>) {
+    for (name, version) in dropped {
+        let (ns, key) = crate::cluster::scope::split(&name);
+        let ns = ns.map(|n| super::NamespaceName(Arc::from(n)));
+        if let Ok(objects) = st.objects_of(ns.as_ref()) {
+            objects.replicas().drop_copy(key, version);
+        }
+    }
 }
 
 /// Renews `key`'s replica in the background, unless a copy of it is under way.
-fn renew_behind(peers: &Arc<Peers>, objects: &Arc<Objects>, key: &str, owner: &ClusterMember) {
+fn renew_behind(
+    peers: &Arc<Peers>,
+    objects: &Arc<Objects>,
+    (ns, key): InNs<'_>,
+    owner: &ClusterMember,
+) {
     let (peers, objects) = (Arc::clone(peers), Arc::clone(objects));
-    let (key, owner) = (key.to_owned(), owner.clone());
+    let (ns, key, owner) = (ns.map(str::to_owned), key.to_owned(), owner.clone());
     tokio::spawn(async move {
         let Some(reps) = peers.near().and_then(|n| n.replicas()) else {
             return;
         };
-        let entry = reps.pulls.enter(&key);
+        let entry = reps.pulls.enter(&scoped(ns.as_deref(), &key));
         let Ok(_one) = entry.value().try_lock() else {
             return;
         };
-        refresh(&peers, reps, &objects, &key, &owner).await;
+        refresh(&peers, reps, &objects, (ns.as_deref(), &key), &owner).await;
     });
 }
 
@@ -157,28 +190,26 @@ async fn refresh(
     peers: &Peers,
     reps: &Replicas,
     objects: &Objects,
-    key: &str,
+    (ns, key): InNs<'_>,
     owner: &ClusterMember,
 ) -> Option<u64> {
-    for (k, v) in reps.sweep(|k, t| replicate::still_replica(peers, k, t)) {
-        objects.replicas().drop_copy(&k, v);
-    }
     let tag = tag_of(owner);
+    let name = scoped(ns, key);
     let (mut got, mut copied) = (None, false);
     for _ in 0..3 {
-        let ticket = reps.ticket(key);
+        let ticket = reps.ticket(&name);
         let held = reps
-            .held_from(key, tag)
+            .held_from(&name, tag)
             .filter(|r| objects.replicas().holds(key, r.version));
-        got = ask_owner(peers, reps, objects, key, owner, held).await;
+        got = ask_owner(peers, reps, objects, (ns, key), owner, held).await;
         copied |= got.is_some() && held.is_none_or(|r| Some(r.version) != got);
         match got {
-            Some(_) if reps.live(key, tag).is_some() => break,
+            Some(_) if reps.live(&name, tag).is_some() => break,
             // Copied, its lease over on the way: renewed now (a `304`).
             Some(_) => got = None,
             // A revocation of the key came meanwhile (perhaps a late one, for the version
             // before): asked once more.
-            None if reps.ticket(key) != ticket => {}
+            None if reps.ticket(&name) != ticket => {}
             None => break,
         }
     }
@@ -199,15 +230,19 @@ async fn ask_owner(
     peers: &Peers,
     reps: &Replicas,
     objects: &Objects,
-    key: &str,
+    (ns, key): InNs<'_>,
     owner: &ClusterMember,
     held: Option<Replica>,
 ) -> Option<u64> {
-    let url = format!(
+    let mut url = format!(
         "{}{REPLICA_PATH}/{}",
         owner.url.trim_end_matches('/'),
         crate::key::to_path(key)
     );
+    if let Some(ns) = ns {
+        url.push_str(&format!("?{NS_QUERY}={ns}"));
+    }
+    let name = scoped(ns, key);
     let url = reqwest::Url::parse(&url).ok()?;
     let covered = crate::cluster::secret::HopBody::Empty;
     let mut headers = peers.hop_headers(&owner.node_id, &Method::GET, &url, &covered);
@@ -218,11 +253,11 @@ async fn ask_owner(
     if let Some(r) = held {
         headers.insert(header::IF_NONE_MATCH, HeaderValue::from(r.version));
     }
-    let served = reps.take_served(key);
+    let served = reps.take_served(&name);
     if served > 0 {
         headers.insert(READS_HEADER, HeaderValue::from(served));
     }
-    let ticket = reps.ticket(key);
+    let ticket = reps.ticket(&name);
     let sent = Instant::now();
     let asked = peers.client().get(url).headers(headers).send();
     let resp = match tokio::time::timeout(COPY_WITHIN, asked).await {
@@ -249,7 +284,7 @@ async fn ask_owner(
     };
     if resp.status() == StatusCode::NOT_MODIFIED {
         let r = held?;
-        let kept = reps.keep(key, ticket, replica(r.version, r.bytes));
+        let kept = reps.keep(&name, ticket, replica(r.version, r.bytes));
         if kept == Kept::Revoked {
             return failed(key, owner, &format!("revoked (took {took:?})"));
         }
@@ -264,7 +299,7 @@ async fn ask_owner(
         number(CHECKSUM_HEADER)?,
     );
     let size = resp.content_length()?;
-    let Some(_room) = reps.reserve(key, size) else {
+    let Some(_room) = reps.reserve(&name, size) else {
         tracing::debug!(
             key,
             size,
@@ -281,7 +316,7 @@ async fn ask_owner(
         tracing::warn!(key, owner = %owner.node_id, error = %e, "a replica's copy was refused");
     }
     let version = adopted.ok()?.version().0;
-    match reps.keep(key, ticket, replica(version, frame.len() as u64)) {
+    match reps.keep(&name, ticket, replica(version, frame.len() as u64)) {
         Kept::Replacing(Some(old)) => objects.replicas().drop_copy(key, old),
         Kept::Replacing(None) => {}
         Kept::Revoked => {
@@ -315,6 +350,8 @@ pub async fn frame(State(st): State<AppState>, req: Request) -> Result<Response,
         });
     }
     let key = key_from_uri(req.uri().path(), &format!("{REPLICA_PATH}/"))?;
+    let ns = namespace_asked(&req)?;
+    let name = scoped(ns.as_ref().map(|n| &*n.0), &key);
     let holder = req
         .headers()
         .get(WANT_HEADER)
@@ -334,18 +371,21 @@ pub async fn frame(State(st): State<AppState>, req: Request) -> Result<Response,
         .headers()
         .get(READS_HEADER)
         .and_then(|v| v.to_str().ok());
-    if let (Some(reps), Some(n)) = (near.replicas(), reads.and_then(|n| n.parse::<u64>().ok())) {
+    let reads = reads
+        .and_then(|n| n.parse::<u64>().ok())
+        .filter(|_| ns.is_none());
+    if let (Some(reps), Some(n)) = (near.replicas(), reads) {
         reps.demanded(&key, n);
     }
     // Recorded before the key is looked up: a write from now on revokes it.
-    if !near.grant_for(&key, holder, REPLICA_LEASE) {
+    if !near.grant_for(&name, holder, REPLICA_LEASE) {
         return Ok(refused(
             StatusCode::SERVICE_UNAVAILABLE,
             ProblemCode::Unavailable,
             "a write of the key is under way",
         ));
     }
-    let v = st.objects_of(None)?.replicas().source(&key).await?;
+    let v = st.objects_of(ns.as_ref())?.replicas().source(&key).await?;
     let version = v.version().0;
     let same = req
         .headers()
@@ -367,6 +407,19 @@ pub async fn frame(State(st): State<AppState>, req: Request) -> Result<Response,
     Ok(resp)
 }
 
+/// The namespace a request to the frame route names (`?ns=NAME`; none: the default one).
+fn namespace_asked(req: &Request) -> Result<Option<super::NamespaceName>, ApiError> {
+    let Some(query) = req.uri().query() else {
+        return Ok(None);
+    };
+    let ns = query
+        .split('&')
+        .find_map(|p| p.strip_prefix(NS_QUERY)?.strip_prefix('='))
+        .ok_or_else(|| ApiError::InvalidRequest(format!("unknown query: {query}")))?;
+    crate::key::check_namespace(ns).map_err(|e| ApiError::InvalidRequest(e.to_string()))?;
+    Ok(Some(super::NamespaceName(Arc::from(ns))))
+}
+
 /// `POST /v1/cluster/replica`, a member's internal route: the owner of the keys in the
 /// body (one a line) wrote them; this member, when it is one of their replicas, copies
 /// them now (in the background). `202`; only another member may ask (`403`).
@@ -375,20 +428,29 @@ pub async fn nudge(State(st): State<AppState>, req: Request) -> Result<Response,
     let body = axum::body::to_bytes(req.into_body(), MOST_NUDGED)
         .await
         .map_err(|e| ApiError::InvalidRequest(format!("the list of keys: {e}")))?;
-    let keys: Vec<String> = std::str::from_utf8(&body)
+    // Each line a key as the protocol names it (`scope`): of its namespace, if one is
+    // served here.
+    let keys: Vec<(Option<super::NamespaceName>, String)> = std::str::from_utf8(&body)
         .map_err(|_| ApiError::InvalidRequest("the list of keys is not UTF-8".to_owned()))?
         .lines()
-        .filter(|k| crate::key::validate(k).is_ok())
-        .map(str::to_owned)
+        .map(crate::cluster::scope::split)
+        .filter(|(ns, k)| {
+            crate::key::validate(k).is_ok()
+                && ns.is_none_or(|n| crate::key::check_namespace(n).is_ok())
+        })
+        .map(|(ns, k)| (ns.map(|n| super::NamespaceName(Arc::from(n))), k.to_owned()))
         .collect();
-    let objects = st.objects_of(None)?;
     tokio::spawn(async move {
         let Some(reps) = peers.near().and_then(|n| n.replicas()) else {
             return;
         };
-        for key in keys {
-            if let Some(owner) = replicate::owner_of_replica(&peers, &key) {
-                copy(&peers, reps, &objects, &key, &owner).await;
+        for (named, key) in keys {
+            let Ok(objects) = st.objects_of(named.as_ref()) else {
+                continue;
+            };
+            let ns = named.as_ref().map(|n| &*n.0);
+            if let Some(owner) = replicate::owner_of_replica(&peers, ns, &key) {
+                copy(&st, (&peers, reps), &objects, (ns, &key), &owner).await;
             }
         }
     });

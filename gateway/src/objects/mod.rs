@@ -75,6 +75,9 @@ pub struct Objects {
     order: order::KeyOrder,
     /// In a cluster, the other members: versions are tied to their key's owner.
     peers: Option<Arc<crate::cluster::Peers>>,
+    /// The namespace served, when not the default one: how the near-copy and replica
+    /// protocols name its keys ([`crate::cluster::scope`]).
+    namespace: Option<Arc<str>>,
 }
 
 impl Objects {
@@ -95,6 +98,7 @@ impl Objects {
             write_policy,
             order: order::KeyOrder::default(),
             peers,
+            namespace: None,
         })
     }
 
@@ -252,7 +256,7 @@ impl Objects {
             v.origin.touch();
         }
         // No near copy serves what this replaces once it is published.
-        let _near = near_before(self.peers.as_ref(), &key).await;
+        let _near = near_before(self.peers.as_ref(), &scoped(self, &key)).await;
         self.still_owner(&key)?;
         let on_disk = self.only_on_disk(&key).await?;
         let stored = self
@@ -266,8 +270,8 @@ impl Objects {
             let (tag, at) = crate::cluster::tie_now(p, &key);
             stored.origin.tie(tag, at); // written under the owner now
             tracing::debug!(key, version = %stored.version(), tie = stored.origin.tied(), "published");
-            near_after(p, &key).await;
-            crate::cluster::replicate::nudge(p, &key);
+            near_after(p, &scoped(self, &key)).await;
+            crate::cluster::replicate::nudge(p, self.namespace.as_deref(), &key);
         }
         Ok(stored)
     }
@@ -285,7 +289,7 @@ impl Objects {
             done?;
         }
         // No near copy serves what this deletes once it is gone.
-        let _near = near_before(self.peers.as_ref(), key).await;
+        let _near = near_before(self.peers.as_ref(), &scoped(self, key)).await;
         self.still_owner(key)?;
         let on_disk = self.only_on_disk(key).await?;
         let removed = self.store.delete(key, Self::with_disk(&check, on_disk))?;
@@ -296,7 +300,7 @@ impl Objects {
             (None, _) => {}
         }
         if let Some(p) = &self.peers {
-            near_after(p, key).await;
+            near_after(p, &scoped(self, key)).await;
         }
         Ok(removed)
     }
@@ -331,6 +335,11 @@ impl Objects {
         self.precheck(key, check).await?;
         Ok(Some((origin, turn)))
     }
+}
+
+/// How the near-copy and replica protocols name `key` of the namespace `objects` serves.
+fn scoped<'k>(objects: &Objects, key: &'k str) -> std::borrow::Cow<'k, str> {
+    crate::cluster::scope::scoped(objects.namespace.as_deref(), key)
 }
 
 /// Before a write of `key` is published: its near copies revoked, and none granted until

@@ -1,6 +1,6 @@
-//! A cluster of real gateway processes on a real etcd (and s3s-fs as the origin):
-//! membership, placement, forwarding and redirects, one S3 fetch per key for the whole
-//! cluster, filling from the previous owner after a join; failures are in [`failures`].
+//! A cluster of real gateway processes on a real etcd (and s3s-fs as the origin): members,
+//! placement, forwarding, redirects, one S3 fetch per key for the whole cluster, filling
+//! from the previous owner after a join; failures are in [`failures`].
 
 mod batch;
 mod chained;
@@ -15,6 +15,7 @@ mod outcome;
 mod proof;
 mod records;
 mod replicas;
+mod replicas_ns;
 mod s3;
 mod secure;
 mod shrunk;
@@ -55,8 +56,7 @@ pub(super) fn fleet(
         .collect()
 }
 
-/// Three members `g1`–`g3` of a new cluster (named after `tag`) sharing a secret, each
-/// with the flags `extra`.
+/// Three members `g1`–`g3` of a new cluster (after `tag`) sharing a secret, with `extra`.
 pub(super) fn secret_fleet(etcd: &Etcd, tag: &str, extra: &[&str]) -> Vec<Gateway> {
     let name = cluster_name(tag);
     let secret = proof::secret_file(tag, 0o600).display().to_string();

@@ -14,7 +14,8 @@ impl Namespaces {
     /// [`arena_size_for`] under `arena_size`, reclaimed every `tick`), memory only (no
     /// read-through origin); with `disk` (the default namespace's disk tier), a namespace
     /// with a disk quota gets a disk tier of its own beside it
-    /// ([`crate::store::disk::DiskConfig::for_namespace`]).
+    /// ([`crate::store::disk::DiskConfig::for_namespace`]). In a cluster, each namespace's
+    /// service reaches the members as the default one's does ([`of_namespace`]).
     pub fn load_beside(
         default: Arc<Objects>,
         (file, specs): (&Path, Vec<Spec>),
@@ -23,6 +24,8 @@ impl Namespaces {
         disk: Option<DiskConfig>,
     ) -> Result<Arc<Self>, NamespacesError> {
         let base = Arc::clone(default.store());
+        // In a cluster, a namespace's keys have the default namespace's owners.
+        let peers = default.peers.clone();
         let make: Maker = Box::new(move |spec: &Spec| {
             let mut config = *base.config();
             // Warm memory in the same share of its quota as the default's of --memory.
@@ -43,13 +46,26 @@ impl Namespaces {
             };
             let store = Arc::new(base.sibling(config, tier));
             tokio::spawn(Arc::clone(&store).run_reclaimer(tick));
-            Ok(Objects::new(
-                store,
-                None,
-                crate::origin::WritePolicy::CacheOnly,
-                None,
-            ))
+            Ok(of_namespace(&spec.name, store, peers.clone()))
         });
         Self::load(default, (file, specs), make)
     }
+}
+
+/// The service of the namespace `name` over `store` (memory only: no origin), in the
+/// cluster `peers` reach when given: its versions tied to their key's owner as the
+/// default namespace's, its writes revoking the replicas of their key.
+fn of_namespace(
+    name: &str,
+    store: Arc<crate::store::Store>,
+    peers: Option<Arc<crate::cluster::Peers>>,
+) -> Arc<Objects> {
+    Arc::new(Objects {
+        store,
+        origin: None,
+        write_policy: crate::origin::WritePolicy::CacheOnly,
+        order: crate::objects::order::KeyOrder::default(),
+        peers,
+        namespace: Some(Arc::from(name)),
+    })
 }

@@ -35,6 +35,9 @@ pub enum SpecError {
     /// A disk quota below [`super::MIN_DISK_QUOTA`].
     #[error("the disk quota of {0} is below the minimum of 2MiB")]
     DiskQuotaTooSmall(String),
+    /// A `replicas=` field that says no rule.
+    #[error("{0}")]
+    Replicas(String),
     /// A second line for the same namespace.
     #[error("{0} is listed twice")]
     Twice(String),

@@ -23,6 +23,10 @@ pub struct Spec {
     /// Bytes of the disk tier it may hold (with `--disk`; none: its evicted values are
     /// dropped).
     pub disk_quota: Option<u64>,
+    /// In a cluster, how many members hold its keys (`replicas=N`, or `replicas=PREFIX=N`
+    /// for the keys under PREFIX; the longest matching prefix wins): the key's owner and
+    /// N−1 replicas, as `--cluster-replicas` for the default namespace.
+    pub replicas: Vec<rasa_openapi::ReplicaRule>,
 }
 
 /// The smallest disk quota a namespace may have.
@@ -33,13 +37,15 @@ pub fn parse(text: &str) -> Result<Vec<Spec>, FileError> {
     let mut specs: Vec<Spec> = Vec::new();
     for (n, fields) in crate::credfile::lines(text) {
         let at = |why: SpecError| FileError::line(n, why);
-        let (name, quota, disk) = match fields[..] {
+        let (rules, sizes): (Vec<&str>, Vec<&str>) =
+            fields.iter().partition(|f| f.starts_with(REPLICAS));
+        let (name, quota, disk) = match sizes[..] {
             [name, quota] => (name, quota, None),
             [name, quota, disk] => (name, quota, Some(disk)),
             _ => {
                 return Err(FileError::Fields {
                     line: n,
-                    form: "NAME QUOTA [DISK_QUOTA]",
+                    form: "NAME QUOTA [DISK_QUOTA] [replicas=[PREFIX=]N ...]",
                     found: fields.len(),
                 })
             }
@@ -62,16 +68,52 @@ pub fn parse(text: &str) -> Result<Vec<Spec>, FileError> {
         if specs.iter().any(|s| s.name == name) {
             return Err(at(SpecError::Twice(name.to_owned())));
         }
+        let replicas = rules
+            .iter()
+            .map(|r| replica_rule(name, &r[REPLICAS.len()..]))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(at)?;
         specs.push(Spec {
             name: name.to_owned(),
             quota,
             disk_quota,
+            replicas,
         });
     }
     if specs.len() > MAX_NAMESPACES {
         return Err(FileError::Whole(Box::new(SpecError::TooMany(specs.len()))));
     }
     Ok(specs)
+}
+
+/// How a field of replicas begins.
+const REPLICAS: &str = "replicas=";
+
+/// The rule `N` or `PREFIX=N` (after `replicas=`) says for namespace `ns`.
+fn replica_rule(ns: &str, text: &str) -> Result<rasa_openapi::ReplicaRule, SpecError> {
+    let (prefix, n) = text.rsplit_once('=').unwrap_or(("", text));
+    let bad = |why: String| SpecError::Replicas(format!("replicas={text}: {why}"));
+    let count = n
+        .parse::<u32>()
+        .ok()
+        .filter(|n| (1..=16).contains(n))
+        .ok_or_else(|| bad("N is how many members hold a key, 1 to 16".into()))?;
+    if !prefix.is_empty() {
+        crate::key::validate(prefix).map_err(|e| bad(format!("the prefix is not a key: {e}")))?;
+    }
+    Ok(rasa_openapi::ReplicaRule {
+        namespace: Some(ns.to_owned()),
+        prefix: prefix.to_owned(),
+        count,
+    })
+}
+
+/// Every namespace's replica rules in `specs`.
+pub fn replica_rules(specs: &[Spec]) -> Vec<rasa_openapi::ReplicaRule> {
+    specs
+        .iter()
+        .flat_map(|s| s.replicas.iter().cloned())
+        .collect()
 }
 
 /// Reads and parses the namespaces file at `path`; the error names the file and line.

@@ -221,6 +221,11 @@ impl Namespaces {
                 }
             }
         }
+        // In a cluster, the namespaces' replicas follow the file.
+        let peers = self.default.objects.peers.as_ref();
+        if let Some(reps) = peers.and_then(|p| p.near()).and_then(|n| n.replicas()) {
+            reps.rules().set_namespaces(file::replica_rules(&specs));
+        }
         Ok(specs.len())
     }
 
