@@ -59,6 +59,34 @@ async fn get(gw: &Gateway) -> (u16, bool, String, Vec<u8>) {
     )
 }
 
+/// The descriptor at `path` asked of `gw` (the fleet's member `at`) names that member's
+/// own memory, and a one-sided read of it gets `version`'s `body`.
+pub(super) async fn one_sided_at(
+    gw: &Gateway,
+    at: usize,
+    path: &str,
+    (version, body): (&str, &[u8]),
+) {
+    let d: rasa_openapi::Descriptor = rasa_tests::http()
+        .get(gw.url(path))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(d.node_id.as_deref(), Some(format!("g{}", at + 1).as_str()));
+    assert_eq!(d.version, version);
+    assert!(d.addr.is_some() && d.rkey.is_some(), "{d:?}");
+    let read = sdk(&gw.base)
+        .versions()
+        .read_descriptor(&d, Instant::now())
+        .await
+        .unwrap_or_else(|e| panic!("one-sided read of {path} at g{}: {e}", at + 1));
+    assert_eq!(read.path, rasa_client::ReadPath::Fabric);
+    assert!(read.bytes.as_ref() == body);
+}
+
 async fn put(gw: &Gateway, body: &[u8]) -> String {
     let r = rasa_tests::http()
         .put(gw.url(&format!("/v1/objects/{KEY}")))
@@ -85,26 +113,8 @@ async fn a_replicated_key_is_served_from_each_holders_own_memory() {
             rank > 0,
             "holder {rank} (0: the owner) served by a replica"
         );
-        // The descriptor names the member asked: its own memory, read one-sided.
-        let d: rasa_openapi::Descriptor = rasa_tests::http()
-            .get(gws[at].url(&format!("/v1/descriptors/{KEY}")))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(d.node_id.as_deref(), Some(format!("g{}", at + 1).as_str()));
-        assert_eq!(d.version, version);
-        assert!(d.addr.is_some() && d.rkey.is_some(), "{d:?}");
-        let c = sdk(&gws[at].base);
-        let read = c
-            .versions()
-            .read_descriptor(&d, Instant::now())
-            .await
-            .unwrap_or_else(|e| panic!("one-sided read of holder {rank}'s replica: {e}"));
-        assert_eq!(read.path, rasa_client::ReadPath::Fabric);
-        assert!(read.bytes.as_ref() == &body[..]);
+        let path = format!("/v1/descriptors/{KEY}");
+        one_sided_at(&gws[at], at, &path, (&version, &body)).await;
     }
     for &at in &order[1..] {
         assert!(metric(&gws[at], "rasa_cluster_replica_reads_total").await >= 2.0);

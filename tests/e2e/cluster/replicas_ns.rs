@@ -13,7 +13,7 @@ use rasa_openapi::ClusterView;
 use rasa_tests::etcd::Etcd;
 use rasa_tests::{metric, pattern, temp_dir, Gateway};
 
-use super::{all_see, kill, sdk};
+use super::{all_see, kill};
 
 const KEY: &str = "ckpt/shard-0";
 
@@ -79,23 +79,8 @@ async fn a_namespaces_replicated_key_is_served_by_every_holder_and_never_read_ol
         assert!(got == body, "wrong bytes at holder {rank}");
         assert_eq!(v, version, "every holder serves the owner's version id");
         assert_eq!(replica, rank > 0, "holder {rank} (0: the owner)");
-        let d: rasa_openapi::Descriptor = rasa_tests::http()
-            .get(gws[at].url(&format!("/v1/ns/hot/descriptors/{KEY}")))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(d.node_id.as_deref(), Some(format!("g{}", at + 1).as_str()));
-        assert_eq!(d.version, version);
-        let read = sdk(&gws[at].base)
-            .versions()
-            .read_descriptor(&d, Instant::now())
-            .await
-            .unwrap_or_else(|e| panic!("one-sided read of holder {rank}'s replica: {e}"));
-        assert_eq!(read.path, rasa_client::ReadPath::Fabric);
-        assert!(read.bytes.as_ref() == &body[..]);
+        let descriptor = format!("/v1/ns/hot/descriptors/{KEY}");
+        super::replicas::one_sided_at(&gws[at], at, &descriptor, (&version, &body)).await;
 
         let (status, replica, _, got) = get(&gws[at], &format!("/v1/objects/{KEY}")).await;
         assert_eq!(status, 200);
