@@ -36,11 +36,12 @@ async fn replica_cluster(tag: &str, extra: &[&str]) -> (Etcd, Vec<Gateway>, Vec<
 
 /// GET `KEY` at `gw`: status, whether a replica served it, its version, body.
 async fn get(gw: &Gateway) -> (u16, bool, String, Vec<u8>) {
-    let r = rasa_tests::http()
-        .get(gw.url(&format!("/v1/objects/{KEY}")))
-        .send()
-        .await
-        .unwrap();
+    get_at(gw, &format!("/v1/objects/{KEY}")).await
+}
+
+/// GET `path` at `gw`: status, whether a replica served it, its version, body.
+pub(super) async fn get_at(gw: &Gateway, path: &str) -> (u16, bool, String, Vec<u8>) {
+    let r = rasa_tests::http().get(gw.url(path)).send().await.unwrap();
     assert!(
         r.headers().get("rasa-near-lease").is_none(),
         "the owner's lease is not the client's"
@@ -51,12 +52,8 @@ async fn get(gw: &Gateway) -> (u16, bool, String, Vec<u8>) {
         .get("rasa-version")
         .map(|v| v.to_str().unwrap().to_owned())
         .unwrap_or_default();
-    (
-        r.status().as_u16(),
-        replica,
-        version,
-        r.bytes().await.unwrap().to_vec(),
-    )
+    let status = r.status().as_u16();
+    (status, replica, version, r.bytes().await.unwrap().to_vec())
 }
 
 /// The descriptor at `path` asked of `gw` (the fleet's member `at`) names that member's
@@ -88,14 +85,20 @@ pub(super) async fn one_sided_at(
 }
 
 async fn put(gw: &Gateway, body: &[u8]) -> String {
+    put_at(gw, &format!("/v1/objects/{KEY}"), body).await
+}
+
+/// PUT `body` at `path` through `gw` (answered `201`): the version.
+pub(super) async fn put_at(gw: &Gateway, path: &str, body: &[u8]) -> String {
     let r = rasa_tests::http()
-        .put(gw.url(&format!("/v1/objects/{KEY}")))
+        .put(gw.url(path))
         .body(body.to_vec())
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 201, "put {KEY}");
-    r.headers()["rasa-version"].to_str().unwrap().to_owned()
+    let (status, version) = (r.status(), r.headers().get("rasa-version").cloned());
+    assert_eq!(status, 201, "put {path}: {}", r.text().await.unwrap());
+    version.unwrap().to_str().unwrap().to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,34 +13,10 @@ use rasa_openapi::ClusterView;
 use rasa_tests::etcd::Etcd;
 use rasa_tests::{metric, pattern, temp_dir, Gateway};
 
+use super::replicas::{get_at as get, one_sided_at, put_at as put};
 use super::{all_see, kill};
 
 const KEY: &str = "ckpt/shard-0";
-
-/// GET `path` at `gw`: status, whether a replica served it, its version, body.
-async fn get(gw: &Gateway, path: &str) -> (u16, bool, String, Vec<u8>) {
-    let r = rasa_tests::http().get(gw.url(path)).send().await.unwrap();
-    let replica = r.headers().get("rasa-replica").is_some();
-    let version = r
-        .headers()
-        .get("rasa-version")
-        .map(|v| v.to_str().unwrap().to_owned())
-        .unwrap_or_default();
-    let status = r.status().as_u16();
-    (status, replica, version, r.bytes().await.unwrap().to_vec())
-}
-
-async fn put(gw: &Gateway, path: &str, body: &[u8]) -> String {
-    let r = rasa_tests::http()
-        .put(gw.url(path))
-        .body(body.to_vec())
-        .send()
-        .await
-        .unwrap();
-    let (status, version) = (r.status(), r.headers().get("rasa-version").cloned());
-    assert_eq!(status, 201, "put {path}: {}", r.text().await.unwrap());
-    version.unwrap().to_str().unwrap().to_owned()
-}
 
 async fn view(gw: &Gateway) -> ClusterView {
     let r = rasa_tests::http().get(gw.url("/v1/cluster")).send().await;
@@ -80,7 +56,7 @@ async fn a_namespaces_replicated_key_is_served_by_every_holder_and_never_read_ol
         assert_eq!(v, version, "every holder serves the owner's version id");
         assert_eq!(replica, rank > 0, "holder {rank} (0: the owner)");
         let descriptor = format!("/v1/ns/hot/descriptors/{KEY}");
-        super::replicas::one_sided_at(&gws[at], at, &descriptor, (&version, &body)).await;
+        one_sided_at(&gws[at], at, &descriptor, (&version, &body)).await;
 
         let (status, replica, _, got) = get(&gws[at], &format!("/v1/objects/{KEY}")).await;
         assert_eq!(status, 200);
