@@ -180,6 +180,21 @@ async fn traffic(gw: &Gateway, s3: &S3Server, token: Option<&str>) {
     assert_eq!(r.status(), 404);
 }
 
+/// A gateway reading through `s3` (prefix `pre`) whose figures stay still between requests:
+/// no warm-up, which faults spare memory in a step at a time in the background, so
+/// `memory.allocated_bytes` would move between the page's last poll and `/v1/stats`.
+fn still_gateway(s3: &S3Server, extra: &[&str]) -> Gateway {
+    let mut args = s3.gateway_args("pre");
+    args.extend(
+        ["--warm-memory", "0"]
+            .iter()
+            .chain(extra)
+            .map(|a| a.to_string()),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Gateway::start_with_s3(&args)
+}
+
 /// The page ran, showed figures, and wrote nothing to the console.
 fn assert_clean(page: &Loaded) {
     assert!(page.console().is_empty(), "console: {:?}", page.console());
@@ -187,7 +202,8 @@ fn assert_clean(page: &Loaded) {
 }
 
 /// Every figure the page shows is what `/v1/stats` says (totals do not move between the
-/// page's last poll and this request: only `/v1/stats` itself and `/ui` are called).
+/// page's last poll and this request: only `/v1/stats` itself and `/ui` are called, and
+/// no warm-up runs in the background).
 fn assert_figures_match(page: &Loaded, now: &Value) {
     let figures = page.figures();
     assert!(
@@ -214,9 +230,7 @@ fn assert_figures_match(page: &Loaded, now: &Value) {
 #[tokio::test]
 async fn the_status_page_shows_what_v1_stats_reports() {
     let s3 = S3Server::start();
-    let args = s3.gateway_args("pre");
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let gw = Gateway::start_with_s3(&args);
+    let gw = still_gateway(&s3, &[]);
     traffic(&gw, &s3, None).await;
     let url = gw.url("/ui");
     let page = tokio::task::spawn_blocking(move || load(&url, Duration::from_secs(5)))
@@ -238,10 +252,7 @@ async fn with_tokens_the_page_asks_for_one_then_shows_the_figures() {
     let file = dir.join("tokens");
     let admin = new_token(&file, "ops", "admin");
     let s3 = S3Server::start();
-    let mut args = s3.gateway_args("pre");
-    args.extend(["--token-file".into(), file.display().to_string()]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let gw = Gateway::start_with_s3(&args);
+    let gw = still_gateway(&s3, &["--token-file", &file.display().to_string()]);
     traffic(&gw, &s3, Some(&admin)).await;
 
     // No token: the form, no figures, and no request refused on the way (no console line).
