@@ -59,7 +59,7 @@ where
         let Some(topology) = client.inner.topology().await else {
             return op(client.clone()).await;
         };
-        let order = topology.order(key, !write);
+        let (order, _) = topology.order(key, !write);
         if order.is_empty() {
             return op(client.clone()).await; // no serving member: the seed serves it
         }

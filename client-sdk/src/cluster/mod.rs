@@ -12,6 +12,7 @@ use crate::stats::Counters;
 use crate::{Client, ClientBuilder, Error};
 
 mod calls;
+mod split;
 pub(crate) use calls::{on_owner, on_owner_write, per_owner, per_owner_write};
 
 /// How long a member that did not answer is tried last.
@@ -195,8 +196,10 @@ impl Topology {
     /// view no longer lists is safe; it is only asked when the view's members do not
     /// answer. For a `read` of a key with replicas, the key's holders come first, from the
     /// one this client reads the key from (by [`Topology::reader`]): each serves the key
-    /// from its own memory, so readers, and one reader's keys, spread over them.
-    fn order(&self, key: &str, read: bool) -> Vec<(String, Client)> {
+    /// from its own memory, so readers, and one reader's keys, spread over them. With the
+    /// order, how many of its first members are holders that are not suspects (at least
+    /// 1: a key without replicas has its owner).
+    fn order(&self, key: &str, read: bool) -> (Vec<(String, Client)>, usize) {
         let st = self.state.read().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         let placement = rasa_openapi::cluster::placement(key, &st.members);
@@ -215,9 +218,11 @@ impl Topology {
             owner,
         )
         .min(out.len());
+        let mut holding: Vec<String> = Vec::new();
         if read && holders > 1 {
             let hash = rasa_openapi::cluster::rendezvous_hash(key, &self.reader);
             out[..holders].rotate_left((hash % holders as u64) as usize);
+            holding = out[..holders].iter().map(|(id, _)| id.clone()).collect();
         }
         let departed: Vec<ClusterMember> =
             st.departed(now).map(|(_, d)| d.member.clone()).collect();
@@ -227,13 +232,17 @@ impl Topology {
             }
         }
         out.sort_by_key(|(id, _)| st.suspect(id, now));
-        out
+        let healthy = out
+            .iter()
+            .take_while(|(id, _)| holding.contains(id) && !st.suspect(id, now))
+            .count();
+        (out, healthy.max(1))
     }
 
     /// The member to send `key` to first (a `read`: for a key with replicas, the holder
     /// this client reads it from).
     pub(crate) fn first(&self, key: &str, read: bool) -> Option<Client> {
-        self.order(key, read).into_iter().next().map(|(_, c)| c)
+        self.order(key, read).0.into_iter().next().map(|(_, c)| c)
     }
 
     fn suspect(&self, node: &str) {
@@ -257,19 +266,30 @@ impl Topology {
         false
     }
 
-    /// `keys` grouped by the member each goes to first (indices into `keys`; for a
-    /// `read`, a key with replicas goes to the holder this client reads it from); `None`
-    /// when some key has no serving owner.
+    /// `keys` grouped by the member each goes to first (indices into `keys`); `None` when
+    /// some key has no serving owner. For a `read`, a key with replicas goes to the holder
+    /// with the fewest of the batch's keys so far (the one this client reads it from when
+    /// several have as few, [`split::balanced`]): a fleet loading a checkpoint in batches
+    /// loads from every holder evenly, not as its keys happen to hash.
     pub(crate) fn by_owner(&self, keys: &[&str], read: bool) -> Option<Vec<(Client, Vec<usize>)>> {
+        let orders: Vec<(Vec<(String, Client)>, usize)> =
+            keys.iter().map(|k| self.order(k, read)).collect();
+        let choices: Vec<Vec<&str>> = orders
+            .iter()
+            .map(|(o, holders)| o.iter().take(*holders).map(|(id, _)| id.as_str()).collect())
+            .collect();
+        if choices.iter().any(Vec::is_empty) {
+            return None;
+        }
         let mut groups: Vec<(Client, Vec<usize>)> = Vec::new();
-        for (i, k) in keys.iter().enumerate() {
-            let owner = self.first(k, read)?;
+        for (i, pick) in split::balanced(&choices).into_iter().enumerate() {
+            let member = &orders[i].0[pick].1;
             match groups
                 .iter_mut()
-                .find(|(c, _)| Arc::ptr_eq(&c.inner, &owner.inner))
+                .find(|(c, _)| Arc::ptr_eq(&c.inner, &member.inner))
             {
                 Some((_, idx)) => idx.push(i),
-                None => groups.push((owner, vec![i])),
+                None => groups.push((member.clone(), vec![i])),
             }
         }
         Some(groups)

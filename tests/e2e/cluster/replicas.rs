@@ -226,6 +226,70 @@ async fn the_sdk_spreads_its_readers_over_the_replicas_and_fails_over() {
     assert!(killed.elapsed() < CALL * 24);
 }
 
+/// One reader's batch of keys with replicas splits evenly over their holders: 30 keys
+/// owned by one member and held by three, read in one batch by one client, are served 10
+/// by each member from its own memory (its one-sided descriptors), not as the keys'
+/// hashes on the reader's name happen to fall (a fleet's load then waits for the holder
+/// that drew the most).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_readers_batch_splits_evenly_over_the_replicas() {
+    let (_etcd, gws, _) = replica_cluster("replica-split", &[]).await;
+    let keys = owned_by(&gws, 0, "ckpt/split-", 30).await;
+    let writer = sdk(&gws[0].base);
+    for (i, k) in keys.iter().enumerate() {
+        writer
+            .put(k, pattern(64 << 10, i as u64))
+            .await
+            .expect("a put");
+    }
+    let descriptors = || async {
+        let mut n = Vec::new();
+        for gw in &gws {
+            n.push(metric(gw, "rasa_descriptors_total{path=\"fabric\"}").await);
+        }
+        n
+    };
+    let before = descriptors().await;
+    let reader = sdk(&gws[1].base);
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    for (i, r) in reader
+        .many()
+        .get(&refs)
+        .await
+        .expect("a batch")
+        .into_iter()
+        .enumerate()
+    {
+        let o = r.unwrap_or_else(|e| panic!("{}: {e}", refs[i]));
+        assert!(
+            o.bytes.as_ref() == &pattern(64 << 10, i as u64)[..],
+            "{}",
+            refs[i]
+        );
+    }
+    let served: Vec<f64> = descriptors()
+        .await
+        .iter()
+        .zip(&before)
+        .map(|(a, b)| a - b)
+        .collect();
+    assert_eq!(
+        served, [10.0; 3],
+        "one-sided descriptors served by each member"
+    );
+    assert_eq!(reader.stats().fabric_reads, 30);
+}
+
+/// `n` keys under `prefix` that the fleet's member `at` owns.
+async fn owned_by(gws: &[Gateway], at: usize, prefix: &str, n: usize) -> Vec<String> {
+    let view: rasa_openapi::ClusterView = gws[at].get_json("/v1/cluster").await;
+    (0..)
+        .map(|i| format!("{prefix}{i}"))
+        .filter(|k| placement(k, &view.members)[0].url == gws[at].base)
+        .take(n)
+        .collect()
+}
+
 /// Replicas cost no more memory than configured: with `--cluster-replica-memory 3MiB`, a
 /// member holds replicas of 1 MiB values up to that and no further; reads of the keys it
 /// has no room for go to their owner, whole and right.
@@ -286,13 +350,7 @@ async fn a_load_goes_on_when_a_replica_is_killed_mid_load() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Arc;
     let (_etcd, gws, _) = replica_cluster("replica-midload", &[]).await;
-    let view: rasa_openapi::ClusterView = gws[0].get_json("/v1/cluster").await;
-    let owned_by_first = |k: &String| placement(k, &view.members)[0].url == gws[0].base;
-    let keys: Vec<String> = (0..)
-        .map(|i| format!("ckpt/load-{i}"))
-        .filter(owned_by_first)
-        .take(16)
-        .collect();
+    let keys = owned_by(&gws, 0, "ckpt/load-", 16).await;
     let writer = sdk(&gws[0].base);
     for (i, k) in keys.iter().enumerate() {
         writer
