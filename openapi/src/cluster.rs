@@ -89,7 +89,11 @@ pub struct ClusterMember {
 /// A key its owner found hot: read more often than `--cluster-hot-reads` per second.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct HotKey {
-    /// The key (of the default namespace).
+    /// The namespace of the key; absent: the default namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(example = "train")]
+    pub namespace: Option<String>,
+    /// The key.
     #[schema(example = "checkpoints/shard-0")]
     pub key: String,
     /// How many members hold it, its owner included (≥ 2).
@@ -146,9 +150,9 @@ pub fn replica_count(ns: Option<&str>, key: &str, rules: &[ReplicaRule]) -> usiz
         .map_or(1, |r| r.count.max(1) as usize)
 }
 
-/// How many members hold `key` of namespace `ns`: by `rules`, or (a key of the default
-/// namespace) by the list of hot keys of its `owner` (the first of its [`placement`],
-/// which callers have at hand), whichever names more.
+/// How many members hold `key` of namespace `ns`: by `rules`, or by the list of hot keys
+/// of its `owner` (the first of its [`placement`], which callers have at hand),
+/// whichever names more.
 pub fn holder_count(
     ns: Option<&str>,
     key: &str,
@@ -157,8 +161,11 @@ pub fn holder_count(
 ) -> usize {
     let by_rule = replica_count(ns, key, rules);
     let hot = owner
-        .filter(|_| ns.is_none())
-        .and_then(|o| o.hot.iter().find(|h| h.key == key))
+        .and_then(|o| {
+            o.hot
+                .iter()
+                .find(|h| h.key == key && h.namespace.as_deref() == ns)
+        })
         .map_or(1, |h| h.count.max(1) as usize);
     by_rule.max(hot)
 }

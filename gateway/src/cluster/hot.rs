@@ -1,6 +1,7 @@
 //! Keys hot by demand (`--cluster-hot-reads`): a key's owner counts its reads — HTTP
 //! reads and descriptors it serves, and the reads its replicas report when they renew
-//! their lease — over a window (`--cluster-hot-window`). A key read more often than the
+//! their lease — over a window (`--cluster-hot-window`), a namespace's keys by their
+//! [`super::scope`] name (each namespace's `a` its own key). A key read more often than the
 //! threshold is **promoted**: the owner lists it in its member record (`hot`), and every
 //! member and client then treats it as a key with replicas (`--cluster-hot-replicas`
 //! members hold it, [`rasa_openapi::cluster::holder_count`]). A hot key whose reads over
@@ -77,23 +78,24 @@ impl Demand {
         self.rule.window
     }
 
-    /// Counts `n` reads of `key`.
-    pub fn read(&self, key: &str, n: u64) {
+    /// Counts `n` reads of the key `name` names ([`super::scope::scoped`]).
+    pub fn read(&self, name: &str, n: u64) {
         if n == 0 {
             return;
         }
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = counts.get_mut(key) {
+        if let Some(c) = counts.get_mut(name) {
             *c += n;
         } else if counts.len() < MOST_COUNTED {
-            counts.insert(key.to_owned(), n);
+            counts.insert(name.to_owned(), n);
         }
     }
 
     /// Ends a window: keys read at least the threshold's rate in it become hot (the most
     /// read first, up to [`MOST_HOT`]), hot keys read less than half of it over this
-    /// window and the one before — or no longer owned here (`owns`) — stop being hot. The
-    /// change, when there is one.
+    /// window and the one before — or no longer owned here (`owns`, given the key without
+    /// its namespace: placement is by the key alone) — stop being hot. The change, when
+    /// there is one.
     pub fn close_window(&self, owns: impl Fn(&str) -> bool) -> Option<Change> {
         let counts = std::mem::take(&mut *self.counts.lock().unwrap_or_else(|e| e.into_inner()));
         let secs = self.rule.window.as_secs_f64();
@@ -105,12 +107,14 @@ impl Demand {
         hot.retain(|key, (_, last)| {
             let two = (*last + count(key)) as f64 / (2.0 * secs);
             *last = count(key);
-            two >= promote_at / 2.0 && owns(key)
+            two >= promote_at / 2.0 && owns(super::scope::split(key).1)
         });
         let demoted = before - hot.len();
         let mut rising: Vec<(&String, u64)> = counts
             .iter()
-            .filter(|(k, _)| !hot.contains_key(*k) && rate(k) >= promote_at && owns(k))
+            .filter(|(k, _)| {
+                !hot.contains_key(*k) && rate(k) >= promote_at && owns(super::scope::split(k).1)
+            })
             .map(|(k, c)| (k, *c))
             .collect();
         rising.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
@@ -123,9 +127,13 @@ impl Demand {
         (promoted + demoted > 0).then(|| Change {
             hot: hot
                 .iter()
-                .map(|(key, &(count, _))| HotKey {
-                    key: key.clone(),
-                    count,
+                .map(|(name, &(count, _))| {
+                    let (ns, key) = super::scope::split(name);
+                    HotKey {
+                        namespace: ns.map(str::to_owned),
+                        key: key.to_owned(),
+                        count,
+                    }
                 })
                 .collect(),
             promoted,
@@ -243,6 +251,30 @@ mod tests {
         d.read("a", 100);
         let c = d.close_window(|_| false).expect("a demotion");
         assert_eq!((c.hot.len(), c.demoted), (0, 1));
+    }
+
+    /// A namespace's key is counted apart from the default namespace's key of the same
+    /// text, listed with its namespace, and owned as that key is (placement by the key).
+    #[test]
+    fn a_namespaces_key_is_hot_apart_from_the_default_ones() {
+        let d = demand();
+        let train_a = crate::cluster::scope::scoped(Some("train"), "a");
+        d.read(&train_a, 15);
+        d.read("a", 15);
+        assert_eq!(
+            d.close_window(|_| true),
+            None,
+            "15 and 15 reads: neither hot"
+        );
+        d.read(&train_a, 25);
+        d.read("a", 5);
+        let c = d.close_window(|k| k == "a").expect("a promotion");
+        let want = HotKey {
+            namespace: Some("train".into()),
+            key: "a".into(),
+            count: 3,
+        };
+        assert_eq!((c.hot, c.promoted), (vec![want], 1));
     }
 
     #[test]

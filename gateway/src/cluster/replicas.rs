@@ -170,27 +170,29 @@ impl Replicas {
         self.demand.as_ref()
     }
 
-    /// As `key`'s owner (a key of the default namespace): counts `n` reads of it (when
-    /// keys become hot by demand and no rule replicates it already).
-    pub fn demanded(&self, key: &str, n: u64) {
+    /// As the owner of `key` of namespace `ns` (`None`: the default one): counts `n` reads
+    /// of it (when keys become hot by demand and no rule replicates it already).
+    pub fn demanded(&self, ns: Option<&str>, key: &str, n: u64) {
         if let Some(d) = &self.demand {
-            if rasa_openapi::cluster::replica_count(None, key, &self.rules.of_flags) == 1 {
-                d.read(key, n);
+            if self.rules.count(ns, key, None) == 1 {
+                d.read(&super::scope::scoped(ns, key), n);
             }
         }
     }
 
-    /// As one of `key`'s replicas: a read served from it, told its owner at the next
-    /// renewal (when keys become hot by demand).
-    pub fn served(&self, key: &str) {
+    /// As one of the replicas of `key` of namespace `ns`: a read served from it, told its
+    /// owner at the next renewal (when keys become hot by demand).
+    pub fn served(&self, ns: Option<&str>, key: &str) {
         if self.demand.is_some() {
-            *self.held().served.entry(key.to_owned()).or_default() += 1;
+            let name = super::scope::scoped(ns, key).into_owned();
+            *self.held().served.entry(name).or_default() += 1;
         }
     }
 
-    /// The reads of `key` served here since the last call.
-    pub fn take_served(&self, key: &str) -> u64 {
-        self.held().served.remove(key).unwrap_or(0)
+    /// The reads of the key `name` names ([`super::scope`]) served here since the last
+    /// call.
+    pub fn take_served(&self, name: &str) -> u64 {
+        self.held().served.remove(name).unwrap_or(0)
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, Held> {

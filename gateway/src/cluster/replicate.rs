@@ -24,19 +24,19 @@ fn replicas_of(peers: &Peers) -> Option<&super::replicas::Replicas> {
     peers.near()?.replicas()
 }
 
-/// As `key`'s owner, a read of it (of the default namespace) answered with the value:
-/// counted towards the key's demand ([`super::hot`]).
-pub fn read_at_owner(peers: &Peers, key: &str) {
+/// As the owner of `key` of namespace `ns` (`None`: the default one), a read of it
+/// answered with the value: counted towards the key's demand ([`super::hot`]).
+pub fn read_at_owner(peers: &Peers, ns: Option<&str>, key: &str) {
     if let Some(replicas) = replicas_of(peers) {
-        replicas.demanded(key, 1);
+        replicas.demanded(ns, key, 1);
     }
 }
 
-/// As one of `key`'s replicas, a read of it served from the replica: reported to the
-/// owner at the next renewal ([`super::hot`]).
-pub fn read_at_replica(peers: &Peers, key: &str) {
+/// As one of the replicas of `key` of namespace `ns`, a read of it served from the
+/// replica: reported to the owner at the next renewal ([`super::hot`]).
+pub fn read_at_replica(peers: &Peers, ns: Option<&str>, key: &str) {
     if let Some(replicas) = replicas_of(peers) {
-        replicas.served(key);
+        replicas.served(ns, key);
     }
 }
 

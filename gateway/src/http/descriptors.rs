@@ -109,9 +109,9 @@ pub async fn batch_descriptors(
         .enumerate()
         .filter(|(i, _)| results[*i].is_none())
         .collect();
-    let default_ns = ns.is_none();
     let lookups = here.into_iter().map(|(i, k)| {
         let (st, objects) = (st.clone(), Arc::clone(&objects));
+        let ns = ns.as_ref().map(|n| Arc::clone(&n.0));
         async move {
             let found = match key::validate(&k) {
                 Ok(()) => match super::test_hooks::served_corrupt(&st, &k) {
@@ -119,10 +119,9 @@ pub async fn batch_descriptors(
                     None => {
                         let version = replica(i).map(|v| crate::store::VersionId(v).to_string());
                         let found = lookup(&objects, &k, &VersionQuery { version }).await;
-                        if let (Some(peers), true, None, Ok(_)) =
-                            (&st.peers, default_ns, replica(i), &found)
-                        {
-                            crate::cluster::replicate::read_at_owner(peers, &k);
+                        // A replica's read was counted as it was copied (held_here).
+                        if let (Some(peers), None, Ok(_)) = (&st.peers, replica(i), &found) {
+                            crate::cluster::replicate::read_at_owner(peers, ns.as_deref(), &k);
                         }
                         found
                     }

@@ -48,7 +48,8 @@ pub(crate) async fn to_owner(State(st): State<AppState>, req: Request, next: Nex
         .path_and_query()
         .map_or(path, |p| p.as_str())
         .to_owned();
-    let read = !write && req.extensions().get::<super::NamespaceName>().is_none();
+    let named = req.extensions().get::<super::NamespaceName>().cloned();
+    let read = (!write).then(|| named.as_ref().map(|n| &*n.0));
     let owner = match route {
         Route::Here if hopped => {
             return counted(
@@ -173,20 +174,26 @@ fn plain_read(req: &Request) -> bool {
 
 /// `resp`, this member's answer as `key`'s owner: a `read` answered with the value counts
 /// towards the key's demand (`--cluster-hot-reads`).
-fn counted(peers: &Peers, key: &str, read: bool, resp: Response) -> Response {
-    if read && resp.status().is_success() {
-        crate::cluster::replicate::read_at_owner(peers, key);
+/// `read` is the namespace read (`Some(None)`: the default one), `None` for a write.
+fn counted(peers: &Peers, key: &str, read: Option<Option<&str>>, resp: Response) -> Response {
+    if let (Some(ns), true) = (read, resp.status().is_success()) {
+        crate::cluster::replicate::read_at_owner(peers, ns, key);
     }
     resp
 }
 
 /// An answer a replica served: marked (`Rasa-Replica: hit`) and counted (in the metric,
-/// and, a `read` of the default namespace, towards the key's demand, which the replica
+/// and, a `read` (as for [`counted`]), towards the key's demand, which the replica
 /// reports to the owner).
-fn replica_answer(peers: &Peers, key: &str, read: bool, mut resp: Response) -> Response {
+fn replica_answer(
+    peers: &Peers,
+    key: &str,
+    read: Option<Option<&str>>,
+    mut resp: Response,
+) -> Response {
     if resp.status().is_success() {
-        if read {
-            crate::cluster::replicate::read_at_replica(peers, key);
+        if let Some(ns) = read {
+            crate::cluster::replicate::read_at_replica(peers, ns, key);
         }
         crate::catalog::CLUSTER_REPLICA_READS.counter().increment(1);
         resp.headers_mut().insert(

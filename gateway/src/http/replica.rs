@@ -107,9 +107,7 @@ pub(crate) async fn held_here(
             let owner = replicate::owner_of_replica(peers, ns, key)?;
             let version = copy(st, (peers, reps), objects, (ns, key), &owner).await?;
             crate::catalog::CLUSTER_REPLICA_READS.counter().increment(1);
-            if ns.is_none() {
-                reps.served(key);
-            }
+            reps.served(ns, key);
             Some(version)
         }
     });
@@ -371,11 +369,9 @@ pub async fn frame(State(st): State<AppState>, req: Request) -> Result<Response,
         .headers()
         .get(READS_HEADER)
         .and_then(|v| v.to_str().ok());
-    let reads = reads
-        .and_then(|n| n.parse::<u64>().ok())
-        .filter(|_| ns.is_none());
+    let reads = reads.and_then(|n| n.parse::<u64>().ok());
     if let (Some(reps), Some(n)) = (near.replicas(), reads) {
-        reps.demanded(&key, n);
+        reps.demanded(ns.as_ref().map(|n| &*n.0), &key, n);
     }
     // Recorded before the key is looked up: a write from now on revokes it.
     if !near.grant_for(&name, holder, REPLICA_LEASE) {

@@ -334,10 +334,10 @@ pub fn router(
             let resp = tower::Service::call(&mut service, req).await;
             Ok::<_, Infallible>(match resp {
                 Ok(r) => {
-                    if let (Some(key), Some(wide), true) =
+                    if let (Some((ns, key)), Some(wide), true) =
                         (&owned_read, &front.wide, r.status().is_success())
                     {
-                        crate::cluster::replicate::read_at_owner(&wide.peers, key);
+                        crate::cluster::replicate::read_at_owner(&wide.peers, ns.as_deref(), key);
                     }
                     let mut r = r.map(Body::new);
                     if get {

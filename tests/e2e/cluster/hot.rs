@@ -248,3 +248,73 @@ async fn reads_through_the_s3_listener_make_a_key_hot() {
         .collect();
     assert_eq!(listed, [KEY], "the key read is hot, the missing one is not");
 }
+
+/// A namespace's key is hot by its own reads: `train`'s `KEY`, read at its owner, is
+/// promoted and listed with its namespace; its replicas serve it from their own memory
+/// while the default namespace's `KEY` (written too, other bytes) stays its owner's; an
+/// SDK client of the namespace spreads its readers over the holders.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespaces_key_is_promoted_by_its_own_reads() {
+    let etcd = Etcd::start();
+    let file = rasa_tests::temp_dir("hot-ns").join("namespaces");
+    std::fs::write(&file, "train 64MiB\n").unwrap();
+    let plain = pattern(4096, 1);
+    let flags = ["--namespaces", file.to_str().unwrap()];
+    let (gws, view) = hot_fleet(&etcd, "hot-ns", &flags, &plain).await;
+    let order: Vec<&Gateway> = placement(KEY, &view.members)
+        .into_iter()
+        .map(|m| gws.iter().find(|g| g.base == m.url).expect("a member"))
+        .collect();
+    let url = |gw: &Gateway| gw.url(&format!("/v1/ns/train/objects/{KEY}"));
+    let body = pattern(64 << 10, 2);
+    let r = rasa_tests::http().put(url(order[1])).body(body.clone());
+    assert_eq!(r.send().await.unwrap().status(), 201);
+
+    let promoted = "rasa_cluster_hot_promotions_total";
+    let within = Duration::from_secs(20);
+    let started = Instant::now();
+    while metric(order[0], promoted).await < 1.0 {
+        assert!(
+            started.elapsed() < within,
+            "{promoted} still 0 after {within:?}"
+        );
+        for _ in 0..20 {
+            for gw in &order[..2] {
+                read_at(&url(gw), &body).await;
+            }
+        }
+    }
+    let listed = |v: &ClusterView| -> Vec<(Option<String>, String)> {
+        let hot = v.members.iter().flat_map(|m| &m.hot);
+        hot.map(|h| (h.namespace.clone(), h.key.clone())).collect()
+    };
+    for gw in &order {
+        wait_view(gw, "the owner listing train's key as hot", within, |v| {
+            listed(v) == [(Some("train".to_owned()), KEY.to_owned())]
+        })
+        .await;
+    }
+    for gw in &order[1..] {
+        assert!(read_at(&url(gw), &body).await, "a replica at {}", gw.base);
+        assert!(
+            !read(gw, &plain).await,
+            "the default namespace's key is not hot"
+        );
+    }
+    let served = "rasa_cluster_replica_reads_total";
+    let before = metric(order[1], served).await + metric(order[2], served).await;
+    for _ in 0..12 {
+        let c = Client::builder(&gws[0].base)
+            .namespace("train")
+            .fast_path(FastPath::Auto)
+            .timeout(Duration::from_secs(5))
+            .build()
+            .expect("a client");
+        assert!(c.get(KEY).await.expect("a read").bytes.as_ref() == &body[..]);
+    }
+    let after = metric(order[1], served).await + metric(order[2], served).await;
+    assert!(
+        after > before,
+        "no SDK reader of train's key reached a replica"
+    );
+}

@@ -344,7 +344,9 @@ async fn replicas_take_no_more_memory_than_configured() {
 /// A fleet loading a checkpoint while one of its replicas' members is killed mid-load:
 /// six readers, each its own client, read a batch of 16 shards (all owned by one member)
 /// over and over; a member holding replicas of them is killed once every reader has
-/// loaded them; every batch ends within the call's timeout (+10 %), every shard whole.
+/// loaded them; every shard is whole, and the kill costs a batch at most one call
+/// timeout: a batch that did not end before it takes at most the slowest one that did (on
+/// busy cores, a batch of a fleet sharing them takes seconds) plus the timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_load_goes_on_when_a_replica_is_killed_mid_load() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -363,9 +365,13 @@ async fn a_load_goes_on_when_a_replica_is_killed_mid_load() {
         Arc::new(AtomicUsize::new(0)),
         Arc::new(AtomicBool::new(false)),
     );
+    let killed_at = Arc::new(std::sync::OnceLock::<Instant>::new());
+    // Readers that ended a batch before the kill (each must have, to compare with).
+    let warm = Arc::new(AtomicUsize::new(0));
     let readers: Vec<_> = (0..6)
         .map(|_| {
             let (keys, done, stop) = (Arc::clone(&keys), Arc::clone(&done), Arc::clone(&stop));
+            let (killed_at, warm) = (Arc::clone(&killed_at), Arc::clone(&warm));
             let c = Client::builder(&gws[0].base)
                 .fast_path(FastPath::Auto)
                 .timeout(CALL)
@@ -373,11 +379,16 @@ async fn a_load_goes_on_when_a_replica_is_killed_mid_load() {
                 .expect("a client");
             tokio::spawn(async move {
                 let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-                let mut slowest = Duration::ZERO;
+                // The slowest batch that ended before the kill, and of the others.
+                let mut slowest = [Duration::ZERO; 2];
                 while !stop.load(Ordering::Acquire) {
                     let started = Instant::now();
                     let got = c.many().get(&refs).await.expect("a batch");
-                    slowest = slowest.max(started.elapsed());
+                    let after = usize::from(killed_at.get().is_some());
+                    if slowest == [Duration::ZERO; 2] && after == 0 {
+                        warm.fetch_add(1, Ordering::AcqRel);
+                    }
+                    slowest[after] = slowest[after].max(started.elapsed());
                     for (i, r) in got.into_iter().enumerate() {
                         let o = r.unwrap_or_else(|e| panic!("{}: {e}", refs[i]));
                         assert!(o.bytes.as_ref() == &pattern(256 << 10, 40 + i as u64)[..]);
@@ -388,28 +399,29 @@ async fn a_load_goes_on_when_a_replica_is_killed_mid_load() {
             })
         })
         .collect();
-    let wait_for = |n: usize, what: &'static str| {
-        let done = Arc::clone(&done);
+    let wait_for = |count: &Arc<AtomicUsize>, n: usize, what: &'static str| {
+        let count = Arc::clone(count);
         async move {
             let started = Instant::now();
-            while done.load(Ordering::Acquire) < n {
+            while count.load(Ordering::Acquire) < n {
                 assert!(started.elapsed() < Duration::from_secs(60), "{what}");
                 tokio::time::sleep(Duration::from_millis(20)).await; // polls the readers' count
             }
         }
     };
-    wait_for(6, "six batches before the kill").await;
+    wait_for(&warm, 6, "a batch of each reader before the kill").await;
     let served = metric(&gws[1], "rasa_descriptors_total{path=\"fabric\"}").await;
     assert!(served >= 1.0, "the member to kill served none of the load");
+    killed_at.set(Instant::now()).expect("one kill");
     kill(&gws[1], "KILL");
     let at_kill = done.load(Ordering::Acquire);
-    wait_for(at_kill + 18, "eighteen batches after the kill").await;
+    wait_for(&done, at_kill + 18, "eighteen batches after the kill").await;
     stop.store(true, Ordering::Release);
     for r in readers {
-        let (slowest, fabric) = r.await.expect("a reader");
+        let ([before, after], fabric) = r.await.expect("a reader");
         assert!(
-            slowest < CALL + CALL / 10,
-            "a batch took {slowest:?} (timeout {CALL:?})"
+            after < before + CALL,
+            "a batch after the kill took {after:?}, the slowest before it {before:?} (timeout {CALL:?})"
         );
         assert!(fabric >= 16, "one-sided reads: {fabric}");
     }

@@ -14,10 +14,10 @@ use super::super::edge::xml_error;
 use super::super::S3Front;
 use crate::cluster::{Forwarded, Outgoing, Route, Wire};
 
-/// A request this member serves: the request, and the key of the default namespace it
-/// reads as the key's owner (counted towards the key's demand, `--cluster-hot-reads`,
-/// when answered with the value), if it does.
-pub(crate) type Here = (Request, Option<String>);
+/// A request this member serves: the request, and the namespace (`None`: the default
+/// one, a bucket of `--s3-bucket`) and key it reads as the key's owner (counted towards
+/// the key's demand, `--cluster-hot-reads`, when answered with the value), if it does.
+pub(crate) type Here = (Request, Option<(Option<String>, String)>);
 
 /// `req` to serve here, or the answer of the key's owner it was forwarded to (`domains`:
 /// the `--s3-domain` names, for virtual-host-style buckets).
@@ -36,7 +36,7 @@ pub(crate) async fn to_owner(
         return Ok((req, None)); // refused here, by the handler
     };
     // A bucket of --s3-bucket is in the default namespace; a namespace's is its own.
-    let default_ns = matches!(b, std::borrow::Cow::Borrowed(_));
+    let ns = matches!(b, std::borrow::Cow::Owned(_)).then(|| bucket.clone());
     let Some(rasa_key) = b.rasa_key(&key) else {
         return Ok((req, None));
     };
@@ -45,7 +45,7 @@ pub(crate) async fn to_owner(
     let route = wide.peers.route(&rasa_key, Wire::S3, hopped, write);
     tracing::debug!(key = rasa_key, hopped, write, ?route, "cluster route (S3)");
     let owner = match route {
-        Route::Here => return Ok((req, (!write && default_ns).then_some(rasa_key))),
+        Route::Here => return Ok((req, (!write).then_some((ns, rasa_key)))),
         Route::Fenced(why) => return Err(slow_down(&why, 1)),
         Route::Redirect(owner) | Route::Forward(owner) => owner,
     };
