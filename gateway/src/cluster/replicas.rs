@@ -152,6 +152,7 @@ impl Replicas {
             rules: Rules {
                 of_flags: rules,
                 of_namespaces: RwLock::default(),
+                changes: tokio::sync::watch::Sender::new(0),
             },
             budget,
             demand: hot.map(super::hot::Demand::new),
@@ -322,6 +323,9 @@ impl Replicas {
 pub struct Rules {
     of_flags: Vec<ReplicaRule>,
     of_namespaces: RwLock<Vec<ReplicaRule>>,
+    /// Counts the changes of the namespaces file's rules: a long poll of the view ends
+    /// on one, so clients learn new rules at once.
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl Rules {
@@ -345,10 +349,20 @@ impl Rules {
 
     /// The namespaces file's rules, as it was read (again).
     pub fn set_namespaces(&self, rules: Vec<ReplicaRule>) {
-        *self
+        let mut named = self
             .of_namespaces
             .write()
-            .unwrap_or_else(|e| e.into_inner()) = rules;
+            .unwrap_or_else(|e| e.into_inner());
+        if *named != rules {
+            *named = rules;
+            self.changes.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Told each time the rules change (a reload of the namespaces file that changed
+    /// them), from now on.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 }
 

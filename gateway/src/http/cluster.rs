@@ -30,8 +30,9 @@ pub struct ClusterQuery {
 /// The cluster's members as this gateway sees them.
 ///
 /// A single gateway (no `--cluster`) answers `enabled: false` and no members. With
-/// `?after=REV`, the answer waits until the view's revision is past `REV` or `wait`
-/// seconds pass (then it is the unchanged view).
+/// `?after=REV`, the answer waits until the view's revision is past `REV`, the replica
+/// rules change (the namespaces file read again), or `wait` seconds pass (then it is
+/// the unchanged view).
 #[utoipa::path(
     get, path = "/v1/cluster", tag = "cluster", operation_id = "get_cluster",
     params(ClusterQuery),
@@ -53,7 +54,21 @@ pub async fn get_cluster(
     if let (Some(cluster), Some(after)) = (st.cluster(), q.after) {
         let wait = Duration::from_secs(q.wait.unwrap_or(30));
         let mut changes = cluster.subscribe();
-        let _ = tokio::time::timeout(wait, changes.wait_for(|v| v.revision > after)).await;
+        // The replica rules in the view change with the namespaces file, not etcd.
+        let mut rules = replicas_of(&st).map(|r| r.rules().changes());
+        let ruled = async {
+            match rules.as_mut() {
+                Some(rules) => drop(rules.changed().await),
+                None => std::future::pending().await,
+            }
+        };
+        let changed = async {
+            tokio::select! {
+                _ = changes.wait_for(|v| v.revision > after) => {}
+                () = ruled => {}
+            }
+        };
+        let _ = tokio::time::timeout(wait, changed).await;
     }
     Ok(json_response(StatusCode::OK, &view(&st)))
 }
@@ -61,11 +76,7 @@ pub async fn get_cluster(
 /// The members now, and the replica rules in force (the namespaces file's too); for a
 /// single gateway, `enabled: false` and none.
 pub(crate) fn view(st: &AppState) -> ClusterView {
-    let reps = st
-        .peers
-        .as_ref()
-        .and_then(|p| p.near())
-        .and_then(|n| n.replicas());
+    let reps = replicas_of(st);
     match st.cluster() {
         Some(cluster) => {
             let mut view = cluster.snapshot();
@@ -83,6 +94,11 @@ pub(crate) fn view(st: &AppState) -> ClusterView {
             replicas: Vec::new(),
         },
     }
+}
+
+/// This member's replicas, when it keeps any.
+fn replicas_of(st: &AppState) -> Option<&crate::cluster::replicas::Replicas> {
+    st.peers.as_ref()?.near()?.replicas()
 }
 
 /// Longest list of keys one revocation names.

@@ -108,7 +108,18 @@ async fn a_namespaces_replicated_key_is_served_by_every_holder_and_never_read_ol
         );
     }
 
-    // The rules follow the file: `plain` gets replicas once it is read again.
+    // The rules follow the file: `plain` gets replicas once it is read again, and a
+    // client that learnt the view before learns them at once (its long poll of the view
+    // ends; it waited 25 s for a member's change before).
+    let early = Client::builder(&gws[0].base)
+        .namespace("plain")
+        .fast_path(FastPath::Auto)
+        .timeout(Duration::from_secs(3))
+        .build()
+        .expect("a client");
+    let keys: Vec<String> = (0..6).map(|i| format!("ckpt/early-{i}")).collect();
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    early.many().get(&refs).await.expect("the view learnt");
     std::fs::write(&file, "hot 64MiB replicas=3\nplain 64MiB replicas=2\n").unwrap();
     for gw in &gws {
         kill(gw, "HUP");
@@ -125,4 +136,32 @@ async fn a_namespaces_replicated_key_is_served_by_every_holder_and_never_read_ol
     assert!(got == body);
     let (_, replica, _, _) = get(&gws[order[2]], &path).await;
     assert!(!replica, "plain has two holders, not three");
+
+    for k in &keys {
+        put(&gws[0], &format!("/v1/ns/plain/objects/{k}"), &body).await;
+    }
+    let replica_reads = || async {
+        let each = gws
+            .iter()
+            .map(|g| metric(g, "rasa_cluster_replica_reads_total"));
+        futures_util::future::join_all(each)
+            .await
+            .iter()
+            .sum::<f64>()
+    };
+    let before = replica_reads().await;
+    let learnt = Instant::now();
+    loop {
+        for r in early.many().get(&refs).await.expect("a batch") {
+            assert!(r.expect("a value").bytes.as_ref() == &body[..]);
+        }
+        if replica_reads().await > before {
+            break;
+        }
+        assert!(
+            learnt.elapsed() < Duration::from_secs(5),
+            "a client of plain made before the reload reads no replica 5 s after it"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await; // a reader's pace
+    }
 }
