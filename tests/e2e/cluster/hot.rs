@@ -304,12 +304,7 @@ async fn a_namespaces_key_is_promoted_by_its_own_reads() {
     let served = "rasa_cluster_replica_reads_total";
     let before = metric(order[1], served).await + metric(order[2], served).await;
     for _ in 0..12 {
-        let c = Client::builder(&gws[0].base)
-            .namespace("train")
-            .fast_path(FastPath::Auto)
-            .timeout(Duration::from_secs(5))
-            .build()
-            .expect("a client");
+        let c = super::replicas::ns_client(&gws[0].base, "train", Duration::from_secs(5));
         assert!(c.get(KEY).await.expect("a read").bytes.as_ref() == &body[..]);
     }
     let after = metric(order[1], served).await + metric(order[2], served).await;

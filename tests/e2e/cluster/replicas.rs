@@ -56,6 +56,16 @@ pub(super) async fn get_at(gw: &Gateway, path: &str) -> (u16, bool, String, Vec<
     (status, replica, version, r.bytes().await.unwrap().to_vec())
 }
 
+/// A client of namespace `ns` through the seed `seed`, the fast path on where it can be.
+pub(super) fn ns_client(seed: &str, ns: &str, timeout: Duration) -> Client {
+    Client::builder(seed)
+        .namespace(ns)
+        .fast_path(FastPath::Auto)
+        .timeout(timeout)
+        .build()
+        .expect("a client")
+}
+
 /// The descriptor at `path` asked of `gw` (the fleet's member `at`) names that member's
 /// own memory, and a one-sided read of it gets `version`'s `body`.
 pub(super) async fn one_sided_at(

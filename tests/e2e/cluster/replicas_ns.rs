@@ -7,7 +7,6 @@
 
 use std::time::{Duration, Instant};
 
-use rasa_client::{Client, FastPath};
 use rasa_openapi::cluster::placement;
 use rasa_openapi::ClusterView;
 use rasa_tests::etcd::Etcd;
@@ -92,12 +91,7 @@ async fn a_namespaces_replicated_key_is_served_by_every_holder_and_never_read_ol
     )
     .await;
     for _ in 0..24 {
-        let c = Client::builder(&gws[0].base)
-            .namespace("hot")
-            .fast_path(FastPath::Auto)
-            .timeout(Duration::from_secs(3))
-            .build()
-            .expect("a client");
+        let c = super::replicas::ns_client(&gws[0].base, "hot", Duration::from_secs(3));
         assert!(c.get(KEY).await.expect("a read").bytes.as_ref() == &last[..]);
     }
     for (i, &at) in order[1..].iter().enumerate() {
@@ -111,12 +105,7 @@ async fn a_namespaces_replicated_key_is_served_by_every_holder_and_never_read_ol
     // The rules follow the file: `plain` gets replicas once it is read again, and a
     // client that learnt the view before learns them at once (its long poll of the view
     // ends; it waited 25 s for a member's change before).
-    let early = Client::builder(&gws[0].base)
-        .namespace("plain")
-        .fast_path(FastPath::Auto)
-        .timeout(Duration::from_secs(3))
-        .build()
-        .expect("a client");
+    let early = super::replicas::ns_client(&gws[0].base, "plain", Duration::from_secs(3));
     let keys: Vec<String> = (0..6).map(|i| format!("ckpt/early-{i}")).collect();
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     early.many().get(&refs).await.expect("the view learnt");
