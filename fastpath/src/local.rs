@@ -128,35 +128,113 @@ pub(crate) enum CopyError {
     Failed(crate::fabric::FabricError),
 }
 
-/// Copies `len` bytes at `remote` in process `pid` to `local` with `process_vm_readv`, and
-/// returns them: a one-sided read done by this process (what `shm`'s fast path does). An
-/// address the gateway no longer maps (`EFAULT`, or a short copy) is a stale descriptor;
-/// a process that is gone (`ESRCH`) a lost connection.
+/// The most iovecs one cross-memory call takes (the kernel's `UIO_MAXIOV`).
+pub(crate) const MAX_IOV: usize = 1024;
+
+/// One piece of a batched cross-memory copy: `len` bytes at `remote` in the other process
+/// to `local` here.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Part {
+    /// Where the bytes land here.
+    pub(crate) local: *mut u8,
+    /// Where they are in the other process.
+    pub(crate) remote: u64,
+    /// How many.
+    pub(crate) len: usize,
+}
+
+/// Copies every one of `parts` (at most [`MAX_IOV`]) from process `pid` with a single
+/// `process_vm_readv`: one system call for a batch of frames instead of one per piece (the
+/// call's fixed cost, a permission check and a page-table walk, was most of a small
+/// value's read). `Err((i, why))` when part `i` could not be copied: the parts before it
+/// were; it and those after it hold nothing meaningful. An address the gateway no longer
+/// maps (`EFAULT`, or a short copy) is a stale descriptor; a process that is gone
+/// (`ESRCH`) a lost connection.
 ///
 /// # Safety
 ///
-/// `local` must be valid for writes of `len` bytes that nothing else reads or writes
-/// during the call and until the returned slice is dropped.
-pub(crate) unsafe fn copy_from<'a>(
-    pid: u32,
-    local: *mut u8,
-    remote: u64,
-    len: usize,
-) -> Result<&'a [u8], CopyError> {
-    let l = libc::iovec {
-        iov_base: local.cast(),
+/// Each part's `local .. local + len` must be valid for writes that nothing else reads or
+/// writes during the call, and the parts must not overlap.
+pub(crate) unsafe fn copy_many_from(pid: u32, parts: &[Part]) -> Result<(), (usize, CopyError)> {
+    // SAFETY: as the caller promised.
+    unsafe { cross(pid, parts, false) }
+}
+
+/// Copies every one of `parts` (at most [`MAX_IOV`]) to process `pid` with a single
+/// `process_vm_writev`: a batch of one-sided writes done by this process (`shm`'s fast
+/// path). Errors as [`copy_many_from`]'s.
+///
+/// # Safety
+///
+/// Each part's `local .. local + len` must be valid for reads during the call.
+pub(crate) unsafe fn copy_many_to(pid: u32, parts: &[Part]) -> Result<(), (usize, CopyError)> {
+    // SAFETY: as the caller promised; the kernel only reads the local parts.
+    unsafe { cross(pid, parts, true) }
+}
+
+/// [`copy_many_from`] (`write` false) or [`copy_many_to`].
+///
+/// # Safety
+///
+/// Reading: as [`copy_many_from`]; writing: as [`copy_many_to`].
+unsafe fn cross(pid: u32, parts: &[Part], write: bool) -> Result<(), (usize, CopyError)> {
+    assert!(parts.len() <= MAX_IOV, "at most MAX_IOV parts a call");
+    if parts.is_empty() {
+        return Ok(());
+    }
+    let iov = |base: *mut libc::c_void, len| libc::iovec {
+        iov_base: base,
         iov_len: len,
     };
-    let r = libc::iovec {
-        iov_base: remote as usize as *mut libc::c_void,
-        iov_len: len,
+    let local: Vec<libc::iovec> = parts.iter().map(|p| iov(p.local.cast(), p.len)).collect();
+    let remote: Vec<libc::iovec> = parts
+        .iter()
+        .map(|p| iov(p.remote as usize as *mut libc::c_void, p.len))
+        .collect();
+    let (call, f): (_, unsafe extern "C" fn(_, _, _, _, _, _) -> _) = if write {
+        ("process_vm_writev", libc::process_vm_writev)
+    } else {
+        ("process_vm_readv", libc::process_vm_readv)
     };
-    // SAFETY: `l` describes memory the caller lets this call write (see above); the remote
-    // iovec names another process's memory, which the kernel checks and reads.
-    let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &l, 1, &r, 1, 0) };
-    copied("process_vm_readv", n, len)?;
-    // SAFETY: the kernel wrote all `len` bytes at `local`, which the caller keeps valid.
-    Ok(unsafe { std::slice::from_raw_parts(local, len) })
+    // SAFETY: each local iovec describes memory the caller lets this call write (reading)
+    // or read (writing), see above; the remote iovecs name another process's memory,
+    // which the kernel checks; both arrays have `parts.len()` (≤ UIO_MAXIOV) elements.
+    let n = unsafe {
+        f(
+            pid as libc::pid_t,
+            local.as_ptr(),
+            local.len() as libc::c_ulong,
+            remote.as_ptr(),
+            remote.len() as libc::c_ulong,
+            0,
+        )
+    };
+    let total: usize = parts.iter().map(|p| p.len).sum();
+    if n >= 0 && n as usize == total {
+        return Ok(());
+    }
+    // Short (or failed): the first part not wholly copied is the one that failed.
+    let mut done = n.max(0) as usize;
+    let first = parts
+        .iter()
+        .position(|p| {
+            let whole = done >= p.len;
+            done = done.saturating_sub(p.len);
+            !whole
+        })
+        .unwrap_or(0);
+    let why = match copied(call, n.min(0), 0) {
+        Err(e) => e, // the call failed: errno says why
+        Ok(()) => CopyError::Unmapped(crate::fabric::FabricError::Call {
+            call,
+            errno: libc::EFAULT,
+            text: format!(
+                "copied {n} of {total} bytes: part {first} ({} bytes) is not all mapped",
+                parts[first].len
+            ),
+        }),
+    };
+    Err((first, why))
 }
 
 /// What a cross-memory copy's return value `n` (of `len` bytes asked) means.
@@ -179,23 +257,6 @@ fn copied(call: &'static str, n: isize, len: usize) -> Result<(), CopyError> {
         )));
     }
     Ok(())
-}
-
-/// Copies `bytes` to `remote` in process `pid` with `process_vm_writev`: a one-sided
-/// write done by this process (`shm`'s fast path). Errors as [`copy_from`]'s.
-pub(crate) fn copy_to(pid: u32, bytes: &[u8], remote: u64) -> Result<(), CopyError> {
-    let l = libc::iovec {
-        iov_base: bytes.as_ptr().cast_mut().cast(),
-        iov_len: bytes.len(),
-    };
-    let r = libc::iovec {
-        iov_base: remote as usize as *mut libc::c_void,
-        iov_len: bytes.len(),
-    };
-    // SAFETY: `l` describes `bytes`, which the kernel only reads; the remote iovec names
-    // another process's memory, which the kernel checks and writes.
-    let n = unsafe { libc::process_vm_writev(pid as libc::pid_t, &l, 1, &r, 1, 0) };
-    copied("process_vm_writev", n, bytes.len())
 }
 
 #[cfg(test)]
@@ -226,5 +287,45 @@ mod tests {
             probe(&here, i32::MAX as u32, addr, secret),
             Err(NotLocal::NotTheGateway { .. })
         ));
+    }
+
+    #[test]
+    fn a_batch_is_copied_by_one_call_and_an_unmapped_part_is_named() {
+        let pid = std::process::id();
+        let src: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let mut dst = vec![0u8; 10_000];
+        let lens = [64usize, 4096, 1, 5839];
+        let mut parts = Vec::new();
+        let mut at = 0;
+        for len in lens {
+            parts.push(Part {
+                local: dst[at..].as_mut_ptr(),
+                remote: src[at..].as_ptr() as u64,
+                len,
+            });
+            at += len;
+        }
+        // SAFETY: the parts cover disjoint ranges of `dst`, alive and unread meanwhile.
+        unsafe { copy_many_from(pid, &parts) }.expect("copied");
+        assert_eq!(dst, src);
+        // The third part names memory not mapped here: the first two are copied, and the
+        // third is named as the one that failed.
+        dst.fill(0);
+        parts[2].remote = 8; // the null page is never mapped
+                             // SAFETY: as above.
+        let Err((i, why)) = (unsafe { copy_many_from(pid, &parts) }) else {
+            panic!("an unmapped part was copied")
+        };
+        assert_eq!(i, 2);
+        assert!(matches!(why, CopyError::Unmapped(_)), "{why:?}");
+        assert_eq!(dst[..64 + 4096], src[..64 + 4096]);
+        // The first part unmapped: the call fails as a whole.
+        parts[0].remote = 8;
+        // SAFETY: as above.
+        let Err((i, why)) = (unsafe { copy_many_from(pid, &parts) }) else {
+            panic!("an unmapped part was copied")
+        };
+        assert_eq!(i, 0);
+        assert!(matches!(why, CopyError::Unmapped(_)), "{why:?}");
     }
 }

@@ -10,6 +10,7 @@
 //! in does not matter; only delivery (validation) is in order. One-sided writes
 //! ([`write_all`]: `process_vm_writev` into an upload region) are split the same way.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -37,9 +38,14 @@ const PENDING: u8 = 0;
 const COPIED: u8 = 1;
 const FAILED: u8 = 2;
 
-/// Copies each piece from process `pid`, handing each to `on_piece` in order: by two
-/// threads when the batch is large, every piece has room of its own (`apart`) and the
-/// machine has two cores; else one at a time.
+/// Bytes one cross-memory call copies at most (a piece is never split): the deadline is
+/// looked at between calls, and two threads share a batch call by call.
+const CALL_BYTES: usize = 1 << 20;
+
+/// Copies each piece from process `pid`, handing each to `on_piece` in order, consecutive
+/// pieces copied by one system call ([`calls`]): by two threads when the batch is large,
+/// every piece has room of its own (`apart`) and the machine has two cores; else one call
+/// at a time.
 pub(super) fn copy_all(
     pid: u32,
     pieces: &[Span],
@@ -48,73 +54,106 @@ pub(super) fn copy_all(
     on_piece: &mut OnPiece<'_>,
 ) -> Result<(), Failed> {
     let total: usize = pieces.iter().map(|p| p.len).sum();
-    if !apart || !crate::helper::two_threads_for(total as u64, pieces.len()) {
-        return copy_in_order(pid, pieces, deadline, on_piece);
+    let calls = calls(pieces, apart);
+    if !apart || !crate::helper::two_threads_for(total as u64, calls.len()) {
+        return copy_in_order(pid, pieces, &calls, deadline, on_piece);
     }
-    copy_on_two(pid, pieces, deadline, on_piece)
+    copy_on_two(pid, pieces, &calls, deadline, on_piece)
 }
 
-/// Each piece copied and handed over in turn.
+/// The batch cut into system calls: runs of consecutive pieces of at most
+/// [`crate::local::MAX_IOV`] pieces and about [`CALL_BYTES`]; one piece a call when
+/// pieces share scratch space (not `apart`: each is handed over before a later one
+/// overwrites it).
+fn calls(pieces: &[Span], apart: bool) -> Vec<Range<usize>> {
+    let mut calls = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, p) in pieces.iter().enumerate() {
+        let full = !apart || i - start == crate::local::MAX_IOV || bytes + p.len > CALL_BYTES;
+        if i > start && full {
+            calls.push(start..i);
+            (start, bytes) = (i, 0);
+        }
+        bytes += p.len;
+    }
+    if start < pieces.len() {
+        calls.push(start..pieces.len());
+    }
+    calls
+}
+
+/// Each call's pieces copied and handed over in turn.
 fn copy_in_order(
     pid: u32,
     pieces: &[Span],
+    calls: &[Range<usize>],
     deadline: Instant,
     on_piece: &mut OnPiece<'_>,
 ) -> Result<(), Failed> {
-    for (i, p) in pieces.iter().enumerate() {
+    for call in calls {
         if Instant::now() >= deadline {
             return Err(timeout());
         }
-        p.copy(pid).map_err(failed)?;
-        p.deliver(i, on_piece)?;
+        let copied = copy_call(pid, &pieces[call.clone()]);
+        let upto = match &copied {
+            Ok(()) => call.end,
+            Err((i, _)) => call.start + i,
+        };
+        for (i, p) in pieces.iter().enumerate().take(upto).skip(call.start) {
+            p.deliver(i, on_piece)?;
+        }
+        copied.map_err(|(_, e)| failed(e))?;
     }
     Ok(())
 }
 
-/// Half the bytes copied ahead by a helper thread ([`helper_pieces`]), the rest by the
-/// caller, every piece handed over in order by the caller. A failure (the helper's
+/// About half the bytes copied ahead by a helper thread ([`helper_calls`]), the rest by
+/// the caller, every piece handed over in order by the caller. A failure (the helper's
 /// included) stops both.
 fn copy_on_two(
     pid: u32,
     pieces: &[Span],
+    calls: &[Range<usize>],
     deadline: Instant,
     on_piece: &mut OnPiece<'_>,
 ) -> Result<(), Failed> {
-    let helpers = helper_pieces(pieces);
-    let state: Vec<AtomicU8> = pieces.iter().map(|_| AtomicU8::new(PENDING)).collect();
+    let helpers = helper_calls(pieces, calls);
+    let state: Vec<AtomicU8> = calls.iter().map(|_| AtomicU8::new(PENDING)).collect();
     let error: Mutex<Option<CopyError>> = Mutex::new(None);
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         s.spawn(|| {
-            let theirs = pieces.iter().enumerate().filter(|(i, _)| helpers[*i]);
-            for (i, p) in theirs {
+            let theirs = calls.iter().enumerate().filter(|(c, _)| helpers[*c]);
+            for (c, call) in theirs {
                 if stop.load(Ordering::Acquire) || Instant::now() >= deadline {
                     return;
                 }
-                let outcome = match p.copy(pid) {
+                let outcome = match copy_call(pid, &pieces[call.clone()]) {
                     Ok(()) => COPIED,
-                    Err(e) => {
+                    Err((_, e)) => {
                         *error.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
                         FAILED
                     }
                 };
-                state[i].store(outcome, Ordering::Release);
+                state[c].store(outcome, Ordering::Release);
                 if outcome == FAILED {
                     return;
                 }
             }
         });
         let result = (|| {
-            for (i, p) in pieces.iter().enumerate() {
-                if !helpers[i] {
+            for (c, call) in calls.iter().enumerate() {
+                if helpers[c] {
+                    wait_for(&state[c], &error, deadline)?;
+                } else {
                     if Instant::now() >= deadline {
                         return Err(timeout());
                     }
-                    p.copy(pid).map_err(failed)?;
-                } else {
-                    wait_for(&state[i], &error, deadline)?;
+                    copy_call(pid, &pieces[call.clone()]).map_err(|(_, e)| failed(e))?;
                 }
-                p.deliver(i, on_piece)?;
+                for (i, p) in pieces.iter().enumerate().take(call.end).skip(call.start) {
+                    p.deliver(i, on_piece)?;
+                }
             }
             Ok(())
         })();
@@ -123,30 +162,50 @@ fn copy_on_two(
     })
 }
 
-/// Which pieces the helper copies: each piece goes to whichever thread has the fewer
-/// bytes so far, so that both copy about half whatever the sizes (a batch of frames
-/// alternates a 64-byte header with its payload: every other piece would leave every
-/// payload to one thread).
-fn helper_pieces(pieces: &[Span]) -> Vec<bool> {
+/// Which calls the helper makes: each call goes to whichever thread has the fewer bytes
+/// so far, so that both copy about half whatever the sizes.
+fn helper_calls(pieces: &[Span], calls: &[Range<usize>]) -> Vec<bool> {
     let (mut caller, mut helper) = (0usize, 0usize);
-    pieces
+    calls
         .iter()
-        .map(|p| {
+        .map(|call| {
+            let bytes: usize = pieces[call.clone()].iter().map(|p| p.len).sum();
             let theirs = helper < caller;
-            *(if theirs { &mut helper } else { &mut caller }) += p.len;
+            *(if theirs { &mut helper } else { &mut caller }) += bytes;
             theirs
         })
         .collect()
 }
 
+/// Copies `spans` from process `pid` with one system call; `Err((i, why))` when span `i`
+/// could not be copied (those before it were).
+fn copy_call(pid: u32, spans: &[Span]) -> Result<(), (usize, CopyError)> {
+    let parts = parts_of(spans);
+    // SAFETY: each span's `at .. at + len` lies in the scratch slot or the landing buffer
+    // (`run` checked every piece), which the caller holds exclusively (&mut) for this
+    // call; the spans of one call are disjoint (consecutive pieces of a batch whose pieces
+    // each have room of their own, or a single piece), and the two threads copy disjoint
+    // calls; no read is in flight on the fabric.
+    unsafe { crate::local::copy_many_from(pid, &parts) }
+}
+
 /// Writes each part (bytes, and the address in process `pid` they go to) with
-/// `process_vm_writev`: by two threads (every other part each) when there are 8 MiB or
-/// more and two cores, else in turn. Stops at the first failure, or at the deadline.
+/// `process_vm_writev`, consecutive parts by one system call ([`calls`]): the calls shared
+/// by two threads when there are 8 MiB or more and two cores, else made in turn. Stops at
+/// the first failure, or at the deadline.
 pub(super) fn write_all(pid: u32, parts: &[(&[u8], u64)], deadline: Instant) -> Result<(), Failed> {
-    let total: usize = parts.iter().map(|(b, _)| b.len()).sum();
+    let spans: Vec<Span> = parts
+        .iter()
+        .map(|(bytes, remote)| Span {
+            at: bytes.as_ptr() as usize,
+            remote: *remote,
+            len: bytes.len(),
+        })
+        .collect();
+    let calls = calls(&spans, true);
     let stop = AtomicBool::new(false);
-    let write = |from: usize, step: usize| -> Result<(), Failed> {
-        for &(bytes, at) in parts.iter().skip(from).step_by(step) {
+    let write = |mine: Vec<&Range<usize>>| -> Result<(), Failed> {
+        for call in mine {
             if stop.load(Ordering::Acquire) {
                 return Ok(()); // the other thread failed: it reports why
             }
@@ -154,24 +213,53 @@ pub(super) fn write_all(pid: u32, parts: &[(&[u8], u64)], deadline: Instant) -> 
                 stop.store(true, Ordering::Release);
                 return Err(timeout());
             }
-            crate::local::copy_to(pid, bytes, at).map_err(|e| {
+            write_call(pid, &spans[call.clone()]).map_err(|(_, e)| {
                 stop.store(true, Ordering::Release);
                 failed(e)
             })?;
         }
         Ok(())
     };
-    if !crate::helper::two_threads_for(total as u64, parts.len()) {
-        return write(0, 1);
+    let total: usize = spans.iter().map(|s| s.len).sum();
+    if !crate::helper::two_threads_for(total as u64, calls.len()) {
+        return write(calls.iter().collect());
     }
+    let helpers = helper_calls(&spans, &calls);
+    let of = |theirs: bool| -> Vec<&Range<usize>> {
+        let both = calls.iter().zip(&helpers);
+        both.filter(|(_, h)| **h == theirs)
+            .map(|(c, _)| c)
+            .collect()
+    };
+    let (theirs, mine) = (of(true), of(false));
     std::thread::scope(|s| {
-        let helper = s.spawn(|| write(1, 2));
-        let mine = write(0, 2);
+        let helper = s.spawn(|| write(theirs));
+        let mine = write(mine);
         let theirs = helper
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         mine.and(theirs)
     })
+}
+
+/// Writes `spans` (each: bytes here at `at`, to `remote` in process `pid`) with one system
+/// call; `Err((i, why))` when span `i` could not be written (those before it were).
+fn write_call(pid: u32, spans: &[Span]) -> Result<(), (usize, CopyError)> {
+    // SAFETY: each span describes bytes of a `&[u8]` the caller of `write_all` borrows for
+    // the whole call; the kernel only reads them.
+    unsafe { crate::local::copy_many_to(pid, &parts_of(spans)) }
+}
+
+/// `spans` as the parts of a cross-memory call.
+fn parts_of(spans: &[Span]) -> Vec<crate::local::Part> {
+    spans
+        .iter()
+        .map(|s| crate::local::Part {
+            local: s.at as *mut u8,
+            remote: s.remote,
+            len: s.len,
+        })
+        .collect()
 }
 
 /// Waits until the helper has copied a piece (`state`), or failed, or the deadline.
@@ -199,16 +287,6 @@ fn wait_for(
 }
 
 impl Span {
-    /// Copies this piece from process `pid` into its place.
-    fn copy(&self, pid: u32) -> Result<(), CopyError> {
-        // SAFETY: `at .. at + len` lies in the scratch slot or the landing buffer (`run`
-        // checked every piece), which the caller holds exclusively (&mut) for this call;
-        // pieces are disjoint (each has room of its own when two threads copy), so only
-        // this copy writes these bytes, and no read is in flight on the fabric.
-        unsafe { crate::local::copy_from(pid, self.at as *mut u8, self.remote, self.len) }
-            .map(|_| ())
-    }
-
     /// Hands this piece (copied), number `i`, to `on_piece`.
     fn deliver(&self, i: usize, on_piece: &mut OnPiece<'_>) -> Result<(), Failed> {
         // SAFETY: the piece has been copied (by this thread, or by the helper, which wrote
@@ -245,7 +323,8 @@ fn timeout() -> Failed {
 
 #[cfg(test)]
 mod tests {
-    use super::{helper_pieces, Span};
+    use super::{calls, helper_calls, Span, CALL_BYTES};
+    use crate::local::MAX_IOV;
 
     fn spans(lens: &[usize]) -> Vec<Span> {
         lens.iter()
@@ -258,23 +337,54 @@ mod tests {
     }
 
     #[test]
-    fn each_thread_copies_about_half_of_a_batch_of_frames() {
-        // Header, payload, header, payload…: every other piece would give every payload to
-        // one thread.
+    fn a_batch_is_cut_into_calls_in_order_of_bounded_size() {
+        // Header, payload, header, payload…
         let pieces = spans(&[64, 65536].repeat(256));
-        let helpers = helper_pieces(&pieces);
-        let theirs: usize = pieces
+        let cut = calls(&pieces, true);
+        let mut next = 0;
+        for call in &cut {
+            assert_eq!(call.start, next, "in order, none left out");
+            next = call.end;
+            let bytes: usize = pieces[call.clone()].iter().map(|p| p.len).sum();
+            assert!(
+                call.len() == 1 || bytes <= CALL_BYTES,
+                "{bytes} bytes a call"
+            );
+            assert!(call.len() <= MAX_IOV);
+        }
+        assert_eq!(next, pieces.len());
+        // 15 frames (64 + 65,536 bytes each) fit in a call: 18 calls, not 512.
+        assert_eq!(cut.len(), 18, "calls for 256 frames of 64 KiB");
+        // Many tiny pieces: the iovec limit cuts them.
+        let tiny = spans(&[64; 3000]);
+        assert_eq!(calls(&tiny, true).len(), 3);
+        // Pieces sharing scratch space: one a call.
+        assert_eq!(calls(&pieces, false).len(), pieces.len());
+        // A piece larger than a call's bytes is a call of its own, never split.
+        assert_eq!(calls(&spans(&[4 << 20, 64, 4 << 20]), true).len(), 3);
+    }
+
+    #[test]
+    fn each_thread_copies_about_half_of_a_batch_of_frames() {
+        let pieces = spans(&[64, 65536].repeat(256));
+        let cut = calls(&pieces, true);
+        let helpers = helper_calls(&pieces, &cut);
+        let bytes =
+            |c: &std::ops::Range<usize>| -> usize { pieces[c.clone()].iter().map(|p| p.len).sum() };
+        let theirs: usize = cut
             .iter()
             .zip(&helpers)
             .filter(|(_, h)| **h)
-            .map(|(p, _)| p.len)
+            .map(|(c, _)| bytes(c))
             .sum();
         let all: usize = pieces.iter().map(|p| p.len).sum();
         assert!(
-            theirs.abs_diff(all - theirs) <= 65536 + 64,
+            theirs.abs_diff(all - theirs) <= CALL_BYTES,
             "{theirs} of {all}"
         );
         let same = spans(&[1 << 20; 16]);
-        assert_eq!(helper_pieces(&same).iter().filter(|h| **h).count(), 8);
+        let cut = calls(&same, true);
+        assert_eq!(cut.len(), 16);
+        assert_eq!(helper_calls(&same, &cut).iter().filter(|h| **h).count(), 8);
     }
 }
