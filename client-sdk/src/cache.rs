@@ -15,11 +15,15 @@ use std::time::Instant;
 
 use rasa_openapi::Descriptor;
 
+/// A held descriptor: the member client that holds it, the descriptor (shared with the
+/// reads that use it), and the instant after which no read may start.
+type Entry = (u64, Arc<Descriptor>, Instant);
+
 /// The descriptors one client (all its members' clients) holds, by key: the member
 /// client that holds it, the descriptor, and the instant after which no read may start.
 #[derive(Debug, Default)]
 pub(crate) struct Held {
-    by_key: Mutex<HashMap<String, (u64, Descriptor, Instant)>>,
+    by_key: Mutex<HashMap<String, Entry>>,
 }
 
 /// One member client's side of [`Held`]: the descriptors it holds, each with the instant
@@ -53,17 +57,31 @@ impl DescriptorCache {
         matches!((&self.node, &d.node_id), (Some(me), Some(by)) if me != by)
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u64, Descriptor, Instant)>> {
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
         self.held.by_key.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The descriptor of `key` while a read may still start on it, if this member client
     /// holds it.
-    pub(crate) fn fresh(&self, key: &str) -> Option<(Descriptor, Instant)> {
+    pub(crate) fn fresh(&self, key: &str) -> Option<(Arc<Descriptor>, Instant)> {
         let held = self.held();
         let (by, d, deadline) = held.get(key)?;
         self.usable(*by, *deadline, Instant::now())
-            .then(|| (d.clone(), *deadline))
+            .then(|| (Arc::clone(d), *deadline))
+    }
+
+    /// [`DescriptorCache::fresh`] of each of `keys`, in order, under one look at the lock
+    /// (a batch's keys; the descriptors shared, not copied).
+    pub(crate) fn fresh_many(&self, keys: &[&str]) -> Vec<Option<(Arc<Descriptor>, Instant)>> {
+        let held = self.held();
+        let now = Instant::now();
+        keys.iter()
+            .map(|k| {
+                let (by, d, deadline) = held.get(*k)?;
+                self.usable(*by, *deadline, now)
+                    .then(|| (Arc::clone(d), *deadline))
+            })
+            .collect()
     }
 
     /// Which of `keys` this member client holds no fresh descriptor of (one look under
@@ -89,10 +107,20 @@ impl DescriptorCache {
 
     /// Holds `d` for `key` until `deadline` (dropping any other member client's).
     pub(crate) fn insert(&self, key: &str, d: Descriptor, deadline: Instant) {
-        if self.foreign(&d) {
-            return;
+        self.insert_many([(key, d, deadline)]);
+    }
+
+    /// [`DescriptorCache::insert`] of each of `held`, under one look at the lock.
+    pub(crate) fn insert_many<'k>(
+        &self,
+        held: impl IntoIterator<Item = (&'k str, Descriptor, Instant)>,
+    ) {
+        let mut map = self.held();
+        for (key, d, deadline) in held {
+            if !self.foreign(&d) {
+                map.insert(key.to_owned(), (self.mine, Arc::new(d), deadline));
+            }
         }
-        self.held().insert(key.to_owned(), (self.mine, d, deadline));
     }
 
     /// Drops the descriptor of `key` (a read with it failed, or this client wrote the key).

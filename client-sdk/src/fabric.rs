@@ -447,8 +447,8 @@ impl FabricPool {
         key: &str,
         fresh: bool,
     ) -> Result<(Descriptor, Instant), Error> {
-        if let Some(held) = self.descriptors.fresh(key).filter(|_| !fresh) {
-            return Ok(held);
+        if let Some((d, deadline)) = self.descriptors.fresh(key).filter(|_| !fresh) {
+            return Ok((Descriptor::clone(&d), deadline));
         }
         // A member that could not answer itself relays the owner's descriptor, which this
         // member's endpoint cannot read: asked once more (a replica may have its copy by

@@ -135,12 +135,12 @@ impl FabricPool {
             let Ok((resolved, sent)) = self.http.descriptors().many_timed(part).await else {
                 return;
             };
-            for (k, r) in part.iter().zip(resolved) {
-                if let Ok(d) = r {
-                    let deadline = crate::descriptors::deadline_of(&d, sent);
-                    self.descriptors.insert(k, d, deadline);
-                }
-            }
+            let found = part.iter().zip(resolved).filter_map(|(k, r)| {
+                let d = r.ok()?;
+                let deadline = crate::descriptors::deadline_of(&d, sent);
+                Some((*k, d, deadline))
+            });
+            self.descriptors.insert_many(found);
         }
     }
 

@@ -85,8 +85,9 @@ pub(crate) async fn land_many(
     }
     let mut batch = Vec::new();
     let mut earliest: Option<Instant> = None;
-    for (i, (k, room)) in keys.iter().zip(regions).enumerate() {
-        let Some((d, deadline)) = pool.descriptors.fresh(k) else {
+    let held = pool.descriptors.fresh_many(keys);
+    for (i, (held, room)) in held.into_iter().zip(regions).enumerate() {
+        let Some((d, deadline)) = held else {
             continue;
         };
         let fits = d.length <= room.len() as u64;
@@ -101,7 +102,7 @@ pub(crate) async fn land_many(
     let Ok(state) = pool.ready_endpoint(earliest).await else {
         return (out, landing);
     };
-    let Ok(frames) = frames_on(&state, batch.iter().map(|(_, d)| d)) else {
+    let Ok(frames) = frames_on(&state, batch.iter().map(|(_, d)| &**d)) else {
         return (out, landing);
     };
     let frames: Vec<_> = frames

@@ -6,6 +6,7 @@
 //! carries each value's frame checksum, computed here from the bytes written: the gateway
 //! stores a value only when the bytes in its memory hash to it.
 
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -244,8 +245,6 @@ async fn write_region(
         .min(pool.call_timeout.left());
     let (written, _) = pool
         .on_reader(state, plan, move |reader, plan| {
-            // Each checksum from the bytes as they are sent (the caller's own memory).
-            let sums = frame_checksums(plan);
             let writes: Vec<RemoteWrite<'_>> = plan
                 .iter()
                 .map(|(addr, _, bytes)| RemoteWrite {
@@ -254,54 +253,28 @@ async fn write_region(
                     bytes,
                 })
                 .collect();
-            reader.write_many(&writes, timeout).map(|()| sums)
+            // Each checksum from the bytes as they are sent (the caller's own memory),
+            // each piece hashed just before it is written, while in the cache.
+            let hashers: Vec<Mutex<FrameHasher>> = plan
+                .iter()
+                .map(|_| Mutex::new(FrameHasher::new()))
+                .collect();
+            let seen = |i: usize, piece: &[u8]| {
+                hashers[i]
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .update(piece)
+            };
+            reader.write_many_seen(&writes, &seen, timeout)?;
+            Ok(hashers
+                .into_iter()
+                .zip(plan.iter())
+                .map(|(h, (_, id, _))| {
+                    let h = h.into_inner().unwrap_or_else(PoisonError::into_inner);
+                    format!("{:016x}", h.seal(*id, 0).1)
+                })
+                .collect())
         })
         .await;
     written
-}
-
-/// The frame checksum (hex) of each value of `plan`: a large batch's on two threads
-/// ([`rasa_fastpath::helper::each_on_two`]; the gateway is idle meanwhile: it hashes them
-/// again at the commit, on two threads as well).
-fn frame_checksums(plan: &[(u64, FrameIdentity, Bytes)]) -> Vec<String> {
-    rasa_fastpath::helper::each_on_two(
-        plan.iter().collect(),
-        |(_, _, bytes)| bytes.len() as u64,
-        |(_, id, bytes)| {
-            let mut h = FrameHasher::new();
-            h.update(bytes);
-            format!("{:016x}", h.seal(*id, 0).1)
-        },
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A batch large enough for two threads gets the same checksums, in order, as each
-    /// value hashed alone, whatever the sizes.
-    #[test]
-    fn checksums_on_two_threads_are_each_values_own_in_order() {
-        let sizes = [9 << 20, 1, 0, 3 << 20, 64 << 10, 5 << 20];
-        let plan: Vec<(u64, FrameIdentity, Bytes)> = sizes
-            .iter()
-            .enumerate()
-            .map(|(i, &n)| {
-                let bytes: Vec<u8> = (0..n).map(|j| (j * 31 + i * 7) as u8).collect();
-                let id = FrameIdentity {
-                    key_hash: key_hash(&format!("k{i}")),
-                    version: i as u64 + 1,
-                    payload_len: n as u64,
-                };
-                (0, id, Bytes::from(bytes))
-            })
-            .collect();
-        let alone: Vec<String> = plan
-            .iter()
-            .map(|(_, id, b)| frame_checksums(&[(0, *id, b.clone())]).remove(0))
-            .collect();
-        assert_eq!(frame_checksums(&plan), alone);
-        assert_eq!(frame_checksums(&plan[..2]), alone[..2]);
-    }
 }

@@ -38,6 +38,10 @@ const PENDING: u8 = 0;
 const COPIED: u8 = 1;
 const FAILED: u8 = 2;
 
+#[path = "cma_write.rs"]
+mod write;
+pub(super) use write::write_all;
+
 /// Bytes one cross-memory call copies at most (a piece is never split): the deadline is
 /// looked at between calls, and two threads share a batch call by call.
 const CALL_BYTES: usize = 1 << 20;
@@ -187,67 +191,6 @@ fn copy_call(pid: u32, spans: &[Span]) -> Result<(), (usize, CopyError)> {
     // each have room of their own, or a single piece), and the two threads copy disjoint
     // calls; no read is in flight on the fabric.
     unsafe { crate::local::copy_many_from(pid, &parts) }
-}
-
-/// Writes each part (bytes, and the address in process `pid` they go to) with
-/// `process_vm_writev`, consecutive parts by one system call ([`calls`]): the calls shared
-/// by two threads when there are 8 MiB or more and two cores, else made in turn. Stops at
-/// the first failure, or at the deadline.
-pub(super) fn write_all(pid: u32, parts: &[(&[u8], u64)], deadline: Instant) -> Result<(), Failed> {
-    let spans: Vec<Span> = parts
-        .iter()
-        .map(|(bytes, remote)| Span {
-            at: bytes.as_ptr() as usize,
-            remote: *remote,
-            len: bytes.len(),
-        })
-        .collect();
-    let calls = calls(&spans, true);
-    let stop = AtomicBool::new(false);
-    let write = |mine: Vec<&Range<usize>>| -> Result<(), Failed> {
-        for call in mine {
-            if stop.load(Ordering::Acquire) {
-                return Ok(()); // the other thread failed: it reports why
-            }
-            if Instant::now() >= deadline {
-                stop.store(true, Ordering::Release);
-                return Err(timeout());
-            }
-            write_call(pid, &spans[call.clone()]).map_err(|(_, e)| {
-                stop.store(true, Ordering::Release);
-                failed(e)
-            })?;
-        }
-        Ok(())
-    };
-    let total: usize = spans.iter().map(|s| s.len).sum();
-    if !crate::helper::two_threads_for(total as u64, calls.len()) {
-        return write(calls.iter().collect());
-    }
-    let helpers = helper_calls(&spans, &calls);
-    let of = |theirs: bool| -> Vec<&Range<usize>> {
-        let both = calls.iter().zip(&helpers);
-        both.filter(|(_, h)| **h == theirs)
-            .map(|(c, _)| c)
-            .collect()
-    };
-    let (theirs, mine) = (of(true), of(false));
-    std::thread::scope(|s| {
-        let helper = s.spawn(|| write(theirs));
-        let mine = write(mine);
-        let theirs = helper
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        mine.and(theirs)
-    })
-}
-
-/// Writes `spans` (each: bytes here at `at`, to `remote` in process `pid`) with one system
-/// call; `Err((i, why))` when span `i` could not be written (those before it were).
-fn write_call(pid: u32, spans: &[Span]) -> Result<(), (usize, CopyError)> {
-    // SAFETY: each span describes bytes of a `&[u8]` the caller of `write_all` borrows for
-    // the whole call; the kernel only reads them.
-    unsafe { crate::local::copy_many_to(pid, &parts_of(spans)) }
 }
 
 /// `spans` as the parts of a cross-memory call.

@@ -14,7 +14,7 @@ pub use contact::{
     MAX_ABANDONED, MAX_ABANDONED_RXM, MAX_ABANDONED_RXM_PER_GATEWAY,
 };
 pub use landing::{Direct, LandingBuffer};
-pub use write::RemoteWrite;
+pub use write::{RemoteWrite, Seen};
 
 mod cma;
 mod contact;

@@ -20,6 +20,12 @@ pub struct RemoteWrite<'a> {
     pub bytes: &'a [u8],
 }
 
+/// What sees each piece of a value just before it is written: the value's index and the
+/// piece's bytes, a value's pieces in order (all from one thread). The one-sided PUT hashes
+/// its values here, each piece while it is in the cache the write then reads it from,
+/// instead of in a pass of its own over memory.
+pub type Seen<'a> = dyn Fn(usize, &[u8]) + Sync + 'a;
+
 impl Reader {
     /// Writes every `writes` entry one-sided, all pieces in flight together, within
     /// `timeout`. On `shm` with cross-memory attach the bytes go straight from the caller's
@@ -32,7 +38,20 @@ impl Reader {
         writes: &[RemoteWrite<'_>],
         timeout: Duration,
     ) -> Result<(), ReadError> {
-        let result = try_write_many(self, writes, timeout);
+        self.write_many_seen(writes, &|_, _| {}, timeout)
+    }
+
+    /// [`Reader::write_many`], showing `seen` each piece of each value (its index in
+    /// `writes`, a value's pieces in order) just before it is written: a hash of the
+    /// values made there reads each piece while it is in the cache, not in a pass of its
+    /// own over memory. Every byte is seen once, also when the write fails.
+    pub fn write_many_seen(
+        &mut self,
+        writes: &[RemoteWrite<'_>],
+        seen: &Seen<'_>,
+        timeout: Duration,
+    ) -> Result<(), ReadError> {
+        let result = try_write_many(self, writes, seen, timeout);
         self.settle(result)
     }
 }
@@ -41,6 +60,7 @@ impl Reader {
 fn try_write_many(
     reader: &mut Reader,
     writes: &[RemoteWrite<'_>],
+    seen: &Seen<'_>,
     timeout: Duration,
 ) -> Result<(), Failed> {
     let deadline = Instant::now() + timeout;
@@ -48,14 +68,8 @@ fn try_write_many(
     reader.reconnect().map_err(|e| classify(efa, e))?;
     let conn = reader.conn.as_mut().expect("connected above");
     if let Some(pid) = conn.cma_pid {
-        let parts: Vec<(&[u8], u64)> = writes
-            .iter()
-            .flat_map(|w| {
-                let chunks = w.bytes.chunks(CHUNK).enumerate();
-                chunks.map(move |(i, part)| (part, w.addr + (i * CHUNK) as u64))
-            })
-            .collect();
-        return super::cma::write_all(pid, &parts, deadline)
+        let values: Vec<(&[u8], u64)> = writes.iter().map(|w| (w.bytes, w.addr)).collect();
+        return super::cma::write_all(pid, &values, seen, deadline)
             .map_err(|f| f.timed_out_after(timeout));
     }
     let mut layout = Vec::with_capacity(writes.len());
@@ -68,8 +82,12 @@ fn try_write_many(
     let (slot, _) = conn.scratch.as_mut().expect("scratch set above");
     let scratch = slot.as_mut_slice();
     let mut pieces = Vec::new();
-    for (w, &at) in writes.iter().zip(&layout) {
-        scratch[at..at + w.bytes.len()].copy_from_slice(w.bytes);
+    for (i, (w, &at)) in writes.iter().zip(&layout).enumerate() {
+        for (c, piece) in w.bytes.chunks(CHUNK).enumerate() {
+            seen(i, piece);
+            let to = at + c * CHUNK;
+            scratch[to..to + piece.len()].copy_from_slice(piece);
+        }
         let first = pieces.len();
         engine::split(&mut pieces, at, w.addr, w.rkey, w.bytes.len(), false);
         pieces[first..]
