@@ -265,7 +265,7 @@ async fn write_region(
                     .unwrap_or_else(PoisonError::into_inner)
                     .update(piece)
             };
-            reader.write_many_seen(&writes, &seen, timeout)?;
+            reader.write_many(&writes, &seen, timeout)?;
             Ok(hashers
                 .into_iter()
                 .zip(plan.iter())

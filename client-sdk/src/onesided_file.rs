@@ -99,7 +99,7 @@ impl Node {
                         rkey,
                         bytes: &buf[..n],
                     };
-                    reader.write_many(&[piece], left)?;
+                    reader.write_many(&[piece], &|_, _| {}, left)?;
                     at += n as u64;
                 }
                 if at != length {

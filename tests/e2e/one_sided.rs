@@ -144,7 +144,7 @@ impl Raw {
 
     fn write(&mut self, addr: u64, rkey: u64, bytes: &[u8]) -> Result<(), ReadError> {
         self.reader
-            .write_many(&[RemoteWrite { addr, rkey, bytes }], TIMEOUT)
+            .write_many(&[RemoteWrite { addr, rkey, bytes }], &|_, _| {}, TIMEOUT)
     }
 
     fn read(&mut self, addr: u64, rkey: u64, len: u64) -> Result<Vec<u8>, ReadError> {

@@ -33,19 +33,12 @@ impl Reader {
     /// registered scratch buffer first (where `FI_MR_LOCAL` providers need them) and sent
     /// with `fi_write`. A failure leaves the endpoint as a failed read does; nothing tells
     /// what landed, so the caller commits nothing after one.
+    ///
+    /// `seen` is shown each piece of each value (its index in `writes`, a value's pieces in
+    /// order) just before it is written: a hash of the values made there reads each piece
+    /// while it is in the cache, not in a pass of its own over memory (`&|_, _| {}` when
+    /// nothing needs to see them).
     pub fn write_many(
-        &mut self,
-        writes: &[RemoteWrite<'_>],
-        timeout: Duration,
-    ) -> Result<(), ReadError> {
-        self.write_many_seen(writes, &|_, _| {}, timeout)
-    }
-
-    /// [`Reader::write_many`], showing `seen` each piece of each value (its index in
-    /// `writes`, a value's pieces in order) just before it is written: a hash of the
-    /// values made there reads each piece while it is in the cache, not in a pass of its
-    /// own over memory. Every byte is seen once, also when the write fails.
-    pub fn write_many_seen(
         &mut self,
         writes: &[RemoteWrite<'_>],
         seen: &Seen<'_>,

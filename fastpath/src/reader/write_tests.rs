@@ -50,7 +50,16 @@ fn writes_land_and_the_key_only_writes(provider: &str, cma: bool) {
             bytes: v,
         })
         .collect();
-    client.write_many(&writes, TIMEOUT).unwrap();
+    // Each value is seen whole and in order as it is written (the PUT hashes it there).
+    let seen: Vec<std::sync::Mutex<Vec<u8>>> = values.iter().map(|_| Default::default()).collect();
+    let see = |i: usize, piece: &[u8]| seen[i].lock().unwrap().extend_from_slice(piece);
+    client.write_many(&writes, &see, TIMEOUT).unwrap();
+    for (i, v) in values.iter().enumerate() {
+        assert!(
+            *seen[i].lock().unwrap() == v[..],
+            "{provider}: value {i} seen wrong"
+        );
+    }
     let landed = whole.as_mut_slice();
     for (v, &at) in values.iter().zip(&placed) {
         assert!(
@@ -91,6 +100,7 @@ fn writes_land_and_the_key_only_writes(provider: &str, cma: bool) {
             rkey,
             bytes: &late,
         }],
+        &|_, _| {},
         TIMEOUT,
     );
     assert!(
