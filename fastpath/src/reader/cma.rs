@@ -169,13 +169,21 @@ fn copy_on_two(
 /// Which calls the helper makes: each call goes to whichever thread has the fewer bytes
 /// so far, so that both copy about half whatever the sizes.
 fn helper_calls(pieces: &[Span], calls: &[Range<usize>]) -> Vec<bool> {
+    to_helper(
+        calls
+            .iter()
+            .map(|call| pieces[call.clone()].iter().map(|p| p.len).sum()),
+    )
+}
+
+/// For jobs of these byte counts, in order, whether each goes to the helper: to whichever
+/// thread holds fewer bytes so far (the caller on a tie), so that both get about half.
+pub(super) fn to_helper(bytes: impl Iterator<Item = usize>) -> Vec<bool> {
     let (mut caller, mut helper) = (0usize, 0usize);
-    calls
-        .iter()
-        .map(|call| {
-            let bytes: usize = pieces[call.clone()].iter().map(|p| p.len).sum();
+    bytes
+        .map(|n| {
             let theirs = helper < caller;
-            *(if theirs { &mut helper } else { &mut caller }) += bytes;
+            *(if theirs { &mut helper } else { &mut caller }) += n;
             theirs
         })
         .collect()

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::super::write::Seen;
-use super::{calls, failed, helper_calls, parts_of, timeout, Span};
+use super::{calls, failed, helper_calls, parts_of, timeout, to_helper, Span};
 use crate::local::CopyError;
 use crate::reader::Failed;
 
@@ -26,15 +26,15 @@ pub(in crate::reader) fn write_all(
 ) -> Result<(), Failed> {
     let stop = AtomicBool::new(false);
     let total: usize = values.iter().map(|(b, _)| b.len()).sum();
-    let mine: Vec<usize> = (0..values.len()).collect();
+    let all: Vec<usize> = (0..values.len()).collect();
     if !crate::helper::two_threads_for(total as u64, values.len()) {
-        return write_values(pid, values, &mine, seen, &stop, deadline);
+        return write_values(pid, values, &all, seen, &stop, deadline);
     }
     let (theirs, mine) = halves(values);
     let theirs_bytes: usize = theirs.iter().map(|&v| values[v].0.len()).sum();
     if theirs_bytes.max(total - theirs_bytes) > total * 3 / 5 {
         // One value is most of the batch: seen here, its calls shared by two threads.
-        let pieces = pieces_of(values, &(0..values.len()).collect::<Vec<_>>());
+        let pieces = pieces_of(values, &all);
         for (v, bytes, _) in &pieces {
             seen(*v, bytes);
         }
@@ -72,21 +72,11 @@ fn both(
     })
 }
 
-/// The values split in two by bytes, whole values each (each to whichever half holds
-/// fewer bytes so far): the helper's and the caller's, by index.
+/// The values split in two by bytes, whole values each ([`to_helper`]): the helper's and
+/// the caller's, by index.
 fn halves(values: &[(&[u8], u64)]) -> (Vec<usize>, Vec<usize>) {
-    let (mut theirs, mut mine) = (Vec::new(), Vec::new());
-    let (mut held_theirs, mut held_mine) = (0, 0);
-    for (v, (bytes, _)) in values.iter().enumerate() {
-        if held_theirs < held_mine {
-            held_theirs += bytes.len();
-            theirs.push(v);
-        } else {
-            held_mine += bytes.len();
-            mine.push(v);
-        }
-    }
-    (theirs, mine)
+    let theirs = to_helper(values.iter().map(|(bytes, _)| bytes.len()));
+    (0..values.len()).partition(|&v| theirs[v])
 }
 
 /// The pieces of the values `which`: (value, bytes, remote address), at most
