@@ -41,6 +41,25 @@ small quarter --warm-memory 256MiB
 quarter=$(cat "$tmp/quarter.url")
 whole=$(cat "$tmp/whole.url")
 
+# Every gateway's warm memory faulted in before the first round (`rasa_arena_bytes_warm` at
+# its --warm-memory): a gateway still faulting pages in shares the cores with whichever peer
+# is measured then (on a fresh VM, 1 GiB took seconds of a core).
+wait_warm() { # url bytes name
+  local until=$((SECONDS + 60)) got
+  while :; do
+    got=$(curl -sf "$1/metrics" | awk '/^rasa_arena_bytes_warm /{printf "%d", $2}')
+    [ "${got:-0}" -ge "$2" ] && return 0
+    [ $SECONDS -lt $until ] || {
+      echo "bench/mooncake: gateway $3 had ${got:-no} bytes of its $2 of warm memory (rasa_arena_bytes_warm) after 60 s" >&2
+      exit 1
+    }
+    sleep 0.1
+  done
+}
+wait_warm "$rasa" $((1 << 30)) main
+wait_warm "$whole" $((1 << 30)) whole
+wait_warm "$quarter" $((256 << 20)) quarter
+
 mc=.venv-bench/bin
 rpc=$(free_port); meta=$(free_port); client=$(free_port)
 "$mc/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$rpc" --enable_http_metadata_server=true \

@@ -20,50 +20,64 @@ use crate::{Fallback, FastPath, ReadPath};
 const PART_KEYS: usize = 64;
 
 /// Asks for the descriptors of `keys` not held (in parts, all requests at once) and reads
-/// each part into its `regions` of `landing` as soon as its descriptors are in, while the
-/// later parts' requests go on: the gateway answers for the next part while this client
-/// copies the last. As [`land_many`]: `Some` for each value read and validated, `None`
-/// for each left to the caller.
+/// the values of every part whose descriptors are in into their `regions` of `landing`,
+/// while the later parts' requests go on: the gateway answers for the next parts while
+/// this client copies, and every part that arrived meanwhile is read in the next go,
+/// together (a go of 8 MiB or more is copied by two threads). As [`land_many`]: `Some`
+/// for each value read and validated, `None` for each left to the caller.
 pub(crate) async fn hold_and_land(
     pool: &FabricPool,
     keys: &[&str],
     regions: &[Range<usize>],
     mut landing: LandingBuffer,
 ) -> (Vec<Option<Written>>, LandingBuffer) {
-    use futures_util::future::{select, Either};
+    use futures_util::future::{select, Either, FutureExt};
     use futures_util::StreamExt;
-    // Descriptors held already: one go (a batch of 8 MiB or more is copied by two threads).
     let missing = pool.descriptors.missing(keys).len();
     let parts = (missing / PART_KEYS).clamp(1, 4);
-    let size = keys.len().div_ceil(parts);
+    let size = keys.len().div_ceil(parts).max(1);
     let spans: Vec<Range<usize>> = (0..keys.len())
-        .step_by(size.max(1))
+        .step_by(size)
         .map(|s| s..(s + size).min(keys.len()))
         .collect();
-    let mut asks: futures_util::stream::FuturesOrdered<_> =
-        spans.iter().map(|r| pool.hold(&keys[r.clone()])).collect();
-    let (mut ready, mut out) = (0, Vec::with_capacity(keys.len()));
-    for (i, r) in spans.iter().enumerate() {
-        while ready <= i {
-            asks.next().await;
-            ready += 1;
+    let mut asks: futures_util::stream::FuturesUnordered<_> = spans
+        .iter()
+        .enumerate()
+        .map(|(part, r)| pool.hold(&keys[r.clone()]).map(move |()| part))
+        .collect();
+    let mut out: Vec<Option<Written>> = keys.iter().map(|_| None).collect();
+    let (mut ready, mut left) = (Vec::new(), spans.len());
+    while left > 0 {
+        if ready.is_empty() {
+            ready.extend(asks.next().await);
         }
-        let mut land = Box::pin(land_many(
-            pool,
-            &keys[r.clone()],
-            &regions[r.clone()],
-            landing,
-        ));
+        while let Some(Some(part)) = asks.next().now_or_never() {
+            ready.push(part);
+        }
+        if ready.is_empty() {
+            break; // every request answered: nothing left to wait for
+        }
+        ready.sort_unstable();
+        left -= ready.len();
+        let go: Vec<usize> = ready.drain(..).flat_map(|p| spans[p].clone()).collect();
+        let go_keys: Vec<&str> = go.iter().map(|&i| keys[i]).collect();
+        let go_regions: Vec<Range<usize>> = go.iter().map(|&i| regions[i].clone()).collect();
+        let mut land = Box::pin(land_many(pool, &go_keys, &go_regions, landing));
         let (got, back) = loop {
-            if ready == spans.len() {
+            if asks.is_empty() {
                 break land.await;
             }
             match select(land, asks.next()).await {
                 Either::Left((done, _)) => break done,
-                Either::Right((_, still)) => (ready, land) = (ready + 1, still),
+                Either::Right((part, still)) => {
+                    ready.extend(part);
+                    land = still;
+                }
             }
         };
-        out.extend(got);
+        for (i, written) in go.into_iter().zip(got) {
+            out[i] = written;
+        }
         landing = back;
     }
     (out, landing)
