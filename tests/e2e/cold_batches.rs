@@ -110,3 +110,67 @@ async fn a_cold_batch_into_registered_memory_asks_in_parts_and_lands_whole() {
         assert_eq!(after.1 - before.1, asked, "round {round}: batch requests");
     }
 }
+
+/// A batch of descriptors answers the keys held in memory at once (no lookup future a
+/// key, the metrics counted once for the batch) and counts what single requests count: a
+/// descriptor, a lease, a cache hit and the bytes named for each key found; a key not
+/// there gets its own `not_found` (a miss), an invalid one its `invalid_key`, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_descriptors_counts_each_descriptor_lease_and_hit() {
+    let gw = Gateway::start(&FAST);
+    let http = rasa_tests::http();
+    for i in 0..10 {
+        let r = http
+            .put(gw.url(&format!("/v1/objects/count/{i}")))
+            .body(pattern(100 + i, i as u64))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+    }
+    const COUNTED: [&str; 5] = [
+        "rasa_leases_granted_total",
+        "rasa_descriptors_total{path=\"fabric\"}",
+        "rasa_fastpath_bytes_advertised_total",
+        "rasa_cache_hits_total",
+        "rasa_cache_misses_total",
+    ];
+    let counts = || async {
+        let text = rasa_tests::text_of(http.get(gw.url("/metrics"))).await;
+        COUNTED.map(|name| rasa_tests::metric_in(&text, name))
+    };
+    let before = counts().await;
+    let mut keys: Vec<String> = (0..10).map(|i| format!("count/{i}")).collect();
+    keys.extend(["count/none".to_owned(), "count/../x".to_owned()]);
+    let body: rasa_openapi::DescriptorBatchResponse = http
+        .post(gw.url("/v1/descriptors"))
+        .json(&serde_json::json!({ "keys": keys }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let after = counts().await;
+    assert_eq!(body.results.len(), 12);
+    for (i, r) in body.results.iter().take(10).enumerate() {
+        let d = r
+            .descriptor
+            .as_ref()
+            .expect("a descriptor for a stored key");
+        assert_eq!(
+            (r.key.as_str(), d.length),
+            (keys[i].as_str(), 100 + i as u64)
+        );
+        assert!(
+            d.addr.is_some() && d.lease_ms > 0,
+            "leased, with its address"
+        );
+    }
+    let code = |i: usize| body.results[i].error.as_ref().map(|p| p.code);
+    assert_eq!(code(10), Some(rasa_openapi::ProblemCode::NotFound));
+    assert_eq!(code(11), Some(rasa_openapi::ProblemCode::InvalidKey));
+    let named: f64 = (0..10).map(|i| (100 + i) as f64).sum();
+    let grew: Vec<f64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
+    assert_eq!(grew, [10.0, 10.0, named, 10.0, 1.0], "{COUNTED:?}");
+}

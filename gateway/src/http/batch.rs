@@ -32,7 +32,7 @@ use rasa_openapi::{
 
 use super::limits::with_linger;
 use super::objects::content_length;
-use super::resolve::{descriptor_of, wants_lease};
+use super::resolve::{wants_lease, Tally};
 use super::{fanout, json_response, ApiError, AppState, NamespaceName};
 use crate::objects::Objects;
 use crate::store::{Sealed, Store};
@@ -351,14 +351,15 @@ async fn publish(
             }
         });
     let stored_here = async {
-        let mut out = Vec::with_capacity(here.len());
+        let (mut out, mut tally) = (Vec::with_capacity(here.len()), Tally::default());
         for (i, sealed) in here {
             let stored = objects.put(*sealed, |_| Ok(())).await;
             out.push((
                 i,
-                stored.map(|v| descriptor_of(st, objects.store(), &v, remote)),
+                stored.map(|v| tally.descriptor_of(st, objects.store(), &v, remote)),
             ));
         }
+        tally.count();
         out
     };
     let (away, here) =

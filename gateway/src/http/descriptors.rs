@@ -8,9 +8,10 @@ use axum::response::Response;
 use axum::Json;
 use rasa_openapi::{Descriptor, DescriptorBatchRequest, DescriptorBatchResponse, DescriptorResult};
 
-use super::resolve::{descriptor, key_from_uri, lookup, VersionQuery};
+use super::resolve::{descriptor, key_from_uri, lookup, Tally, VersionQuery};
 use super::{fanout, json_response, ApiError, AppState};
 use crate::key;
+use crate::objects::Objects;
 
 /// Resolve a key to a descriptor of its current version (or of `?version=`).
 ///
@@ -109,9 +110,56 @@ pub async fn batch_descriptors(
         .enumerate()
         .filter(|(i, _)| results[*i].is_none())
         .collect();
-    let lookups = here.into_iter().map(|(i, k)| {
-        let (st, objects) = (st.clone(), Arc::clone(&objects));
-        let ns = ns.as_ref().map(|n| Arc::clone(&n.0));
+    for (i, r) in resolve_here(&st, &objects, ns.as_ref(), &replicas, here).await {
+        results[i] = Some(r);
+    }
+    let results = results
+        .into_iter()
+        .map(|r| r.expect("every key answered"))
+        .collect();
+    Ok(json_response(
+        StatusCode::OK,
+        &DescriptorBatchResponse { results },
+    ))
+}
+
+/// The results of the keys this member answers (`here`: each with its index in the
+/// batch): first those [`Objects::resident_now`] answers at once, then the others each
+/// through [`lookup`] — read-through misses of one batch fetched concurrently — a replica's
+/// at the version it holds (`replicas`, by index).
+async fn resolve_here(
+    st: &AppState,
+    objects: &Arc<Objects>,
+    ns: Option<&super::NamespaceName>,
+    replicas: &[Option<u64>],
+    here: Vec<(usize, String)>,
+) -> Vec<(usize, DescriptorResult)> {
+    let replica = |i: usize| replicas.get(i).copied().flatten();
+    // Plain keys (valid, no replica, no test hook) held in memory: no future a key.
+    let plain = |i: usize, k: &str| {
+        replica(i).is_none()
+            && key::validate(k).is_ok()
+            && super::test_hooks::served_corrupt(st, k).is_none()
+    };
+    let (quick, mut later): (Vec<_>, Vec<_>) = here.into_iter().partition(|(i, k)| plain(*i, k));
+    let found = objects.resident_now(quick.iter().map(|(_, k)| k.as_str()));
+    let (mut out, mut tally) = (
+        Vec::with_capacity(quick.len() + later.len()),
+        Tally::default(),
+    );
+    for ((i, k), v) in quick.into_iter().zip(found) {
+        match v {
+            Some(v) => {
+                let d = tally.descriptor(st, objects.store(), &v);
+                out.push((i, DescriptorResult::of(k, Ok(d))));
+            }
+            None => later.push((i, k)),
+        }
+    }
+    tally.count();
+    let lookups = later.into_iter().map(|(i, k)| {
+        let (st, objects) = (st.clone(), Arc::clone(objects));
+        let ns = ns.map(|n| Arc::clone(&n.0));
         async move {
             let found = match key::validate(&k) {
                 Ok(()) => match super::test_hooks::served_corrupt(&st, &k) {
@@ -132,16 +180,6 @@ pub async fn batch_descriptors(
             (i, DescriptorResult::of(k, found.map_err(|e| e.problem())))
         }
     });
-    // Read-through misses of one batch are fetched concurrently.
-    for (i, r) in futures_util::future::join_all(lookups).await {
-        results[i] = Some(r);
-    }
-    let results = results
-        .into_iter()
-        .map(|r| r.expect("every key answered"))
-        .collect();
-    Ok(json_response(
-        StatusCode::OK,
-        &DescriptorBatchResponse { results },
-    ))
+    out.extend(futures_util::future::join_all(lookups).await);
+    out
 }

@@ -65,24 +65,81 @@ pub fn descriptor(st: &AppState, store: &Store, v: &StoredVersion) -> Descriptor
 /// one-sided. Only a descriptor that carries them is leased: a version nobody holds an
 /// address of can be reclaimed as soon as it is replaced or evicted.
 pub fn descriptor_of(st: &AppState, store: &Store, v: &StoredVersion, remote: bool) -> Descriptor {
-    let remote = store.remote(v).filter(|_| remote);
-    let (lease_ms, deadline) = match remote {
-        Some(_) => (store.config().lease.as_millis() as u64, store.lease(v)),
-        None => (0, std::time::SystemTime::now()),
-    };
-    if remote.is_some() {
-        // Bytes handed to the fast path: served by the NIC, invisible to the gateway after.
-        catalog::FASTPATH_BYTES_ADVERTISED
-            .counter()
-            .increment(v.len());
-        catalog::DESCRIPTORS
-            .counter_by(&[("path", "fabric")])
-            .increment(1);
-    } else {
-        catalog::DESCRIPTORS
-            .counter_by(&[("path", "http")])
-            .increment(1);
+    let mut tally = Tally::default();
+    let d = tally.descriptor_of(st, store, v, remote);
+    tally.count();
+    d
+}
+
+/// Descriptors handed out, counted into the metrics once ([`Tally::count`]): a batch's
+/// together, rather than a lookup in the metrics registry for each.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Descriptors with a remote address (each a lease).
+    fabric: u64,
+    /// Descriptors without one.
+    http: u64,
+    /// Bytes the fabric ones name.
+    bytes: u64,
+}
+
+impl Tally {
+    /// [`descriptor`], counted here.
+    pub fn descriptor(&mut self, st: &AppState, store: &Store, v: &StoredVersion) -> Descriptor {
+        self.descriptor_of(st, store, v, true)
     }
+
+    /// [`descriptor_of`], counted here.
+    pub fn descriptor_of(
+        &mut self,
+        st: &AppState,
+        store: &Store,
+        v: &StoredVersion,
+        remote: bool,
+    ) -> Descriptor {
+        let remote = store.remote(v).filter(|_| remote);
+        let (lease_ms, deadline) = match remote {
+            Some(_) => (store.config().lease.as_millis() as u64, store.lease(v)),
+            None => (0, std::time::SystemTime::now()),
+        };
+        if remote.is_some() {
+            self.fabric += 1;
+            self.bytes += v.len();
+        } else {
+            self.http += 1;
+        }
+        build(st, store, v, remote, lease_ms, deadline)
+    }
+
+    /// Records what was counted: descriptors by path, leases granted, the bytes handed to
+    /// the fast path (served by the NIC, invisible to the gateway after).
+    pub fn count(self) {
+        if self.fabric > 0 {
+            catalog::FASTPATH_BYTES_ADVERTISED
+                .counter()
+                .increment(self.bytes);
+            catalog::DESCRIPTORS
+                .counter_by(&[("path", "fabric")])
+                .increment(self.fabric);
+            catalog::LEASES_GRANTED.counter().increment(self.fabric);
+        }
+        if self.http > 0 {
+            catalog::DESCRIPTORS
+                .counter_by(&[("path", "http")])
+                .increment(self.http);
+        }
+    }
+}
+
+/// The descriptor itself, its lease (if any) granted.
+fn build(
+    st: &AppState,
+    store: &Store,
+    v: &StoredVersion,
+    remote: Option<Vec<(u64, u64)>>,
+    lease_ms: u64,
+    deadline: std::time::SystemTime,
+) -> Descriptor {
     Descriptor {
         key: v.key().to_string(),
         version: v.version().to_string(),

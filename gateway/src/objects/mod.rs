@@ -190,6 +190,26 @@ impl Objects {
         Ok(self.store.tier().admit(v).await?)
     }
 
+    /// [`Objects::resident`] of each of `keys`' current version, for those it can answer
+    /// at once: the version the index holds in memory, on a gateway with no origin to
+    /// confirm it with and no cluster whose ties could undo it; `None` for every other
+    /// key (and every key when there is an origin or a cluster): ask [`Objects::resident`].
+    /// A batch of descriptors resolves its keys this way first, without a future a key.
+    pub fn resident_now<'k>(
+        &self,
+        keys: impl Iterator<Item = &'k str>,
+    ) -> Vec<Option<Arc<StoredVersion>>> {
+        if self.origin.is_some() || self.peers.is_some() {
+            return keys.map(|_| None).collect();
+        }
+        let found: Vec<_> = keys
+            .map(|k| self.store.current(k).filter(|v| v.in_memory()))
+            .collect();
+        let hits = found.iter().filter(|v| v.is_some()).count();
+        crate::catalog::CACHE_HITS.counter().increment(hits as u64);
+        found
+    }
+
     /// The current version of `key` a write's preconditions are checked against: in
     /// memory, else on disk (read for the check, not admitted).
     async fn current_anywhere(&self, key: &str) -> Result<Option<Arc<StoredVersion>>, ObjectError> {
@@ -205,18 +225,6 @@ impl Objects {
         match self.store.tier().on_disk(key) {
             true => self.current_anywhere(key).await,
             false => Ok(None),
-        }
-    }
-
-    /// `check`, for a key whose current version may be only on disk (`on_disk`, read
-    /// before): the check a publish or delete applies to what memory holds then.
-    fn with_disk<'c>(
-        check: &'c impl Check,
-        on_disk: Option<Arc<StoredVersion>>,
-    ) -> impl Fn(Option<&StoredVersion>) -> Result<(), StoreError> + 'c {
-        move |cur| match (cur, &on_disk) {
-            (None, Some(d)) => check(Some(d)),
-            _ => check(cur),
         }
     }
 
@@ -262,7 +270,7 @@ impl Objects {
         let stored = self
             .store
             .writes()
-            .publish(sealed, Self::with_disk(&check, on_disk))?;
+            .publish(sealed, with_disk(&check, on_disk))?;
         if let Some(rt) = &self.origin {
             rt.supersede(&key);
         }
@@ -292,7 +300,7 @@ impl Objects {
         let _near = near_before(self.peers.as_ref(), &scoped(self, key)).await;
         self.still_owner(key)?;
         let on_disk = self.only_on_disk(key).await?;
-        let removed = self.store.delete(key, Self::with_disk(&check, on_disk))?;
+        let removed = self.store.delete(key, with_disk(&check, on_disk))?;
         match (&self.origin, self.write_through().is_some()) {
             // The origin deleted it too.
             (Some(rt), true) => rt.deleted(key),
@@ -364,5 +372,17 @@ async fn near_after(peers: &Arc<crate::cluster::Peers>, key: &str) {
             tokio::time::sleep(std::time::Duration::from_millis(300)).await;
             drop(p.near_write(&key).await); // revoked only now
         });
+    }
+}
+
+/// `check`, for a key whose current version may be only on disk (`on_disk`, read before):
+/// the check a publish or delete applies to what memory holds then.
+fn with_disk<'c>(
+    check: &'c impl Check,
+    on_disk: Option<Arc<StoredVersion>>,
+) -> impl Fn(Option<&StoredVersion>) -> Result<(), StoreError> + 'c {
+    move |cur| match (cur, &on_disk) {
+        (None, Some(d)) => check(Some(d)),
+        _ => check(cur),
     }
 }

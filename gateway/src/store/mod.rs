@@ -42,7 +42,6 @@ pub use upload::{room_deadline, Sealed, Upload};
 pub use version::{BadVersionId, StoredVersion, VersionId, VERSION_PATTERN};
 pub use writes::Writes;
 
-use crate::catalog;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -195,7 +194,8 @@ impl Store {
     }
 
     /// Grants a lease on `version`: returns its deadline and records it on the arena, which
-    /// therefore keeps the bytes unchanged at least until then.
+    /// therefore keeps the bytes unchanged at least until then. The caller that hands the
+    /// lease out counts it (`rasa_leases_granted_total`, once for a batch).
     pub fn lease(&self, version: &StoredVersion) -> SystemTime {
         let deadline = SystemTime::now() + self.config.lease;
         version.arena.extend_lease(deadline);
@@ -203,7 +203,6 @@ impl Store {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         self.latest_lease_ms.fetch_max(ms, Ordering::Relaxed);
-        catalog::LEASES_GRANTED.counter().increment(1);
         deadline
     }
 }

@@ -12,7 +12,7 @@ use rasa_openapi::{
 };
 
 use crate::catalog;
-use crate::http::resolve::{descriptor_of, wants_lease};
+use crate::http::resolve::{wants_lease, Tally};
 use crate::http::{json_response, ApiError, AppState};
 use crate::store::Wanted;
 
@@ -228,18 +228,19 @@ pub async fn commit_upload(
     .await
     .map_err(|e| ApiError::Internal(format!("the commit's check failed: {e}")))??;
     let remote = lease && crate::http::auth::Caller::reads(&parts);
-    let mut results = Vec::with_capacity(sealed.len());
+    let (mut results, mut tally) = (Vec::with_capacity(sealed.len()), Tally::default());
     for (key, s) in sealed {
         let r = match s {
             Err(e) => Err(ApiError::from(e).problem()),
             Ok(sealed) => objects
                 .put(sealed, |_| Ok(()))
                 .await
-                .map(|v| descriptor_of(&st, objects.store(), &v, remote))
+                .map(|v| tally.descriptor_of(&st, objects.store(), &v, remote))
                 .map_err(|e| ApiError::from(e).problem()),
         };
         results.push(DescriptorResult::of(key, r));
     }
+    tally.count();
     let stored = results.iter().filter(|r| r.error.is_none()).count();
     catalog::HTTP_BATCH_ITEMS
         .counter_by(&[("op", "commit"), ("result", "done")])
