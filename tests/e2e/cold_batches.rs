@@ -142,15 +142,11 @@ async fn a_batch_of_descriptors_counts_each_descriptor_lease_and_hit() {
     let before = counts().await;
     let mut keys: Vec<String> = (0..10).map(|i| format!("count/{i}")).collect();
     keys.extend(["count/none".to_owned(), "count/../x".to_owned()]);
-    let body: rasa_openapi::DescriptorBatchResponse = http
-        .post(gw.url("/v1/descriptors"))
-        .json(&serde_json::json!({ "keys": keys }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let body: rasa_openapi::DescriptorBatchResponse = rasa_tests::json_of(
+        http.post(gw.url("/v1/descriptors"))
+            .json(&serde_json::json!({ "keys": keys })),
+    )
+    .await;
     let after = counts().await;
     assert_eq!(body.results.len(), 12);
     for (i, r) in body.results.iter().take(10).enumerate() {
