@@ -46,19 +46,18 @@ pub(crate) async fn hold_and_land(
         .map(|(part, r)| pool.hold(&keys[r.clone()]).map(move |()| part))
         .collect();
     let mut out: Vec<Option<Written>> = keys.iter().map(|_| None).collect();
-    let (mut ready, mut left) = (Vec::new(), spans.len());
-    while left > 0 {
+    let mut ready = Vec::new();
+    loop {
         if ready.is_empty() {
-            ready.extend(asks.next().await);
+            match asks.next().await {
+                Some(part) => ready.push(part),
+                None => break, // every part answered and read
+            }
         }
         while let Some(Some(part)) = asks.next().now_or_never() {
             ready.push(part);
         }
-        if ready.is_empty() {
-            break; // every request answered: nothing left to wait for
-        }
         ready.sort_unstable();
-        left -= ready.len();
         let go: Vec<usize> = ready.drain(..).flat_map(|p| spans[p].clone()).collect();
         let go_keys: Vec<&str> = go.iter().map(|&i| keys[i]).collect();
         let go_regions: Vec<Range<usize>> = go.iter().map(|&i| regions[i].clone()).collect();
