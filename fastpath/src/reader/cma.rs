@@ -9,6 +9,11 @@
 //! as before. Pieces are independent copies into disjoint memory, so the order they land
 //! in does not matter; only delivery (validation) is in order. One-sided writes
 //! ([`write_all`]: `process_vm_writev` into an upload region) are split the same way.
+//!
+//! A batch of frames names its [`Groups`] (a frame's header and payload pieces): calls
+//! are cut between groups, and the thread that copied a call checks each group in it
+//! right away, while its bytes are still in that core's cache, instead of a second pass
+//! over the whole batch from memory after the copy.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -33,6 +38,41 @@ pub(super) struct Span {
     pub(super) len: usize,
 }
 
+/// Runs of consecutive pieces that belong together (a frame's header and payload), and
+/// what to do with each run as soon as it is copied: the cross-memory way copies a run in
+/// one call when it fits one, then hands its pieces' bytes to `check`, on the thread
+/// that copied them.
+pub(super) struct Groups<'a> {
+    /// The first piece of each group, ascending; a group ends where the next begins (the
+    /// last at the last piece).
+    pub(super) starts: &'a [usize],
+    /// Called with a group's number and its pieces' bytes, once, after they are copied
+    /// (a group split over calls, or a batch that failed, is never handed over).
+    pub(super) check: &'a (dyn Fn(usize, &[&[u8]]) + Sync),
+}
+
+impl Groups<'_> {
+    /// The pieces of group `g` (of `pieces` in all).
+    fn pieces(&self, g: usize, pieces: usize) -> Range<usize> {
+        self.starts[g]..self.starts.get(g + 1).copied().unwrap_or(pieces)
+    }
+
+    /// Checks every group that lies wholly within `call`, just copied.
+    fn after(&self, pieces: &[Span], call: &Range<usize>) {
+        let first = self.starts.partition_point(|&s| s < call.start);
+        for g in first..self.starts.len() {
+            let run = self.pieces(g, pieces.len());
+            if run.end > call.end {
+                break;
+            }
+            // SAFETY: as in `Span::deliver`: each piece of `call` was just copied by this
+            // thread and has room of its own, which nothing writes any more.
+            let bytes: Vec<&[u8]> = pieces[run].iter().map(|p| unsafe { p.bytes() }).collect();
+            (self.check)(g, &bytes);
+        }
+    }
+}
+
 /// A piece's state, as the helper leaves it.
 const PENDING: u8 = 0;
 const COPIED: u8 = 1;
@@ -54,31 +94,69 @@ pub(super) fn copy_all(
     pid: u32,
     pieces: &[Span],
     apart: bool,
+    groups: Option<&Groups<'_>>,
     deadline: Instant,
     on_piece: &mut OnPiece<'_>,
 ) -> Result<(), Failed> {
     let total: usize = pieces.iter().map(|p| p.len).sum();
-    let calls = calls(pieces, apart);
+    let groups = groups.filter(|_| apart);
+    let calls = calls(pieces, apart, groups.map(|g| g.starts));
+    let run = Run {
+        pid,
+        pieces,
+        calls: &calls,
+        groups,
+        deadline,
+    };
     if !apart || !crate::helper::two_threads_for(total as u64, calls.len()) {
-        return copy_in_order(pid, pieces, &calls, deadline, on_piece);
+        return run.in_order(on_piece);
     }
-    copy_on_two(pid, pieces, &calls, deadline, on_piece)
+    run.on_two(on_piece)
+}
+
+/// A batch being copied: its pieces, cut into calls.
+struct Run<'a> {
+    pid: u32,
+    pieces: &'a [Span],
+    calls: &'a [Range<usize>],
+    groups: Option<&'a Groups<'a>>,
+    deadline: Instant,
 }
 
 /// The batch cut into system calls: runs of consecutive pieces of at most
-/// [`crate::local::MAX_IOV`] pieces and about [`CALL_BYTES`]; one piece a call when
-/// pieces share scratch space (not `apart`: each is handed over before a later one
-/// overwrites it).
-fn calls(pieces: &[Span], apart: bool) -> Vec<Range<usize>> {
-    let mut calls = Vec::new();
-    let (mut start, mut bytes) = (0, 0);
-    for (i, p) in pieces.iter().enumerate() {
-        let full = !apart || i - start == crate::local::MAX_IOV || bytes + p.len > CALL_BYTES;
-        if i > start && full {
-            calls.push(start..i);
-            (start, bytes) = (i, 0);
+/// [`crate::local::MAX_IOV`] pieces and about [`CALL_BYTES`], cut between `groups` (the
+/// first piece of each) where a group fits a call; one piece a call when pieces share
+/// scratch space (not `apart`: each is handed over before a later one overwrites it).
+fn calls(pieces: &[Span], apart: bool, groups: Option<&[usize]>) -> Vec<Range<usize>> {
+    if !apart {
+        return (0..pieces.len()).map(|i| i..i + 1).collect();
+    }
+    let bytes = |r: &Range<usize>| -> usize { pieces[r.clone()].iter().map(|p| p.len).sum() };
+    // What a call never splits: a group that fits one, else each of its pieces.
+    let mut units = Vec::new();
+    let mut at = 0;
+    for end in groups.unwrap_or(&[]).iter().copied().chain([pieces.len()]) {
+        if end <= at {
+            continue;
         }
-        bytes += p.len;
+        let group = at..end;
+        if groups.is_some() && group.len() <= crate::local::MAX_IOV && bytes(&group) <= CALL_BYTES {
+            units.push(group);
+        } else {
+            units.extend((at..end).map(|i| i..i + 1));
+        }
+        at = end;
+    }
+    let mut calls: Vec<Range<usize>> = Vec::new();
+    let (mut start, mut total) = (0, 0);
+    for u in units {
+        let n = bytes(&u);
+        let full = u.end - start > crate::local::MAX_IOV || total + n > CALL_BYTES;
+        if u.start > start && full {
+            calls.push(start..u.start);
+            (start, total) = (u.start, 0);
+        }
+        total += n;
     }
     if start < pieces.len() {
         calls.push(start..pieces.len());
@@ -86,84 +164,88 @@ fn calls(pieces: &[Span], apart: bool) -> Vec<Range<usize>> {
     calls
 }
 
-/// Each call's pieces copied and handed over in turn.
-fn copy_in_order(
-    pid: u32,
-    pieces: &[Span],
-    calls: &[Range<usize>],
-    deadline: Instant,
-    on_piece: &mut OnPiece<'_>,
-) -> Result<(), Failed> {
-    for call in calls {
-        if Instant::now() >= deadline {
-            return Err(timeout());
+impl Run<'_> {
+    /// Copies call `c` with one system call, then checks the groups wholly within it.
+    fn copy(&self, c: usize) -> Result<(), (usize, CopyError)> {
+        let call = &self.calls[c];
+        copy_call(self.pid, &self.pieces[call.clone()])?;
+        if let Some(groups) = self.groups {
+            groups.after(self.pieces, call);
         }
-        let copied = copy_call(pid, &pieces[call.clone()]);
-        let upto = match &copied {
-            Ok(()) => call.end,
-            Err((i, _)) => call.start + i,
-        };
-        for (i, p) in pieces.iter().enumerate().take(upto).skip(call.start) {
-            p.deliver(i, on_piece)?;
-        }
-        copied.map_err(|(_, e)| failed(e))?;
+        Ok(())
     }
-    Ok(())
-}
 
-/// About half the bytes copied ahead by a helper thread ([`helper_calls`]), the rest by
-/// the caller, every piece handed over in order by the caller. A failure (the helper's
-/// included) stops both.
-fn copy_on_two(
-    pid: u32,
-    pieces: &[Span],
-    calls: &[Range<usize>],
-    deadline: Instant,
-    on_piece: &mut OnPiece<'_>,
-) -> Result<(), Failed> {
-    let helpers = helper_calls(pieces, calls);
-    let state: Vec<AtomicU8> = calls.iter().map(|_| AtomicU8::new(PENDING)).collect();
-    let error: Mutex<Option<CopyError>> = Mutex::new(None);
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let theirs = calls.iter().enumerate().filter(|(c, _)| helpers[*c]);
-            for (c, call) in theirs {
-                if stop.load(Ordering::Acquire) || Instant::now() >= deadline {
-                    return;
-                }
-                let outcome = match copy_call(pid, &pieces[call.clone()]) {
-                    Ok(()) => COPIED,
-                    Err((_, e)) => {
-                        *error.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
-                        FAILED
-                    }
-                };
-                state[c].store(outcome, Ordering::Release);
-                if outcome == FAILED {
-                    return;
-                }
+    /// Hands the pieces of `call` (copied) over in order.
+    fn deliver(&self, call: &Range<usize>, on_piece: &mut OnPiece<'_>) -> Result<(), Failed> {
+        for i in call.clone() {
+            self.pieces[i].deliver(i, on_piece)?;
+        }
+        Ok(())
+    }
+
+    /// Each call's pieces copied and handed over in turn.
+    fn in_order(&self, on_piece: &mut OnPiece<'_>) -> Result<(), Failed> {
+        for (c, call) in self.calls.iter().enumerate() {
+            if Instant::now() >= self.deadline {
+                return Err(timeout());
             }
-        });
-        let result = (|| {
-            for (c, call) in calls.iter().enumerate() {
-                if helpers[c] {
-                    wait_for(&state[c], &error, deadline)?;
-                } else {
-                    if Instant::now() >= deadline {
-                        return Err(timeout());
+            let copied = self.copy(c);
+            let upto = match &copied {
+                Ok(()) => call.end,
+                Err((i, _)) => call.start + i,
+            };
+            self.deliver(&(call.start..upto), on_piece)?;
+            copied.map_err(|(_, e)| failed(e))?;
+        }
+        Ok(())
+    }
+
+    /// About half the bytes copied ahead by a helper thread ([`helper_calls`]), the rest
+    /// by the caller, every piece handed over in order by the caller. A failure (the
+    /// helper's included) stops both.
+    fn on_two(&self, on_piece: &mut OnPiece<'_>) -> Result<(), Failed> {
+        let (calls, deadline) = (self.calls, self.deadline);
+        let helpers = helper_calls(self.pieces, calls);
+        let state: Vec<AtomicU8> = calls.iter().map(|_| AtomicU8::new(PENDING)).collect();
+        let error: Mutex<Option<CopyError>> = Mutex::new(None);
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for c in (0..calls.len()).filter(|c| helpers[*c]) {
+                    if stop.load(Ordering::Acquire) || Instant::now() >= deadline {
+                        return;
                     }
-                    copy_call(pid, &pieces[call.clone()]).map_err(|(_, e)| failed(e))?;
+                    let outcome = match self.copy(c) {
+                        Ok(()) => COPIED,
+                        Err((_, e)) => {
+                            *error.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+                            FAILED
+                        }
+                    };
+                    state[c].store(outcome, Ordering::Release);
+                    if outcome == FAILED {
+                        return;
+                    }
                 }
-                for (i, p) in pieces.iter().enumerate().take(call.end).skip(call.start) {
-                    p.deliver(i, on_piece)?;
+            });
+            let result = (|| {
+                for (c, call) in calls.iter().enumerate() {
+                    if helpers[c] {
+                        wait_for(&state[c], &error, deadline)?;
+                    } else {
+                        if Instant::now() >= deadline {
+                            return Err(timeout());
+                        }
+                        self.copy(c).map_err(|(_, e)| failed(e))?;
+                    }
+                    self.deliver(call, on_piece)?;
                 }
-            }
-            Ok(())
-        })();
-        stop.store(true, Ordering::Release);
-        result
-    })
+                Ok(())
+            })();
+            stop.store(true, Ordering::Release);
+            result
+        })
+    }
 }
 
 /// Which calls the helper makes: each call goes to whichever thread has the fewer bytes
@@ -238,12 +320,24 @@ fn wait_for(
 }
 
 impl Span {
+    /// Its bytes where they landed.
+    ///
+    /// # Safety
+    ///
+    /// The piece has been copied, by this thread or by one that published it with Release
+    /// (read here with Acquire), and nothing writes its bytes while the slice lives.
+    unsafe fn bytes(&self) -> &[u8] {
+        // SAFETY: `at .. at + len` lies in a buffer the read holds (`run` checked every
+        // piece); the caller promises it is copied and written no more.
+        unsafe { std::slice::from_raw_parts(self.at as *const u8, self.len) }
+    }
+
     /// Hands this piece (copied), number `i`, to `on_piece`.
     fn deliver(&self, i: usize, on_piece: &mut OnPiece<'_>) -> Result<(), Failed> {
         // SAFETY: the piece has been copied (by this thread, or by the helper, which wrote
         // it before publishing COPIED with Release, read here with Acquire) and nothing
         // writes its bytes any more: each piece has room of its own.
-        let bytes = unsafe { std::slice::from_raw_parts(self.at as *const u8, self.len) };
+        let bytes = unsafe { self.bytes() };
         on_piece(i, bytes).map_err(|error| Failed { error, quiet: true })
     }
 }
@@ -273,69 +367,5 @@ fn timeout() -> Failed {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::{calls, helper_calls, Span, CALL_BYTES};
-    use crate::local::MAX_IOV;
-
-    fn spans(lens: &[usize]) -> Vec<Span> {
-        lens.iter()
-            .map(|&len| Span {
-                at: 0,
-                remote: 0,
-                len,
-            })
-            .collect()
-    }
-
-    #[test]
-    fn a_batch_is_cut_into_calls_in_order_of_bounded_size() {
-        // Header, payload, header, payload…
-        let pieces = spans(&[64, 65536].repeat(256));
-        let cut = calls(&pieces, true);
-        let mut next = 0;
-        for call in &cut {
-            assert_eq!(call.start, next, "in order, none left out");
-            next = call.end;
-            let bytes: usize = pieces[call.clone()].iter().map(|p| p.len).sum();
-            assert!(
-                call.len() == 1 || bytes <= CALL_BYTES,
-                "{bytes} bytes a call"
-            );
-            assert!(call.len() <= MAX_IOV);
-        }
-        assert_eq!(next, pieces.len());
-        // 15 frames (64 + 65,536 bytes each) fit in a call: 18 calls, not 512.
-        assert_eq!(cut.len(), 18, "calls for 256 frames of 64 KiB");
-        // Many tiny pieces: the iovec limit cuts them.
-        let tiny = spans(&[64; 3000]);
-        assert_eq!(calls(&tiny, true).len(), 3);
-        // Pieces sharing scratch space: one a call.
-        assert_eq!(calls(&pieces, false).len(), pieces.len());
-        // A piece larger than a call's bytes is a call of its own, never split.
-        assert_eq!(calls(&spans(&[4 << 20, 64, 4 << 20]), true).len(), 3);
-    }
-
-    #[test]
-    fn each_thread_copies_about_half_of_a_batch_of_frames() {
-        let pieces = spans(&[64, 65536].repeat(256));
-        let cut = calls(&pieces, true);
-        let helpers = helper_calls(&pieces, &cut);
-        let bytes =
-            |c: &std::ops::Range<usize>| -> usize { pieces[c.clone()].iter().map(|p| p.len).sum() };
-        let theirs: usize = cut
-            .iter()
-            .zip(&helpers)
-            .filter(|(_, h)| **h)
-            .map(|(c, _)| bytes(c))
-            .sum();
-        let all: usize = pieces.iter().map(|p| p.len).sum();
-        assert!(
-            theirs.abs_diff(all - theirs) <= CALL_BYTES,
-            "{theirs} of {all}"
-        );
-        let same = spans(&[1 << 20; 16]);
-        let cut = calls(&same, true);
-        assert_eq!(cut.len(), 16);
-        assert_eq!(helper_calls(&same, &cut).iter().filter(|h| **h).count(), 8);
-    }
-}
+#[path = "cma_tests.rs"]
+mod tests;

@@ -39,7 +39,7 @@ pub(in crate::reader) fn write_all(
             seen(*v, bytes);
         }
         let spans: Vec<Span> = pieces.iter().map(|(_, b, r)| span(b, *r)).collect();
-        let calls = calls(&spans, true);
+        let calls = calls(&spans, true, None);
         let helpers = helper_calls(&spans, &calls);
         let of = |theirs: bool| -> Vec<Range<usize>> {
             let both = calls.iter().zip(&helpers);
@@ -111,7 +111,7 @@ fn write_values(
 ) -> Result<(), Failed> {
     let pieces = pieces_of(values, which);
     let spans: Vec<Span> = pieces.iter().map(|(_, b, r)| span(b, *r)).collect();
-    let calls = calls(&spans, true);
+    let calls = calls(&spans, true, None);
     for call in &calls {
         for (v, bytes, _) in &pieces[call.clone()] {
             seen(*v, bytes);

@@ -25,10 +25,14 @@ pub(super) struct Piece {
 }
 
 /// A caller's registered buffer that pieces marked `landing` are read into: its bytes
-/// (held exclusively for the read) and its registration's descriptor on this endpoint.
+/// (held exclusively for the read) and its registration's descriptor on this endpoint;
+/// and the pieces' groups, each checked as soon as it is copied when the read is by
+/// cross-memory attach (other providers complete pieces in no useful order: the caller
+/// checks after the read).
 pub(super) struct Landing<'a> {
     pub(super) bytes: &'a mut [u8],
     pub(super) desc: *mut libc::c_void,
+    pub(super) groups: Option<&'a super::cma::Groups<'a>>,
 }
 
 /// Appends the reads of `len` bytes from `remote` into scratch at `local` (into the landing
@@ -90,6 +94,7 @@ pub(super) fn run(
     deadline: Instant,
     on_piece: &mut OnPiece<'_>,
 ) -> Result<(), Failed> {
+    let groups = landing.as_ref().and_then(|l| l.groups);
     let targets = targets(conn, pieces, landing);
     // A read whose time was over before it began (a lease that ended while the call waited
     // for a thread, under load) issues nothing and leaves the endpoint as it was.
@@ -100,7 +105,7 @@ pub(super) fn run(
         });
     }
     if let Some(pid) = conn.cma_pid {
-        return by_cma(pid, pieces, &targets, window, deadline, on_piece);
+        return by_cma(pid, pieces, &targets, window, groups, deadline, on_piece);
     }
     // One context per piece; the provider may write into it while the read is in flight.
     let mut contexts: Vec<ReadContext> = vec![ReadContext::default(); pieces.len()];
@@ -183,12 +188,13 @@ pub(super) fn run(
 
 /// [`run`] by cross-memory attach from process `pid`: every piece copied by this process
 /// ([`super::cma`]); two threads copy when every piece has room of its own (`window`
-/// covers them all).
+/// covers them all), and each group is checked as soon as it is copied.
 fn by_cma(
     pid: u32,
     pieces: &[Piece],
     targets: &Targets,
     window: usize,
+    groups: Option<&super::cma::Groups<'_>>,
     deadline: Instant,
     on_piece: &mut OnPiece<'_>,
 ) -> Result<(), Failed> {
@@ -201,7 +207,7 @@ fn by_cma(
         })
         .collect();
     let apart = window >= pieces.len();
-    super::cma::copy_all(pid, &spans, apart, deadline, on_piece)
+    super::cma::copy_all(pid, &spans, apart, groups, deadline, on_piece)
 }
 
 /// Where each kind of piece lands: `[scratch, landing]` as (base, length, descriptor).

@@ -2,9 +2,10 @@
 //! [`LandingBuffer`], registered once on each endpoint that reads into it), the header in
 //! the reader's scratch; the frame is validated where it landed.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use super::cma::Groups;
 use super::engine::{self, Landing, Piece};
 use super::{classify, Conn, Failed, ReadError, Reader, RemoteFrame};
 use crate::buffer::{ArenaBuffer, BufferError, WriteSlot};
@@ -197,12 +198,12 @@ impl Direct<'_> {
             len,
             true,
         );
-        let conn = self.run_into(&pieces, dst, HEADER_LEN, timeout)?;
+        let conn = self.run_into(&pieces, dst, HEADER_LEN, None, timeout)?;
         let (slot, _) = conn.scratch.as_mut().expect("scratch set by run_into");
         check_landed(
             f,
             &slot.as_mut_slice()[..HEADER_LEN],
-            &dst.as_slice()[..len],
+            &[&dst.as_slice()[..len]],
         )
         .map_err(|error| Failed { error, quiet: true })?;
         Ok(len)
@@ -225,7 +226,9 @@ impl Direct<'_> {
             return Ok(Vec::new());
         }
         let mut pieces = Vec::with_capacity(2 * frames.len());
+        let mut starts = Vec::with_capacity(frames.len());
         for (i, (f, room)) in frames.iter().enumerate() {
+            starts.push(pieces.len());
             let len = f.len()? - HEADER_LEN;
             if len > room.len() || room.end > dst.capacity() {
                 return Err(ReadError::Output(format!(
@@ -246,7 +249,20 @@ impl Direct<'_> {
             engine::split(&mut pieces, room.start, payload, f.rkey, len, true);
         }
         let headers = frames.len().max(1) * HEADER_LEN;
-        let r = self.run_into(&pieces, dst, headers, timeout).map(|_| ());
+        // Frames checked as they are copied (cross-memory attach); the rest after.
+        let checked: Vec<OnceLock<Checked>> = frames.iter().map(|_| OnceLock::new()).collect();
+        let check = |g: usize, bytes: &[&[u8]]| {
+            let f = &frames[g].0;
+            let len = f.identity.payload_len as usize;
+            let _ = checked[g].set(check_landed(f, bytes[0], &bytes[1..]).map(|()| len));
+        };
+        let groups = Groups {
+            starts: &starts,
+            check: &check,
+        };
+        let r = self
+            .run_into(&pieces, dst, headers, Some(&groups), timeout)
+            .map(|_| ());
         self.0.settle(r)?;
         let conn = self.0.conn.as_mut().expect("connected by the read");
         let scratch = conn
@@ -255,7 +271,7 @@ impl Direct<'_> {
             .expect("scratch set by run_into")
             .0
             .as_mut_slice();
-        Ok(check_all(frames, scratch, dst.as_slice()))
+        Ok(check_rest(frames, scratch, dst.as_slice(), checked))
     }
 
     /// Reads `len` bytes at `addr` under `rkey` into the front of `dst` exactly as they are,
@@ -289,7 +305,8 @@ impl Direct<'_> {
     ) -> Result<(), Failed> {
         let mut pieces = Vec::new();
         engine::split(&mut pieces, 0, addr, rkey, len, true);
-        self.run_into(&pieces, dst, HEADER_LEN, timeout).map(|_| ())
+        self.run_into(&pieces, dst, HEADER_LEN, None, timeout)
+            .map(|_| ())
     }
 
     /// Connects when needed and runs `pieces` within `timeout`, those marked `landing`
@@ -300,6 +317,7 @@ impl Direct<'_> {
         pieces: &[Piece],
         dst: &mut LandingBuffer,
         scratch: usize,
+        groups: Option<&Groups<'_>>,
         timeout: Duration,
     ) -> Result<&mut Conn, Failed> {
         let efa = plan::is_efa(&self.0.config.provider);
@@ -309,47 +327,56 @@ impl Direct<'_> {
         let region = dst.region_on(&conn.node).map_err(|e| classify(efa, e))?;
         let desc = region.desc();
         let bytes = dst.as_mut_slice();
-        engine::run_all(conn, pieces, Some(Landing { bytes, desc }), timeout)?;
+        let landing = Landing {
+            bytes,
+            desc,
+            groups,
+        };
+        engine::run_all(conn, pieces, Some(landing), timeout)?;
         drop(region); // held until the reads into it completed
         Ok(conn)
     }
 }
 
-/// Checks each of `frames` where it landed (its header in `scratch`, in order; its payload
-/// in its room of `landed`): its payload's length, or why it was refused. A large batch is
-/// checked by two threads, each half of the frames (hashing is a pass over every byte).
-fn check_all(
+/// A frame's check: its payload's length, or why it was refused.
+type Checked = Result<usize, ReadError>;
+
+/// The result of each of `frames`: as `checked` holds it (checked while the batch was
+/// copied), else checked now where it landed (its header in `scratch`, in order; its
+/// payload in its room of `landed`). A large rest is checked by two threads, each about
+/// half the bytes (hashing is a pass over every byte).
+fn check_rest(
     frames: &[(RemoteFrame, std::ops::Range<usize>)],
     scratch: &[u8],
     landed: &[u8],
-) -> Vec<Result<usize, ReadError>> {
-    let check = |(i, (f, room)): (usize, &(RemoteFrame, std::ops::Range<usize>))| {
+    checked: Vec<OnceLock<Checked>>,
+) -> Vec<Checked> {
+    let rest: Vec<usize> = (0..frames.len())
+        .filter(|&i| checked[i].get().is_none())
+        .collect();
+    let check = |i: usize| {
+        let (f, room) = &frames[i];
         let len = f.identity.payload_len as usize; // within room: read_many checked
         let header = &scratch[i * HEADER_LEN..(i + 1) * HEADER_LEN];
-        check_landed(f, header, &landed[room.start..room.start + len]).map(|()| len)
+        check_landed(f, header, &[&landed[room.start..room.start + len]]).map(|()| len)
     };
-    let total: u64 = frames.iter().map(|(f, _)| f.identity.payload_len).sum();
-    if !crate::helper::two_threads_for(total, frames.len()) {
-        return frames.iter().enumerate().map(check).collect();
-    }
-    let half = frames.len() / 2;
-    std::thread::scope(|s| {
-        let theirs = s.spawn(|| frames.iter().enumerate().skip(half).map(check).collect());
-        let mut mine: Vec<_> = frames.iter().enumerate().take(half).map(check).collect();
-        let theirs: Vec<_> = theirs
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        mine.extend(theirs);
-        mine
-    })
+    let bytes = |&i: &usize| frames[i].0.identity.payload_len;
+    let mut late = crate::helper::each_on_two(rest, bytes, check).into_iter();
+    checked
+        .into_iter()
+        .map(|c| {
+            c.into_inner()
+                .unwrap_or_else(|| late.next().expect("a result for each frame not checked"))
+        })
+        .collect()
 }
 
 /// Checks a frame read one-sided: its `header` against what `f` promises, and the
-/// `payload` that landed against the header's checksum.
-fn check_landed(f: &RemoteFrame, header: &[u8], payload: &[u8]) -> Result<(), ReadError> {
+/// payload that landed (its `parts`, in order) against the header's checksum.
+fn check_landed(f: &RemoteFrame, header: &[u8], parts: &[&[u8]]) -> Result<(), ReadError> {
     FrameCheck::new(header, f.identity, f.checksum)
         .and_then(|mut check| {
-            check.payload(payload);
+            parts.iter().for_each(|part| check.payload(part));
             check.finish()
         })
         .map_err(ReadError::from)
