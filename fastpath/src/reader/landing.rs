@@ -210,12 +210,14 @@ impl Direct<'_> {
     }
 
     /// Reads the frames `frames` one-sided, all in flight together, each payload landing
-    /// in `dst` at its offset (no copy) and the headers in the reader's scratch, then
-    /// validates each where it landed: one result per frame, its payload's length, or why
-    /// that frame was refused (the others stand). The outer error is a failure of the whole
-    /// batch (a revoked key, a lost connection, the timeout), after which `dst` holds
-    /// nothing meaningful. A payload longer than the room its offset leaves before the next
-    /// one (or the buffer's end) is refused before anything is read.
+    /// in `dst` at its offset (no copy) and the headers in the reader's scratch, and
+    /// validates each where it landed (by cross-memory attach as soon as the call that
+    /// copied it returns, on that thread; else after): one result per frame, its
+    /// payload's length, or why that frame was refused (the others stand). The outer
+    /// error is a failure of the whole batch (a revoked key, a lost connection, the
+    /// timeout), after which `dst` holds nothing meaningful. A payload longer than the
+    /// room its offset leaves before the next one (or the buffer's end) is refused before
+    /// anything is read.
     pub fn read_many(
         &mut self,
         frames: &[(RemoteFrame, std::ops::Range<usize>)],
