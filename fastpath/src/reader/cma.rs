@@ -39,16 +39,28 @@ pub(super) struct Span {
 }
 
 /// Runs of consecutive pieces that belong together (a frame's header and payload), and
-/// what to do with each run as soon as it is copied: the cross-memory way copies a run in
-/// one call when it fits one, then hands its pieces' bytes to `check`, on the thread
-/// that copied them.
+/// what to do with each as it is copied: the cross-memory way copies a run that fits a
+/// call in one call, and all the calls of a larger run on one thread, in order; after
+/// each call, that thread hands `check` the part of each run the call held.
 pub(super) struct Groups<'a> {
     /// The first piece of each group, ascending; a group ends where the next begins (the
     /// last at the last piece).
     pub(super) starts: &'a [usize],
-    /// Called with a group's number and its pieces' bytes, once, after they are copied
-    /// (a group split over calls, or a batch that failed, is never handed over).
-    pub(super) check: &'a (dyn Fn(usize, &[&[u8]]) + Sync),
+    /// Called with each part of a group as soon as it is copied, the parts of a group in
+    /// order and on one thread (a batch that fails stops handing them over).
+    pub(super) check: &'a (dyn Fn(Part<'_>) + Sync),
+}
+
+/// What one call copied of a group.
+pub(super) struct Part<'b> {
+    /// Which group.
+    pub(super) group: usize,
+    /// The bytes of its pieces the call held, in order.
+    pub(super) pieces: &'b [&'b [u8]],
+    /// Whether these begin the group (its first piece is the first here).
+    pub(super) first: bool,
+    /// Whether these end it.
+    pub(super) last: bool,
 }
 
 impl Groups<'_> {
@@ -57,18 +69,31 @@ impl Groups<'_> {
         self.starts[g]..self.starts.get(g + 1).copied().unwrap_or(pieces)
     }
 
-    /// Checks every group that lies wholly within `call`, just copied.
+    /// Hands over the part of each group that `call`, just copied, held.
     fn after(&self, pieces: &[Span], call: &Range<usize>) {
-        let first = self.starts.partition_point(|&s| s < call.start);
+        // The group holding the call's first piece, if any, then those beginning in it.
+        let first = self
+            .starts
+            .partition_point(|&s| s <= call.start)
+            .saturating_sub(1);
         for g in first..self.starts.len() {
             let run = self.pieces(g, pieces.len());
-            if run.end > call.end {
+            if run.start >= call.end {
                 break;
+            }
+            let held = run.start.max(call.start)..run.end.min(call.end);
+            if held.is_empty() {
+                continue;
             }
             // SAFETY: as in `Span::deliver`: each piece of `call` was just copied by this
             // thread and has room of its own, which nothing writes any more.
-            let bytes: Vec<&[u8]> = pieces[run].iter().map(|p| unsafe { p.bytes() }).collect();
-            (self.check)(g, &bytes);
+            let bytes: Vec<&[u8]> = pieces[held].iter().map(|p| unsafe { p.bytes() }).collect();
+            (self.check)(Part {
+                group: g,
+                pieces: &bytes,
+                first: run.start >= call.start,
+                last: run.end <= call.end,
+            });
         }
     }
 }
@@ -83,8 +108,9 @@ mod write;
 pub(super) use write::write_all;
 
 /// Bytes one cross-memory call copies at most (a piece is never split): the deadline is
-/// looked at between calls, and two threads share a batch call by call.
-const CALL_BYTES: usize = 1 << 20;
+/// looked at between calls, two threads share a batch call by call, and what a call
+/// copied is hashed while it is still in the core's cache.
+const CALL_BYTES: usize = super::CMA_CHUNK;
 
 /// Copies each piece from process `pid`, handing each to `on_piece` in order, consecutive
 /// pieces copied by one system call ([`calls`]): by two threads when the batch is large,
@@ -124,44 +150,73 @@ struct Run<'a> {
 }
 
 /// The batch cut into system calls: runs of consecutive pieces of at most
-/// [`crate::local::MAX_IOV`] pieces and about [`CALL_BYTES`], cut between `groups` (the
-/// first piece of each) where a group fits a call; one piece a call when pieces share
-/// scratch space (not `apart`: each is handed over before a later one overwrites it).
+/// [`crate::local::MAX_IOV`] pieces and about [`CALL_BYTES`]; one piece a call when pieces
+/// share scratch space (not `apart`: each is handed over before a later one overwrites
+/// it). With `groups` (the first piece of each), a group that fits a call is never split
+/// over two, and a larger one has calls of its own (so that one thread can copy it).
 fn calls(pieces: &[Span], apart: bool, groups: Option<&[usize]>) -> Vec<Range<usize>> {
     if !apart {
         return (0..pieces.len()).map(|i| i..i + 1).collect();
     }
     let bytes = |r: &Range<usize>| -> usize { pieces[r.clone()].iter().map(|p| p.len).sum() };
-    // What a call never splits: a group that fits one, else each of its pieces.
-    let mut units = Vec::new();
+    let mut calls = Calls::default();
     let mut at = 0;
     for end in groups.unwrap_or(&[]).iter().copied().chain([pieces.len()]) {
         if end <= at {
             continue;
         }
         let group = at..end;
-        if groups.is_some() && group.len() <= crate::local::MAX_IOV && bytes(&group) <= CALL_BYTES {
-            units.push(group);
+        let fits = group.len() <= crate::local::MAX_IOV && bytes(&group) <= CALL_BYTES;
+        if groups.is_some() && fits {
+            calls.add(group.clone(), bytes(&group));
         } else {
-            units.extend((at..end).map(|i| i..i + 1));
+            let alone = groups.is_some();
+            if alone {
+                calls.cut();
+            }
+            for i in group.clone() {
+                calls.add(i..i + 1, pieces[i].len);
+            }
+            if alone {
+                calls.cut();
+            }
         }
         at = end;
     }
-    let mut calls: Vec<Range<usize>> = Vec::new();
-    let (mut start, mut total) = (0, 0);
-    for u in units {
-        let n = bytes(&u);
-        let full = u.end - start > crate::local::MAX_IOV || total + n > CALL_BYTES;
-        if u.start > start && full {
-            calls.push(start..u.start);
-            (start, total) = (u.start, 0);
+    calls.cut();
+    calls.done
+}
+
+/// Calls being made up ([`calls`]): those done, and the one still open (`start..end`).
+#[derive(Default)]
+struct Calls {
+    done: Vec<Range<usize>>,
+    start: usize,
+    end: usize,
+    bytes: usize,
+}
+
+impl Calls {
+    /// Adds the pieces `unit` (`n` bytes) to the open call, or to a new one when they
+    /// would make it too long.
+    fn add(&mut self, unit: Range<usize>, n: usize) {
+        let full = unit.end - self.start > crate::local::MAX_IOV || self.bytes + n > CALL_BYTES;
+        if self.end > self.start && full {
+            self.cut();
         }
-        total += n;
+        if self.end == self.start {
+            self.start = unit.start;
+        }
+        (self.end, self.bytes) = (unit.end, self.bytes + n);
     }
-    if start < pieces.len() {
-        calls.push(start..pieces.len());
+
+    /// Closes the open call, if it has pieces.
+    fn cut(&mut self) {
+        if self.end > self.start {
+            self.done.push(self.start..self.end);
+        }
+        (self.start, self.bytes) = (self.end, 0);
     }
-    calls
 }
 
 impl Run<'_> {
@@ -200,12 +255,12 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// About half the bytes copied ahead by a helper thread ([`helper_calls`]), the rest
-    /// by the caller, every piece handed over in order by the caller. A failure (the
-    /// helper's included) stops both.
+    /// About half the bytes copied ahead by a helper thread ([`helper_calls`]; the calls
+    /// of a group on one thread), the rest by the caller, every piece handed over in
+    /// order by the caller. A failure (the helper's included) stops both.
     fn on_two(&self, on_piece: &mut OnPiece<'_>) -> Result<(), Failed> {
         let (calls, deadline) = (self.calls, self.deadline);
-        let helpers = helper_calls(self.pieces, calls);
+        let helpers = helper_calls(self.pieces, calls, self.groups.map(|g| g.starts));
         let state: Vec<AtomicU8> = calls.iter().map(|_| AtomicU8::new(PENDING)).collect();
         let error: Mutex<Option<CopyError>> = Mutex::new(None);
         let stop = AtomicBool::new(false);
@@ -248,14 +303,36 @@ impl Run<'_> {
     }
 }
 
-/// Which calls the helper makes: each call goes to whichever thread has the fewer bytes
-/// so far, so that both copy about half whatever the sizes.
-fn helper_calls(pieces: &[Span], calls: &[Range<usize>]) -> Vec<bool> {
-    to_helper(
-        calls
+/// Which calls the helper makes: each job goes to whichever thread has the fewer bytes
+/// so far, so that both copy about half whatever the sizes. A job is a call, or the calls
+/// a group spans (cut only where a call ends at a group's start: `groups`), so that a
+/// group is copied by one thread, in order.
+fn helper_calls(pieces: &[Span], calls: &[Range<usize>], groups: Option<&[usize]>) -> Vec<bool> {
+    let clean =
+        |end: usize| groups.is_none_or(|g| end == pieces.len() || g.binary_search(&end).is_ok());
+    let mut jobs: Vec<Range<usize>> = Vec::new();
+    let mut start = 0;
+    for (c, call) in calls.iter().enumerate() {
+        if clean(call.end) {
+            jobs.push(start..c + 1);
+            start = c + 1;
+        }
+    }
+    if start < calls.len() {
+        jobs.push(start..calls.len());
+    }
+    let bytes = |job: &Range<usize>| -> usize {
+        calls[job.clone()]
             .iter()
-            .map(|call| pieces[call.clone()].iter().map(|p| p.len).sum()),
-    )
+            .flat_map(|call| &pieces[call.clone()])
+            .map(|p| p.len)
+            .sum()
+    };
+    let theirs = to_helper(jobs.iter().map(bytes));
+    jobs.iter()
+        .zip(theirs)
+        .flat_map(|(job, h)| job.clone().map(move |_| h))
+        .collect()
 }
 
 /// For jobs of these byte counts, in order, whether each goes to the helper: to whichever

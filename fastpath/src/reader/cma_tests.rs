@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::{calls, copy_all, helper_calls, Groups, Span, CALL_BYTES};
+use super::{calls, copy_all, helper_calls, Groups, Part, Span, CALL_BYTES};
 use crate::local::MAX_IOV;
 
 fn spans(lens: &[usize]) -> Vec<Span> {
@@ -34,8 +34,14 @@ fn a_batch_is_cut_into_calls_in_order_of_bounded_size() {
         assert!(call.len() <= MAX_IOV);
     }
     assert_eq!(next, pieces.len());
-    // 15 frames (64 + 65,536 bytes each) fit in a call: 18 calls, not 512.
-    assert_eq!(cut.len(), 18, "calls for 256 frames of 64 KiB");
+    // Frames of 64 + 65,536 bytes: as many as fit a call go in one, not one a piece.
+    let per = CALL_BYTES / (64 + 65536);
+    assert!(per >= 2, "a call holds several 64 KiB values");
+    assert!(
+        cut.len() <= 256usize.div_ceil(per) + 1,
+        "{} calls for 256 frames of 64 KiB",
+        cut.len()
+    );
     // Many tiny pieces: the iovec limit cuts them.
     let tiny = spans(&[64; 3000]);
     assert_eq!(calls(&tiny, true, None).len(), 3);
@@ -49,7 +55,7 @@ fn a_batch_is_cut_into_calls_in_order_of_bounded_size() {
 fn each_thread_copies_about_half_of_a_batch_of_frames() {
     let pieces = spans(&[64, 65536].repeat(256));
     let cut = calls(&pieces, true, None);
-    let helpers = helper_calls(&pieces, &cut);
+    let helpers = helper_calls(&pieces, &cut, None);
     let bytes =
         |c: &std::ops::Range<usize>| -> usize { pieces[c.clone()].iter().map(|p| p.len).sum() };
     let theirs: usize = cut
@@ -66,7 +72,13 @@ fn each_thread_copies_about_half_of_a_batch_of_frames() {
     let same = spans(&[1 << 20; 16]);
     let cut = calls(&same, true, None);
     assert_eq!(cut.len(), 16);
-    assert_eq!(helper_calls(&same, &cut).iter().filter(|h| **h).count(), 8);
+    assert_eq!(
+        helper_calls(&same, &cut, None)
+            .iter()
+            .filter(|h| **h)
+            .count(),
+        8
+    );
 }
 
 #[test]
@@ -77,14 +89,19 @@ fn a_batch_is_cut_between_groups_that_fit_a_call() {
     let pieces = spans(&lens);
     let starts: Vec<usize> = (0..=256).map(|g| 2 * g).collect();
     let cut = calls(&pieces, true, Some(&starts));
-    for call in &cut[..17] {
-        assert!(starts.contains(&call.start), "{call:?} begins a frame");
-        assert!(starts.contains(&call.end), "{call:?} ends a frame");
+    // As many whole frames a call as fit, then the frames left in one call, then the
+    // large frame in calls of its own (its header, then each payload piece).
+    let per = CALL_BYTES / (64 + 65536);
+    let full = 256 / per;
+    for (c, call) in cut[..full].iter().enumerate() {
+        assert_eq!(*call, 2 * per * c..2 * per * (c + 1), "whole frames");
     }
-    // 15 frames a call (17 calls); the last frame with the large one's header, which may
-    // share a call (the large frame is cut anyway), then its payload pieces alone.
-    assert_eq!(cut.len(), 17 + 3, "{cut:?}");
-    assert_eq!(cut[17..], [510..513, 513..514, 514..515]);
+    let mut rest = Vec::new();
+    if 256 % per > 0 {
+        rest.push(2 * per * full..512);
+    }
+    rest.extend([512..513, 513..514, 514..515]);
+    assert_eq!(cut[full..], rest, "{cut:?}");
     // Without groups, a call may end after a header: its payload goes in the next.
     assert!(calls(&pieces, true, None)
         .iter()
@@ -92,10 +109,10 @@ fn a_batch_is_cut_between_groups_that_fit_a_call() {
 }
 
 #[test]
-fn each_group_is_checked_once_as_soon_as_the_call_that_holds_it_is_copied() {
-    // 256 frames of 64 KiB (16 MiB: two threads copy), then a frame larger than a call.
+fn each_group_is_handed_over_in_order_on_one_thread_as_its_calls_are_copied() {
+    // 256 frames of 64 KiB (16 MiB: two threads copy), then two frames larger than a call.
     let mut lens = [64, 65536].repeat(256);
-    lens.extend([64, CALL_BYTES, 5]);
+    lens.extend([64, CALL_BYTES, CALL_BYTES, 5].repeat(2));
     let total: usize = lens.iter().sum();
     let src: Vec<u8> = (0..total).map(|i| (i * 7 + i / 4093) as u8).collect();
     let mut dst = vec![0u8; total];
@@ -109,7 +126,8 @@ fn each_group_is_checked_once_as_soon_as_the_call_that_holds_it_is_copied() {
         });
         off += len;
     }
-    let starts: Vec<usize> = (0..=256).map(|g| 2 * g).collect();
+    let mut starts: Vec<usize> = (0..256).map(|g| 2 * g).collect();
+    starts.extend([512, 516]);
     let group_bytes = |g: usize| {
         let from: usize = lens[..starts[g]].iter().sum();
         let to: usize = lens[..starts.get(g + 1).copied().unwrap_or(lens.len())]
@@ -118,10 +136,12 @@ fn each_group_is_checked_once_as_soon_as_the_call_that_holds_it_is_copied() {
         &src[from..to]
     };
     let seen = Mutex::new(Vec::new());
-    let check = |g: usize, bytes: &[&[u8]]| {
-        let same = bytes.concat() == group_bytes(g);
+    let check = |part: Part<'_>| {
         let thread = std::thread::current().id();
-        seen.lock().unwrap().push((g, same, thread));
+        let bytes = part.pieces.concat();
+        seen.lock()
+            .unwrap()
+            .push((part.group, bytes, part.first, part.last, thread));
     };
     let groups = Groups {
         starts: &starts,
@@ -139,19 +159,51 @@ fn each_group_is_checked_once_as_soon_as_the_call_that_holds_it_is_copied() {
     .unwrap_or_else(|f| panic!("{}", f.error));
     assert!(dst == src, "every piece copied");
     let mut seen = seen.into_inner().unwrap();
-    seen.sort_by_key(|(g, _, _)| *g);
-    let checked: Vec<usize> = seen.iter().map(|(g, _, _)| *g).collect();
-    assert_eq!(
-        checked,
-        (0..256).collect::<Vec<_>>(),
-        "each frame in a call, once; not the large one"
-    );
-    assert!(
-        seen.iter().all(|(_, same, _)| *same),
-        "a group's bytes as copied"
-    );
-    let threads: std::collections::HashSet<_> = seen.iter().map(|(_, _, t)| *t).collect();
+    seen.sort_by_key(|(g, ..)| *g); // stable: a group's parts stay in the order given
+    for (g, _) in starts.iter().enumerate() {
+        let parts: Vec<_> = seen.iter().filter(|(pg, ..)| *pg == g).collect();
+        let want = if g < 256 { 1 } else { 4 };
+        assert_eq!(parts.len(), want, "group {g}: a part a call it spans");
+        let whole: Vec<u8> = parts.iter().flat_map(|(_, b, ..)| b.clone()).collect();
+        assert!(
+            whole == group_bytes(g),
+            "group {g}: its bytes as copied, in order"
+        );
+        for (i, (_, _, first, last, thread)) in parts.iter().enumerate() {
+            assert_eq!(*first, i == 0, "group {g}: first");
+            assert_eq!(*last, i + 1 == parts.len(), "group {g}: last");
+            assert_eq!(*thread, parts[0].4, "group {g}: one thread");
+        }
+    }
+    assert_eq!(seen.len(), 256 + 2 * 4, "nothing else handed over");
+    let threads: std::collections::HashSet<_> = seen.iter().map(|(.., t)| *t).collect();
     if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
         assert_eq!(threads.len(), 2, "each thread checks what it copied");
     }
+}
+
+#[test]
+fn a_group_larger_than_a_call_is_copied_by_one_thread_and_groups_are_shared() {
+    // 16 frames of 16 MiB: a header, then 16 pieces of a call each.
+    let frame = [&[64][..], &[CALL_BYTES; 16][..]].concat();
+    let pieces = spans(&frame.repeat(16));
+    let starts: Vec<usize> = (0..16).map(|g| 17 * g).collect();
+    let cut = calls(&pieces, true, Some(&starts));
+    assert_eq!(
+        cut.len(),
+        16 * 17,
+        "a header, then each piece: calls of its own"
+    );
+    let helpers = helper_calls(&pieces, &cut, Some(&starts));
+    let of_frame: Vec<bool> = (0..16)
+        .map(|g| {
+            let mine: Vec<bool> = (0..17).map(|c| helpers[17 * g + c]).collect();
+            assert!(mine.iter().all(|h| *h == mine[0]), "frame {g}: one thread");
+            mine[0]
+        })
+        .collect();
+    assert_eq!(of_frame.iter().filter(|h| **h).count(), 8, "{of_frame:?}");
+    // Without groups, the calls are shared one by one.
+    let loose = helper_calls(&pieces, &cut, None);
+    assert!((0..17).any(|c| loose[c] != loose[0]));
 }

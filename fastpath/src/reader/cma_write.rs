@@ -40,7 +40,7 @@ pub(in crate::reader) fn write_all(
         }
         let spans: Vec<Span> = pieces.iter().map(|(_, b, r)| span(b, *r)).collect();
         let calls = calls(&spans, true, None);
-        let helpers = helper_calls(&spans, &calls);
+        let helpers = helper_calls(&spans, &calls, None);
         let of = |theirs: bool| -> Vec<Range<usize>> {
             let both = calls.iter().zip(&helpers);
             both.filter(|(_, h)| **h == theirs)
@@ -80,14 +80,14 @@ fn halves(values: &[(&[u8], u64)]) -> (Vec<usize>, Vec<usize>) {
 }
 
 /// The pieces of the values `which`: (value, bytes, remote address), at most
-/// [`crate::reader::CHUNK`] bytes each, in order.
+/// [`crate::reader::CMA_CHUNK`] bytes each, in order.
 fn pieces_of<'a>(values: &[(&'a [u8], u64)], which: &[usize]) -> Vec<(usize, &'a [u8], u64)> {
     which
         .iter()
         .flat_map(|&v| {
             let (bytes, remote) = values[v];
-            let chunks = bytes.chunks(crate::reader::CHUNK).enumerate();
-            chunks.map(move |(i, b)| (v, b, remote + (i * crate::reader::CHUNK) as u64))
+            let chunks = bytes.chunks(crate::reader::CMA_CHUNK).enumerate();
+            chunks.map(move |(i, b)| (v, b, remote + (i * crate::reader::CMA_CHUNK) as u64))
         })
         .collect()
 }

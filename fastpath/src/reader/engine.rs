@@ -45,9 +45,20 @@ pub(super) fn split(
     len: usize,
     landing: bool,
 ) {
+    split_by(pieces, (local, remote, rkey), len, landing, super::CHUNK);
+}
+
+/// [`split`] in pieces of at most `chunk` bytes; `at` is (local, remote, rkey).
+pub(super) fn split_by(
+    pieces: &mut Vec<Piece>,
+    (local, remote, rkey): (usize, u64, u64),
+    len: usize,
+    landing: bool,
+    chunk: usize,
+) {
     let mut off = 0;
     while off < len {
-        let n = super::CHUNK.min(len - off);
+        let n = chunk.min(len - off);
         pieces.push(Piece {
             local: local + off,
             remote: remote + off as u64,

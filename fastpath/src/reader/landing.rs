@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use super::cma::Groups;
+use super::cma::{Groups, Part};
 use super::engine::{self, Landing, Piece};
 use super::{classify, Conn, Failed, ReadError, Reader, RemoteFrame};
 use crate::buffer::{ArenaBuffer, BufferError, WriteSlot};
@@ -248,16 +248,13 @@ impl Direct<'_> {
                 write: false,
             });
             let payload = f.addr + HEADER_LEN as u64;
-            engine::split(&mut pieces, room.start, payload, f.rkey, len, true);
+            let at = (room.start, payload, f.rkey);
+            engine::split_by(&mut pieces, at, len, true, super::piece_len(&self.0.config));
         }
         let headers = frames.len().max(1) * HEADER_LEN;
         // Frames checked as they are copied (cross-memory attach); the rest after.
-        let checked: Vec<OnceLock<Checked>> = frames.iter().map(|_| OnceLock::new()).collect();
-        let check = |g: usize, bytes: &[&[u8]]| {
-            let f = &frames[g].0;
-            let len = f.identity.payload_len as usize;
-            let _ = checked[g].set(check_landed(f, bytes[0], &bytes[1..]).map(|()| len));
-        };
+        let copied = AsCopied::new(frames.iter().map(|(f, _)| f));
+        let check = |part: Part<'_>| copied.part(part);
         let groups = Groups {
             starts: &starts,
             check: &check,
@@ -273,7 +270,7 @@ impl Direct<'_> {
             .expect("scratch set by run_into")
             .0
             .as_mut_slice();
-        Ok(check_rest(frames, scratch, dst.as_slice(), checked))
+        Ok(check_rest(frames, scratch, dst.as_slice(), copied.checked))
     }
 
     /// Reads `len` bytes at `addr` under `rkey` into the front of `dst` exactly as they are,
@@ -342,6 +339,54 @@ impl Direct<'_> {
 
 /// A frame's check: its payload's length, or why it was refused.
 type Checked = Result<usize, ReadError>;
+
+/// Frames checked as the parts of each are copied (by cross-memory attach: [`Groups`]):
+/// each frame's hash fed in order, on the thread that copied them.
+struct AsCopied<'f> {
+    frames: Vec<&'f RemoteFrame>,
+    /// The check of each frame begun and not finished.
+    hashing: Vec<Mutex<Option<FrameCheck>>>,
+    /// The result of each frame checked whole.
+    checked: Vec<OnceLock<Checked>>,
+}
+
+impl<'f> AsCopied<'f> {
+    fn new(frames: impl Iterator<Item = &'f RemoteFrame>) -> Self {
+        let frames: Vec<&RemoteFrame> = frames.collect();
+        Self {
+            hashing: frames.iter().map(|_| Mutex::new(None)).collect(),
+            checked: frames.iter().map(|_| OnceLock::new()).collect(),
+            frames,
+        }
+    }
+
+    /// Feeds a part of frame `part.group` just copied: its header first (checked against
+    /// what the frame promises), then its payload, and at its end the frame's result.
+    fn part(&self, part: Part<'_>) {
+        let (g, f) = (part.group, self.frames[part.group]);
+        let mut hashing = self.hashing[g].lock().unwrap_or_else(|e| e.into_inner());
+        let mut pieces = part.pieces.iter();
+        if part.first {
+            let header = pieces.next().expect("a frame's first piece is its header");
+            match FrameCheck::new(header, f.identity, f.checksum) {
+                Ok(check) => *hashing = Some(check),
+                Err(e) => {
+                    let _ = self.checked[g].set(Err(e.into()));
+                    return;
+                }
+            }
+        }
+        let Some(check) = hashing.as_mut() else {
+            return; // its header was refused
+        };
+        pieces.for_each(|p| check.payload(p));
+        if part.last {
+            let len = f.identity.payload_len as usize;
+            let done = hashing.take().expect("begun").finish();
+            let _ = self.checked[g].set(done.map(|()| len).map_err(ReadError::from));
+        }
+    }
+}
 
 /// The result of each of `frames`: as `checked` holds it (checked while the batch was
 /// copied), else checked now where it landed (its header in `scratch`, in order; its

@@ -6,13 +6,14 @@ use crate::server::FabricServer;
 
 /// `direct().read_many`: many values land at their offsets of one registered buffer in one
 /// go, byte-exact (small ones and one spanning several pieces), the bytes between them
-/// untouched (over 8 MiB in all: by cross-memory attach, two threads copy, and two threads
-/// check the frames); a frame whose promise is a lie fails alone; a value longer than its room is
-/// refused before anything is read; a revoked key fails the batch (the caller falls back).
+/// untouched (over 8 MiB in all: by cross-memory attach, two threads copy, each checking
+/// what it copied); a frame whose promise is a lie fails alone, a large one too; a value
+/// longer than its room is refused before anything is read; a revoked key fails the batch
+/// (the caller falls back).
 pub(super) fn landing_many(provider: &str, server: &FabricServer, reader: &mut Reader) {
     let values: Vec<Stored> = (0..40u64)
         .map(|i| {
-            let len = if i == 7 {
+            let len = if i == 7 || i == 20 {
                 9 * CHUNK + 3
             } else {
                 (i as usize * 997) % 70_000
@@ -27,9 +28,11 @@ pub(super) fn landing_many(provider: &str, server: &FabricServer, reader: &mut R
         frames.push((v.frame, at..at + v.payload.len()));
         at += v.payload.len() + 5; // a gap the reads must not touch
     }
-    // A lie about a frame in each half (over 8 MiB, two threads check a half each).
+    // A lie about a frame in each half (over 8 MiB, two threads check a half each), and
+    // about a frame larger than a cross-memory call (checked as its parts are copied).
     frames[3].0.checksum ^= 1;
     frames[30].0.checksum ^= 1;
+    frames[20].0.checksum ^= 1;
     let mut dst = LandingBuffer::new(at).unwrap();
     dst.as_mut_slice().fill(0xEE);
     let got = reader
@@ -37,7 +40,7 @@ pub(super) fn landing_many(provider: &str, server: &FabricServer, reader: &mut R
         .read_many(&frames, &mut dst, TIMEOUT)
         .unwrap_or_else(|e| panic!("{provider}: a batch of 40: {e}"));
     for (i, ((_, room), r)) in frames.iter().zip(&got).enumerate() {
-        if i == 3 || i == 30 {
+        if i == 3 || i == 30 || i == 20 {
             assert!(matches!(r, Err(ReadError::Frame(_))), "{provider}: {r:?}");
             continue;
         }

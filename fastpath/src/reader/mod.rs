@@ -26,6 +26,23 @@ mod write;
 
 /// Reads are split into pieces of this size, kept in flight together.
 pub const CHUNK: usize = 1 << 20;
+/// Pieces of a batch read into a landing buffer, or of a write, by cross-memory attach:
+/// smaller than [`CHUNK`] so that what one call copied is still in that core's cache when
+/// its frames are hashed (16 × 16 MiB read in 34 ms against 40 with 1 MiB pieces here; a
+/// fabric provider pays for each piece: 1 MiB there, where 256 KiB made tcp reads of
+/// 16 MiB values a third slower).
+pub const CMA_CHUNK: usize = 256 << 10;
+/// The pieces a batch read into a landing buffer is cut into by a reader configured
+/// so: [`CMA_CHUNK`] when it copies by cross-memory attach, else [`CHUNK`]. (A free
+/// function: `Reader` has methods enough.)
+fn piece_len(config: &FabricConfig) -> usize {
+    if config.cma_pid.is_some() && plan::is_shm(&config.provider) {
+        CMA_CHUNK
+    } else {
+        CHUNK
+    }
+}
+
 /// Most reads in flight at once.
 pub const MAX_IN_FLIGHT: usize = 16;
 
