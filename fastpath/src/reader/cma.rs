@@ -11,9 +11,10 @@
 //! ([`write_all`]: `process_vm_writev` into an upload region) are split the same way.
 //!
 //! A batch of frames names its [`Groups`] (a frame's header and payload pieces): calls
-//! are cut between groups, and the thread that copied a call checks each group in it
-//! right away, while its bytes are still in that core's cache, instead of a second pass
-//! over the whole batch from memory after the copy.
+//! are cut between groups, a group's calls are made by one thread in order, and that
+//! thread hands over what each call held of each group right away, while its bytes are
+//! still in that core's cache, instead of a second pass over the whole batch from memory
+//! after the copy.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -76,6 +77,7 @@ impl Groups<'_> {
             .starts
             .partition_point(|&s| s <= call.start)
             .saturating_sub(1);
+        let mut bytes: Vec<&[u8]> = Vec::new(); // one for the call, not one a group
         for g in first..self.starts.len() {
             let run = self.pieces(g, pieces.len());
             if run.start >= call.end {
@@ -85,9 +87,12 @@ impl Groups<'_> {
             if held.is_empty() {
                 continue;
             }
-            // SAFETY: as in `Span::deliver`: each piece of `call` was just copied by this
-            // thread and has room of its own, which nothing writes any more.
-            let bytes: Vec<&[u8]> = pieces[held].iter().map(|p| unsafe { p.bytes() }).collect();
+            bytes.clear();
+            bytes.extend(pieces[held].iter().map(|p| {
+                // SAFETY: as in `Span::deliver`: each piece of `call` was just copied by
+                // this thread and has room of its own, which nothing writes any more.
+                unsafe { p.bytes() }
+            }));
             (self.check)(Part {
                 group: g,
                 pieces: &bytes,
@@ -158,28 +163,27 @@ fn calls(pieces: &[Span], apart: bool, groups: Option<&[usize]>) -> Vec<Range<us
     if !apart {
         return (0..pieces.len()).map(|i| i..i + 1).collect();
     }
-    let bytes = |r: &Range<usize>| -> usize { pieces[r.clone()].iter().map(|p| p.len).sum() };
+    // Without groups, each piece is one (a piece larger than a call is a call alone).
+    let ends: Box<dyn Iterator<Item = usize>> = match groups {
+        Some(starts) => Box::new(starts.iter().copied().chain([pieces.len()])),
+        None => Box::new(1..=pieces.len()),
+    };
     let mut calls = Calls::default();
     let mut at = 0;
-    for end in groups.unwrap_or(&[]).iter().copied().chain([pieces.len()]) {
+    for end in ends {
         if end <= at {
             continue;
         }
         let group = at..end;
-        let fits = group.len() <= crate::local::MAX_IOV && bytes(&group) <= CALL_BYTES;
-        if groups.is_some() && fits {
-            calls.add(group.clone(), bytes(&group));
+        let bytes: usize = pieces[group.clone()].iter().map(|p| p.len).sum();
+        if group.len() <= crate::local::MAX_IOV && bytes <= CALL_BYTES {
+            calls.add(group, bytes);
         } else {
-            let alone = groups.is_some();
-            if alone {
-                calls.cut();
-            }
-            for i in group.clone() {
+            calls.cut();
+            for i in group {
                 calls.add(i..i + 1, pieces[i].len);
             }
-            if alone {
-                calls.cut();
-            }
+            calls.cut();
         }
         at = end;
     }
@@ -220,7 +224,7 @@ impl Calls {
 }
 
 impl Run<'_> {
-    /// Copies call `c` with one system call, then checks the groups wholly within it.
+    /// Copies call `c` with one system call, then hands over what it held of each group.
     fn copy(&self, c: usize) -> Result<(), (usize, CopyError)> {
         let call = &self.calls[c];
         copy_call(self.pid, &self.pieces[call.clone()])?;

@@ -253,7 +253,7 @@ impl Direct<'_> {
         }
         let headers = frames.len().max(1) * HEADER_LEN;
         // Frames checked as they are copied (cross-memory attach); the rest after.
-        let copied = AsCopied::new(frames.iter().map(|(f, _)| f));
+        let copied = AsCopied::new(frames);
         let check = |part: Part<'_>| copied.part(part);
         let groups = Groups {
             starts: &starts,
@@ -343,7 +343,7 @@ type Checked = Result<usize, ReadError>;
 /// Frames checked as the parts of each are copied (by cross-memory attach: [`Groups`]):
 /// each frame's hash fed in order, on the thread that copied them.
 struct AsCopied<'f> {
-    frames: Vec<&'f RemoteFrame>,
+    frames: &'f [(RemoteFrame, std::ops::Range<usize>)],
     /// The check of each frame begun and not finished.
     hashing: Vec<Mutex<Option<FrameCheck>>>,
     /// The result of each frame checked whole.
@@ -351,8 +351,7 @@ struct AsCopied<'f> {
 }
 
 impl<'f> AsCopied<'f> {
-    fn new(frames: impl Iterator<Item = &'f RemoteFrame>) -> Self {
-        let frames: Vec<&RemoteFrame> = frames.collect();
+    fn new(frames: &'f [(RemoteFrame, std::ops::Range<usize>)]) -> Self {
         Self {
             hashing: frames.iter().map(|_| Mutex::new(None)).collect(),
             checked: frames.iter().map(|_| OnceLock::new()).collect(),
@@ -363,7 +362,7 @@ impl<'f> AsCopied<'f> {
     /// Feeds a part of frame `part.group` just copied: its header first (checked against
     /// what the frame promises), then its payload, and at its end the frame's result.
     fn part(&self, part: Part<'_>) {
-        let (g, f) = (part.group, self.frames[part.group]);
+        let (g, f) = (part.group, &self.frames[part.group].0);
         let mut hashing = self.hashing[g].lock().unwrap_or_else(|e| e.into_inner());
         let mut pieces = part.pieces.iter();
         if part.first {
