@@ -96,7 +96,7 @@ async fn put_batch_on(
     }
     let bytes: u64 = items.iter().map(|(_, v)| v.len() as u64).sum();
     if node.writes_one_sided(bytes) {
-        match node.put_one_sided(items, None).await {
+        match node.put_one_sided(items, None, false).await {
             Err(Error::FastPath(why)) if node.fast_path != crate::FastPath::Required => {
                 tracing::debug!(%why, "one-sided write refused; the batch goes over HTTP");
             }

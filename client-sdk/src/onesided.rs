@@ -48,7 +48,7 @@ impl crate::client::Node {
         rasa_openapi::key::validate(key).map_err(|why| Error::invalid_key(key, &why))?;
         if self.writes_one_sided(bytes.len() as u64) {
             let items = [(key, bytes.clone())];
-            match self.put_one_sided(&items, content_type).await {
+            match self.put_one_sided(&items, content_type, true).await {
                 // A member that does not own the key gives it no room (the owner, suspect
                 // here, is asked through it over HTTP instead).
                 Ok(mut one) => match one.pop().expect("one result") {
@@ -68,7 +68,10 @@ impl crate::client::Node {
         Ok(d)
     }
 
-    /// Stores `items` one-sided: one result per item, as a put batch answers. An
+    /// Stores `items` one-sided: one result per item, as a put batch answers; with
+    /// `sha256` (a lone `put`, whose answer names its value's SHA-256 as a PUT's does, for
+    /// a later `If-Match`) the gateway hashes each value before it answers, where a
+    /// batch's are left to the first reader that needs them. An
     /// `Error::FastPath` means nothing was stored (no region, or a write that failed: the
     /// region is reclaimed when its lease ends), so the caller may send the batch over
     /// HTTP instead.
@@ -76,6 +79,7 @@ impl crate::client::Node {
         &self,
         items: &[(&str, Bytes)],
         content_type: Option<&str>,
+        sha256: bool,
     ) -> Result<Vec<Each<Descriptor>>, Error> {
         let sizes = items.iter().map(|(k, v)| (*k, v.len() as u64));
         let region = self.reserve(sizes, content_type).await?;
@@ -96,11 +100,7 @@ impl crate::client::Node {
         let values: Vec<(&str, Bytes)> = room.iter().map(|&i| items[i].clone()).collect();
         let checksums = write_region(&self.fabric, &region, &slots, &values, deadline).await?;
         let keys: Vec<&str> = items.iter().map(|(k, _)| *k).collect();
-        // A lone value's answer names its SHA-256, as a PUT's does (for a later If-Match);
-        // a batch's leave it to the first reader that needs it.
-        let results = self
-            .commit(&region, &keys, checksums, items.len() == 1)
-            .await?;
+        let results = self.commit(&region, &keys, checksums, sha256).await?;
         for (&i, r) in room.iter().zip(results) {
             out[i] = Some(r);
         }

@@ -77,6 +77,33 @@ async fn a_one_sided_batch_lands_byte_exact_on_shm_and_tcp() {
     );
 }
 
+/// A `put_many` whose values are cut one a batch (each over half of a batch's bytes) is
+/// still a batch: no value's SHA-256 is computed at its commit (each is left to its first
+/// reader), where a lone `put` answers with its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_cut_one_value_a_batch_leaves_the_digests_to_their_readers() {
+    let gw = Gateway::start(&["--fast-path", "on", "--fabric-provider", "shm"]);
+    let client = Client::builder(&gw.base)
+        .fast_path(FastPath::Required)
+        .build()
+        .unwrap();
+    let big = (rasa_client::MAX_BATCH_BYTES / 2 + 1) as usize;
+    let values: Vec<Bytes> = (0..2).map(|i| Bytes::from(pattern(big, i))).collect();
+    let items: Vec<(&str, Bytes)> = ["cut/a", "cut/b"].into_iter().zip(values).collect();
+    let results = client.many().put(&items).await.unwrap();
+    for ((key, value), r) in items.iter().zip(results) {
+        let d = r.unwrap();
+        assert_eq!(d.sha256, "", "{key}: its digest was computed at the commit");
+        let got = client.get(key).await.unwrap();
+        assert_eq!(got.path, ReadPath::Fabric);
+        assert_eq!(got.bytes, *value, "{key}");
+    }
+    assert_eq!(client.stats().fabric_writes, 2);
+    let lone = Bytes::from(pattern(64 << 10, 9));
+    let d = client.put("cut/lone", lone.clone()).await.unwrap();
+    assert_eq!(d.sha256, sha256_hex(&lone), "a lone put names its digest");
+}
+
 /// The gateway's endpoint `provider` from `/v1/fabric`: its index and address.
 fn endpoint_of(info: &FabricInfo, provider: &str) -> (usize, Vec<u8>) {
     let (i, e) = info
