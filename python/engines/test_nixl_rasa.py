@@ -144,7 +144,9 @@ def test_a_batch_of_descriptors_is_one_transfer(gateway):
     before = requests(gateway)
     assert nixl_run(a, "WRITE", blocks(0), obj(0, 256 << 10, range(8))) == "DONE"
     after = requests(gateway)
-    assert counted(before, after, "POST", "/batch/commit/{upload}") == 1, "8 values, one upload"
+    # 2 MiB in one put_many: two uploads of four values (a put is cut into up to four
+    # batches written together, of at least 1 MiB each), not one a value.
+    assert counted(before, after, "POST", "/batch/commit/{upload}") == 2, "8 values, two uploads"
     assert nixl_run(a, "READ", blocks(8), obj(0, 256 << 10, range(8))) == "DONE"
     assert counted(after, requests(gateway), "POST", "/descriptors") == 1, "8 values, one descriptor request"
     assert torch.equal(pool[8 * (256 << 10) :], pool[: 8 * (256 << 10)])
