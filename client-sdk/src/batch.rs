@@ -209,11 +209,11 @@ async fn exists_batches(http: &Transport, keys: &[&str]) -> Result<Vec<Each<bool
 
 impl crate::Many<'_> {
     /// Stores each `(key, value)` as its own version, in one request per batch of at most
-    /// [`MAX_BATCH_VALUES`] values and [`MAX_BATCH_BYTES`] bytes, up to 4 in flight, and
-    /// of no more than a quarter of the call's bytes when that is over 1 MiB: 256 values
-    /// of 64 KiB go in four requests of 64, together. One result per item, in order: its descriptor,
-    /// or the problem that kept that value alone from being stored (the others are
-    /// stored). `Err` when a batch as a whole failed (not answered, refused).
+    /// [`MAX_BATCH_VALUES`] values and [`MAX_BATCH_BYTES`] bytes, and of at most a quarter
+    /// of the call's bytes or 1 MiB, whichever is more, up to 4 in flight: 256 values of
+    /// 64 KiB go in four requests of 64, together. One result per item, in order: its
+    /// descriptor, or the problem that kept that value alone from being stored (the
+    /// others are stored). `Err` when a batch as a whole failed (not answered, refused).
     pub async fn put(&self, items: &[(&str, Bytes)]) -> Result<Vec<Each<Descriptor>>, Error> {
         let keys: Vec<&str> = items.iter().map(|(k, _)| *k).collect();
         let groups = match self.0.inner.topology().await {
