@@ -3,8 +3,8 @@
     python bench/writes_bench.py GATEWAY_URL REDIS_PORT
 
 Prints Markdown tables (issue 46):
-- a batch of N values stored with `Client.put_many` (one request per batch), with N
-  sequential `Client.put`, and with redis-py's pipelined `SET` of the same blocks
+- a batch of N values stored with `Client.put_many` (one request per batch; a call is
+  cut into up to four batches written together), with N sequential `Client.put`, and with redis-py's pipelined `SET` of the same blocks
   (`transaction=False`) — 256 × 4 KiB, 256 × 64 KiB, 32 × 1 MiB — and with the default
   client's `put_many` (one-sided: a region, the bytes over shm, a commit);
 - `get_many_into` of 256 × 64 KiB into one `RegisteredBuffer`: with descriptors this
@@ -43,7 +43,7 @@ def median_ms(fn, rounds: int = ROUNDS) -> float:
 
 
 def writes(c: rasa_client.Client, fast: rasa_client.Client, r: redis.Redis) -> None:
-    print("| batch | `put_many` (1 request) | N × `put` | redis pipelined `SET` | put_many's speed vs N × put | vs redis (> 1: ahead) | `put_many` one-sided (default client) | one-sided vs redis |")
+    print("| batch | `put_many` over HTTP (up to 4 requests) | N × `put` | redis pipelined `SET` | put_many's speed vs N × put | vs redis (> 1: ahead) | `put_many` one-sided (default client) | one-sided vs redis |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for n, size, name in [(256, 4 << 10, "256 × 4 KiB"), (256, 64 << 10, "256 × 64 KiB"), (32, 1 << 20, "32 × 1 MiB")]:
         items = [(f"bench/writes/{size}/{i}", os.urandom(size)) for i in range(n)]
