@@ -5,8 +5,9 @@
 Prints Markdown tables (issue 46):
 - a batch of N values stored with `Client.put_many` (one request per batch; a call is
   cut into up to four batches written together), with N sequential `Client.put`, and
-  with redis-py's pipelined `SET` of the same blocks (`transaction=False`) — 256 × 4 KiB, 256 × 64 KiB, 32 × 1 MiB — and with the default
-  client's `put_many` (one-sided: a region, the bytes over shm, a commit);
+  with redis-py's pipelined `SET` of the same blocks (`transaction=False`) — 256 × 4 KiB,
+  256 × 64 KiB, 32 × 1 MiB — and with the default client's `put_many` (one-sided: a
+  region, the bytes over shm, a commit);
 - `get_many_into` of 256 × 64 KiB into one `RegisteredBuffer`: with descriptors this
   client does not hold yet (keys just written by another client) and again (held);
 - the first batch into a newly `register()`ed buffer next to the second;
