@@ -50,8 +50,9 @@ def test_put_many_of_256_blocks_is_four_requests(gateway):
 def test_the_default_client_writes_one_sided_and_no_value_crosses_http(gateway):
     """Issue 63: with the fast path on, ``put_many`` and a large ``put`` write the values
     one-sided into gateway memory (a region reserved, written, committed: two small
-    requests a batch, four batches of 64 for 256 blocks; no value in an HTTP body); they read back byte-exact over HTTP with
-    their SHA-256 entity tag. A small ``put`` still goes as one PUT."""
+    requests a batch, four batches of 64 for 256 blocks; no value in an HTTP body); they
+    read back byte-exact over HTTP with their SHA-256 entity tag. A small ``put`` still
+    goes as one PUT."""
     import hashlib
     import urllib.request
 
