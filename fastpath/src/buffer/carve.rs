@@ -72,19 +72,19 @@ impl ArenaBuffer {
         Ok(Arc::new(Self::mapped(front.ptr, front.len + back.len)))
     }
 
-    /// Faults every page of an unused buffer in, so writes into it (one-sided ones
-    /// included) find their pages in place. `MADV_POPULATE_WRITE` where the kernel has it
-    /// (5.14); else, for a buffer held by this call alone, one zero written per page (the
-    /// memory is zero-filled already). Whether the pages are in.
+    /// Faults every page of an unused buffer held by this call alone in, so writes into it
+    /// (one-sided ones included) find their pages in place: one zero written per page (the
+    /// memory is zero-filled already). Whether the pages are in (`false`: the buffer is
+    /// shared or in use).
+    ///
+    /// Each of those page faults locks only the mapping it falls in (Linux 6.4 and later;
+    /// before, the address space's lock for one fault at a time). `MADV_POPULATE_WRITE` is
+    /// not used: it holds the address space's lock (`mmap_lock`) until every page is in,
+    /// and a warm-up at the lowest priority on busy cores held it for tens of milliseconds
+    /// at a time. The gateway's own `mmap` calls (an allocation, a new arena) waited behind
+    /// it, and one-sided writes into the gateway (cross-memory attach takes the same lock)
+    /// queued behind those: HTTP batches of 256 × 64 KiB took 80–320 ms, not 25.
     pub fn populate(this: &mut Arc<Self>) -> bool {
-        // MADV_POPULATE_WRITE: 23 since Linux 5.14.
-        const POPULATE_WRITE: libc::c_int = 23;
-        // SAFETY: the range is exactly this buffer's allocation; populating writes no byte.
-        let done =
-            unsafe { libc::madvise(this.ptr.as_ptr().cast(), this.len, POPULATE_WRITE) } == 0;
-        if done {
-            return true;
-        }
         let Some(buf) = Arc::get_mut(this) else {
             return false;
         };

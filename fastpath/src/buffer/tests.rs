@@ -194,3 +194,40 @@ fn mapped_buffers_split_and_join_on_huge_page_boundaries() {
     assert!(!small.splittable());
     assert!(ArenaBuffer::split(small, HUGE_PAGE).is_err());
 }
+
+/// Faulting a buffer in (a warm-up, on a thread of its own) holds no lock the process's
+/// other mappings wait for: a `mmap` made meanwhile takes a small part of the warm-up's
+/// time. `MADV_POPULATE_WRITE` held the address space's lock until its last page was in,
+/// and a mapping made meanwhile (a new arena, an allocation) waited for all of it.
+#[test]
+fn a_warm_up_holds_up_no_mapping_made_beside_it() {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::time::{Duration, Instant};
+    let mut big = ArenaBuffer::new(256 << 20).unwrap();
+    let (started, done) = (AtomicBool::new(false), AtomicBool::new(false));
+    thread::scope(|s| {
+        let warm = s.spawn(|| {
+            started.store(true, SeqCst);
+            let t = Instant::now();
+            assert!(ArenaBuffer::populate(&mut big), "pages faulted in");
+            let took = t.elapsed();
+            done.store(true, SeqCst);
+            took
+        });
+        while !started.load(SeqCst) {
+            std::hint::spin_loop();
+        }
+        let (mut longest, mut maps) = (Duration::ZERO, 0);
+        while !done.load(SeqCst) {
+            let t = Instant::now();
+            drop(ArenaBuffer::new(HUGE_PAGE).unwrap());
+            longest = longest.max(t.elapsed());
+            maps += 1;
+        }
+        let took = warm.join().unwrap();
+        assert!(
+            longest < took / 4,
+            "a mapping made beside a warm-up of {took:?} waited {longest:?} ({maps} made)"
+        );
+    });
+}
