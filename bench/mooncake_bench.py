@@ -205,11 +205,12 @@ def main() -> None:
                 assert p.get(key) == small
                 lat[p.name].append((time.perf_counter() - t) * 1e6)
     names = [p.name for p in peers]
+    med = lambda peer, what: statistics.median(rates[(peer, what)])  # noqa: E731
     ceiling, write_bound = ceilings()
     print(f"| GB/s (median of {ROUNDS} rounds) | " + " | ".join(names) + " |")
     print("| --- |" + " --- |" * len(names))
     for what in [f"{op} {shape}" for shape in SHAPES for op in ("write", "read")]:
-        row = [statistics.median(rates[(n, what)]) for n in names]
+        row = [med(n, what) for n in names]
         best = max(row)
         print(f"| {what} | " + " | ".join(f"**{v:.2f}**" if v == best else f"{v:.2f}" for v in row) + " |")
     p50 = [statistics.median(lat[n]) for n in names]
@@ -218,20 +219,18 @@ def main() -> None:
     print(f"memcpy ceiling in this run: {ceiling:.2f} GB/s (numpy copy of 256 MiB, best of 5).")
     print()
     shm = "Rasa default (shm)"
-    w16, r16 = (statistics.median(rates[(shm, f"{op} 16 × 16 MiB")]) for op in ("write", "read"))
-    w64, r64 = (statistics.median(rates[(shm, f"{op} 256 × 64 KiB")]) for op in ("write", "read"))
+    wr = {shape: med(shm, f"write {shape}") / med(shm, f"read {shape}") for shape in SHAPES}
     print(
-        f"Writes ÷ reads, Rasa default (shm): 16 × 16 MiB **{w16 / r16:.2f}** (goal 0.7), "
-        f"256 × 64 KiB **{w64 / r64:.2f}** (goal 0.5). The bound this machine puts on a write "
+        f"Writes ÷ reads, Rasa default (shm): 16 × 16 MiB **{wr['16 × 16 MiB']:.2f}** (goal 0.7), "
+        f"256 × 64 KiB **{wr['256 × 64 KiB']:.2f}** (goal 0.5). The bound this machine puts on a write "
         f"checked where it lands, against a read: one copy ÷ (one copy and one read of what "
         f"it copied) = **{write_bound:.2f}** (numpy, 256 MiB, best of 5)."
     )
     print()
-    r = lambda a, b, w: statistics.median(rates[(a, w)]) / statistics.median(rates[(b, w)])  # noqa: E731
     for w in [f"{op} {shape}" for shape in SHAPES for op in ("write", "read")]:
         print(
-            f"- {w}: Rasa shm / Mooncake same-host {r('Rasa default (shm)', 'Mooncake same-host', w):.2f}×, "
-            f"Rasa tcp / Mooncake tcp {r('Rasa tcp', 'Mooncake tcp', w):.2f}×"
+            f"- {w}: Rasa shm / Mooncake same-host {med(shm, w) / med('Mooncake same-host', w):.2f}×, "
+            f"Rasa tcp / Mooncake tcp {med('Rasa tcp', w) / med('Mooncake tcp', w):.2f}×"
         )
     if len(sys.argv) > 5:
         print()

@@ -78,8 +78,9 @@ async fn a_one_sided_batch_lands_byte_exact_on_shm_and_tcp() {
 }
 
 /// A `put_many` whose values are cut one a batch (here two, each over half of
-/// `MAX_BATCH_BYTES`; four of 16 MiB are cut so too) is still a batch: no value's SHA-256 is computed at its commit (each is left to its first
-/// reader), where a lone `put` answers with its own.
+/// `MAX_BATCH_BYTES`; four of 16 MiB are cut so too) is still a batch: no value's SHA-256
+/// is computed at its commit (each is left to its first reader), where a lone `put`
+/// answers with its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_cut_one_value_a_batch_leaves_the_digests_to_their_readers() {
     let gw = Gateway::start(&["--fast-path", "on", "--fabric-provider", "shm"]);
