@@ -75,29 +75,36 @@ pub enum Admission {
 }
 
 /// One open connection's place; dropping it frees the place.
+///
+/// A connection counts as silent (the first to make room at the bound) from the moment it
+/// is admitted until [`Ticket::first_byte`] sees its first byte, not only once its task
+/// runs: an accept loop that outruns the connections' tasks still finds silent ones to
+/// displace, so `/healthz` is served in a flood of silent sockets.
 #[derive(Debug)]
 pub struct Ticket {
     gate: Arc<Gate>,
     id: u64,
+    /// Signalled (a permit kept if nobody waits yet) when a newer connection takes this
+    /// one's place.
+    displaced: Arc<Notify>,
 }
 
 impl Ticket {
     /// Waits for the connection's first byte, at most `timeout`, or until a newer
-    /// connection takes its place; false (close it) when none came, the peer left, or it
-    /// was displaced.
+    /// connection takes its place (before this call too); false (close it) when none came,
+    /// the peer left, or it was displaced.
     pub async fn first_byte(&self, stream: &tokio::net::TcpStream, timeout: Duration) -> bool {
-        let displaced = Arc::new(Notify::new());
-        self.gate.silent().insert(self.id, Arc::clone(&displaced));
         let mut probe = [0u8; 1];
         let outcome = tokio::select! {
+            biased;
+            () = self.displaced.notified() => Err("displaced"),
             peeked = tokio::time::timeout(timeout, stream.peek(&mut probe)) => match peeked {
                 Ok(Ok(n)) => Ok(n > 0),
                 Ok(Err(_)) => Ok(false),
                 Err(_) => Err("first_byte_timeout"),
             },
-            () = displaced.notified() => Err("displaced"),
         };
-        self.gate.silent().remove(&self.id);
+        self.spoke();
         match outcome {
             Ok(spoke) => spoke,
             Err(reason) => {
@@ -115,8 +122,16 @@ impl Ticket {
     }
 }
 
+impl Ticket {
+    /// No longer silent: it cannot be displaced from now on.
+    fn spoke(&self) {
+        self.gate.silent().remove(&self.id);
+    }
+}
+
 impl Drop for Ticket {
     fn drop(&mut self) {
+        self.spoke();
         let gate = &self.gate;
         let now = gate.open.fetch_sub(1, Ordering::AcqRel) - 1;
         gate.gauge(now);
@@ -150,10 +165,15 @@ impl Gate {
         self.silent.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// A place for a connection just admitted, silent until it speaks.
     fn ticket(self: &Arc<Self>) -> Ticket {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let displaced = Arc::new(Notify::new());
+        self.silent().insert(id, Arc::clone(&displaced));
         Ticket {
             gate: Arc::clone(self),
-            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            id,
+            displaced,
         }
     }
 
@@ -178,7 +198,7 @@ impl Gate {
             );
         }
         // Full: the oldest connection that has said nothing yet makes room (its place is
-        // freed as soon as its task sees the signal).
+        // freed as soon as its task sees the signal; until then it is counted open).
         let oldest = self.silent().pop_first();
         if let Some((_, displaced)) = oldest {
             displaced.notify_one();
@@ -201,14 +221,19 @@ impl Gate {
 mod tests {
     use super::*;
 
+    /// A connected pair: the gateway's side, and the peer's kept open.
+    async fn connection() -> (tokio::net::TcpStream, tokio::net::TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let peer = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        (listener.accept().await.unwrap().0, peer)
+    }
+
     #[tokio::test]
     async fn a_new_connection_displaces_the_oldest_silent_one() {
         let gate = Gate::new("test", 1);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let _peer = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (conn, _) = listener.accept().await.unwrap();
+        let (conn, _peer) = connection().await;
         let Admission::Served(first) = gate.admit() else {
             panic!("the first connection is served")
         };
@@ -217,22 +242,58 @@ mod tests {
             drop(first);
             spoke
         });
-        // Once it waits for its first byte, a second connection takes its place.
-        while gate.silent().is_empty() {
-            tokio::task::yield_now().await;
-        }
+        tokio::task::yield_now().await;
         assert!(matches!(gate.admit(), Admission::Served(_)));
         assert!(!waiting.await.unwrap(), "the silent connection is closed");
+    }
+
+    /// An accept loop that outruns its connections' tasks: none has looked for its first
+    /// byte yet, and a connection past the bound still displaces the oldest (which then
+    /// closes at once), rather than being refused.
+    #[tokio::test]
+    async fn a_connection_is_silent_from_its_admission() {
+        let gate = Gate::new("test", 1);
+        let Admission::Served(first) = gate.admit() else {
+            panic!("the first connection is served")
+        };
+        let Admission::Served(second) = gate.admit() else {
+            panic!("the second displaces the first, whose task has not run yet")
+        };
+        let (conn, _peer) = connection().await;
+        let closed = tokio::time::timeout(
+            Duration::from_secs(5),
+            first.first_byte(&conn, Duration::from_secs(3600)),
+        );
+        assert!(!closed
+            .await
+            .expect("displaced before it waited: closed at once"));
+        drop(first);
+        // The second speaks: no longer displaceable, so a third goes to the reserve.
+        let (conn, mut peer) = connection().await;
+        tokio::io::AsyncWriteExt::write_all(&mut peer, b"G")
+            .await
+            .unwrap();
+        assert!(second.first_byte(&conn, Duration::from_secs(5)).await);
+        assert!(matches!(gate.admit(), Admission::Reserve(_)));
+    }
+
+    /// Admits one connection, which then speaks at once (so none is displaced).
+    fn admit_speaking(gate: &Arc<Gate>) -> Admission {
+        let admission = gate.admit();
+        if let Admission::Served(t) | Admission::Reserve(t) = &admission {
+            t.spoke();
+        }
+        admission
     }
 
     #[test]
     fn admits_up_to_the_bound_then_the_reserve_then_refuses() {
         let gate = Gate::new("test", 2);
-        let a = gate.admit();
-        let b = gate.admit();
+        let a = admit_speaking(&gate);
+        let b = admit_speaking(&gate);
         assert!(matches!(a, Admission::Served(_)));
         assert!(matches!(b, Admission::Served(_)));
-        let reserve: Vec<_> = (0..RESERVE).map(|_| gate.admit()).collect();
+        let reserve: Vec<_> = (0..RESERVE).map(|_| admit_speaking(&gate)).collect();
         assert!(reserve.iter().all(|r| matches!(r, Admission::Reserve(_))));
         assert!(matches!(gate.admit(), Admission::Refused));
         drop(reserve);
