@@ -120,9 +120,7 @@ impl Ticket {
             }
         }
     }
-}
 
-impl Ticket {
     /// No longer silent: it cannot be displaced from now on.
     fn spoke(&self) {
         self.gate.silent().remove(&self.id);
@@ -242,6 +240,8 @@ mod tests {
             drop(first);
             spoke
         });
+        // Let it wait for its first byte: it is woken, where the next test's connection is
+        // displaced before it waits.
         tokio::task::yield_now().await;
         assert!(matches!(gate.admit(), Admission::Served(_)));
         assert!(!waiting.await.unwrap(), "the silent connection is closed");
